@@ -1,0 +1,96 @@
+# minitensor: build the engine twice from the same sources, run the tests.
+#
+#   make            build/libminitensor_emu.so (always) and
+#                   build/libminitensor_cuda.so (when nvcc is found)
+#   make test-c     C tests of the kernels (emulator; CUDA too on a GPU machine)
+#   make test       everything CI runs: C tests, then the Python suite
+#   make demo       the main job: train a digit classifier
+#
+# Variables a user may override:
+#   CUDA_ARCHS="75 80 86 89 90"   machine code generated for these GPUs (+PTX)
+#   PYTHON=python3                interpreter used to make the virtualenv
+#   JOBS=2                        parallel compile jobs
+
+SHELL       := /bin/bash
+BUILD       := build
+PYTHON      ?= python3
+NVCC        ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CXX         ?= g++
+CUDA_ARCHS  ?= 75 80 86 89 90
+VENV        := .venv
+VPY         := $(VENV)/bin/python
+
+SRCS        := $(wildcard src/*.cu)
+HEADERS     := $(wildcard src/*.h src/emu/*.h)
+NAMES       := $(notdir $(SRCS:.cu=))
+
+# ---- emulator build: the .cu files, translated, compiled by the host C++ ----
+EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
+EMU_LIBS     := -lboost_context -pthread
+EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(BUILD)/emu/emu_runtime.o
+EMU_LIB      := $(BUILD)/libminitensor_emu.so
+
+# ---- CUDA build: nvcc, machine code for each arch plus PTX for the newest ----
+LAST_ARCH    := $(lastword $(CUDA_ARCHS))
+GENCODE      := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+                -gencode=arch=compute_$(LAST_ARCH),code=compute_$(LAST_ARCH)
+NVCC_FLAGS   := -std=c++17 -O3 -lineinfo -Isrc -Xcompiler -fPIC -Xcompiler -Wall --threads 0 $(GENCODE)
+CUDA_OBJS    := $(NAMES:%=$(BUILD)/cuda/%.o)
+CUDA_LIB     := $(BUILD)/libminitensor_cuda.so
+
+LIBS := $(EMU_LIB)
+ifneq ($(NVCC),)
+LIBS += $(CUDA_LIB)
+endif
+
+.PHONY: all emu cuda test test-c test-py demo clean FORCE
+all: $(LIBS)
+emu: $(EMU_LIB)
+cuda: $(CUDA_LIB)
+
+# The system packages the emulator needs (Boost.Context); see tools/setup.sh.
+$(BUILD)/.deps-ok: tools/setup.sh
+	@bash tools/setup.sh system
+	@mkdir -p $(BUILD) && touch $@
+
+$(BUILD)/emu/%.cpp: src/%.cu tools/cu2emu.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) tools/cu2emu.py $< $@
+
+$(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/emu/emu_runtime.o: src/emu/emu_runtime.cpp $(HEADERS) $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+$(EMU_LIB): $(EMU_OBJS)
+	$(CXX) -shared -o $@ $^ $(EMU_LIBS)
+
+# Rewritten only when CUDA_ARCHS changes, so a new arch list rebuilds everything.
+$(BUILD)/cuda/.archs: FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(CUDA_ARCHS)" > $@.new; cmp -s $@.new $@ || mv $@.new $@; rm -f $@.new
+
+$(BUILD)/cuda/%.o: src/%.cu $(HEADERS) $(BUILD)/cuda/.archs
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+$(CUDA_LIB): $(CUDA_OBJS)
+	@echo "CUDA build: machine code for $(CUDA_ARCHS:%=sm_%) and PTX for compute_$(LAST_ARCH) (override: make CUDA_ARCHS=\"...\")"
+	$(NVCC) -shared $(GENCODE) -o $@ $^
+
+include tests/c/tests.mk
+
+# ---- Python: a virtualenv from requirements.txt, and the pytest suite ----
+$(VENV)/.ok: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+test-py: $(LIBS) $(VENV)/.ok
+	$(VPY) -m pytest -q tests
+
+test: test-c test-py
+
+clean:
+	rm -rf $(BUILD)

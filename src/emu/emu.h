@@ -1,0 +1,394 @@
+/*
+ * emu.h: CUDA on the CPU, for the emulator build of minitensor.
+ *
+ * The emulator compiles the library's .cu files with the host C++ compiler
+ * and runs their kernels with CUDA's semantics:
+ *   - every thread of every block runs; each CUDA thread is a coroutine
+ *     (Boost.Context fiber) on the OS thread that runs its block;
+ *   - __syncthreads() is a real barrier: a thread that reaches it is
+ *     suspended until every thread of its block has reached it;
+ *   - __shared__ memory belongs to one block and is poisoned (filled with
+ *     0xFF bytes, a NaN for float and double) when the block starts, so a read
+ *     of shared memory that nothing wrote shows up as NaN in a test;
+ *   - between barriers the threads of a block run in a shuffled order, so a
+ *     missing barrier gives a wrong answer instead of passing by luck;
+ *   - warp shuffles meet per warp (all lanes named in the mask exchange their
+ *     values at once);
+ *   - a bad launch configuration is CUDA's "invalid configuration argument",
+ *     and a barrier that some threads reach while others have exited or wait
+ *     elsewhere is reported as an error naming the kernel, never a hang.
+ *
+ * Two pieces of CUDA syntax are not C++: the launch `k<<<grid, block>>>(...)`
+ * and `__shared__` declarations. tools/cu2emu.py rewrites those (line for
+ * line, so gdb and compiler messages point at the .cu file); everything else
+ * is defined here. The CUDA runtime calls the host code makes (cudaMalloc,
+ * cudaMemcpy, cudaGetLastError, ...) have twins with the same names.
+ *
+ * Environment (read once per process):
+ *   MINITENSOR_EMU_SHUFFLE=0   run threads in order (default: shuffled)
+ *   MINITENSOR_EMU_POISON=0    leave shared memory unpoisoned
+ *   MINITENSOR_EMU_SEED=n      seed of the shuffle (default 0: fixed)
+ *   MINITENSOR_EMU_THREADS=n   OS threads that run blocks (default: cores;
+ *                              1 makes printf output and gdb sessions orderly)
+ */
+#ifndef MT_EMU_H
+#define MT_EMU_H
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+/* ---- qualifiers: meaningless on the CPU --------------------------------- */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+/* __restrict__ is understood by g++ and clang++ as it is. */
+
+/* ---- built-in vector types ---------------------------------------------- */
+struct uint3 {
+    unsigned int x, y, z;
+};
+
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+
+/* ---- runtime types (same names and numeric codes as CUDA's) -------------- */
+enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorLaunchFailure = 719,
+    cudaErrorUnknown = 999
+};
+typedef enum cudaError cudaError_t;
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+};
+
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8
+};
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    size_t sharedMemPerBlockOptin;
+    int regsPerBlock;
+    int warpSize;
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    int multiProcessorCount;
+    int major;
+    int minor;
+    int l2CacheSize;
+};
+
+/* ---- runtime API twins (src/emu/emu_runtime.cpp) ------------------------- */
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream);
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = 0);
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = 0);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t err);
+const char *cudaGetErrorName(cudaError_t err);
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+template <typename T>
+cudaError_t cudaMalloc(T **ptr, size_t bytes)
+{
+    return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
+}
+template <typename T>
+cudaError_t cudaMallocAsync(T **ptr, size_t bytes, cudaStream_t stream)
+{
+    return cudaMallocAsync(reinterpret_cast<void **>(ptr), bytes, stream);
+}
+
+namespace mt_emu {
+
+/* Where the current CUDA thread is. Set by the scheduler before it resumes a
+ * thread; read through the threadIdx/blockIdx/... macros below. */
+struct BlockCoords {
+    uint3 block_idx;
+    dim3 block_dim;
+    dim3 grid_dim;
+};
+extern thread_local const uint3 *tls_thread_idx;
+extern thread_local BlockCoords tls_block;
+
+/* Launching: what `kernel<<<grid, block, shared, stream>>>(args)` becomes. */
+struct LaunchConfig {
+    const char *name;
+    const void *kernel;
+    dim3 grid;
+    dim3 block;
+    size_t shared_bytes;
+};
+/* Runs body(ctx) once for every thread of the grid; sets the error that
+ * cudaGetLastError() will return. */
+void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *ctx);
+cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes);
+
+template <typename... Params>
+struct Launcher {
+    LaunchConfig cfg;
+    void (*kernel)(Params...);
+
+    template <typename... Args>
+    void operator()(Args &&...args) const
+    {
+        static_assert(sizeof...(Args) == sizeof...(Params),
+                      "kernel launched with the wrong number of arguments");
+        /* One copy of the arguments; each emulated thread gets its own copy
+         * of the by-value parameters when the kernel is called, as on a GPU. */
+        struct Call {
+            void (*kernel)(Params...);
+            std::tuple<Params...> args;
+        } call{kernel, std::tuple<Params...>(std::forward<Args>(args)...)};
+        run_kernel(cfg, [](void *p) {
+            Call *c = static_cast<Call *>(p);
+            std::apply(c->kernel, c->args);
+        }, &call);
+    }
+};
+
+template <typename... Params>
+Launcher<Params...> launch(const char *name, void (*kernel)(Params...), dim3 grid, dim3 block,
+                           size_t shared_bytes = 0, cudaStream_t stream = 0)
+{
+    (void)stream; /* one in-order queue: every launch finishes before it returns */
+    return Launcher<Params...>{
+        LaunchConfig{name, reinterpret_cast<const void *>(kernel), grid, block, shared_bytes},
+        kernel};
+}
+
+/* Shared memory of the running block: static declarations are keyed by their
+ * source line, so every thread of the block gets the same array. */
+void *block_shared_alloc(const char *file, int line, size_t bytes);
+void *dynamic_shared_ptr(void);
+
+template <typename T>
+T &block_shared(const char *file, int line)
+{
+    return *static_cast<T *>(block_shared_alloc(file, line, sizeof(T)));
+}
+template <typename T>
+T *dynamic_shared(void)
+{
+    return static_cast<T *>(dynamic_shared_ptr());
+}
+
+/* Barriers. Every thread of the block must reach the same __syncthreads();
+ * every lane named in `mask` must reach the warp-level meeting point. */
+void sync_block(void);
+/* Publishes `bytes` bytes of `value` for the warp, waits for every lane in
+ * mask, copies lane src_lane's bytes into `out` (own bytes when src_lane < 0
+ * or that lane does not exist), and waits again so no lane races ahead. */
+void warp_exchange(unsigned mask, const void *value, void *out, size_t bytes, int src_lane);
+/* Bit i set when lane i of this warp passed a non-zero predicate. */
+unsigned warp_ballot(unsigned mask, int predicate);
+int lane_id(void);
+
+} /* namespace mt_emu */
+
+template <typename Kernel>
+cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFuncAttribute attr, int value)
+{
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return ::mt_emu::set_function_max_dynamic_shared(reinterpret_cast<const void *>(kernel), value);
+    return cudaSuccess;
+}
+
+/* ---- built-in variables -------------------------------------------------- */
+#define threadIdx (*::mt_emu::tls_thread_idx)
+#define blockIdx (::mt_emu::tls_block.block_idx)
+#define blockDim (::mt_emu::tls_block.block_dim)
+#define gridDim (::mt_emu::tls_block.grid_dim)
+constexpr int warpSize = 32;
+
+/* ---- synchronisation ------------------------------------------------------ */
+inline void __syncthreads(void) { ::mt_emu::sync_block(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu)
+{
+    int dummy = 0;
+    ::mt_emu::warp_exchange(mask, &dummy, &dummy, sizeof dummy, -1);
+}
+inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+/* ---- warp shuffles: lane arithmetic as in the CUDA programming guide ------ */
+template <typename T>
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize)
+{
+    int lane = ::mt_emu::lane_id();
+    int src = (lane & ~(width - 1)) + (src_lane & (width - 1));
+    T out = var;
+    ::mt_emu::warp_exchange(mask, &var, &out, sizeof(T), src);
+    return out;
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize)
+{
+    int lane = ::mt_emu::lane_id();
+    int in_segment = lane & (width - 1);
+    int src = in_segment + (int)delta < width ? lane + (int)delta : -1;
+    T out = var;
+    ::mt_emu::warp_exchange(mask, &var, &out, sizeof(T), src);
+    return out;
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize)
+{
+    int lane = ::mt_emu::lane_id();
+    int in_segment = lane & (width - 1);
+    int src = in_segment >= (int)delta ? lane - (int)delta : -1;
+    T out = var;
+    ::mt_emu::warp_exchange(mask, &var, &out, sizeof(T), src);
+    return out;
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize)
+{
+    int lane = ::mt_emu::lane_id();
+    int src = lane ^ lane_mask;
+    if ((src & ~(width - 1)) != (lane & ~(width - 1)))
+        src = -1;
+    T out = var;
+    ::mt_emu::warp_exchange(mask, &var, &out, sizeof(T), src);
+    return out;
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate)
+{
+    return ::mt_emu::warp_ballot(mask, predicate);
+}
+inline int __any_sync(unsigned mask, int predicate) { return __ballot_sync(mask, predicate) != 0; }
+inline int __all_sync(unsigned mask, int predicate)
+{
+    return (__ballot_sync(mask, predicate) & mask) == (__ballot_sync(mask, 1) & mask);
+}
+
+/* ---- atomics: real atomics, because blocks run on several OS threads ------ */
+template <typename T>
+T mt_emu_atomic_update(T *address, T (*update)(T, T), T val)
+{
+    /* Compare-and-swap on the bit pattern, as a GPU does for float atomics. */
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics on 4- or 8-byte values only");
+    using Bits = typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type;
+    Bits *bits = reinterpret_cast<Bits *>(address);
+    Bits expected = __atomic_load_n(bits, __ATOMIC_RELAXED);
+    for (;;) {
+        T old;
+        std::memcpy(&old, &expected, sizeof old);
+        T next = update(old, val);
+        Bits desired;
+        std::memcpy(&desired, &next, sizeof desired);
+        if (__atomic_compare_exchange_n(bits, &expected, desired, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED))
+            return old;
+    }
+}
+template <typename T> T mt_emu_add(T a, T b) { return a + b; }
+template <typename T> T mt_emu_max(T a, T b) { return a > b ? a : b; }
+template <typename T> T mt_emu_min(T a, T b) { return a < b ? a : b; }
+template <typename T> T mt_emu_second(T, T b) { return b; }
+
+inline float atomicAdd(float *a, float v) { return mt_emu_atomic_update<float>(a, mt_emu_add<float>, v); }
+inline double atomicAdd(double *a, double v) { return mt_emu_atomic_update<double>(a, mt_emu_add<double>, v); }
+inline int atomicAdd(int *a, int v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned *a, unsigned v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v)
+{
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
+}
+inline int atomicMax(int *a, int v) { return mt_emu_atomic_update<int>(a, mt_emu_max<int>, v); }
+inline int atomicMin(int *a, int v) { return mt_emu_atomic_update<int>(a, mt_emu_min<int>, v); }
+inline int atomicExch(int *a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
+inline float atomicExch(float *a, float v) { return mt_emu_atomic_update<float>(a, mt_emu_second<float>, v); }
+inline int atomicCAS(int *a, int compare, int v)
+{
+    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;
+}
+inline unsigned long long atomicCAS(unsigned long long *a, unsigned long long compare,
+                                    unsigned long long v)
+{
+    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;
+}
+
+/* ---- device math that the host library lacks ------------------------------ */
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __powf(float x, float y) { return std::pow(x, y); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, sizeof f); return f; }
+inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, sizeof v); return v; }
+inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, sizeof d); return d; }
+inline long long __double_as_longlong(double d) { long long v; std::memcpy(&v, &d, sizeof v); return v; }
+template <typename T> T __ldg(const T *p) { return *p; }
+
+/* CUDA's global min/max overloads for device code. */
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
+
+#endif /* MT_EMU_H */
