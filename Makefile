@@ -79,6 +79,10 @@ $(CUDA_LIB): $(CUDA_OBJS)
 	@echo "CUDA build: machine code for $(CUDA_ARCHS:%=sm_%) and PTX for compute_$(LAST_ARCH) (override: make CUDA_ARCHS=\"...\")"
 	$(NVCC) -shared $(GENCODE) -o $@ $^
 
+# Keep the translated sources: gdb and compiler messages point at the .cu
+# files through #line, but a reader may want to see what cu2emu.py produced.
+.SECONDARY: $(NAMES:%=$(BUILD)/emu/%.cpp)
+
 include tests/c/tests.mk
 
 # ---- Python: a virtualenv from requirements.txt, and the pytest suite ----

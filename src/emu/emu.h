@@ -75,6 +75,15 @@ enum cudaError {
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    /* Faults inside a running kernel. The emulator reports its own kernel
+     * errors as cudaErrorLaunchFailure; the others exist so host code can
+     * name them in both builds. */
+    cudaErrorIllegalAddress = 700,
+    cudaErrorMisalignedAddress = 716,
+    cudaErrorIllegalInstruction = 715,
+    cudaErrorHardwareStackError = 714,
+    cudaErrorInvalidAddressSpace = 717,
+    cudaErrorAssert = 710,
     cudaErrorLaunchFailure = 719,
     cudaErrorUnknown = 999
 };
@@ -92,7 +101,12 @@ enum cudaFuncAttribute {
     cudaFuncAttributeMaxDynamicSharedMemorySize = 8
 };
 
+enum cudaMemPoolAttr {
+    cudaMemPoolAttrReleaseThreshold = 4
+};
+
 typedef struct CUstream_st *cudaStream_t;
+typedef struct CUmemPool_st *cudaMemPool_t;
 typedef struct CUevent_st *cudaEvent_t;
 
 struct cudaDeviceProp {
@@ -134,6 +148,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaDriverGetVersion(int *version);
 cudaError_t cudaRuntimeGetVersion(int *version);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+/* Host memory has no pool to tune: these accept the calls and do nothing. */
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device);
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void *value);
 cudaError_t cudaEventCreate(cudaEvent_t *event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
@@ -349,6 +366,14 @@ inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v)
 }
 inline int atomicMax(int *a, int v) { return mt_emu_atomic_update<int>(a, mt_emu_max<int>, v); }
 inline int atomicMin(int *a, int v) { return mt_emu_atomic_update<int>(a, mt_emu_min<int>, v); }
+inline unsigned long long atomicMin(unsigned long long *a, unsigned long long v)
+{
+    return mt_emu_atomic_update<unsigned long long>(a, mt_emu_min<unsigned long long>, v);
+}
+inline unsigned long long atomicMax(unsigned long long *a, unsigned long long v)
+{
+    return mt_emu_atomic_update<unsigned long long>(a, mt_emu_max<unsigned long long>, v);
+}
 inline int atomicExch(int *a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
 inline float atomicExch(float *a, float v) { return mt_emu_atomic_update<float>(a, mt_emu_second<float>, v); }
 inline int atomicCAS(int *a, int compare, int v)

@@ -105,6 +105,12 @@ const char *plain_error_string(cudaError_t err)
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorMisalignedAddress: return "misaligned address";
+    case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
+    case cudaErrorHardwareStackError: return "hardware stack error";
+    case cudaErrorInvalidAddressSpace: return "operation not supported on global/shared address space";
+    case cudaErrorAssert: return "device-side assert triggered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     default: return "unknown error";
     }
@@ -738,6 +744,12 @@ const char *cudaGetErrorName(cudaError_t err)
     case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
+    case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
+    case cudaErrorHardwareStackError: return "cudaErrorHardwareStackError";
+    case cudaErrorInvalidAddressSpace: return "cudaErrorInvalidAddressSpace";
+    case cudaErrorAssert: return "cudaErrorAssert";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     default: return "cudaErrorUnknown";
     }
@@ -819,6 +831,16 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
     *free_bytes = avail > 0 ? (size_t)avail * (size_t)page : 0;
     return cudaSuccess;
 }
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+    if (!pool || device != 0)
+        return record_error(cudaErrorInvalidValue, "cudaDeviceGetDefaultMemPool: bad argument");
+    *pool = nullptr;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void *) { return cudaSuccess; }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
 {

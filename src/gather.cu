@@ -1,0 +1,277 @@
+/*
+ * gather.cu: indexing along one dim with a tensor of indices.
+ *
+ *   mt_gather       out[i][j] = in[i][index[i][j]]        (torch.gather)
+ *   mt_scatter_add  out[i][index[i][j]] += src[i][j]      (torch.scatter_add_)
+ * written here for dim 1 of 2-D tensors; any rank and any dim work the same
+ * way: every index except the one along dim is shared.
+ *
+ * Both kernels give one thread per element of index: it turns its ordinal
+ * into a multi-index (to_index), replaces the component along dim by the
+ * index value it reads, and finds elements through each tensor's strides.
+ * scatter_add uses atomicAdd because several elements of src may name the
+ * same output element (a class that occurs twice in a batch): without
+ * atomics, two threads would read the old value, both add, and one sum would
+ * be lost. (The order of float additions then varies from run to run, so
+ * results may differ in the last bits.)
+ *
+ * Indices arrive as floats holding whole numbers. A bad one (out of range,
+ * negative, fractional, NaN) would read or write outside the tensor, so all
+ * of them are checked by a first kernel, find_bad_index, before anything is
+ * written: a rejected call leaves out untouched. That kernel records the
+ * ordinal of the first bad index in one device word with atomicMin (the
+ * smallest ordinal wins whatever order the threads run in), and the host
+ * reads that word back to write the message.
+ */
+#include <limits.h>
+#include <stdio.h>
+
+#include "ops_common.h"
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* *first_bad = the smallest ordinal of index whose value is not a whole
+ * number in [0, limit); left untouched when every index is good. */
+template <typename TI>
+__global__ void find_bad_index(mt_tensor index, int64_t n, int64_t limit, unsigned long long *first_bad)
+{
+    const TI *index_data = static_cast<const TI *>(index.data);
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        /* Compared as double: exact for every float32 and float64 value in
+         * question, and no cast to an integer happens before the range is
+         * known (casting 1e30 to int64 is undefined). NaN fails v >= 0. */
+        const double v = (double)index_data[ordinal_to_position(i, &index)];
+        const bool good = v >= 0.0 && v < (double)limit && v == floor(v);
+        if (!good)
+            atomicMin(first_bad, (unsigned long long)i);
+    }
+}
+
+template <typename T, typename TI>
+__global__ void gather_kernel(mt_tensor out, mt_tensor in, mt_tensor index, int dim, int64_t n)
+{
+    T *out_data = static_cast<T *>(out.data);
+    const T *in_data = static_cast<const T *>(in.data);
+    const TI *index_data = static_cast<const TI *>(index.data);
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        /* index has out's shape: one multi-index addresses both. */
+        int64_t idx[MT_MAX_DIMS];
+        to_index(i, out.shape, out.ndim, idx);
+        const int64_t out_pos = out.offset + index_to_position(idx, out.strides, out.ndim);
+        const int64_t index_pos = index.offset + index_to_position(idx, index.strides, index.ndim);
+        /* find_bad_index has checked it: a whole number in range. */
+        idx[dim] = (int64_t)index_data[index_pos];
+        out_data[out_pos] = in_data[in.offset + index_to_position(idx, in.strides, in.ndim)];
+    }
+}
+
+template <typename T, typename TI>
+__global__ void scatter_add_kernel(mt_tensor out, mt_tensor index, mt_tensor src, int dim, int64_t n)
+{
+    T *out_data = static_cast<T *>(out.data);
+    const T *src_data = static_cast<const T *>(src.data);
+    const TI *index_data = static_cast<const TI *>(index.data);
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        /* index has src's shape: one multi-index addresses both. */
+        int64_t idx[MT_MAX_DIMS];
+        to_index(i, src.shape, src.ndim, idx);
+        const T value = src_data[src.offset + index_to_position(idx, src.strides, src.ndim)];
+        const int64_t index_pos = index.offset + index_to_position(idx, index.strides, index.ndim);
+        idx[dim] = (int64_t)index_data[index_pos];
+        atomicAdd(&out_data[out.offset + index_to_position(idx, out.strides, out.ndim)], value);
+    }
+}
+
+/* ---- host side ------------------------------------------------------------ */
+
+/* "(0, 3)": a multi-index, for messages. */
+static void format_index(const int64_t *idx, int ndim, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (int d = 0; d < ndim && used < size; ++d)
+        used += (size_t)snprintf(buf + used, size - used, d + 1 < ndim ? "%lld, " : "%lld",
+                                 (long long)idx[d]);
+    if (used < size)
+        snprintf(buf + used, size - used, ndim == 1 ? ",)" : ")");
+}
+
+/* Runs find_bad_index over a non-empty index tensor; MT_OK if every index
+ * is a whole number in [0, limit), else a message naming the first bad one. */
+template <typename TI>
+static mt_status check_indices(const char *func, const mt_tensor &index, int dim, int64_t limit)
+{
+    const int64_t n = tensor_numel(index);
+    DeviceScratch first_bad_dev;
+    CUDA_CHECK(first_bad_dev.allocate(sizeof(unsigned long long)));
+    /* All bytes 0xFF is ULLONG_MAX: "no bad index found yet", the identity
+     * of atomicMin. */
+    CUDA_CHECK(cudaMemsetAsync(first_bad_dev.as<unsigned long long>(), 0xFF, sizeof(unsigned long long), 0));
+    find_bad_index<TI><<<grid_size(n, kBlockSize), kBlockSize>>>(index, n, limit, first_bad_dev.as<unsigned long long>());
+    CUDA_CHECK(mt_launch_status());
+    unsigned long long first_bad = ULLONG_MAX;
+    /* Synchronous: the host needs the answer before it launches anything. */
+    CUDA_CHECK(cudaMemcpy(&first_bad, first_bad_dev.as<unsigned long long>(), sizeof first_bad, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(first_bad_dev.release());
+    if (first_bad == ULLONG_MAX)
+        return MT_OK;
+
+    /* Fetch the offending value to say what is wrong with it. */
+    const int64_t ordinal = (int64_t)first_bad;
+    const TI *where = static_cast<const TI *>(index.data) + ordinal_to_position(ordinal, &index);
+    TI value = 0;
+    CUDA_CHECK(cudaMemcpy(&value, where, sizeof value, cudaMemcpyDeviceToHost));
+    int64_t idx[MT_MAX_DIMS];
+    to_index(ordinal, index.shape, index.ndim, idx);
+    char at[256];
+    format_index(idx, index.ndim, at, sizeof at);
+    const double v = (double)value;
+    if (v == floor(v))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "index %g out of range for dim %d of size %lld (index element %s)", v, dim,
+                       (long long)limit, at);
+    return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                   "index %g is not a whole number (index element %s); indices must be whole "
+                   "numbers in [0, %lld)",
+                   v, at, (long long)limit);
+}
+
+/* For every dim except `dim`, `small` may be no longer than `big`: those
+ * indices are shared, so they must exist in both. */
+static mt_status check_fits(const char *func, const mt_tensor &small, const char *sname, const mt_tensor &big, const char *bname, int dim)
+{
+    for (int d = 0; d < small.ndim; ++d) {
+        if (d != dim && small.shape[d] > big.shape[d]) {
+            char sshape[256];
+            char bshape[256];
+            return mt_fail(MT_ERR_SHAPE, func,
+                           "%s has shape %s and %s has shape %s: in dim %d (not the indexed dim "
+                           "%d) %s may be no longer than %s",
+                           sname, mt_shape_str(&small, sshape, sizeof sshape), bname,
+                           mt_shape_str(&big, bshape, sizeof bshape), d, dim, sname, bname);
+        }
+    }
+    return MT_OK;
+}
+
+static mt_status check_no_overlap(const char *func, const mt_tensor &out, const mt_tensor &t, const char *name)
+{
+    if (tensors_overlap(out, t))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "out overlaps %s in memory; out must be a separate buffer", name);
+    return MT_OK;
+}
+
+template <typename T, typename TI>
+static mt_status run_gather(const mt_tensor &out, const mt_tensor &in, const mt_tensor &index, int dim)
+{
+    mt_status status = check_indices<TI>("mt_gather", index, dim, in.shape[dim]);
+    if (status != MT_OK)
+        return status;
+    const int64_t n = tensor_numel(out);
+    gather_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize>>>(out, in, index, dim, n);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+template <typename T, typename TI>
+static mt_status run_scatter_add(const mt_tensor &out, const mt_tensor &index, const mt_tensor &src, int dim)
+{
+    mt_status status = check_indices<TI>("mt_scatter_add", index, dim, out.shape[dim]);
+    if (status != MT_OK)
+        return status;
+    const int64_t n = tensor_numel(src);
+    scatter_add_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize>>>(out, index, src, dim, n);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
+{
+    const char *func = "mt_gather";
+    mt_status status = mt_ensure_init(func);
+    if (status == MT_OK)
+        status = mt_check_output(func, "out", &out);
+    if (status == MT_OK)
+        status = mt_check_tensor(func, "in", &in);
+    if (status == MT_OK)
+        status = mt_check_tensor(func, "index", &index);
+    if (status == MT_OK)
+        status = mt_check_same_dtype(func, &in, "in", &out, "out");
+    if (status == MT_OK)
+        status = mt_check_same_shape(func, &index, "index", &out, "out");
+    if (status == MT_OK)
+        status = check_dim(func, in, "in", dim);
+    if (status == MT_OK && in.ndim != index.ndim) {
+        char ishape[256];
+        char xshape[256];
+        status = mt_fail(MT_ERR_SHAPE, func, "in has shape %s but index has shape %s: they need the same rank",
+                         mt_shape_str(&in, ishape, sizeof ishape),
+                         mt_shape_str(&index, xshape, sizeof xshape));
+    }
+    if (status == MT_OK)
+        status = check_fits(func, index, "index", in, "in", dim);
+    if (status == MT_OK)
+        status = check_no_overlap(func, out, in, "in");
+    if (status == MT_OK)
+        status = check_no_overlap(func, out, index, "index");
+    if (status != MT_OK)
+        return status;
+    if (tensor_numel(out) == 0)
+        return MT_OK;
+
+    /* The data and the indices may each be float32 or float64. */
+    if (out.dtype == MT_FLOAT32 && index.dtype == MT_FLOAT32)
+        return run_gather<float, float>(out, in, index, dim);
+    if (out.dtype == MT_FLOAT32)
+        return run_gather<float, double>(out, in, index, dim);
+    if (index.dtype == MT_FLOAT32)
+        return run_gather<double, float>(out, in, index, dim);
+    return run_gather<double, double>(out, in, index, dim);
+}
+
+mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
+{
+    const char *func = "mt_scatter_add";
+    mt_status status = mt_ensure_init(func);
+    if (status == MT_OK)
+        status = mt_check_output(func, "out", &out);
+    if (status == MT_OK)
+        status = mt_check_tensor(func, "index", &index);
+    if (status == MT_OK)
+        status = mt_check_tensor(func, "src", &src);
+    if (status == MT_OK)
+        status = mt_check_same_dtype(func, &src, "src", &out, "out");
+    if (status == MT_OK)
+        status = mt_check_same_shape(func, &index, "index", &src, "src");
+    if (status == MT_OK)
+        status = check_dim(func, out, "out", dim);
+    if (status == MT_OK && out.ndim != src.ndim) {
+        char oshape[256];
+        char sshape[256];
+        status = mt_fail(MT_ERR_SHAPE, func, "out has shape %s but src has shape %s: they need the same rank",
+                         mt_shape_str(&out, oshape, sizeof oshape),
+                         mt_shape_str(&src, sshape, sizeof sshape));
+    }
+    if (status == MT_OK)
+        status = check_fits(func, src, "src", out, "out", dim);
+    if (status == MT_OK)
+        status = check_no_overlap(func, out, src, "src");
+    if (status == MT_OK)
+        status = check_no_overlap(func, out, index, "index");
+    if (status != MT_OK)
+        return status;
+    if (tensor_numel(src) == 0)
+        return MT_OK;
+
+    /* The data and the indices may each be float32 or float64. */
+    if (out.dtype == MT_FLOAT32 && index.dtype == MT_FLOAT32)
+        return run_scatter_add<float, float>(out, index, src, dim);
+    if (out.dtype == MT_FLOAT32)
+        return run_scatter_add<float, double>(out, index, src, dim);
+    if (index.dtype == MT_FLOAT32)
+        return run_scatter_add<double, float>(out, index, src, dim);
+    return run_scatter_add<double, double>(out, index, src, dim);
+}

@@ -1,0 +1,195 @@
+/*
+ * library.cu: what the library says about itself, and device start-up.
+ *
+ *   - the ABI version, the maximum rank and the name of every op id, so the
+ *     Python binding can check at load time that its tables match this
+ *     build's (a drifted id table silently runs the wrong op);
+ *   - mt_init / mt_ensure_init: the device is probed lazily, at the first
+ *     call that needs it, never when the library is loaded, so that importing
+ *     the package on a machine without a GPU works and a GPU-less CUDA build
+ *     fails with a message that says so;
+ *   - mt_device_info: name, compute capability, driver and runtime versions.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "ops_common.h"
+
+/* ---- op names, in the order of the enums of minitensor.h ------------------ */
+
+static const char *const kMapNames[] = {
+    "copy", "neg", "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt", "reciprocal",
+    "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar", "fill",
+};
+static const char *const kZipNames[] = {
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+    "eq", "ne", "lt", "le", "gt", "ge", "relu_backward",
+};
+static const char *const kReduceNames[] = {
+    "sum", "prod", "max", "min", "argmax", "argmin",
+};
+static const char *const kMatmulNames[] = {
+    "default", "naive", "tiled",
+};
+
+/* A new enum value without a name here (or the reverse) fails the build. */
+#define MT_COUNT_OF(table) ((int)(sizeof(table) / sizeof((table)[0])))
+static_assert(MT_COUNT_OF(kMapNames) == MT_MAP_OP_COUNT, "kMapNames out of step with mt_map_op");
+static_assert(MT_COUNT_OF(kZipNames) == MT_ZIP_OP_COUNT, "kZipNames out of step with mt_zip_op");
+static_assert(MT_COUNT_OF(kReduceNames) == MT_REDUCE_OP_COUNT,
+              "kReduceNames out of step with mt_reduce_op");
+static_assert(MT_COUNT_OF(kMatmulNames) == MT_MATMUL_ALGO_COUNT,
+              "kMatmulNames out of step with mt_matmul_algo");
+
+struct OpFamily {
+    const char *family;
+    const char *const *names;
+    int count;
+};
+
+static const OpFamily kFamilies[] = {
+    {"map", kMapNames, MT_COUNT_OF(kMapNames)},
+    {"zip", kZipNames, MT_COUNT_OF(kZipNames)},
+    {"reduce", kReduceNames, MT_COUNT_OF(kReduceNames)},
+    {"matmul", kMatmulNames, MT_COUNT_OF(kMatmulNames)},
+};
+
+static const OpFamily *find_family(const char *family)
+{
+    if (family == nullptr)
+        return nullptr;
+    for (const OpFamily &f : kFamilies) {
+        if (strcmp(f.family, family) == 0)
+            return &f;
+    }
+    return nullptr;
+}
+
+int mt_abi_version(void)
+{
+    return MT_ABI_VERSION;
+}
+
+int mt_max_dims(void)
+{
+    return MT_MAX_DIMS;
+}
+
+int mt_op_count(const char *family)
+{
+    const OpFamily *f = find_family(family);
+    return f ? f->count : -1;
+}
+
+const char *mt_op_name(const char *family, int op)
+{
+    const OpFamily *f = find_family(family);
+    if (f == nullptr || op < 0 || op >= f->count)
+        return nullptr;
+    return f->names[op];
+}
+
+const char *mt_backend_name(void)
+{
+#ifdef MT_EMULATOR
+    return "emulator";
+#else
+    return "cuda";
+#endif
+}
+
+/* ---- lazy device initialisation ------------------------------------------ */
+
+/* Checked without the lock on every call (the common case: already done);
+ * the lock makes the first initialisation happen once when several threads
+ * arrive together. */
+static std::mutex g_init_mutex;
+static std::atomic<bool> g_initialised{false};
+
+mt_status mt_ensure_init(const char *func)
+{
+    mt_set_current_call(func);
+    if (g_initialised.load())
+        return MT_OK;
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    if (g_initialised.load())
+        return MT_OK;
+
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        /* cudaGetDeviceCount fails (rather than returning 0) when there is no
+         * driver or no GPU, and the runtime also records that as its "last
+         * error"; clear it so that no later mt_launch_status reports it. */
+        (void)cudaGetLastError();
+        int driver = 0;
+        int runtime = 0;
+        char dbuf[32];
+        char rbuf[32];
+        (void)cudaDriverGetVersion(&driver);
+        (void)cudaRuntimeGetVersion(&runtime);
+        cuda_version_string(driver, dbuf, sizeof dbuf);
+        cuda_version_string(runtime, rbuf, sizeof rbuf);
+        /* Not cached: a later call retries, which costs little and gives a
+         * GPU that appears later (a driver reload) a chance. */
+        return mt_fail(MT_ERR_NO_DEVICE, func,
+                       "no usable CUDA device (%s; CUDA driver %s, runtime %s). This is the "
+                       "CUDA build of minitensor; on a machine without a GPU use the emulator "
+                       "build (build/libminitensor_emu.so)",
+                       err != cudaSuccess ? cudaGetErrorString(err) : "0 devices found", dbuf,
+                       rbuf);
+    }
+    CUDA_CHECK(cudaSetDevice(0));
+
+    /* The stream-ordered pool that mt_malloc draws from gives memory back to
+     * the driver at every synchronization by default, so a training loop
+     * that synchronizes each step would pay for fresh device allocations
+     * every step. Keeping freed memory in the pool (as PyTorch's caching
+     * allocator does) makes mt_malloc cheap after the first step. (The
+     * emulator has no pool: there these calls do nothing.) */
+    cudaMemPool_t pool;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    uint64_t keep_everything = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+
+    g_initialised.store(true);
+    return MT_OK;
+}
+
+mt_status mt_init(void)
+{
+    return mt_ensure_init("mt_init");
+}
+
+mt_status mt_device_info(char *buf, size_t bufsize)
+{
+    if (buf == nullptr || bufsize == 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_device_info", "buf is null or bufsize is 0");
+    buf[0] = '\0';
+    mt_status status = mt_ensure_init("mt_device_info");
+    if (status != MT_OK)
+        return status;
+
+    int device = 0;
+    cudaDeviceProp prop;
+    int driver = 0;
+    int runtime = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    char dbuf[32];
+    char rbuf[32];
+    cuda_version_string(driver, dbuf, sizeof dbuf);
+    cuda_version_string(runtime, rbuf, sizeof rbuf);
+    snprintf(buf, bufsize,
+             "%s (compute capability %d.%d, %d SMs, %.1f GiB), CUDA driver %s, runtime %s, "
+             "backend %s",
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), dbuf, rbuf,
+             mt_backend_name());
+    return MT_OK;
+}

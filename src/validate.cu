@@ -1,0 +1,146 @@
+/*
+ * validate.cu: the argument checks every entry point runs before it launches
+ * anything, so that a rejected call leaves its output untouched and says
+ * exactly what was wrong ("mt_zip: a has shape (2, 3) which does not
+ * broadcast to out's shape (4, 3)").
+ *
+ * A bad descriptor reaching a kernel would not fail cleanly: it would read or
+ * write wild addresses, and the fault would surface later as an unusable CUDA
+ * context. Checking on the host is cheap and turns it into a message.
+ */
+#include <stdio.h>
+
+#include "ops_common.h"
+
+const char *mt_shape_str(const mt_tensor *t, char *buf, size_t bufsize)
+{
+    if (buf == nullptr || bufsize == 0)
+        return "";
+    buf[0] = '\0';
+    if (t == nullptr) {
+        snprintf(buf, bufsize, "(null)");
+        return buf;
+    }
+    /* Written like a Python tuple, the form students see on the Python side:
+     * (), (3,), (2, 3). */
+    int ndim = t->ndim;
+    if (ndim < 0 || ndim > MT_MAX_DIMS) {
+        snprintf(buf, bufsize, "(invalid rank %d)", ndim);
+        return buf;
+    }
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, bufsize - used, "(");
+    for (int d = 0; d < ndim && used < bufsize; ++d) {
+        const char *sep = d + 1 < ndim ? ", " : (ndim == 1 ? "," : "");
+        used += (size_t)snprintf(buf + used, bufsize - used, "%lld%s", (long long)t->shape[d], sep);
+    }
+    if (used < bufsize)
+        snprintf(buf + used, bufsize - used, ")");
+    return buf;
+}
+
+/* Room for "(" + 8 dims of up to 20 characters + separators + ")". */
+constexpr size_t kShapeBuf = 256;
+
+mt_status mt_check_tensor(const char *func, const char *name, const mt_tensor *t)
+{
+    if (t == nullptr)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s is a null descriptor", name);
+    if (t->ndim < 0 || t->ndim > MT_MAX_DIMS)
+        return mt_fail(MT_ERR_SHAPE, func, "%s has rank %d; the rank must be 0..%d", name,
+                       (int)t->ndim, MT_MAX_DIMS);
+    if (t->dtype < 0 || t->dtype >= MT_DTYPE_COUNT)
+        return mt_fail(MT_ERR_DTYPE, func, "%s has unknown dtype id %d", name, (int)t->dtype);
+
+    char shape[kShapeBuf];
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; ++d) {
+        if (t->shape[d] < 0)
+            return mt_fail(MT_ERR_SHAPE, func, "%s has shape %s with a negative size in dim %d",
+                           name, mt_shape_str(t, shape, sizeof shape), d);
+        if (t->strides[d] < 0)
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                           "%s has stride %lld in dim %d; negative strides are not supported",
+                           name, (long long)t->strides[d], d);
+    }
+    for (int d = 0; d < t->ndim; ++d) {
+        /* A shape whose element count overflows 64 bits cannot describe real
+         * memory, and would make every index computation wrong. */
+        if (__builtin_mul_overflow(numel, t->shape[d], &numel))
+            return mt_fail(MT_ERR_SHAPE, func, "%s has shape %s, too many elements", name,
+                           mt_shape_str(t, shape, sizeof shape));
+    }
+    if (t->offset < 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s has negative offset %lld", name,
+                       (long long)t->offset);
+    /* An empty tensor is never read, so it may come without storage. */
+    if (t->data == nullptr && numel > 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s has shape %s but a null data pointer",
+                       name, mt_shape_str(t, shape, sizeof shape));
+    return MT_OK;
+}
+
+mt_status mt_check_output(const char *func, const char *name, const mt_tensor *t)
+{
+    mt_status status = mt_check_tensor(func, name, t);
+    if (status != MT_OK)
+        return status;
+    /* A stride of 0 makes every index along that dim the same element: the
+     * threads that compute different outputs would all write it, and the
+     * result would depend on which thread wrote last. */
+    for (int d = 0; d < t->ndim; ++d) {
+        if (t->strides[d] == 0 && t->shape[d] > 1) {
+            char shape[kShapeBuf];
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                           "%s has shape %s with stride 0 in dim %d (a broadcast view); an "
+                           "output must not repeat elements",
+                           name, mt_shape_str(t, shape, sizeof shape), d);
+        }
+    }
+    return MT_OK;
+}
+
+mt_status mt_check_same_dtype(const char *func, const mt_tensor *a, const char *aname,
+                              const mt_tensor *b, const char *bname)
+{
+    if (a->dtype != b->dtype)
+        return mt_fail(MT_ERR_DTYPE, func, "%s is %s but %s is %s", aname, dtype_name(a->dtype),
+                       bname, dtype_name(b->dtype));
+    return MT_OK;
+}
+
+mt_status mt_check_same_shape(const char *func, const mt_tensor *a, const char *aname,
+                              const mt_tensor *b, const char *bname)
+{
+    bool same = a->ndim == b->ndim;
+    for (int d = 0; same && d < a->ndim; ++d)
+        same = a->shape[d] == b->shape[d];
+    if (!same) {
+        char ashape[kShapeBuf];
+        char bshape[kShapeBuf];
+        return mt_fail(MT_ERR_SHAPE, func, "%s has shape %s but %s has shape %s", aname,
+                       mt_shape_str(a, ashape, sizeof ashape), bname,
+                       mt_shape_str(b, bshape, sizeof bshape));
+    }
+    return MT_OK;
+}
+
+mt_status mt_check_broadcast(const char *func, const mt_tensor *small, const char *sname,
+                             const mt_tensor *big, const char *bname)
+{
+    /* NumPy rules, with the result fixed in advance: align the shapes on the
+     * right; each dim of `small` must be 1 (repeated) or equal to big's.
+     * `small` may not have more dims than `big`. */
+    bool ok = small->ndim <= big->ndim;
+    int lead = big->ndim - small->ndim;
+    for (int d = 0; ok && d < small->ndim; ++d)
+        ok = small->shape[d] == 1 || small->shape[d] == big->shape[d + lead];
+    if (!ok) {
+        char sshape[kShapeBuf];
+        char bshape[kShapeBuf];
+        return mt_fail(MT_ERR_SHAPE, func, "%s has shape %s which does not broadcast to %s's shape %s",
+                       sname, mt_shape_str(small, sshape, sizeof sshape), bname,
+                       mt_shape_str(big, bshape, sizeof bshape));
+    }
+    return MT_OK;
+}
