@@ -1,0 +1,186 @@
+"""minitensor: a small tensor library with a hand-written CUDA engine.
+
+    import minitensor as mt
+    x = mt.randn(4, 3)
+    w = mt.ones(3, 2, dtype=mt.float64)
+    y = (x @ w).relu().sum(dim=0)      # float32 @ float64 -> float64
+    print(y, mt.backend())
+
+The API follows PyTorch's names and semantics; the README lists where it
+differs. The engine is src/*.cu, built twice by `make`: for the GPU
+(build/libminitensor_cuda.so) and for the CPU emulator
+(build/libminitensor_emu.so). Importing this package only checks that a
+library is built; the backend is chosen and initialised on first use
+(MINITENSOR_BACKEND=cuda|emulator forces one).
+
+Layers, each calling only the ones below it:
+
+    tensor.py    the Tensor class, creation functions, torch-style functions
+    ops.py       raw ops over tensors: checks, output allocation, kernel calls
+    _storage.py  device memory owned by a Storage, freed with the last tensor
+    _lib.py      the only ctypes module: loading, signatures, error mapping
+"""
+
+from . import _lib
+
+_lib.check_built()
+
+from ._dtype import DType, float32, float64  # noqa: E402
+from ._errors import (  # noqa: E402
+    CudaError,
+    DimError,
+    DTypeError,
+    InvalidArgumentError,
+    MinitensorError,
+    NoDeviceError,
+    OutOfMemoryError,
+    ShapeError,
+)
+from .tensor import (  # noqa: E402
+    Tensor,
+    abs,
+    arange,
+    argmax,
+    argmin,
+    cat,
+    empty,
+    empty_like,
+    exp,
+    flatten,
+    full,
+    full_like,
+    gather,
+    is_tensor,
+    log,
+    log_softmax,
+    logsumexp,
+    manual_seed,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    ones,
+    ones_like,
+    permute,
+    prod,
+    rand,
+    rand_like,
+    randn,
+    randn_like,
+    relu,
+    reshape,
+    sigmoid,
+    softmax,
+    sqrt,
+    squeeze,
+    stack,
+    sum,
+    tanh,
+    tensor,
+    transpose,
+    unsqueeze,
+    where,
+    zeros,
+    zeros_like,
+)
+
+# torch spells the default dtype float and double for float64.
+float = float32  # noqa: A001
+double = float64
+
+
+def backend() -> str:
+    """'cuda' or 'emulator': the engine in use (chosen on the first call)."""
+    return _lib.backend_name()
+
+
+def memory_in_use() -> int:
+    """Bytes of device memory currently allocated by minitensor."""
+    return _lib.memory_in_use()
+
+
+def device_info() -> str:
+    """The device name, compute capability and driver/runtime versions."""
+    return _lib.device_info()
+
+
+def synchronize() -> None:
+    """Waits for every launched kernel to finish."""
+    _lib.synchronize()
+
+
+def set_sync_debug(on: bool) -> None:
+    """When on, every kernel launch is followed by a synchronize, so a fault
+    is reported by the op that caused it (also MINITENSOR_SYNC=1)."""
+    _lib.set_sync_debug(on)
+
+
+__all__ = [
+    "CudaError",
+    "DType",
+    "DTypeError",
+    "DimError",
+    "InvalidArgumentError",
+    "MinitensorError",
+    "NoDeviceError",
+    "OutOfMemoryError",
+    "ShapeError",
+    "Tensor",
+    "abs",
+    "arange",
+    "argmax",
+    "argmin",
+    "backend",
+    "cat",
+    "device_info",
+    "double",
+    "empty",
+    "empty_like",
+    "exp",
+    "flatten",
+    "float",
+    "float32",
+    "float64",
+    "full",
+    "full_like",
+    "gather",
+    "is_tensor",
+    "log",
+    "log_softmax",
+    "logsumexp",
+    "manual_seed",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "memory_in_use",
+    "min",
+    "minimum",
+    "ones",
+    "ones_like",
+    "permute",
+    "prod",
+    "rand",
+    "rand_like",
+    "randn",
+    "randn_like",
+    "relu",
+    "reshape",
+    "set_sync_debug",
+    "sigmoid",
+    "softmax",
+    "sqrt",
+    "squeeze",
+    "stack",
+    "sum",
+    "synchronize",
+    "tanh",
+    "tensor",
+    "transpose",
+    "unsqueeze",
+    "where",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,55 @@
+"""The exceptions minitensor raises.
+
+Every failure reported by the C engine becomes a ``MinitensorError`` (a
+``RuntimeError``, as in torch) carrying the engine's message. The statuses
+that correspond to a familiar Python error also derive from it, so that both
+``except ValueError`` and ``except RuntimeError`` catch a shape mismatch:
+
+=====================  ===============================  =====================
+C status               exception                        also a
+=====================  ===============================  =====================
+MT_ERR_INVALID_ARGUMENT ``InvalidArgumentError``         ``ValueError``
+MT_ERR_SHAPE           ``ShapeError``                   ``ValueError``
+MT_ERR_DIM             ``DimError``                     ``IndexError``
+MT_ERR_DTYPE           ``DTypeError``                   ``TypeError``
+MT_ERR_OUT_OF_MEMORY   ``OutOfMemoryError``             (RuntimeError)
+MT_ERR_CUDA            ``CudaError``                    (RuntimeError)
+MT_ERR_NO_DEVICE       ``NoDeviceError``                (RuntimeError)
+=====================  ===============================  =====================
+
+The Python layers raise the same classes for the errors they catch before
+calling C (a bad shape is reported with both shapes, a bad dim with the dim
+and the rank), so a message never depends on which layer noticed.
+"""
+
+
+class MinitensorError(RuntimeError):
+    """Base class of every error raised by minitensor or its C engine."""
+
+
+class InvalidArgumentError(MinitensorError, ValueError):
+    """A bad argument value (MT_ERR_INVALID_ARGUMENT)."""
+
+
+class ShapeError(MinitensorError, ValueError):
+    """Shapes that do not broadcast, multiply or fit (MT_ERR_SHAPE)."""
+
+
+class DimError(MinitensorError, IndexError):
+    """A dimension (or index) out of range (MT_ERR_DIM)."""
+
+
+class DTypeError(MinitensorError, TypeError):
+    """An unknown or mismatched dtype (MT_ERR_DTYPE)."""
+
+
+class OutOfMemoryError(MinitensorError):
+    """The device ran out of memory (MT_ERR_OUT_OF_MEMORY)."""
+
+
+class CudaError(MinitensorError):
+    """A CUDA (or emulated CUDA) call failed (MT_ERR_CUDA)."""
+
+
+class NoDeviceError(MinitensorError):
+    """The CUDA build found no usable GPU (MT_ERR_NO_DEVICE)."""

@@ -1,0 +1,879 @@
+"""ops: the raw tensor operations of minitensor, without autograd.
+
+Every function here takes Tensors (and Python numbers where noted), checks
+its arguments, allocates its output and calls one or more engine kernels
+through minitensor/_lib.py. Nothing here records gradients: the Tensor
+methods in minitensor/tensor.py call these functions, and autograd
+(minitensor/autograd.py) wraps them in Function classes whose forward and
+backward call them too.
+
+Argument checks happen here, before any kernel runs, so a bad call raises a
+Python exception naming the offending shapes or dim and never leaves an
+output half-written. The C library checks again.
+
+Conventions, as in torch and NumPy:
+
+- shapes broadcast from the right; a mismatch raises ShapeError (a
+  ValueError) naming both shapes;
+- a dim may be negative; out of range raises DimError (an IndexError)
+  naming the dim and the rank;
+- float32 mixed with float64 gives float64 (the float32 operand is cast
+  first); a Python number takes the dtype of the tensor it meets.
+
+Views (view, permute, expand, indexing, ...) are computed here too: they
+only change shape, strides and offset, and share the storage.
+
+Ops never hand a tensor with no elements to the engine: such outputs need
+no kernel, and an empty input is handled in Python (e.g. the sum over a dim
+of length 0 is filled with 0).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _lib
+from ._dtype import DType, promote, to_dtype
+from ._errors import DimError, MinitensorError, ShapeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+Scalar = Union[int, float]
+Shape = tuple[int, ...]
+
+# ---- small helpers -----------------------------------------------------------
+
+
+def is_tensor(x: Any) -> bool:
+    """Whether x is a minitensor Tensor (duck-typed to avoid an import cycle)."""
+    return hasattr(x, "_storage") and hasattr(x, "new_empty")
+
+
+def is_scalar(x: Any) -> bool:
+    """Whether x is a Python or NumPy real number (bool included, as in torch)."""
+    return isinstance(x, numbers.Real) and not is_tensor(x)
+
+
+def numel_of(shape: Sequence[int]) -> int:
+    """Number of elements of a shape (1 for the 0-d shape ())."""
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+def contiguous_strides(shape: Sequence[int]) -> Shape:
+    """Row-major strides, in elements, of a tensor of this shape."""
+    strides = [0] * len(shape)
+    step = 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def normalize_dim(dim: Any, ndim: int, func: str, extra: int = 0) -> int:
+    """dim in [-n, n) -> [0, n) with n = ndim + extra (extra=1 where a dim is
+    inserted, as in unsqueeze); a 0-d tensor accepts 0 and -1, as in torch."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{func}: dim must be an int, got {type(dim).__name__}")
+    dim = int(dim)
+    rank = max(ndim + extra, 1)
+    if not -rank <= dim < rank:
+        raise DimError(
+            f"{func}: dim {dim} is out of range for a tensor of rank {ndim} "
+            f"(expected a dim in [{-rank}, {rank - 1}])"
+        )
+    return dim % rank
+
+
+def as_shape(shape: Any, func: str) -> Shape:
+    """A tuple of ints from a shape given as a tuple, a list or varargs."""
+    if isinstance(shape, (tuple, list)) and len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"{func}: a shape must be ints or a tuple of ints, got {type(shape).__name__}")
+    result = []
+    for size in shape:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+            raise TypeError(f"{func}: a shape must contain ints, got {tuple(shape)!r}")
+        result.append(int(size))
+    return tuple(result)
+
+
+def check_new_shape(shape: Shape, func: str) -> None:
+    """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims."""
+    if any(size < 0 for size in shape):
+        raise ShapeError(f"{func}: negative dimension in shape {shape}")
+    if len(shape) > _lib.MAX_DIMS:
+        raise ShapeError(
+            f"{func}: shape {shape} has {len(shape)} dims; minitensor supports at most {_lib.MAX_DIMS}"
+        )
+
+
+def broadcast_shapes(a: Shape, b: Shape, func: str) -> Shape:
+    """The NumPy broadcast of two shapes; ShapeError naming both if they do not."""
+    ndim = max(len(a), len(b))
+    pa = (1,) * (ndim - len(a)) + tuple(a)
+    pb = (1,) * (ndim - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise ShapeError(f"{func}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast together")
+    return tuple(out)
+
+
+def check_writable(out: Tensor, func: str) -> None:
+    """An output must not have several elements at one address (an expanded view)."""
+    for size, stride in zip(out.shape, out.strides):
+        if size > 1 and stride == 0:
+            raise MinitensorError(
+                f"{func}: cannot write into a tensor of shape {out.shape} with strides "
+                f"{out.strides}: several of its elements share one memory location "
+                f"(an expanded view); clone() it first"
+            )
+
+
+def _require_tensor(x: Any, func: str, name: str = "input") -> None:
+    if not is_tensor(x):
+        raise TypeError(f"{func}: {name} must be a Tensor, got {type(x).__name__}")
+
+
+def _scalar_tensor(value: Scalar, dtype: DType, like: Tensor) -> Tensor:
+    """A new 0-d tensor holding value."""
+    out = like.new_empty((), dtype=dtype)
+    _lib.fill(out, float(value))
+    return out
+
+
+def _promote_pair(a: Any, b: Any, func: str) -> tuple[Tensor, Tensor]:
+    """Two tensors of one dtype from tensors or numbers (at least one tensor)."""
+    if not is_tensor(a) and not is_tensor(b):
+        raise TypeError(f"{func}: expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
+    for x in (a, b):
+        if not is_tensor(x) and not is_scalar(x):
+            raise TypeError(
+                f"{func}: unsupported operand type {type(x).__name__}; use a Tensor or a "
+                f"Python number (convert arrays with minitensor.tensor(...))"
+            )
+    if not is_tensor(a):
+        a = _scalar_tensor(a, b.dtype, b)
+    if not is_tensor(b):
+        b = _scalar_tensor(b, a.dtype, a)
+    dtype = promote(a.dtype, b.dtype)
+    return cast(a, dtype), cast(b, dtype)
+
+
+# ---- views: new shape/strides/offset over the same storage --------------------
+
+
+def as_strided(x: Tensor, shape: Sequence[int], strides: Sequence[int], offset: Optional[int] = None) -> Tensor:
+    """A view of x's storage with the given shape, strides and storage offset."""
+    shape = tuple(shape)
+    check_new_shape(shape, "as_strided()")
+    return x._alias(shape, tuple(strides), x._offset if offset is None else offset)
+
+
+def _infer_shape(shape: Shape, numel: int, func: str, old_shape: Shape) -> Shape:
+    """Resolves one -1 in shape so that it has numel elements."""
+    if sum(1 for s in shape if s == -1) > 1:
+        raise ShapeError(f"{func}: only one dimension can be inferred (-1), got shape {shape}")
+    if any(s < -1 for s in shape):
+        raise ShapeError(f"{func}: invalid shape {shape}")
+    known = numel_of(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or numel % known != 0:
+            raise ShapeError(
+                f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({numel} elements)"
+            )
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    if numel_of(shape) != numel:
+        raise ShapeError(
+            f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({numel} elements)"
+        )
+    check_new_shape(shape, func)
+    return shape
+
+
+def _view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Optional[Shape]:
+    """Strides that show old memory with new_shape without a copy, or None.
+
+    torch's rule (computeStride): the old dims are cut into chunks that are
+    contiguous among themselves; each chunk must be covered exactly by a run
+    of new dims.
+    """
+    if numel_of(old_shape) == 0:
+        return contiguous_strides(new_shape)
+    if len(old_shape) == 0:
+        old_shape, old_strides = (1,), (1,)
+    new_strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = old_strides[-1]
+    tensor_numel = 1
+    view_numel = 1
+    for tensor_d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[tensor_d]
+        chunk_ends = tensor_d == 0 or (
+            old_shape[tensor_d - 1] != 1 and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+        )
+        if chunk_ends:
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_strides[tensor_d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(new_strides)
+
+
+def view(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """A view with a new shape (one -1 is inferred); error if the strides do not allow it."""
+    shape = _infer_shape(as_shape(shape, "view()"), x.numel(), "view()", x.shape)
+    strides = _view_strides(x.shape, x.strides, shape)
+    if strides is None:
+        raise ShapeError(
+            f"view(): view size {shape} is not compatible with the size {x.shape} and strides "
+            f"{x.strides} of the input (at least one dim spans two contiguous chunks); "
+            f"use .reshape(...) instead"
+        )
+    return x._alias(shape, strides, x._offset)
+
+
+def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """Like view(), but copies (once) when the strides do not allow a view."""
+    shape = _infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
+    strides = _view_strides(x.shape, x.strides, shape)
+    if strides is None:
+        return view(clone(x), shape)
+    return x._alias(shape, strides, x._offset)
+
+
+def permute(x: Tensor, dims: Sequence[int]) -> Tensor:
+    """A view with the dims reordered: result dim i is x's dim dims[i]."""
+    dims = as_shape(dims, "permute()")
+    if len(dims) != x.ndim:
+        raise DimError(f"permute(): got {len(dims)} dims {dims} for a tensor of rank {x.ndim}")
+    norm = tuple(normalize_dim(d, x.ndim, "permute()") for d in dims)
+    if len(set(norm)) != len(norm):
+        raise DimError(f"permute(): dims {dims} repeat a dim")
+    return x._alias(
+        tuple(x.shape[d] for d in norm), tuple(x.strides[d] for d in norm), x._offset
+    )
+
+
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """A view with dims dim0 and dim1 swapped."""
+    if x.ndim == 0:
+        normalize_dim(dim0, 0, "transpose()")
+        normalize_dim(dim1, 0, "transpose()")
+        return x._alias((), (), x._offset)
+    d0 = normalize_dim(dim0, x.ndim, "transpose()")
+    d1 = normalize_dim(dim1, x.ndim, "transpose()")
+    order = list(range(x.ndim))
+    order[d0], order[d1] = order[d1], order[d0]
+    return permute(x, order)
+
+
+def expand(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """A view repeating size-1 dims to shape without copying (stride 0); -1 keeps a size."""
+    shape = as_shape(shape, "expand()")
+    if len(shape) < x.ndim:
+        raise ShapeError(
+            f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape}, "
+            f"which has fewer dims"
+        )
+    check_new_shape(tuple(abs(s) for s in shape), "expand()")
+    lead = len(shape) - x.ndim
+    new_shape = []
+    new_strides = []
+    for d, size in enumerate(shape):
+        if d < lead:
+            if size < 0:
+                raise ShapeError(f"expand(): -1 is not allowed for a new leading dim, got {shape}")
+            new_shape.append(size)
+            new_strides.append(0)
+            continue
+        old = x.shape[d - lead]
+        if size == -1 or size == old:
+            new_shape.append(old)
+            new_strides.append(x.strides[d - lead])
+        elif old == 1 and size >= 0:
+            new_shape.append(size)
+            new_strides.append(0)
+        else:
+            raise ShapeError(
+                f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape} "
+                f"(dim {d}: {old} -> {size}; only size-1 dims can be expanded)"
+            )
+    return x._alias(tuple(new_shape), tuple(new_strides), x._offset)
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """A view with a new dim of size 1 at position dim (in [-ndim-1, ndim])."""
+    d = normalize_dim(dim, x.ndim, "unsqueeze()", extra=1)
+    check_new_shape(x.shape + (1,), "unsqueeze()")
+    stride = x.strides[d] * x.shape[d] if d < x.ndim else 1
+    shape = x.shape[:d] + (1,) + x.shape[d:]
+    strides = x.strides[:d] + (stride,) + x.strides[d:]
+    return x._alias(shape, strides, x._offset)
+
+
+def squeeze(x: Tensor, dim: Any = None) -> Tensor:
+    """A view without size-1 dims (all of them, or those in dim; other dims are kept)."""
+    if dim is None:
+        dims = set(range(x.ndim))
+    elif isinstance(dim, (tuple, list)):
+        dims = {normalize_dim(d, x.ndim, "squeeze()") for d in dim}
+    else:
+        dims = {normalize_dim(dim, x.ndim, "squeeze()")}
+    keep = [d for d in range(x.ndim) if not (d in dims and x.shape[d] == 1)]
+    return x._alias(tuple(x.shape[d] for d in keep), tuple(x.strides[d] for d in keep), x._offset)
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merges dims start_dim..end_dim into one (a view when possible, like reshape)."""
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = normalize_dim(start_dim, x.ndim, "flatten()")
+    e = normalize_dim(end_dim, x.ndim, "flatten()")
+    if s > e:
+        raise DimError(f"flatten(): start_dim {start_dim} comes after end_dim {end_dim}")
+    merged = numel_of(x.shape[s : e + 1])
+    return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """A view of elements start..start+length-1 along dim."""
+    d = normalize_dim(dim, x.ndim, "narrow()")
+    if start < 0:
+        start += x.shape[d]
+    if not (0 <= start and length >= 0 and start + length <= x.shape[d]):
+        raise DimError(
+            f"narrow(): start {start} and length {length} are out of range for dim {dim} "
+            f"of size {x.shape[d]}"
+        )
+    shape = x.shape[:d] + (length,) + x.shape[d + 1 :]
+    return x._alias(shape, x.strides, x._offset + start * x.strides[d])
+
+
+def index(x: Tensor, key: Any) -> Tensor:
+    """Basic indexing x[key]: ints, slices (positive step), None and one Ellipsis."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if is_tensor(k) or isinstance(k, (list, np.ndarray)):
+            raise TypeError(
+                "indexing with a tensor, list or array (advanced indexing) is not supported; "
+                "use basic indices (ints, slices, None, ...) or gather()"
+            )
+        if isinstance(k, bool) or not (
+            k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
+        ):
+            raise TypeError(f"invalid index {k!r} of type {type(k).__name__}: use ints, slices, None or ...")
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > x.ndim:
+        raise DimError(f"too many indices for a tensor of rank {x.ndim}: got {consumed}")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (x.ndim - consumed) + key[at + 1 :]
+    else:
+        key = key + (slice(None),) * (x.ndim - consumed)
+    shape: list[int] = []
+    strides: list[int] = []
+    offset = x._offset
+    d = 0  # the dim of x that the next int or slice applies to
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(1)
+        elif isinstance(k, slice):
+            size, stride = x.shape[d], x.strides[d]
+            if k.step is not None and operator.index(k.step) <= 0:
+                raise ValueError(f"slice step must be positive, got {k.step} (negative strides are not supported)")
+            start, stop, step = k.indices(size)
+            length = len(range(start, stop, step))
+            if length > 0:
+                offset += start * stride
+            shape.append(length)
+            strides.append(stride * step)
+            d += 1
+        else:
+            size = x.shape[d]
+            i = operator.index(k)
+            if not -size <= i < size:
+                raise DimError(f"index {i} is out of bounds for dim {d} with size {size}")
+            offset += (i % size) * x.strides[d]
+            d += 1
+    check_new_shape(tuple(shape), "indexing")
+    return x._alias(tuple(shape), tuple(strides), offset)
+
+
+# ---- copies, fills and casts ---------------------------------------------------
+
+
+def fill_(out: Tensor, value: Scalar) -> Tensor:
+    """Sets every element of out to value, in place."""
+    if not is_scalar(value):
+        raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
+    check_writable(out, "fill_()")
+    if out.numel() > 0:
+        _lib.fill(out, float(value))
+    return out
+
+
+def copy_(dst: Tensor, src: Any) -> Tensor:
+    """Copies src (broadcast to dst's shape, cast to dst's dtype) into dst, in place."""
+    if is_scalar(src):
+        return fill_(dst, src)
+    _require_tensor(src, "copy_()", "src")
+    check_writable(dst, "copy_()")
+    try:
+        src = expand(src, dst.shape)
+    except ShapeError:
+        raise ShapeError(
+            f"copy_(): a tensor of shape {src.shape} cannot be broadcast to the destination shape {dst.shape}"
+        ) from None
+    if dst.numel() == 0:
+        return dst
+    if src._storage is dst._storage:
+        src = clone(src)  # they may overlap: read everything before writing
+    _lib.map_("copy", dst, src)
+    return dst
+
+
+def setitem(x: Tensor, key: Any, value: Any) -> None:
+    """x[key] = value, for a basic index and a number or a broadcastable tensor."""
+    copy_(index(x, key), value)
+
+
+def cast(x: Tensor, dtype: Any) -> Tensor:
+    """x converted to dtype (x itself when it already has it)."""
+    dtype = to_dtype(dtype)
+    if x.dtype is dtype:
+        return x
+    out = x.new_empty(x.shape, dtype=dtype)
+    if out.numel() > 0:
+        _lib.map_("copy", out, x)
+    return out
+
+
+def clone(x: Tensor) -> Tensor:
+    """A contiguous copy of x."""
+    out = x.new_empty(x.shape, dtype=x.dtype)
+    if out.numel() > 0:
+        _lib.map_("copy", out, x)
+    return out
+
+
+def contiguous(x: Tensor) -> Tensor:
+    """x when it is already contiguous, else a contiguous copy."""
+    if x.is_contiguous():
+        return x
+    return clone(x)
+
+
+def to_numpy(x: Tensor) -> np.ndarray:
+    """A NumPy copy of x (honours strides and offset)."""
+    out = np.empty(x.shape, dtype=x.dtype.np_dtype)
+    if out.size == 0:
+        return out
+    itemsize = x.dtype.itemsize
+    if x.is_contiguous():
+        x._storage.download(out, x._offset * itemsize)
+        return out
+    span = 1 + sum((n - 1) * s for n, s in zip(x.shape, x.strides))
+    if span > 2 * out.size:
+        # A sparse view of a big storage: gather it on the device first.
+        return to_numpy(clone(x))
+    buf = np.empty(span, dtype=x.dtype.np_dtype)
+    x._storage.download(buf, x._offset * itemsize)
+    view_ = np.lib.stride_tricks.as_strided(buf, x.shape, tuple(s * itemsize for s in x.strides))
+    out[...] = view_
+    return out
+
+
+# ---- elementwise ------------------------------------------------------------------
+
+
+def map_(op: str, x: Tensor, scalar: Scalar = 0.0) -> Tensor:
+    """A new tensor op(x) elementwise; op is an mt_map_op name ("exp", "add_scalar", ...)."""
+    _require_tensor(x, f"{op}()")
+    out = x.new_empty(x.shape, dtype=x.dtype)
+    if out.numel() > 0:
+        _lib.map_(op, out, x, float(scalar))
+    return out
+
+
+def zip_(op: str, a: Any, b: Any) -> Tensor:
+    """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
+    a, b = _promote_pair(a, b, f"{op}()")
+    shape = broadcast_shapes(a.shape, b.shape, f"{op}()")
+    check_new_shape(shape, f"{op}()")
+    out = a.new_empty(shape, dtype=a.dtype)
+    if out.numel() > 0:
+        _lib.zip_(op, out, a, b)
+    return out
+
+
+def add(a: Any, b: Any) -> Tensor:
+    """a + b."""
+    if is_tensor(a) and is_scalar(b):
+        return map_("add_scalar", a, b)
+    if is_scalar(a) and is_tensor(b):
+        return map_("add_scalar", b, a)
+    return zip_("add", a, b)
+
+
+def sub(a: Any, b: Any) -> Tensor:
+    """a - b."""
+    if is_tensor(a) and is_scalar(b):
+        return map_("add_scalar", a, -b)
+    return zip_("sub", a, b)
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    """a * b."""
+    if is_tensor(a) and is_scalar(b):
+        return map_("mul_scalar", a, b)
+    if is_scalar(a) and is_tensor(b):
+        return map_("mul_scalar", b, a)
+    return zip_("mul", a, b)
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """a / b (true division)."""
+    return zip_("div", a, b)
+
+
+def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - torch's name
+    """a ** b."""
+    if is_tensor(a) and is_scalar(b):
+        return map_("pow_scalar", a, b)
+    if is_scalar(a) and is_tensor(b):
+        return map_("rpow_scalar", b, a)
+    return zip_("pow", a, b)
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    """Elementwise maximum of a and b."""
+    return zip_("maximum", a, b)
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    """Elementwise minimum of a and b."""
+    return zip_("minimum", a, b)
+
+
+def relu_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """grad where x > 0, else 0 (the gradient of relu)."""
+    return zip_("relu_backward", grad, x)
+
+
+def isinf(x: Tensor) -> Tensor:
+    """1.0 where x is +inf or -inf, else 0.0."""
+    return zip_("eq", map_("abs", x), math.inf)
+
+
+def where(cond: Tensor, a: Any, b: Any) -> Tensor:
+    """a where cond is non-zero, else b (all three broadcast together).
+
+    Exact for any values (inf and nan included): a and b are stacked along
+    a new last dim and cond selects one of the two with gather().
+    """
+    _require_tensor(cond, "where()", "condition")
+    if not is_tensor(a) and not is_tensor(b):
+        a = _scalar_tensor(a, cond.dtype, cond) if is_scalar(a) else a
+    a, b = _promote_pair(a, b, "where()")
+    shape = broadcast_shapes(cond.shape, broadcast_shapes(a.shape, b.shape, "where()"), "where()")
+    check_new_shape(shape + (1,), "where()")
+    both = a.new_empty(shape + (2,), dtype=a.dtype)  # ..., [b, a]
+    copy_(index(both, (Ellipsis, 0)), b)
+    copy_(index(both, (Ellipsis, 1)), a)
+    pick = cast(zip_("ne", cond, 0.0), a.dtype)  # 1.0 selects a
+    pick = unsqueeze(expand(pick, shape), -1)
+    return view(gather(both, -1, pick), shape)
+
+
+# ---- reductions ------------------------------------------------------------------
+
+_IDENTITY = {"sum": 0.0, "prod": 1.0}
+
+
+def _reduce_dims(x: Tensor, dim: Any, op: str) -> tuple[int, ...]:
+    """The dims a reduction covers, normalized and sorted (all of them for None or ())."""
+    func = f"{op}()"
+    if dim is None:
+        return tuple(range(x.ndim))
+    if isinstance(dim, (tuple, list)):
+        if op in ("argmax", "argmin"):
+            raise TypeError(f"{func}: dim must be an int or None, got {dim!r}")
+        dims = [normalize_dim(d, x.ndim, func) for d in dim]
+        for d in set(dims):
+            if dims.count(d) > 1:
+                raise DimError(f"{func}: dim {d} appears more than once in dims {tuple(dim)}")
+        if not dims:
+            return tuple(range(x.ndim))
+        return tuple(sorted(set(dims)))
+    return (normalize_dim(dim, x.ndim, func),)
+
+
+def reduce_(op: str, x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Reduces x with op ("sum", "prod", "max", "min", "argmax", "argmin").
+
+    dim: None (every element), an int, or for sum/prod/max/min a tuple of ints.
+    keepdim keeps the reduced dims with size 1. argmax/argmin give indices as
+    floats in x's dtype; with dim=None, the index into the flattened tensor.
+    """
+    func = f"{op}()"
+    _require_tensor(x, func)
+    dims = _reduce_dims(x, dim, op)
+    if x.ndim == 0:
+        if op in ("argmax", "argmin"):
+            return fill_(x.new_empty((), dtype=x.dtype), 0.0)
+        return clone(x)
+    kept = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+    final = kept if keepdim else tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    reduced = numel_of(x.shape[d] for d in dims)
+    if reduced == 0 and op not in _IDENTITY:
+        raise DimError(
+            f"{func}: cannot reduce over zero elements (dims {dims} of a tensor of shape {x.shape}); "
+            f"{op} has no identity"
+        )
+    out = x.new_empty(kept, dtype=x.dtype)
+    if out.numel() == 0:
+        pass
+    elif x.numel() == 0:
+        fill_(out, _IDENTITY[op])
+    elif len(dims) == x.ndim and (len(dims) > 1 or dim is None):
+        _lib.reduce_all(op, out, x)
+    else:
+        src = x
+        for i, d in enumerate(dims):
+            target = out if i == len(dims) - 1 else src.new_empty(
+                src.shape[:d] + (1,) + src.shape[d + 1 :], dtype=x.dtype
+            )
+            _lib.reduce_(op, target, src, d)
+            src = target
+    return out._alias(final, contiguous_strides(final), out._offset)
+
+
+def reduce_all(op: str, x: Tensor, keepdim: bool = False) -> Tensor:
+    """Reduces every element of x with op (reduce_ with dim=None)."""
+    return reduce_(op, x, None, keepdim)
+
+
+def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """The mean over dim (None: every element; an int or a tuple); nan when empty."""
+    _require_tensor(x, "mean()")
+    dims = _reduce_dims(x, dim, "mean")
+    count = numel_of(x.shape[d] for d in dims)
+    total = reduce_("sum", x, dim, keepdim)
+    return map_("mul_scalar", total, 1.0 / count if count else math.nan)
+
+
+def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) over dim, computed stably as m + log(sum(exp(x - m))), m = max."""
+    _require_tensor(x, "logsumexp()")
+    m = reduce_("max", x, dim, keepdim=True)
+    m = where(isinf(m), 0.0, m)  # rows of all -inf (or an inf) must not give inf - inf
+    s = reduce_("sum", map_("exp", sub(x, m)), dim, keepdim=True)
+    out = add(map_("log", s), m)
+    if keepdim:
+        return out
+    return squeeze(out, _reduce_dims(x, dim, "logsumexp") if x.ndim else None)
+
+
+def softmax(x: Tensor, dim: int, log: bool = False) -> Tensor:
+    """softmax (or log_softmax when log) along dim, one fused stable pass per row."""
+    func = "log_softmax()" if log else "softmax()"
+    _require_tensor(x, func)
+    d = normalize_dim(dim, x.ndim, func)
+    if x.ndim == 0:
+        return view(softmax(view(x, (1,)), 0, log), ())
+    out = x.new_empty(x.shape, dtype=x.dtype)
+    if out.numel() > 0:
+        _lib.softmax(out, x, d, log)
+    return out
+
+
+# ---- matmul ----------------------------------------------------------------------------
+
+
+def matmul(a: Tensor, b: Tensor, algo: str = "default") -> Tensor:
+    """a @ b as in torch.matmul: 2-D, batched N-D with broadcast batch dims, 1-D operands.
+
+    A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
+    is removed from the result. algo picks a kernel of the ladder
+    ("default", "naive", "tiled").
+    """
+    _require_tensor(a, "matmul()", "a")
+    _require_tensor(b, "matmul()", "b")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(
+            f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
+        )
+    if algo not in _lib.MATMUL_ALGOS:
+        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.MATMUL_ALGOS}")
+    dtype = promote(a.dtype, b.dtype)
+    a2 = cast(a, dtype)
+    b2 = cast(b, dtype)
+    if a.ndim == 1:
+        a2 = unsqueeze(a2, 0)
+    if b.ndim == 1:
+        b2 = unsqueeze(b2, 1)
+    m, k = a2.shape[-2:]
+    k2, n = b2.shape[-2:]
+    if k != k2:
+        raise ShapeError(
+            f"matmul(): shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})"
+        )
+    try:
+        batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2], "matmul()")
+    except ShapeError:
+        raise ShapeError(
+            f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
+        ) from None
+    check_new_shape(batch + (m, n), "matmul()")
+    a2 = expand(a2, batch + (m, k))
+    b2 = expand(b2, batch + (k, n))
+    out = a2.new_empty(batch + (m, n), dtype=dtype)
+    if out.numel() > 0:
+        if k == 0:
+            fill_(out, 0.0)
+        else:
+            _lib.matmul(out, a2, b2, algo)
+    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+    return view(out, shape)
+
+
+# ---- gather / scatter ----------------------------------------------------------------------
+
+
+def _index_tensor(index: Any, dtype: DType, func: str) -> Tensor:
+    """index as a tensor of dtype (indices are whole numbers stored as floats)."""
+    if not is_tensor(index):
+        raise TypeError(f"{func}: index must be a Tensor, got {type(index).__name__}")
+    return cast(index, dtype)
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """out[i][j] = x[i][index[i][j]] along dim (torch.gather); index holds whole numbers."""
+    _require_tensor(x, "gather()")
+    index = _index_tensor(index, x.dtype, "gather()")
+    d = normalize_dim(dim, x.ndim, "gather()")
+    if index.ndim != x.ndim:
+        raise ShapeError(
+            f"gather(): index of shape {index.shape} must have as many dims as the input of shape {x.shape}"
+        )
+    for k in range(x.ndim):
+        if k != d and index.shape[k] > x.shape[k]:
+            raise ShapeError(
+                f"gather(): index of shape {index.shape} is larger than the input of shape {x.shape} "
+                f"in dim {k}"
+            )
+    out = x.new_empty(index.shape, dtype=x.dtype)
+    if out.numel() > 0:
+        if x.shape[d] == 0:
+            raise DimError(f"gather(): dim {d} of the input of shape {x.shape} is empty")
+        _lib.gather(out, x, index, d)
+    return out
+
+
+def scatter_add_(out: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """out[i][index[i][j]] += src[i][j] along dim, in place (torch's scatter_add_)."""
+    _require_tensor(out, "scatter_add_()")
+    _require_tensor(src, "scatter_add_()", "src")
+    index = _index_tensor(index, out.dtype, "scatter_add_()")
+    src = cast(src, out.dtype)
+    d = normalize_dim(dim, out.ndim, "scatter_add_()")
+    check_writable(out, "scatter_add_()")
+    if index.shape != src.shape:
+        raise ShapeError(
+            f"scatter_add_(): index of shape {index.shape} must have the shape of src {src.shape}"
+        )
+    if index.ndim != out.ndim:
+        raise ShapeError(
+            f"scatter_add_(): index of shape {index.shape} must have as many dims as the "
+            f"output of shape {out.shape}"
+        )
+    for k in range(out.ndim):
+        if k != d and index.shape[k] > out.shape[k]:
+            raise ShapeError(
+                f"scatter_add_(): index of shape {index.shape} is larger than the output of "
+                f"shape {out.shape} in dim {k}"
+            )
+    if index.numel() > 0:
+        if src._storage is out._storage:
+            src = clone(src)
+        _lib.scatter_add(out, index, src, d)
+    return out
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """A copy of x with src added at index along dim (out-of-place scatter_add_)."""
+    _require_tensor(x, "scatter_add()")
+    return scatter_add_(clone(x), dim, index, src)
+
+
+# ---- joining ---------------------------------------------------------------------------------
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenates tensors along an existing dim (all other sizes must match)."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
+        raise ValueError("cat(): expected a non-empty list or tuple of tensors")
+    for t in tensors:
+        _require_tensor(t, "cat()", "every element")
+    first = tensors[0]
+    if first.ndim == 0:
+        raise ShapeError("cat(): zero-dimensional tensors cannot be concatenated; use stack()")
+    d = normalize_dim(dim, first.ndim, "cat()")
+    dtype = first.dtype
+    for t in tensors:
+        if t.ndim != first.ndim or any(
+            t.shape[k] != first.shape[k] for k in range(first.ndim) if k != d
+        ):
+            raise ShapeError(
+                f"cat(): shapes {first.shape} and {t.shape} do not match outside dim {d}"
+            )
+        dtype = promote(dtype, t.dtype)
+    total = sum(t.shape[d] for t in tensors)
+    out = first.new_empty(first.shape[:d] + (total,) + first.shape[d + 1 :], dtype=dtype)
+    start = 0
+    for t in tensors:
+        copy_(narrow(out, d, start, t.shape[d]), t)
+        start += t.shape[d]
+    return out
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Stacks tensors of one shape along a new dim."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
+        raise ValueError("stack(): expected a non-empty list or tuple of tensors")
+    for t in tensors:
+        _require_tensor(t, "stack()", "every element")
+        if t.shape != tensors[0].shape:
+            raise ShapeError(f"stack(): shapes {tensors[0].shape} and {t.shape} differ")
+    d = normalize_dim(dim, tensors[0].ndim, "stack()", extra=1)
+    return cat([unsqueeze(t, d) for t in tensors], d)
+

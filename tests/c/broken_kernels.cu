@@ -1,0 +1,85 @@
+/*
+ * broken_kernels.cu: deliberately wrong launches, for test_memory_errors.c.
+ *
+ * Plain CUDA, built twice like the library: through tools/cu2emu.py for the
+ * emulator test binary, and by nvcc for the CUDA one (see tests/c/tests.mk).
+ * Each host function returns the cudaError_t of its launch (as an int) and
+ * copies cudaGetErrorString of it into `msg` at once, before anything else
+ * can touch the runtime's error state.
+ */
+#include <string.h>
+
+#include "check.h"
+
+/* Half of every block returns before the barrier that the other half waits
+ * at. On a GPU this is undefined behaviour (it may hang or seem to work), so
+ * the test runs it on the emulator only, which must report it as an error
+ * that names this kernel. */
+__global__ void divergent_barrier_kernel(float *out)
+{
+    if (threadIdx.x < blockDim.x / 2)
+        return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+/* A correct kernel, launched with a block too large for any GPU. */
+__global__ void too_big_block_kernel(float *out)
+{
+    out[threadIdx.x] = 2.0f;
+}
+
+static void copy_message(cudaError_t err, char *msg, size_t msgsize)
+{
+    if (!msg || msgsize == 0)
+        return;
+    const char *s = cudaGetErrorString(err);
+    strncpy(msg, s ? s : "(null)", msgsize - 1);
+    msg[msgsize - 1] = '\0';
+}
+
+/* The status of a launch: the launch error if any, else the error of the
+ * kernel's execution. */
+static cudaError_t launch_result(void)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize();
+    return err;
+}
+
+extern "C" int mt_test_launch_divergent_barrier(char *msg, size_t msgsize)
+{
+    float *buf = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, 64 * sizeof(float));
+    if (err != cudaSuccess) {
+        copy_message(err, msg, msgsize);
+        return (int)err;
+    }
+    divergent_barrier_kernel<<<2, 64>>>(buf);
+    err = launch_result();
+    copy_message(err, msg, msgsize);
+    cudaFree(buf);
+    return (int)err;
+}
+
+extern "C" int mt_test_launch_2048_threads(char *msg, size_t msgsize)
+{
+    float *buf = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, 2048 * sizeof(float));
+    if (err != cudaSuccess) {
+        copy_message(err, msg, msgsize);
+        return (int)err;
+    }
+    too_big_block_kernel<<<1, 2048>>>(buf);
+    err = launch_result();
+    copy_message(err, msg, msgsize);
+    cudaFree(buf);
+    return (int)err;
+}
+
+/* CUDA's own number for "invalid configuration argument", for comparison. */
+extern "C" int mt_test_cuda_invalid_configuration(void)
+{
+    return (int)cudaErrorInvalidConfiguration;
+}

@@ -1,0 +1,178 @@
+/*
+ * test_gather.c: mt_gather and mt_scatter_add along each dim, in float32 and
+ * float64, on strided tensors; the index tensor in either float dtype,
+ * whatever the data's; repeated indices (scatter_add must add them all up,
+ * atomically); a bad index (-1, the dim's length, 1.5, NaN) must fail and
+ * leave out untouched.
+ *
+ *   make build/tests/emu/test_gather && build/tests/emu/test_gather
+ *   MT_TEST_SEED=42 build/tests/emu/test_gather     (replay a run)
+ */
+#include "test_util.h"
+
+/* Writes `bad` into one random element of index's view (through the host
+ * copy) and uploads it. */
+static void plant_bad_index(tt_tensor *index, double bad)
+{
+    int64_t i = tt_rand_int(0, tt_numel(&index->t) - 1);
+    index->host[ordinal_to_position(i, &index->t)] = bad;
+    tt_upload(index);
+}
+
+/* ", one bad index -1" for case names; "" when bad == 0 (a valid call). */
+static const char *bad_label(double bad)
+{
+    static char buf[64];
+    if (bad == 0)
+        return "";
+    snprintf(buf, sizeof buf, ", one bad index %g", bad);
+    return buf;
+}
+
+/* out[i] = in[i with i[dim] replaced by index[i]]; index has out's shape.
+ * bad_index: 0 for a valid call, else the value of one planted bad index
+ * (out of range, not a whole number, NaN). */
+static void gather_case(int dtype, int index_dtype, int ndim, const int64_t *in_shape, int dim,
+                        const int64_t *index_shape, double bad_index)
+{
+    tt_tensor in = tt_new(dtype, ndim, in_shape, TT_INPUT);
+    tt_tensor index = tt_new(index_dtype, ndim, index_shape, TT_INPUT);
+    tt_tensor out = tt_new(dtype, ndim, index_shape, TT_OUTPUT);
+    tt_fill(&in, -4, 4, 0);
+    tt_fill(&index, 0, in_shape[dim] - 1, TT_INTEGERS);
+    if (bad_index != 0)
+        plant_bad_index(&index, bad_index);
+    tt_case("mt_gather dim %d%s: out %s, in %s, index %s", dim, bad_label(bad_index), tt_str(&out), tt_str(&in),
+            tt_str(&index));
+    mt_status st = mt_gather(out.t, in.t, index.t, dim);
+
+    if (bad_index != 0) {
+        tt_expect_error(st, MT_ERR_INVALID_ARGUMENT, "mt_gather", &out);
+    } else {
+        /* Reference: walk the output, read in at the gathered index. */
+        tt_expect *expect = tt_expect_alloc(&out);
+        for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
+            int64_t idx[MT_MAX_DIMS];
+            to_index(i, out.t.shape, out.t.ndim, idx);
+            idx[dim] = (int64_t)tt_at(&index, idx);
+            expect[i] = tt_value(tt_at(&in, idx));
+        }
+        if (tt_expect_ok(st, "mt_gather"))
+            tt_check_output(&out, expect);
+        free(expect);
+    }
+    tt_expect_unchanged(&in, "in");
+    tt_expect_unchanged(&index, "index");
+    tt_free(&in);
+    tt_free(&index);
+    tt_free(&out);
+}
+
+/* out[j with j[dim] = index[j]] += src[j] for every j of src (in place);
+ * index has src's shape. max_index < out's length along dim forces repeats. */
+static void scatter_add_case(int dtype, int index_dtype, int ndim, const int64_t *out_shape, int dim,
+                             const int64_t *src_shape, int64_t max_index, double bad_index)
+{
+    tt_tensor out = tt_new(dtype, ndim, out_shape, TT_OUTPUT);
+    tt_tensor index = tt_new(index_dtype, ndim, src_shape, TT_INPUT);
+    tt_tensor src = tt_new(dtype, ndim, src_shape, TT_INPUT);
+    tt_fill(&out, -1, 1, 0); /* scatter_add adds into what is there */
+    tt_fill(&src, -4, 4, 0);
+    tt_fill(&index, 0, max_index, TT_INTEGERS);
+    if (bad_index != 0)
+        plant_bad_index(&index, bad_index);
+    tt_case("mt_scatter_add dim %d, indices <= %" PRId64 "%s: out %s, index %s, src %s", dim, max_index,
+            bad_label(bad_index), tt_str(&out), tt_str(&index), tt_str(&src));
+    mt_status st = mt_scatter_add(out.t, index.t, src.t, dim);
+
+    if (bad_index != 0) {
+        tt_expect_error(st, MT_ERR_INVALID_ARGUMENT, "mt_scatter_add", &out);
+    } else {
+        /* Reference: start from out's values, walk src, add each term where
+         * its index sends it. The magnitude is that of a sum of the terms. */
+        int64_t numel = tt_numel(&out.t);
+        tt_expect *expect = tt_expect_alloc(&out);
+        double *sumsq = calloc((size_t)(numel ? numel : 1), sizeof(double));
+        for (int64_t i = 0; i < numel; ++i) {
+            double v = tt_at_ordinal(&out, i);
+            expect[i].ref = v;
+            expect[i].n = 1;
+            sumsq[i] = v * v;
+        }
+        for (int64_t j = 0; j < tt_numel(&src.t); ++j) {
+            int64_t idx[MT_MAX_DIMS];
+            to_index(j, src.t.shape, src.t.ndim, idx);
+            double v = tt_at(&src, idx);
+            idx[dim] = (int64_t)tt_at(&index, idx);
+            int64_t o = tt_ordinal(idx, out.t.shape, out.t.ndim);
+            expect[o].ref += v;
+            expect[o].n += 1;
+            sumsq[o] += v * v;
+        }
+        for (int64_t i = 0; i < numel; ++i)
+            expect[i] = tt_sum(expect[i].ref, sumsq[i], expect[i].n);
+        if (tt_expect_ok(st, "mt_scatter_add"))
+            tt_check_output(&out, expect);
+        free(sumsq);
+        free(expect);
+    }
+    tt_expect_unchanged(&index, "index");
+    tt_expect_unchanged(&src, "src");
+    tt_free(&out);
+    tt_free(&index);
+    tt_free(&src);
+}
+
+/* A random non-empty shape of rank 1..4 and, along `dim`, a second shape no
+ * longer than it on the other dims (the index shape of gather, the src shape
+ * of scatter_add); its length along dim is free. */
+static int random_pair(int64_t *big, int64_t *small, int *dim)
+{
+    int ndim = tt_random_shape(big, 1, 4, 300, 0.0);
+    *dim = (int)tt_rand_int(0, ndim - 1);
+    for (int d = 0; d < ndim; ++d)
+        small[d] = d == *dim ? tt_rand_int(1, 7) : tt_rand_int(1, big[d]);
+    if (tt_chance(0.08))
+        small[tt_rand_int(0, ndim - 1)] = 0; /* empty: nothing to do */
+    return ndim;
+}
+
+int main(void)
+{
+    tt_init("test_gather");
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    int64_t big[MT_MAX_DIMS], small[MT_MAX_DIMS];
+    int dim;
+
+    for (int t = 0; t < 2; ++t) {
+        int dtype = dtypes[t];
+        for (int c = 0; c < 30; ++c) {
+            int ndim = random_pair(big, small, &dim);
+            gather_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, 0);
+        }
+        for (int c = 0; c < 30; ++c) {
+            int ndim = random_pair(big, small, &dim);
+            /* Half the cases send everything to indices 0 and 1: many repeats. */
+            int64_t max_index = tt_chance(0.5) ? (big[dim] > 1 ? 1 : 0) : big[dim] - 1;
+            scatter_add_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, max_index, 0);
+        }
+
+        /* Many terms into one element: the atomics must not lose any. */
+        static const int64_t s_out[] = {2, 3}, s_src[] = {2, 1000};
+        scatter_add_case(dtype, dtype, 2, s_out, 1, s_src, 0, 0);
+
+        /* Bad indices: -1, the length itself, not a whole number, NaN; out
+         * must stay exactly as it was. */
+        for (int c = 0; c < 8; ++c) {
+            int ndim = random_pair(big, small, &dim);
+            for (int d = 0; d < ndim; ++d)
+                small[d] = small[d] ? small[d] : 1;
+            double bads[] = {-1.0, (double)big[dim], 0.5, NAN};
+            double bad = bads[c % 4];
+            gather_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, bad);
+            scatter_add_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, big[dim] - 1, bad);
+        }
+    }
+
+    return tt_summary();
+}

@@ -1,0 +1,217 @@
+/*
+ * test_reduce.c: mt_reduce along each dim and mt_reduce_all, every
+ * mt_reduce_op in float32 and float64.
+ *
+ * Reduced lengths 0 (the identity; argmax/argmin must fail), 1, 31, 32, 33,
+ * 1023, 1025 and 5000 catch the classic block-reduction bugs: one pass that
+ * stops at the block size, non-powers of two, a missing bounds guard. The
+ * other dims stay small so the emulator stays fast. Inputs are strided
+ * (permuted, sliced, offset, expanded); argmax/argmin inputs are often whole
+ * numbers so that ties happen, and a tie takes the first index.
+ *
+ *   make build/tests/emu/test_reduce && build/tests/emu/test_reduce
+ *   MT_TEST_SEED=42 build/tests/emu/test_reduce     (replay a run)
+ */
+#include "test_util.h"
+
+/* Accumulates the terms of one output element in double: the reference. */
+typedef struct {
+    int op;
+    int64_t count;  /* terms seen                                 */
+    double acc;     /* sum, product, max or min so far            */
+    double sumsq;   /* sum of squares (the magnitude of a sum)    */
+    int64_t arg;    /* index of the first max/min                 */
+} reducer;
+
+static reducer reducer_start(int op)
+{
+    reducer r = {op, 0, 0.0, 0.0, -1};
+    switch (op) {
+    case MT_REDUCE_SUM: r.acc = 0.0; break;
+    case MT_REDUCE_PROD: r.acc = 1.0; break;
+    case MT_REDUCE_MAX: case MT_REDUCE_ARGMAX: r.acc = -INFINITY; break;
+    case MT_REDUCE_MIN: case MT_REDUCE_ARGMIN: r.acc = INFINITY; break;
+    }
+    return r;
+}
+
+/* Term number k (its index along the reduction) has value x. NaN propagates
+ * through sum and prod by arithmetic; max, min, argmax and argmin let the
+ * first NaN win (NumPy), and otherwise the first best value. */
+static void reducer_add(reducer *r, int64_t k, double x)
+{
+    switch (r->op) {
+    case MT_REDUCE_SUM: r->acc += x; r->sumsq += x * x; break;
+    case MT_REDUCE_PROD: r->acc *= x; break;
+    case MT_REDUCE_MAX: case MT_REDUCE_ARGMAX:
+        if (r->arg < 0 || (isnan(x) && !isnan(r->acc)) || x > r->acc) { r->acc = x; r->arg = k; }
+        break;
+    case MT_REDUCE_MIN: case MT_REDUCE_ARGMIN:
+        if (r->arg < 0 || (isnan(x) && !isnan(r->acc)) || x < r->acc) { r->acc = x; r->arg = k; }
+        break;
+    }
+    r->count++;
+}
+
+static tt_expect reducer_result(const reducer *r)
+{
+    switch (r->op) {
+    case MT_REDUCE_SUM: return tt_sum(r->acc, r->sumsq, r->count);
+    case MT_REDUCE_PROD: { tt_expect e = {r->acc, fabs(r->acc), r->count}; return e; }
+    case MT_REDUCE_ARGMAX: case MT_REDUCE_ARGMIN: return tt_value((double)r->arg);
+    default: return tt_value(r->acc); /* max and min select, they are exact */
+    }
+}
+
+static int is_arg(int op)
+{
+    return op == MT_REDUCE_ARGMAX || op == MT_REDUCE_ARGMIN;
+}
+
+/* Input values for each op. */
+static void fill_domain(int op, tt_tensor *in)
+{
+    switch (op) {
+    case MT_REDUCE_SUM:
+        if (tt_chance(0.5))
+            tt_fill(in, -1, 1, 0);
+        else
+            tt_fill(in, 0, 1, 0); /* no cancellation: the error grows with the length */
+        break;
+    case MT_REDUCE_PROD:
+        tt_fill(in, 0.9, 1.1, TT_RANDOM_SIGN); /* 5000 of them stay in range */
+        break;
+    default:
+        if (tt_chance(0.5))
+            tt_fill(in, -3, 3, TT_INTEGERS); /* ties */
+        else
+            tt_fill(in, -4, 4, 0);
+        break;
+    }
+}
+
+/* One case: out = op(in) along dim (keepdim: out.shape[dim] == 1). With
+ * `nans`, some input values are NaN. */
+static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int dim, int nans)
+{
+    int64_t out_shape[MT_MAX_DIMS];
+    for (int d = 0; d < ndim; ++d)
+        out_shape[d] = d == dim ? 1 : shape[d];
+    tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
+    tt_tensor out = tt_new(dtype, ndim, out_shape, TT_OUTPUT);
+    fill_domain(op, &in);
+    if (nans)
+        tt_plant_nans(&in, 0.02);
+    tt_case("mt_reduce %s%s dim %d: out %s, in %s", tt_op_name("reduce", op), nans ? " with NaNs" : "", dim,
+            tt_str(&out), tt_str(&in));
+    mt_status st = mt_reduce(op, out.t, in.t, dim);
+
+    if (shape[dim] == 0 && is_arg(op)) {
+        /* No element to point at: an error, and out untouched. */
+        tt_expect_error(st, TT_ANY_ERROR, "mt_reduce", &out);
+    } else {
+        /* Reference: for each output element, walk the reduced dim of in. */
+        tt_expect *expect = tt_expect_alloc(&out);
+        for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
+            int64_t index[MT_MAX_DIMS];
+            to_index(i, out.t.shape, out.t.ndim, index);
+            reducer r = reducer_start(op);
+            for (int64_t k = 0; k < shape[dim]; ++k) {
+                index[dim] = k;
+                reducer_add(&r, k, tt_at(&in, index));
+            }
+            expect[i] = reducer_result(&r);
+        }
+        if (tt_expect_ok(st, "mt_reduce"))
+            tt_check_output(&out, expect);
+        free(expect);
+    }
+    tt_expect_unchanged(&in, "in");
+    tt_free(&in);
+    tt_free(&out);
+}
+
+/* One case: the single element of out = op(every element of in). The index
+ * of argmax/argmin is in's row-major ordinal. out_ndim is 0 (a scalar) or
+ * in's rank with every size 1. */
+static void reduce_all_case(int op, int dtype, int ndim, const int64_t *shape, int out_ndim, int nans)
+{
+    static const int64_t ones[MT_MAX_DIMS] = {1, 1, 1, 1, 1, 1, 1, 1};
+    tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
+    tt_tensor out = tt_new(dtype, out_ndim, ones, TT_OUTPUT);
+    fill_domain(op, &in);
+    if (nans)
+        tt_plant_nans(&in, 0.002);
+    tt_case("mt_reduce_all %s%s: out %s, in %s", tt_op_name("reduce", op), nans ? " with NaNs" : "",
+            tt_str(&out), tt_str(&in));
+    mt_status st = mt_reduce_all(op, out.t, in.t);
+
+    if (tt_numel(&in.t) == 0 && is_arg(op)) {
+        tt_expect_error(st, TT_ANY_ERROR, "mt_reduce_all", &out);
+    } else {
+        reducer r = reducer_start(op);
+        for (int64_t i = 0; i < tt_numel(&in.t); ++i)
+            reducer_add(&r, i, tt_at_ordinal(&in, i));
+        tt_expect expect = reducer_result(&r);
+        if (tt_expect_ok(st, "mt_reduce_all"))
+            tt_check_output(&out, &expect);
+    }
+    tt_expect_unchanged(&in, "in");
+    tt_free(&in);
+    tt_free(&out);
+}
+
+int main(void)
+{
+    tt_init("test_reduce");
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    static const int64_t lengths[] = {0, 1, 31, 32, 33, 1023, 1025, 5000};
+    static const int64_t small[] = {1, 2, 3};
+    int64_t shape[MT_MAX_DIMS];
+    int position = 0; /* cycles the reduced dim through every position */
+
+    for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
+        for (int t = 0; t < 2; ++t) {
+            int dtype = dtypes[t];
+
+            /* The interesting lengths, the reduced dim at every position of
+             * ranks 1..3, the other dims small and non-empty. */
+            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
+                for (int rep = 0; rep < 3; ++rep) {
+                    int ndim = (int)tt_rand_int(1, 3);
+                    int dim = position++ % ndim;
+                    for (int d = 0; d < ndim; ++d)
+                        shape[d] = d == dim ? lengths[l] : TT_PICK(small);
+                    reduce_case(op, dtype, ndim, shape, dim, 0);
+                }
+
+            /* Random shapes of rank 1..4 (some empty), along each dim. */
+            for (int c = 0; c < 8; ++c) {
+                int ndim = tt_random_shape(shape, 1, 4, 400, 0.15);
+                for (int dim = 0; dim < ndim; ++dim)
+                    reduce_case(op, dtype, ndim, shape, dim, 0);
+            }
+
+            /* Everything at once: random shapes, a scalar, empty, long. */
+            for (int c = 0; c < 10; ++c) {
+                int ndim = tt_random_shape(shape, 0, 4, 600, 0.15);
+                reduce_all_case(op, dtype, ndim, shape, tt_chance(0.5) ? 0 : ndim, 0);
+            }
+            static const int64_t s_empty[] = {0}, s_empty2[] = {4, 0}, s_1025[] = {1025},
+                                 s_5000[] = {5, 1000};
+            reduce_all_case(op, dtype, 0, NULL, 0, 0);
+            reduce_all_case(op, dtype, 1, s_empty, 0, 0);
+            reduce_all_case(op, dtype, 2, s_empty2, 2, 0);
+            reduce_all_case(op, dtype, 1, s_1025, 1, 0);
+            reduce_all_case(op, dtype, 2, s_5000, 0, 0);
+
+            /* NaN: sum and prod give NaN; max/min give NaN and argmax/argmin
+             * the index of the first NaN, as NumPy does. */
+            static const int64_t s_nan[] = {4, 300};
+            reduce_case(op, dtype, 2, s_nan, 1, 1);
+            reduce_case(op, dtype, 2, s_nan, 0, 1);
+            reduce_all_case(op, dtype, 2, s_nan, 0, 1);
+        }
+
+    return tt_summary();
+}

@@ -1,0 +1,96 @@
+/*
+ * test_softmax.c: mt_softmax and log_softmax (log != 0) along each dim, in
+ * float32 and float64, on strided inputs and outputs.
+ *
+ * Stability: inputs around +1000 overflow exp() in both dtypes and inputs
+ * around -1000 underflow it, so only a kernel that subtracts the row's
+ * maximum first gets them right. Row lengths 1, 31, 33, 1025 cross the
+ * block-size boundaries of a one-pass-per-row kernel.
+ *
+ *   make build/tests/emu/test_softmax && build/tests/emu/test_softmax
+ *   MT_TEST_SEED=42 build/tests/emu/test_softmax     (replay a run)
+ */
+#include "test_util.h"
+
+/* center: 0 for ordinary inputs, +-1000 for the stability cases. */
+static void softmax_case(int dtype, int ndim, const int64_t *shape, int dim, int log_, double center)
+{
+    tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
+    tt_tensor out = tt_new(dtype, ndim, shape, TT_OUTPUT);
+    tt_fill(&in, center - 5, center + 5, 0);
+    const char *name = log_ ? "log_softmax" : "softmax";
+    tt_case("mt_softmax (%s) dim %d, inputs %g +- 5: out %s, in %s", name, dim, center, tt_str(&out),
+            tt_str(&in));
+
+    /* Reference, per row along dim, in double:
+     *   m = max_k x_k, z = sum_k exp(x_k - m)
+     *   softmax_k = exp(x_k - m) / z,  log_softmax_k = (x_k - m) - log(z) */
+    tt_expect *expect = tt_expect_alloc(&out);
+    int64_t len = shape[dim];
+    for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
+        int64_t index[MT_MAX_DIMS];
+        to_index(i, out.t.shape, out.t.ndim, index);
+        int64_t k_self = index[dim];
+        double m = -INFINITY, z = 0.0;
+        for (int64_t k = 0; k < len; ++k) {
+            index[dim] = k;
+            m = fmax(m, tt_at(&in, index));
+        }
+        for (int64_t k = 0; k < len; ++k) {
+            index[dim] = k;
+            z += exp(tt_at(&in, index) - m);
+        }
+        index[dim] = k_self;
+        double x = tt_at(&in, index);
+        double ref = log_ ? (x - m) - log(z) : exp(x - m) / z;
+        tt_expect e = {ref, fabs(ref), len};
+        expect[i] = e;
+    }
+
+    if (tt_expect_ok(mt_softmax(out.t, in.t, dim, log_), "mt_softmax")) {
+        tt_check_output(&out, expect);
+        tt_expect_unchanged(&in, "in");
+    }
+    free(expect);
+    tt_free(&in);
+    tt_free(&out);
+}
+
+int main(void)
+{
+    tt_init("test_softmax");
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    static const int64_t lengths[] = {1, 31, 33, 1025};
+    static const int64_t small[] = {1, 2, 3};
+    static const double centers[] = {0.0, 1000.0, -1000.0};
+    int64_t shape[MT_MAX_DIMS];
+
+    for (int t = 0; t < 2; ++t)
+        for (int log_ = 0; log_ <= 1; ++log_) {
+            int dtype = dtypes[t];
+
+            /* Random shapes of rank 1..4 (some empty), along each dim. */
+            for (int c = 0; c < 12; ++c) {
+                int ndim = tt_random_shape(shape, 1, 4, 400, 0.1);
+                for (int dim = 0; dim < ndim; ++dim)
+                    softmax_case(dtype, ndim, shape, dim, log_, 0.0);
+            }
+
+            /* Row lengths across block boundaries, ordinary and huge inputs. */
+            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
+                for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c) {
+                    int ndim = (int)tt_rand_int(1, 3);
+                    int dim = (int)tt_rand_int(0, ndim - 1);
+                    for (int d = 0; d < ndim; ++d)
+                        shape[d] = d == dim ? lengths[l] : TT_PICK(small);
+                    softmax_case(dtype, ndim, shape, dim, log_, centers[c]);
+                }
+
+            /* An empty row: nothing to normalise, nothing written. */
+            static const int64_t s_empty[] = {3, 0};
+            softmax_case(dtype, 2, s_empty, 1, log_, 0.0);
+            softmax_case(dtype, 2, s_empty, 0, log_, 0.0);
+        }
+
+    return tt_summary();
+}

@@ -1,0 +1,242 @@
+"""The ctypes binding against the C header (src/minitensor.h).
+
+The header is parsed with regular expressions (prototypes, enums, #defines
+and the mt_tensor struct) and every binding in minitensor/_lib.py is checked
+against it: each function's restype and argtypes, each enum value, the ABI
+version, the maximum rank and the struct layout. A `c_double` bound where C
+takes a `float`, a forgotten function or a reordered enum fails here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_void_p
+from pathlib import Path
+
+import pytest
+
+import minitensor as mt
+from minitensor import _lib
+
+HEADER = Path(__file__).resolve().parent.parent / "src" / "minitensor.h"
+
+# C type (normalized spelling) -> the ctypes type the binding must use.
+C_TO_CTYPES = {
+    "void": None,
+    "int": c_int,
+    "mt_status": c_int,
+    "double": c_double,
+    "float": c_float,
+    "size_t": c_size_t,
+    "int32_t": c_int32,
+    "int64_t": c_int64,
+    "const char *": c_char_p,
+    "char *": c_char_p,
+    "void *": c_void_p,
+    "const void *": c_void_p,
+    "void **": POINTER(c_void_p),
+    "int64_t *": POINTER(c_int64),
+    "mt_tensor": _lib.MtTensor,
+}
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def _normalize_type(c_type: str) -> str:
+    c_type = " ".join(c_type.replace("*", " * ").split())
+    return c_type.replace("* *", "**").replace(" *", " *").strip()
+
+
+def _header() -> str:
+    return _strip_comments(HEADER.read_text())
+
+
+def parse_prototypes() -> dict[str, tuple[str, list[str]]]:
+    """name -> (return type, [parameter types]) of every mt_* function."""
+    text = re.sub(r"^\s*#.*$", " ", _header(), flags=re.MULTILINE)
+    text = re.sub(r"typedef\s+(enum|struct)\s*\{.*?\}\s*\w+\s*;", " ", text, flags=re.DOTALL)
+    protos = {}
+    for m in re.finditer(r"([A-Za-z_][\w\s\*]*?)\b(mt_\w+)\s*\(([^()]*)\)\s*;", text):
+        ret, name, params = m.group(1), m.group(2), m.group(3).strip()
+        ret = _normalize_type(ret.replace("extern", "").replace('"C"', ""))
+        types = []
+        if params and params != "void":
+            for param in params.split(","):
+                pm = re.match(r"^(.*?)(\w+)\s*$", param.strip())
+                assert pm, f"cannot parse parameter {param!r} of {name}"
+                types.append(_normalize_type(pm.group(1)))
+        protos[name] = (ret, types)
+    return protos
+
+
+def parse_enums() -> dict[str, dict[str, int]]:
+    """typedef name -> {enumerator: value} of every enum in the header."""
+    enums = {}
+    for m in re.finditer(r"typedef\s+enum\s*\{(.*?)\}\s*(\w+)\s*;", _header(), flags=re.DOTALL):
+        values: dict[str, int] = {}
+        nxt = 0
+        for entry in m.group(1).split(","):
+            entry = entry.strip()
+            if not entry:
+                continue
+            if "=" in entry:
+                key, value = (s.strip() for s in entry.split("="))
+                nxt = int(value, 0)
+            else:
+                key = entry
+            values[key] = nxt
+            nxt += 1
+        enums[m.group(2)] = values
+    return enums
+
+
+def parse_defines() -> dict[str, int]:
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"#define\s+(MT_\w+)\s+(\d+)", _header())}
+
+
+def parse_struct(name: str) -> list[tuple[str, str, int]]:
+    """(field, type, array length or 0) of a typedef'd struct, in order."""
+    m = re.search(r"typedef\s+struct\s*\{(.*?)\}\s*" + name + r"\s*;", _header(), flags=re.DOTALL)
+    assert m, f"struct {name} not found in the header"
+    defines = parse_defines()
+    fields = []
+    for decl in m.group(1).split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        fm = re.match(r"^(.*?)(\w+)\s*(?:\[(\w+)\])?$", decl)
+        assert fm, f"cannot parse field {decl!r}"
+        length = fm.group(3)
+        n = 0 if length is None else (int(length) if length.isdigit() else defines[length])
+        fields.append((fm.group(2), _normalize_type(fm.group(1)), n))
+    return fields
+
+
+PROTOTYPES = parse_prototypes()
+
+
+def test_the_parser_found_the_header() -> None:
+    assert len(PROTOTYPES) >= 20
+    assert PROTOTYPES["mt_map"] == ("mt_status", ["int", "mt_tensor", "mt_tensor", "double"])
+
+
+def test_every_header_function_is_bound_and_nothing_else() -> None:
+    assert set(_lib.SIGNATURES) == set(PROTOTYPES)
+
+
+@pytest.mark.parametrize("name", sorted(PROTOTYPES))
+def test_binding_matches_header(name: str) -> None:
+    ret, params = PROTOTYPES[name]
+    restype, argtypes = _lib.SIGNATURES[name]
+    assert restype is C_TO_CTYPES[ret], f"{name} returns {ret}"
+    assert argtypes == [C_TO_CTYPES[p] for p in params], f"{name}({', '.join(params)})"
+    # The loaded library's function objects carry exactly these declarations.
+    fn = getattr(_lib.lib(), name)
+    assert fn.restype is restype
+    assert list(fn.argtypes) == argtypes
+
+
+def test_abi_version_and_max_dims() -> None:
+    defines = parse_defines()
+    assert defines["MT_ABI_VERSION"] == _lib.ABI_VERSION
+    assert defines["MT_MAX_DIMS"] == _lib.MAX_DIMS
+    assert _lib.lib().mt_abi_version() == _lib.ABI_VERSION
+    assert _lib.lib().mt_max_dims() == _lib.MAX_DIMS
+
+
+def test_struct_layout() -> None:
+    expected = []
+    for field, c_type, n in parse_struct("mt_tensor"):
+        base = C_TO_CTYPES[c_type]
+        expected.append((field, base * n if n else base))
+    got = [(f, t) for f, t in _lib.MtTensor._fields_]
+    assert [f for f, _ in got] == [f for f, _ in expected]
+    for (field, t), (_, e) in zip(got, expected):
+        if issubclass(e, ctypes.Array):
+            assert issubclass(t, ctypes.Array) and t._type_ is e._type_ and t._length_ == e._length_, field
+        else:
+            assert t is e, field
+
+
+def test_status_enum() -> None:
+    status = parse_enums()["mt_status"]
+    assert status["MT_OK"] == _lib.MT_OK
+    expected = {
+        "MT_ERR_INVALID_ARGUMENT": mt.InvalidArgumentError,
+        "MT_ERR_SHAPE": mt.ShapeError,
+        "MT_ERR_DIM": mt.DimError,
+        "MT_ERR_DTYPE": mt.DTypeError,
+        "MT_ERR_OUT_OF_MEMORY": mt.OutOfMemoryError,
+        "MT_ERR_CUDA": mt.CudaError,
+        "MT_ERR_NO_DEVICE": mt.NoDeviceError,
+    }
+    assert set(status) == set(expected) | {"MT_OK"}
+    for name, cls in expected.items():
+        assert _lib.STATUS_ERRORS[status[name]] is cls, name
+
+
+def test_dtype_enum() -> None:
+    dtypes = parse_enums()["mt_dtype"]
+    assert dtypes["MT_FLOAT32"] == _lib.MT_FLOAT32 == mt.float32.code
+    assert dtypes["MT_FLOAT64"] == _lib.MT_FLOAT64 == mt.float64.code
+    assert dtypes["MT_DTYPE_COUNT"] == 2
+
+
+@pytest.mark.parametrize(
+    "enum, prefix, table",
+    [
+        ("mt_map_op", "MT_MAP_", _lib.MAP_OPS),
+        ("mt_zip_op", "MT_ZIP_", _lib.ZIP_OPS),
+        ("mt_reduce_op", "MT_REDUCE_", _lib.REDUCE_OPS),
+        ("mt_matmul_algo", "MT_MATMUL_", _lib.MATMUL_ALGOS),
+    ],
+)
+def test_op_enums_match_tables(enum: str, prefix: str, table: tuple[str, ...]) -> None:
+    values = parse_enums()[enum]
+    count_key = [k for k in values if k.endswith("_COUNT")]
+    assert len(count_key) == 1
+    assert values.pop(count_key[0]) == len(table)
+    names = {v: k[len(prefix) :].lower() for k, v in values.items()}
+    assert [names[i] for i in range(len(table))] == list(table)
+
+
+def test_library_names_match_tables() -> None:
+    lib = _lib.lib()
+    for family, table in _lib.OP_TABLES.items():
+        assert lib.mt_op_count(family.encode()) == len(table)
+        assert [lib.mt_op_name(family.encode(), i).decode() for i in range(len(table))] == list(table)
+    assert lib.mt_op_count(b"nonsense") == -1
+    assert lib.mt_op_name(b"map", len(_lib.MAP_OPS)) is None
+
+
+def test_load_time_check_rejects_an_abi_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_lib, "ABI_VERSION", _lib.ABI_VERSION + 1)
+    with pytest.raises(ImportError, match="ABI version"):
+        _lib._verify(_lib.lib())
+
+
+def test_load_time_check_rejects_a_drifted_op_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    swapped = ("neg", "copy") + _lib.MAP_OPS[2:]
+    monkeypatch.setitem(_lib.OP_TABLES, "map", swapped)
+    with pytest.raises(ImportError, match="map op id 0"):
+        _lib._verify(_lib.lib())
+
+
+def test_failed_status_raises_with_the_library_message() -> None:
+    x = mt.zeros(3)
+    desc = _lib._desc(x)
+    status = _lib.lib().mt_map(len(_lib.MAP_OPS) + 5, desc, desc, 0.0)
+    assert status != _lib.MT_OK
+    with pytest.raises(mt.MinitensorError) as info:
+        _lib.check(status, "mt_map")
+    assert "mt_map" in str(info.value)
+    assert len(str(info.value)) > len("mt_map: ")
+
+
+def test_unknown_op_name_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown map op"):
+        _lib.map_("no_such_op", mt.zeros(2), mt.zeros(2))

@@ -1,0 +1,231 @@
+"""Elementwise ops against NumPy: unary maps, binary zips with broadcasting,
+scalars on either side, comparisons and dtype promotion, on strided views."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minitensor as mt
+from helpers import (
+    assert_close,
+    broadcastable_shapes,
+    dtypes,
+    pair,
+    random_array,
+    seeds,
+    strided_views,
+)
+
+# name -> (minitensor function, NumPy reference, input range or None for normal data)
+UNARY: dict[str, tuple[Callable, Callable, Any]] = {
+    "neg": (lambda t: -t, lambda a: -a, None),
+    "exp": (mt.exp, np.exp, None),
+    "log": (mt.log, np.log, (0.05, 5.0)),
+    "relu": (mt.relu, lambda a: np.maximum(a, 0.0), None),
+    "sigmoid": (mt.sigmoid, lambda a: 1.0 / (1.0 + np.exp(-a)), None),
+    "tanh": (mt.tanh, np.tanh, None),
+    "abs": (mt.abs, np.abs, None),
+    "sqrt": (mt.sqrt, np.sqrt, (0.0, 5.0)),
+    "reciprocal": (lambda t: t.reciprocal(), lambda a: 1.0 / a, (0.1, 3.0)),
+    "sign": (lambda t: t.sign(), np.sign, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@given(data=st.data())
+def test_unary_on_strided_views(name: str, data: st.DataObject) -> None:
+    fn, ref, domain = UNARY[name]
+    low, high = domain if domain else (None, None)
+    t, a = data.draw(strided_views(low=low, high=high))
+    assert_close(fn(t), ref(a), t.dtype)
+
+
+def test_unary_methods_match_functions() -> None:
+    t = mt.tensor([[0.5, -1.0], [2.0, 3.0]])
+    for name in ("exp", "relu", "sigmoid", "tanh", "abs"):
+        assert getattr(t, name)().tolist() == getattr(mt, name)(t).tolist()
+    assert abs(t).tolist() == [[0.5, 1.0], [2.0, 3.0]]
+    assert (+t) is t
+
+
+def test_unary_special_values() -> None:
+    t = mt.tensor([0.0, -1.0, np.inf, -np.inf, np.nan], dtype=mt.float64)
+    assert_close(mt.exp(t), np.exp([0.0, -1.0, np.inf, -np.inf, np.nan]), mt.float64)
+    with np.errstate(all="ignore"):
+        assert_close(mt.log(t), np.log([0.0, -1.0, np.inf, -np.inf, np.nan]), mt.float64)
+    assert_close(mt.sigmoid(mt.tensor([-1000.0, 1000.0])), [0.0, 1.0], mt.float32)
+    assert_close(mt.relu(t), [0.0, 0.0, np.inf, 0.0, np.nan], mt.float64)
+
+
+BINARY: dict[str, tuple[Callable, Callable]] = {
+    "add": (lambda x, y: x + y, np.add),
+    "sub": (lambda x, y: x - y, np.subtract),
+    "mul": (lambda x, y: x * y, np.multiply),
+    "div": (lambda x, y: x / y, np.divide),
+    "maximum": (mt.maximum, np.maximum),
+    "minimum": (mt.minimum, np.minimum),
+    "lt": (lambda x, y: x < y, np.less),
+    "le": (lambda x, y: x <= y, np.less_equal),
+    "gt": (lambda x, y: x > y, np.greater),
+    "ge": (lambda x, y: x >= y, np.greater_equal),
+    "eq": (lambda x, y: x == y, np.equal),
+    "ne": (lambda x, y: x != y, np.not_equal),
+}
+
+
+def _operands(name: str, shape: tuple[int, ...], dtype: mt.DType, seed: int) -> np.ndarray:
+    if name == "div":
+        sign = np.where(np.random.default_rng(seed + 1).random(shape) < 0.5, -1.0, 1.0)
+        return (sign * random_array(seed, shape, mt.float64, 0.2, 3.0)).astype(np.float64)
+    if name in ("lt", "le", "gt", "ge", "eq", "ne", "maximum", "minimum"):
+        # small integers: plenty of ties
+        return np.round(random_array(seed, shape, mt.float64) * 2)
+    return random_array(seed, shape, mt.float64)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(shapes=broadcastable_shapes(), dtype=dtypes, seed=seeds)
+def test_binary_broadcasting(name: str, shapes: tuple, dtype: mt.DType, seed: int) -> None:
+    fn, ref = BINARY[name]
+    ta, a = pair(_operands(name, shapes[0], dtype, seed), dtype)
+    tb, b = pair(_operands(name, shapes[1], dtype, seed + 7), dtype)
+    assert_close(fn(ta, tb), ref(a, b).astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(data=st.data())
+def test_binary_on_strided_views(name: str, data: st.DataObject) -> None:
+    fn, ref = BINARY[name]
+    low, high = (0.2, 3.0) if name == "div" else (None, None)
+    t, a = data.draw(strided_views(low=low, high=high))
+    # the second operand: a suffix of the view's shape with some dims set to 1
+    suffix = a.shape[data.draw(st.integers(0, a.ndim)) :]
+    shape = tuple(1 if data.draw(st.booleans()) else n for n in suffix)
+    u, b = pair(_operands(name, shape, t.dtype, data.draw(seeds)), t.dtype)
+    assert_close(fn(t, u), ref(a, b).astype(np.float64), t.dtype)
+    assert_close(fn(u, t), ref(b, a).astype(np.float64), t.dtype)
+
+
+SCALARS = [-2.5, -1, 0.0, 0.5, 3]
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "lt", "le", "gt", "ge", "eq", "ne",
+                                  "maximum", "minimum"])
+@given(data=st.data(), scalar=st.sampled_from(SCALARS))
+def test_scalar_on_either_side(name: str, data: st.DataObject, scalar: float) -> None:
+    fn, ref = BINARY[name]
+    t, a = data.draw(strided_views(low=0.2, high=3.0))
+    a = a.astype(t.dtype.np_dtype).astype(np.float64)
+    if name in ("maximum", "minimum"):
+        result, expected = fn(t, scalar), ref(a, scalar)
+        assert_close(result, expected.astype(np.float64), t.dtype)
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert_close(fn(t, scalar), ref(a, scalar).astype(np.float64), t.dtype)
+        assert_close(fn(scalar, t), ref(scalar, a).astype(np.float64), t.dtype)
+
+
+@given(data=st.data(), exponent=st.sampled_from([0, 1, 2, 3, 0.5, -1, -2.5]))
+def test_pow_scalar_exponent(data: st.DataObject, exponent: float) -> None:
+    t, a = data.draw(strided_views(low=0.2, high=3.0))
+    assert_close(t**exponent, a**exponent, t.dtype)
+
+
+@given(data=st.data(), base=st.sampled_from([0.5, 2, 3.5]))
+def test_pow_scalar_base(data: st.DataObject, base: float) -> None:
+    t, a = data.draw(strided_views(low=-2.0, high=2.0))
+    assert_close(base**t, base**a, t.dtype)
+
+
+@given(shapes=broadcastable_shapes(), dtype=dtypes, seed=seeds)
+def test_pow_tensor_tensor(shapes: tuple, dtype: mt.DType, seed: int) -> None:
+    ta, a = pair(random_array(seed, shapes[0], dtype, 0.2, 3.0), dtype)
+    tb, b = pair(random_array(seed + 1, shapes[1], dtype, -2.0, 2.0), dtype)
+    assert_close(ta**tb, a**b, dtype)
+    assert_close(ta.pow(tb), a**b, dtype)
+
+
+def test_pow_of_negative_base_with_integer_exponent() -> None:
+    t = mt.tensor([-2.0, -1.0, 0.0, 3.0])
+    assert (t**2).tolist() == [4.0, 1.0, 0.0, 9.0]
+    assert (t**3).tolist() == [-8.0, -1.0, 0.0, 27.0]
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "sub", "div", "maximum", "lt"])
+def test_mixed_dtypes_promote_to_float64(name: str) -> None:
+    fn, ref = BINARY[name]
+    a32 = np.array([[0.1, 0.2, 0.3]], dtype=np.float32)
+    b64 = np.array([[0.7], [1.3]], dtype=np.float64)
+    expected = ref(a32.astype(np.float64), b64)
+    r1 = fn(mt.tensor(a32), mt.tensor(b64))
+    r2 = fn(mt.tensor(b64), mt.tensor(a32))
+    assert r1.dtype is mt.float64 and r2.dtype is mt.float64
+    assert_close(r1, expected, mt.float64)
+    assert_close(r2, ref(b64, a32.astype(np.float64)), mt.float64)
+
+
+def test_python_scalars_keep_the_tensor_dtype() -> None:
+    t = mt.tensor([1.0, 2.0])
+    assert (t + 1.5).dtype is mt.float32
+    assert (2 * t).dtype is mt.float32
+    assert (t / 3).dtype is mt.float32
+    assert (mt.tensor([1.0], dtype=mt.float64) + np.float32(1)).dtype is mt.float64
+
+
+def test_comparisons_give_ones_and_zeros_in_the_dtype() -> None:
+    t = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64)
+    r = t > 1.5
+    assert r.dtype is mt.float64 and r.tolist() == [0.0, 1.0, 1.0]
+    assert (t == 2).tolist() == [0.0, 1.0, 0.0]
+    assert (t != 2).tolist() == [1.0, 0.0, 1.0]
+    assert (1.5 < t).tolist() == [0.0, 1.0, 1.0]
+
+
+def test_numpy_arrays_are_not_silently_mixed_in() -> None:
+    t = mt.ones(3)
+    with pytest.raises(TypeError, match=r"mt|minitensor\.tensor"):
+        t + np.ones(3)
+    with pytest.raises(TypeError, match=r"minitensor\.tensor"):
+        np.ones(3) + t
+    with pytest.raises(TypeError):
+        t * "a"
+    with pytest.raises(TypeError):
+        mt.exp([1.0, 2.0])
+
+
+def test_in_place_methods() -> None:
+    t = mt.zeros(2, 3)
+    v = t[0]
+    v.fill_(2.0)
+    assert t.tolist() == [[2.0] * 3, [0.0] * 3]
+    t.add_(1.0)
+    t.mul_(mt.tensor([1.0, 2.0, 3.0]))
+    assert t.tolist() == [[3.0, 6.0, 9.0], [1.0, 2.0, 3.0]]
+    t.sub_(1).div_(2)
+    assert t.tolist() == [[1.0, 2.5, 4.0], [0.0, 0.5, 1.0]]
+    t.zero_()
+    assert t.tolist() == [[0.0] * 3] * 2
+
+
+def test_where() -> None:
+    cond = mt.tensor([[1.0, 0.0, 1.0]])
+    a = mt.tensor([[np.inf], [2.0]])
+    b = mt.tensor([np.nan, -1.0, 5.0])
+    got = mt.where(cond, a, b).numpy()
+    expected = np.where(np.array([[1.0, 0.0, 1.0]]) != 0, [[np.inf], [2.0]], [np.nan, -1.0, 5.0])
+    np.testing.assert_array_equal(got, expected)
+    assert mt.where(cond, 1.0, 0.0).tolist() == [[1.0, 0.0, 1.0]]
+    assert mt.where(mt.tensor([0.0, 2.0]), mt.tensor([1.0, 1.0]), -1.0).tolist() == [-1.0, 1.0]
+
+
+def test_empty_tensors_pass_through() -> None:
+    e = mt.zeros(0, 3)
+    assert (e + 1).shape == (0, 3)
+    assert mt.exp(e).shape == (0, 3)
+    assert (e * mt.ones(3)).shape == (0, 3)
+    assert (mt.ones(2, 1) + mt.zeros(0)).shape == (2, 0)

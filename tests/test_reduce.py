@@ -1,0 +1,196 @@
+"""Reductions, softmax and logsumexp against NumPy, on strided views and on
+the lengths where reduction kernels break (1, 31, 32, 33, 1023, 1025, 5000)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minitensor as mt
+from helpers import assert_close, pair, random_array, strided_views
+
+AWKWARD_LENGTHS = [1, 31, 32, 33, 1023, 1025, 5000]
+
+REDUCTIONS: dict[str, tuple[Callable, Callable]] = {
+    "sum": (lambda t, d, k: t.sum(d, k), lambda a, d, k: np.sum(a, axis=d, keepdims=k)),
+    "mean": (lambda t, d, k: t.mean(d, k), lambda a, d, k: np.mean(a, axis=d, keepdims=k)),
+    "prod": (lambda t, d, k: t.prod(d, k), lambda a, d, k: np.prod(a, axis=d, keepdims=k)),
+    "max": (lambda t, d, k: t.max(d, k), lambda a, d, k: np.max(a, axis=d, keepdims=k)),
+    "min": (lambda t, d, k: t.min(d, k), lambda a, d, k: np.min(a, axis=d, keepdims=k)),
+    "argmax": (lambda t, d, k: t.argmax(d, k), lambda a, d, k: _np_arg(np.argmax, a, d, k)),
+    "argmin": (lambda t, d, k: t.argmin(d, k), lambda a, d, k: _np_arg(np.argmin, a, d, k)),
+}
+
+
+def _np_arg(fn: Callable, a: np.ndarray, dim: Any, keepdim: bool) -> np.ndarray:
+    if dim is None:
+        r = np.asarray(fn(a))
+        return r.reshape((1,) * a.ndim) if keepdim else r
+    return fn(a, axis=dim, keepdims=keepdim)
+
+
+def _terms(shape: tuple[int, ...], dim: Any) -> int:
+    if dim is None:
+        return int(np.prod(shape))
+    dims = dim if isinstance(dim, tuple) else (dim,)
+    return int(np.prod([shape[d] for d in dims]))
+
+
+@st.composite
+def view_and_dim(draw: Any, name: str) -> tuple[mt.Tensor, np.ndarray, Any, bool]:
+    needs_elements = name not in ("sum", "mean", "prod")
+    low, high = (0.5, 1.5) if name == "prod" else (None, None)
+    t, a = draw(strided_views(low=low, high=high, allow_empty=not needs_elements))
+    keepdim = draw(st.booleans())
+    choices = ["none"] + (["int"] if a.ndim else []) + (["tuple"] if a.ndim and name not in ("argmax", "argmin") else [])
+    kind = draw(st.sampled_from(choices))
+    if kind == "none":
+        dim = None
+    elif kind == "int":
+        dim = draw(st.integers(-a.ndim, a.ndim - 1))
+    else:
+        dims = draw(st.lists(st.integers(0, a.ndim - 1), min_size=1, max_size=a.ndim, unique=True))
+        dim = tuple(d - a.ndim if draw(st.booleans()) else d for d in dims)
+    return t, a, dim, keepdim
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@given(data=st.data())
+def test_reductions_on_strided_views(name: str, data: st.DataObject) -> None:
+    fn, ref = REDUCTIONS[name]
+    t, a, dim, keepdim = data.draw(view_and_dim(name))
+    np_dim = dim if not isinstance(dim, tuple) else tuple(d % a.ndim for d in dim)
+    with warnings.catch_warnings():  # NumPy warns about the mean of an empty slice
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.asarray(ref(a, np_dim, keepdim), dtype=np.float64)
+    got = fn(t, dim, keepdim)
+    if name in ("argmax", "argmin"):
+        np.testing.assert_array_equal(got.numpy(), expected)
+        assert got.dtype is t.dtype
+    else:
+        assert_close(got, expected, t.dtype, n=_terms(a.shape, np_dim))
+
+
+@pytest.mark.parametrize("length", AWKWARD_LENGTHS)
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+def test_reduce_awkward_lengths(length: int, dtype: mt.DType) -> None:
+    rows = 3
+    t, a = pair(random_array(length, (rows, length), dtype), dtype)
+    n = length
+    assert_close(t.sum(1), a.sum(1), dtype, n=n)
+    assert_close(t.sum(0), a.sum(0), dtype, n=rows)
+    assert_close(t.sum(), a.sum(), dtype, n=rows * n)
+    assert_close(t.mean(-1, keepdim=True), a.mean(-1, keepdims=True), dtype, n=n)
+    assert_close(t.max(1), a.max(1), dtype)
+    assert_close(t.min(), a.min(), dtype)
+    np.testing.assert_array_equal(t.argmax(1).numpy(), a.argmax(1))
+    np.testing.assert_array_equal(t.argmin(1).numpy(), a.argmin(1))
+    np.testing.assert_array_equal(t.argmax().numpy(), a.argmax())
+    # the reduced dim not last: a transposed view
+    assert_close(t.T.sum(0), a.sum(1), dtype, n=n)
+    assert_close(t.T.max(0), a.max(1), dtype)
+    # softmax along rows of awkward length
+    assert_close(mt.softmax(t, 1), _np_softmax(a, 1), dtype, n=n)
+
+
+def test_argmax_first_of_ties() -> None:
+    t = mt.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
+    assert t.argmax(1).tolist() == [1.0, 0.0]
+    assert t.argmin(1).tolist() == [3.0, 0.0]
+    assert t.argmax().item() == 1.0
+    assert mt.ones(3, 4).expand(2, 3, 4).argmax().item() == 0.0
+
+
+def test_reduce_keepdim_shapes() -> None:
+    t = mt.ones(2, 3, 4)
+    assert t.sum().shape == ()
+    assert t.sum(keepdim=True).shape == (1, 1, 1)
+    assert t.sum(1).shape == (2, 4)
+    assert t.sum(-1, keepdim=True).shape == (2, 3, 1)
+    assert t.sum((0, 2)).shape == (3,)
+    assert t.sum((0, -1), keepdim=True).shape == (1, 3, 1)
+    assert t.mean((0, 1, 2)).item() == 1.0
+    assert t.argmax(2).shape == (2, 3)
+    assert t.argmax(keepdim=True).shape == (1, 1, 1)
+    assert mt.sum(t, 0).shape == (3, 4) and mt.max(t, 1).shape == (2, 4)
+
+
+def test_reductions_of_empty_dims() -> None:
+    e = mt.zeros(0, 3)
+    assert e.sum().item() == 0.0
+    assert e.sum(0).tolist() == [0.0, 0.0, 0.0]
+    assert e.prod(0).tolist() == [1.0, 1.0, 1.0]
+    assert e.sum(1).shape == (0,)
+    assert np.isnan(e.mean().item())
+    with pytest.raises(IndexError, match=r"\(0, 3\)"):
+        e.max(0)
+    with pytest.raises(IndexError):
+        e.argmax()
+    assert e.max(1).shape == (0,)
+
+
+def test_zero_dim_reductions() -> None:
+    s = mt.tensor(2.5)
+    assert s.sum().item() == 2.5 and s.max(0).item() == 2.5 and s.sum(-1).item() == 2.5
+    assert s.argmax().item() == 0.0
+    assert s.mean().item() == 2.5
+
+
+def _np_softmax(a: np.ndarray, dim: int) -> np.ndarray:
+    e = np.exp(a - a.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+def _np_logsumexp(a: np.ndarray, dim: Any, keepdim: bool) -> np.ndarray:
+    m = np.max(a, axis=dim, keepdims=True)
+    m = np.where(np.isinf(m), 0.0, m)
+    r = np.log(np.sum(np.exp(a - m), axis=dim, keepdims=True)) + m
+    return r if keepdim else np.squeeze(r, axis=dim)
+
+
+@given(data=st.data(), log=st.booleans(), scale=st.sampled_from([1.0, 100.0, 1e4]))
+def test_softmax_on_strided_views(data: st.DataObject, log: bool, scale: float) -> None:
+    t, a = data.draw(strided_views(min_dims=1, allow_empty=False))
+    dim = data.draw(st.integers(-a.ndim, a.ndim - 1))
+    t, a = t * scale, (a.astype(t.dtype.np_dtype) * np.float64(scale)).astype(t.dtype.np_dtype).astype(np.float64)
+    expected = _np_softmax(a, dim)
+    n = a.shape[dim] if a.ndim else 1
+    if log:
+        with np.errstate(divide="ignore"):
+            ref = (a - a.max(axis=dim, keepdims=True)) - np.log(
+                np.exp(a - a.max(axis=dim, keepdims=True)).sum(axis=dim, keepdims=True))
+        assert_close(mt.log_softmax(t, dim), ref, t.dtype, n=n)
+        assert_close(t.log_softmax(dim), ref, t.dtype, n=n)
+    else:
+        assert_close(mt.softmax(t, dim), expected, t.dtype, n=n)
+
+
+def test_softmax_is_stable_for_large_inputs() -> None:
+    t = mt.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -1000.0]])
+    ref = _np_softmax(np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -1000.0]]), 1)
+    assert_close(mt.softmax(t, 1), ref, mt.float32)
+    assert np.isfinite(mt.log_softmax(t, 1).numpy()).all()
+    assert_close(mt.softmax(mt.tensor(3.0), 0), 1.0, mt.float32)
+
+
+@given(data=st.data(), keepdim=st.booleans(), scale=st.sampled_from([1.0, 1e3, 1e5]))
+def test_logsumexp_on_strided_views(data: st.DataObject, keepdim: bool, scale: float) -> None:
+    t, a = data.draw(strided_views(min_dims=1, allow_empty=False))
+    dim = data.draw(st.integers(-a.ndim, a.ndim - 1))
+    t, a = t * scale, (a.astype(t.dtype.np_dtype) * np.float64(scale)).astype(t.dtype.np_dtype).astype(np.float64)
+    expected = _np_logsumexp(a, dim % a.ndim, keepdim)
+    assert_close(mt.logsumexp(t, dim, keepdim=keepdim), expected, t.dtype, n=a.shape[dim])
+
+
+def test_logsumexp_extremes() -> None:
+    t = mt.tensor([[-np.inf, -np.inf], [np.inf, 1.0], [1e30, 1e30], [0.0, -np.inf]], dtype=mt.float64)
+    got = mt.logsumexp(t, 1).numpy()
+    assert got[0] == -np.inf and got[1] == np.inf
+    assert np.isclose(got[2], 1e30 + np.log(2))
+    assert got[3] == 0.0
+    assert mt.logsumexp(mt.ones(2, 3), (0, 1)).shape == ()

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# gpu_check.sh: the checks a GPU machine runs on the CUDA build.
+#
+#   bash tools/gpu_check.sh [LOGDIR]
+#
+# 1. builds build/libminitensor_cuda.so and the C tests against it;
+# 2. runs the C tests (make test-c-cuda);
+# 3. runs every C test program under compute-sanitizer's memcheck and
+#    racecheck (each must report 0 errors);
+# 4. runs the Python suite on the CUDA backend (MINITENSOR_BACKEND=cuda).
+# Logs go to LOGDIR (default build/gpu-check); the last lines are a summary.
+# The results of a run are recorded in docs/testing.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logdir=${1:-build/gpu-check}
+mkdir -p "$logdir"
+jobs=$(nproc 2>/dev/null || echo 4)
+summary=()
+status=0
+
+step() { # step NAME COMMAND...: run, log, record pass/fail
+    local name=$1
+    shift
+    local log="$logdir/$name.log"
+    local start=$SECONDS
+    if "$@" >"$log" 2>&1; then
+        summary+=("PASS  $name ($((SECONDS - start)) s)")
+    else
+        summary+=("FAIL  $name ($((SECONDS - start)) s): see $log")
+        status=1
+        tail -n 30 "$log"
+    fi
+}
+
+nvidia-smi -L || { echo "gpu_check: no GPU (nvidia-smi -L failed)"; exit 1; }
+nvcc --version | tail -n 2
+command -v compute-sanitizer >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+
+step build make -j"$jobs" build/libminitensor_cuda.so
+step c-tests make --no-print-directory test-c-cuda
+grep -E '^(cuda/|C tests)' "$logdir/c-tests.log"
+
+for tool in memcheck racecheck; do
+    for prog in build/tests/cuda/test_*; do
+        [[ -x $prog && ! $prog == *.o ]] || continue
+        step "$tool-$(basename "$prog")" \
+            compute-sanitizer --tool "$tool" --error-exitcode 99 "$prog"
+        grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logdir/$tool-$(basename "$prog").log" |
+            sed "s|^|  $tool $(basename "$prog"): |"
+    done
+done
+
+step python-tests env MINITENSOR_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests
+tail -n 3 "$logdir/python-tests.log"
+
+echo
+echo "gpu_check summary:"
+printf '  %s\n' "${summary[@]}"
+exit $status
