@@ -65,6 +65,15 @@ mt_status mt_fail(mt_status status, const char *func, const char *fmt, ...)
     return status;
 }
 
+/* In the emulator a launch has finished (or failed) when it returns, and a
+ * failed kernel breaks nothing; on a GPU a fault surfaces later and leaves
+ * the context unusable. The advice in messages differs accordingly. */
+#ifdef MT_EMULATOR
+static const bool kLaunchesFinishAtOnce = true;
+#else
+static const bool kLaunchesFinishAtOnce = false;
+#endif
+
 /* Errors that a kernel raises while it runs (not at its launch). Without
  * sync-debug they are reported by whichever call happens to look next. */
 static bool is_asynchronous_fault(cudaError_t err)
@@ -90,7 +99,12 @@ mt_status mt_fail_cuda(cudaError_t err, const char *expr, const char *file, int 
     char *rest = t_last_error + used;
     size_t room = kMessageSize - (size_t)used;
 
-    if (is_asynchronous_fault(err) && g_sync_debug.load()) {
+    if (is_asynchronous_fault(err) && kLaunchesFinishAtOnce) {
+        snprintf(rest, room,
+                 ". The kernel launched here failed while running (the emulator runs each"
+                 " launch to the end before returning; nothing is left broken, the next call"
+                 " works)");
+    } else if (is_asynchronous_fault(err) && g_sync_debug.load()) {
         snprintf(rest, room,
                  ". The kernel launched here failed while running; the CUDA context is now"
                  " unusable: restart the process");
