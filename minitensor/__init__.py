@@ -6,7 +6,7 @@
     y = (x @ w).relu().sum(dim=0)      # float32 @ float64 -> float64
     print(y, mt.backend())
 
-The API follows PyTorch's names and semantics; the README lists where it
+The API follows PyTorch's names and semantics; docs/api.md lists where it
 differs. The engine is src/*.cu, built twice by `make`: for the GPU
 (build/libminitensor_cuda.so) and for the CPU emulator
 (build/libminitensor_emu.so). Importing this package only checks that a
@@ -15,7 +15,9 @@ library is built; the backend is chosen and initialised on first use
 
 Layers, each calling only the ones below it:
 
+    nn/, optim.py  layers, losses and optimizers (issue 4)
     tensor.py    the Tensor class, creation functions, torch-style functions
+    autograd.py  Function, the graph and backward(); the gradient rules
     ops.py       raw ops over tensors: checks, output allocation, kernel calls
     _storage.py  device memory owned by a Storage, freed with the last tensor
     _lib.py      the only ctypes module: loading, signatures, error mapping
@@ -86,6 +88,10 @@ from .tensor import (  # noqa: E402
     zeros_like,
 )
 
+from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
+
+from . import autograd, nn, optim  # noqa: E402  (after Tensor: they build on it)
+
 # torch spells the default dtype float and double for float64.
 float = float32  # noqa: A001
 double = float64
@@ -132,12 +138,14 @@ __all__ = [
     "arange",
     "argmax",
     "argmin",
+    "autograd",
     "backend",
     "cat",
     "device_info",
     "double",
     "empty",
     "empty_like",
+    "enable_grad",
     "exp",
     "flatten",
     "float",
@@ -146,6 +154,7 @@ __all__ = [
     "full",
     "full_like",
     "gather",
+    "is_grad_enabled",
     "is_tensor",
     "log",
     "log_softmax",
@@ -158,8 +167,11 @@ __all__ = [
     "memory_in_use",
     "min",
     "minimum",
+    "nn",
+    "no_grad",
     "ones",
     "ones_like",
+    "optim",
     "permute",
     "prod",
     "rand",

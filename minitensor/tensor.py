@@ -5,13 +5,15 @@ counted in elements, a storage offset and a dtype. Views (view, permute,
 expand, indexing, ...) make new Tensor objects over the same Storage, and
 the kernels read the strides directly, so no view ever copies.
 
-Every method is a thin call into minitensor/ops.py. Autograd (issue 4)
-routes the differentiable ones through Function classes in
-minitensor/autograd.py; the attributes it needs (requires_grad, grad,
-grad_fn) are already here, but nothing records gradients yet.
+Every differentiable method is one call to a Function of
+minitensor/autograd.py (which runs the raw op of minitensor/ops.py and
+records the graph); the others call ops.py directly. Comparisons, argmax,
+argmin and sign have no gradient: their results never require one.
+In-place methods refuse a tensor that requires a gradient while gradients
+are being recorded (wrap optimizer-style updates in ``mt.no_grad()``).
 
 Where minitensor differs from torch, the docstring says so; the full list
-is in the README.
+is in docs/api.md.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from . import _lib, ops
+from . import _lib, autograd, ops
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
 from ._storage import Storage
 
@@ -96,12 +98,17 @@ class Tensor:
     @property
     def T(self) -> Tensor:  # noqa: N802 - torch's name
         """The transpose of a 2-D tensor (0-D and 1-D tensors are returned as they are)."""
-        return ops.permute(self, _t_dims(self))
+        return autograd.Permute.apply(self, _t_dims(self))
 
     @property
     def mT(self) -> Tensor:  # noqa: N802 - torch's name
         """The last two dims swapped (a batch of matrices transposed)."""
-        return ops.transpose(self, -2, -1)
+        return autograd.Transpose.apply(self, -2, -1)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors no recorded op produced (created by the user, or not requiring grad)."""
+        return self.grad_fn is None
 
     def size(self, dim: Optional[int] = None) -> Any:
         """The shape, or the size of one dim."""
@@ -167,28 +174,47 @@ class Tensor:
 
     def to(self, dtype: Any) -> Tensor:
         """This tensor converted to dtype (itself when it has it already)."""
-        return ops.cast(self, dtype)
+        return self if to_dtype(dtype) is self._dtype else autograd.Cast.apply(self, to_dtype(dtype))
 
     def float(self) -> Tensor:
         """This tensor as float32."""
-        return ops.cast(self, float32)
+        return self.to(float32)
 
     def double(self) -> Tensor:
         """This tensor as float64."""
-        return ops.cast(self, float64)
+        return self.to(float64)
 
     def clone(self) -> Tensor:
-        """A contiguous copy."""
-        return ops.clone(self)
+        """A contiguous copy (differentiable: the gradient passes through)."""
+        return autograd.Clone.apply(self)
 
     def detach(self) -> Tensor:
         """A view sharing the storage, outside any autograd graph."""
         return self._alias(self._shape, self._strides, self._offset)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Sets requires_grad in place."""
-        self.requires_grad = requires_grad
+        """Sets requires_grad in place (only a leaf can stop requiring grad)."""
+        if not requires_grad and not self.is_leaf:
+            raise RuntimeError(
+                "requires_grad_(False): you can only change the requires_grad flag of a leaf; "
+                "use .detach() to get a tensor outside the graph"
+            )
+        self.requires_grad = bool(requires_grad)
         return self
+
+    # ---- autograd ----
+
+    def backward(self, gradient: Optional[Tensor] = None, retain_graph: bool = False) -> None:
+        """Accumulates the gradient of this tensor into .grad of the leaves that require one.
+
+        gradient (the weight of each element) may be omitted for a one-element
+        tensor. retain_graph=True keeps the saved tensors for another backward.
+        """
+        autograd.backward(self, gradient, retain_graph)
+
+    def retain_grad(self) -> None:
+        """Makes backward() fill .grad of this non-leaf tensor too."""
+        autograd.retain_grad(self)
 
     def __repr__(self) -> str:
         values = np.array2string(ops.to_numpy(self), separator=", ", prefix="tensor(", precision=4)
@@ -227,7 +253,7 @@ class Tensor:
     def __iter__(self) -> Iterator[Tensor]:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (ops.index(self, i) for i in range(self._shape[0]))
+        return (self[i] for i in range(self._shape[0]))
 
     def __hash__(self) -> int:
         return id(self)
@@ -236,140 +262,140 @@ class Tensor:
 
     def view(self, *shape: Any) -> Tensor:
         """A view with a new shape (-1 inferred); raises when the strides do not allow one."""
-        return ops.view(self, shape)
+        return autograd.View.apply(self, shape)
 
     def view_as(self, other: Tensor) -> Tensor:
         """view(other.shape)."""
-        return ops.view(self, other.shape)
+        return autograd.View.apply(self, other.shape)
 
     def reshape(self, *shape: Any) -> Tensor:
         """A view with a new shape when possible, else a copy (-1 inferred)."""
-        return ops.reshape(self, shape)
+        return autograd.Reshape.apply(self, shape)
 
     def permute(self, *dims: Any) -> Tensor:
         """A view with the dims reordered."""
-        return ops.permute(self, dims)
+        return autograd.Permute.apply(self, dims)
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
         """A view with two dims swapped."""
-        return ops.transpose(self, dim0, dim1)
+        return autograd.Transpose.apply(self, dim0, dim1)
 
     def t(self) -> Tensor:
         """The transpose of a tensor of at most 2 dims."""
-        return ops.permute(self, _t_dims(self))
+        return autograd.Permute.apply(self, _t_dims(self))
 
     def expand(self, *shape: Any) -> Tensor:
         """A view repeating size-1 dims (stride 0); -1 keeps a size; new dims go in front."""
-        return ops.expand(self, shape)
+        return autograd.Expand.apply(self, shape)
 
     def expand_as(self, other: Tensor) -> Tensor:
         """expand(other.shape)."""
-        return ops.expand(self, other.shape)
+        return autograd.Expand.apply(self, other.shape)
 
     def unsqueeze(self, dim: int) -> Tensor:
         """A view with a new size-1 dim at dim."""
-        return ops.unsqueeze(self, dim)
+        return autograd.Unsqueeze.apply(self, dim)
 
     def squeeze(self, dim: Any = None) -> Tensor:
         """A view without size-1 dims (all, or those named by dim: an int or a tuple)."""
-        return ops.squeeze(self, dim)
+        return autograd.Squeeze.apply(self, dim)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Dims start_dim..end_dim merged into one (a view when possible)."""
-        return ops.flatten(self, start_dim, end_dim)
+        return autograd.Flatten.apply(self, start_dim, end_dim)
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         """A view of length elements from start along dim."""
-        return ops.narrow(self, dim, start, length)
+        return autograd.Narrow.apply(self, dim, start, length)
 
     def contiguous(self) -> Tensor:
         """Itself when contiguous, else a contiguous copy."""
-        return ops.contiguous(self)
+        return self if self.is_contiguous() else autograd.Contiguous.apply(self)
 
     def __getitem__(self, key: Any) -> Tensor:
         """Basic indexing (a view): ints, slices with a positive step, None and ...."""
-        return ops.index(self, key)
+        return autograd.Index.apply(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Writes a number or a broadcastable tensor into the basic-index view self[key]."""
-        ops.setitem(self, key, value)
+        ops.setitem(_writable(self, "__setitem__"), key, value)
 
     # ---- in place ----
 
     def fill_(self, value: float) -> Tensor:
         """Sets every element to value."""
-        return ops.fill_(self, value)
+        return ops.fill_(_writable(self, "fill_()"), value)
 
     def zero_(self) -> Tensor:
         """Sets every element to 0."""
-        return ops.fill_(self, 0.0)
+        return ops.fill_(_writable(self, "zero_()"), 0.0)
 
     def copy_(self, src: Any) -> Tensor:
         """Copies src (broadcast, cast to this dtype) into this tensor."""
-        return ops.copy_(self, src)
+        return ops.copy_(_writable(self, "copy_()"), src)
 
     def add_(self, other: Any) -> Tensor:
         """self += other, in place (computed out of place, then copied in)."""
-        return ops.copy_(self, ops.add(self, other))
+        return ops.copy_(_writable(self, "add_()"), ops.add(self, other))
 
     def sub_(self, other: Any) -> Tensor:
         """self -= other, in place."""
-        return ops.copy_(self, ops.sub(self, other))
+        return ops.copy_(_writable(self, "sub_()"), ops.sub(self, other))
 
     def mul_(self, other: Any) -> Tensor:
         """self *= other, in place."""
-        return ops.copy_(self, ops.mul(self, other))
+        return ops.copy_(_writable(self, "mul_()"), ops.mul(self, other))
 
     def div_(self, other: Any) -> Tensor:
         """self /= other, in place."""
-        return ops.copy_(self, ops.div(self, other))
+        return ops.copy_(_writable(self, "div_()"), ops.div(self, other))
 
     # ---- elementwise ----
 
     def __neg__(self) -> Tensor:
-        return ops.map_("neg", self)
+        return autograd.Neg.apply(self)
 
     def __pos__(self) -> Tensor:
         return self
 
     def __abs__(self) -> Tensor:
-        return ops.map_("abs", self)
+        return autograd.Abs.apply(self)
 
     def __add__(self, other: Any) -> Tensor:
-        return ops.add(self, other)
+        return autograd.Add.apply(self, other)
 
     def __radd__(self, other: Any) -> Tensor:
-        return ops.add(other, self)
+        return autograd.Add.apply(other, self)
 
     def __sub__(self, other: Any) -> Tensor:
-        return ops.sub(self, other)
+        return autograd.Sub.apply(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
-        return ops.sub(other, self)
+        return autograd.Sub.apply(other, self)
 
     def __mul__(self, other: Any) -> Tensor:
-        return ops.mul(self, other)
+        return autograd.Mul.apply(self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
-        return ops.mul(other, self)
+        return autograd.Mul.apply(other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return ops.div(self, other)
+        return autograd.Div.apply(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return ops.div(other, self)
+        return autograd.Div.apply(other, self)
 
     def __pow__(self, other: Any) -> Tensor:
-        return ops.pow(self, other)
+        return autograd.Pow.apply(self, other)
 
     def __rpow__(self, other: Any) -> Tensor:
-        return ops.pow(other, self)
+        return autograd.Pow.apply(other, self)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return ops.matmul(self, other)
+        return autograd.MatMul.apply(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return ops.matmul(other, self)
+        return autograd.MatMul.apply(other, self)
 
     def __lt__(self, other: Any) -> Tensor:
         return ops.zip_("lt", self, other)
@@ -395,67 +421,67 @@ class Tensor:
 
     def add(self, other: Any) -> Tensor:
         """self + other."""
-        return ops.add(self, other)
+        return autograd.Add.apply(self, other)
 
     def sub(self, other: Any) -> Tensor:
         """self - other."""
-        return ops.sub(self, other)
+        return autograd.Sub.apply(self, other)
 
     def mul(self, other: Any) -> Tensor:
         """self * other."""
-        return ops.mul(self, other)
+        return autograd.Mul.apply(self, other)
 
     def div(self, other: Any) -> Tensor:
         """self / other."""
-        return ops.div(self, other)
+        return autograd.Div.apply(self, other)
 
     def pow(self, exponent: Any) -> Tensor:
         """self ** exponent."""
-        return ops.pow(self, exponent)
+        return autograd.Pow.apply(self, exponent)
 
     def maximum(self, other: Any) -> Tensor:
         """Elementwise maximum."""
-        return ops.maximum(self, other)
+        return autograd.Maximum.apply(self, other)
 
     def minimum(self, other: Any) -> Tensor:
         """Elementwise minimum."""
-        return ops.minimum(self, other)
+        return autograd.Minimum.apply(self, other)
 
     def neg(self) -> Tensor:
         """-self."""
-        return ops.map_("neg", self)
+        return autograd.Neg.apply(self)
 
     def exp(self) -> Tensor:
         """e ** self, elementwise."""
-        return ops.map_("exp", self)
+        return autograd.Exp.apply(self)
 
     def log(self) -> Tensor:
         """Natural logarithm, elementwise."""
-        return ops.map_("log", self)
+        return autograd.Log.apply(self)
 
     def relu(self) -> Tensor:
         """max(self, 0), elementwise."""
-        return ops.map_("relu", self)
+        return autograd.Relu.apply(self)
 
     def sigmoid(self) -> Tensor:
         """1 / (1 + exp(-self)), elementwise."""
-        return ops.map_("sigmoid", self)
+        return autograd.Sigmoid.apply(self)
 
     def tanh(self) -> Tensor:
         """Hyperbolic tangent, elementwise."""
-        return ops.map_("tanh", self)
+        return autograd.Tanh.apply(self)
 
     def abs(self) -> Tensor:
         """|self|, elementwise."""
-        return ops.map_("abs", self)
+        return autograd.Abs.apply(self)
 
     def sqrt(self) -> Tensor:
         """Square root, elementwise."""
-        return ops.map_("sqrt", self)
+        return autograd.Sqrt.apply(self)
 
     def reciprocal(self) -> Tensor:
         """1 / self, elementwise."""
-        return ops.map_("reciprocal", self)
+        return autograd.Reciprocal.apply(self)
 
     def sign(self) -> Tensor:
         """-1, 0 or 1, elementwise."""
@@ -465,23 +491,23 @@ class Tensor:
 
     def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Sum over dim (None: everything; an int or a tuple of ints)."""
-        return ops.reduce_("sum", self, dim, keepdim)
+        return autograd.Sum.apply(self, dim, keepdim)
 
     def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Mean over dim (None: everything; an int or a tuple of ints)."""
-        return ops.mean(self, dim, keepdim)
+        return autograd.Mean.apply(self, dim, keepdim)
 
     def prod(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Product over dim (None: everything; an int or a tuple of ints)."""
-        return ops.reduce_("prod", self, dim, keepdim)
+        return autograd.Prod.apply(self, dim, keepdim)
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Maximum over dim. Values only: torch returns (values, indices) when dim is given."""
-        return ops.reduce_("max", self, dim, keepdim)
+        return autograd.Max.apply(self, dim, keepdim)
 
     def min(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Minimum over dim. Values only: torch returns (values, indices) when dim is given."""
-        return ops.reduce_("min", self, dim, keepdim)
+        return autograd.Min.apply(self, dim, keepdim)
 
     def argmax(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
         """Index of the first maximum along dim (None: of the flattened tensor), as floats."""
@@ -493,33 +519,51 @@ class Tensor:
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
         """log(sum(exp(self))) over dim, numerically stable."""
-        return ops.logsumexp(self, dim, keepdim)
+        return autograd.LogSumExp.apply(self, dim, keepdim)
 
     def softmax(self, dim: int) -> Tensor:
         """softmax along dim, numerically stable."""
-        return ops.softmax(self, dim, log=False)
+        return autograd.Softmax.apply(self, dim)
 
     def log_softmax(self, dim: int) -> Tensor:
         """log(softmax) along dim, numerically stable."""
-        return ops.softmax(self, dim, log=True)
+        return autograd.LogSoftmax.apply(self, dim)
 
     # ---- matmul, gather, scatter ----
 
     def matmul(self, other: Tensor) -> Tensor:
         """self @ other (see minitensor.matmul)."""
-        return ops.matmul(self, other)
+        return autograd.MatMul.apply(self, other)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """out[i][j] = self[i][index[i][j]] along dim; index holds whole numbers as floats."""
-        return ops.gather(self, dim, index)
+        return autograd.Gather.apply(self, dim, index)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """A copy of self with src added at index along dim."""
-        return ops.scatter_add(self, dim, index, src)
+        return autograd.ScatterAdd.apply(self, dim, index, src)
 
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """Adds src at index along dim, in place; repeated indices add up."""
-        return ops.scatter_add_(self, dim, index, src)
+        return ops.scatter_add_(_writable(self, "scatter_add_()"), dim, index, src)
+
+
+def _writable(x: Tensor, func: str) -> Tensor:
+    """x, after checking that an in-place op may change it: not while gradients are
+    recorded for it (torch would track the change; minitensor's autograd does not)."""
+    if x.requires_grad and autograd.is_grad_enabled():
+        raise RuntimeError(
+            f"{func}: a tensor that requires grad cannot be changed in place while gradients "
+            f"are recorded; use an out-of-place op, or wrap the update in minitensor.no_grad()"
+        )
+    return x
+
+
+def _tensor_list(tensors: Any, func: str) -> tuple[Tensor, ...]:
+    """The tensors of cat()/stack() as a tuple (a list or tuple, not empty)."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
+        raise ValueError(f"{func}(): expected a non-empty list or tuple of tensors")
+    return tuple(tensors)
 
 
 def _t_dims(x: Tensor) -> tuple[int, ...]:
@@ -828,14 +872,14 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenates tensors along an existing dim."""
-    return ops.cat(tensors, dim)
+    return autograd.Cat.apply(dim, *_tensor_list(tensors, "cat"))
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stacks tensors of one shape along a new dim."""
-    return ops.stack(tensors, dim)
+    return autograd.Stack.apply(dim, *_tensor_list(tensors, "stack"))
 
 
 def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     """a where condition is non-zero, else b (broadcast together)."""
-    return ops.where(condition, a, b)
+    return autograd.Where.apply(condition, a, b)

@@ -1,0 +1,41 @@
+"""minitensor.nn: layers, the Module container, and nn.functional (as in torch.nn).
+
+    import minitensor as mt
+    from minitensor import nn
+    import minitensor.nn.functional as F
+
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    loss = F.cross_entropy(model(x), targets)
+    loss.backward()
+    model.save("model.npz")                 # and model.load("model.npz")
+"""
+
+from . import functional
+from .modules import (
+    Dropout,
+    Embedding,
+    IncompatibleKeys,
+    LayerNorm,
+    Linear,
+    Module,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Tanh,
+)
+from .parameter import Parameter
+
+__all__ = [
+    "Dropout",
+    "Embedding",
+    "IncompatibleKeys",
+    "LayerNorm",
+    "Linear",
+    "Module",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Tanh",
+    "functional",
+]

@@ -1,0 +1,169 @@
+"""nn.functional: the stateless building blocks that the modules of minitensor.nn use.
+
+Every function here is composed of Tensor methods, so autograd records it
+like any other expression; none has a hand-written backward of its own.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..tensor import Tensor, rand, tensor
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def relu(x: Tensor) -> Tensor:
+    """max(x, 0), elementwise."""
+    return x.relu()
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent, elementwise."""
+    return x.tanh()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)), elementwise."""
+    return x.sigmoid()
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """softmax along dim, numerically stable (dim is required, unlike torch's deprecated default)."""
+    return x.softmax(dim)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    """log(softmax(x)) along dim, computed stably in one pass."""
+    return x.log_softmax(dim)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """x @ weight.T + bias; weight is (out_features, in_features) as in torch."""
+    out = x.matmul(weight.t())  # ..., out_features
+    return out if bias is None else out + bias
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zeroes each element with probability p and scales the others by 1/(1-p).
+
+    The mask is drawn by the package's generator (``minitensor.rand``, seeded
+    by ``minitensor.manual_seed``), so a seed repeats it on every backend.
+    With training=False, or p=0, x is returned as it is.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout(): p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = rand(x.shape, dtype=x.dtype) >= p  # 1.0 with probability 1-p, else 0.0
+    return x * (keep * (1.0 / (1.0 - p)))
+
+
+def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Optional[Tensor] = None,
+               bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    """Normalizes over the last len(normalized_shape) dims (biased variance, as torch),
+    then scales by weight and shifts by bias when given."""
+    normalized_shape = tuple(normalized_shape)
+    if len(normalized_shape) > x.ndim or x.shape[x.ndim - len(normalized_shape):] != normalized_shape:
+        raise ValueError(
+            f"layer_norm(): the last dims of the input of shape {x.shape} must be the "
+            f"normalized shape {normalized_shape}"
+        )
+    dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    centered = x - x.mean(dims, keepdim=True)
+    variance = (centered * centered).mean(dims, keepdim=True)
+    out = centered / (variance + eps).sqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def _class_indices(targets: Any, count: int, classes: int, like: Tensor, func: str) -> Tensor:
+    """targets (a Tensor of whole numbers, a NumPy integer array or a list) as a
+    (count,) tensor of like's dtype; host-side values are range-checked here."""
+    if isinstance(targets, Tensor):
+        index = targets.detach().to(like.dtype)
+    else:
+        array = np.asarray(targets)
+        if array.dtype.kind not in "iu":
+            raise TypeError(
+                f"{func}: targets must be class indices: a Tensor of whole numbers, a NumPy "
+                f"integer array or a list of ints (got an array of {array.dtype})"
+            )
+        if array.size and (array.min() < 0 or array.max() >= classes):
+            bad = array[(array < 0) | (array >= classes)].reshape(-1)[0]
+            raise IndexError(f"{func}: target {bad} is out of range for {classes} classes")
+        index = tensor(array, dtype=like.dtype)
+    if index.shape != (count,):
+        raise ValueError(
+            f"{func}: targets of shape {index.shape} do not match the batch of {count} "
+            f"(expected shape ({count},))"
+        )
+    return index
+
+
+def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
+    """The negative log-likelihood of the target classes under softmax(logits).
+
+    logits: (N, C) unnormalized scores. targets: N class indices in [0, C),
+    given as a Tensor holding whole numbers, a NumPy integer array or a list.
+    reduction: "mean" (over the batch, the default), "sum" or "none" (N,).
+    Computed as -gather(log_softmax(logits), targets), which is stable for
+    large logits.
+    """
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy(): reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if not isinstance(logits, Tensor):
+        raise TypeError(f"cross_entropy(): logits must be a Tensor, got {type(logits).__name__}")
+    if logits.ndim != 2:
+        raise ValueError(f"cross_entropy(): logits must have shape (N, C), got {logits.shape}")
+    n, classes = logits.shape
+    index = _class_indices(targets, n, classes, logits, "cross_entropy()")
+    picked = logits.log_softmax(1).gather(1, index.unsqueeze(1))  # N, 1
+    if reduction == "mean":
+        return -picked.mean()
+    if reduction == "sum":
+        return -picked.sum()
+    return -picked.squeeze(1)
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """The mean (or sum, or elementwise) squared difference of input and target."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"mse_loss(): reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if isinstance(target, Tensor) and target.shape != input.shape:
+        warnings.warn(
+            f"mse_loss(): input of shape {input.shape} and target of shape {target.shape} "
+            f"differ and will be broadcast, which is rarely intended",
+            stacklevel=2,
+        )
+    diff = input - target
+    squared = diff * diff
+    if reduction == "mean":
+        return squared.mean()
+    if reduction == "sum":
+        return squared.sum()
+    return squared
+
+
+def embedding(indices: Any, weight: Tensor) -> Tensor:
+    """Rows of weight (num_embeddings, dim) picked by indices of any shape: the result
+    has shape indices.shape + (dim,). The backward adds into the picked rows
+    (scatter_add), so repeated indices accumulate."""
+    if isinstance(indices, Tensor):
+        index = indices.detach().to(weight.dtype)
+    else:
+        array = np.asarray(indices)
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"embedding(): indices must be whole numbers, got an array of {array.dtype}")
+        index = tensor(array, dtype=weight.dtype)
+    dim = weight.shape[1]
+    rows = index.reshape(-1, 1).expand(-1, dim)  # n, dim (stride 0 along dim)
+    return weight.gather(0, rows).reshape(*index.shape, dim)

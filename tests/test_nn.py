@@ -1,0 +1,328 @@
+"""minitensor.nn and minitensor.optim: modules, losses, saving, optimizers, a training run."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.nn.functional as F
+from gradcheck import gradcheck
+from helpers import assert_close
+from minitensor import nn
+
+
+def log_softmax_np(x: np.ndarray) -> np.ndarray:
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+# ---- Module ----------------------------------------------------------------------------------
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+        self.head = nn.Linear(4, 2, bias=False)
+        self.drop = nn.Dropout(0.5)
+        self.register_buffer("scale", mt.full((2,), 2.0))
+
+    def forward(self, x):
+        return self.head(self.drop(self.body(x))) * self.scale
+
+
+def test_module_registers_parameters_buffers_and_children():
+    net = Net()
+    names = [name for name, _ in net.named_parameters()]
+    assert names == ["body.0.weight", "body.0.bias", "head.weight"]
+    assert all(isinstance(p, nn.Parameter) and p.requires_grad and p.is_leaf for p in net.parameters())
+    assert [name for name, _ in net.named_buffers()] == ["scale"]
+    assert [type(m).__name__ for m in net.children()] == ["Sequential", "Linear", "Dropout"]
+    assert [name for name, _ in net.named_modules()] == ["", "body", "body.0", "body.1", "head", "drop"]
+    assert net.head.bias is None
+    assert list(net.state_dict()) == ["body.0.weight", "body.0.bias", "head.weight", "scale"]
+    with pytest.raises(TypeError, match="nn.Parameter"):
+        net.head.weight = mt.zeros(2, 4)
+    assert "Linear(in_features=3, out_features=4, bias=True)" in repr(net)
+
+
+def test_train_eval_zero_grad_and_requires_grad_():
+    net = Net()
+    assert net.training and net.drop.training
+    assert net.eval() is net and not net.drop.training and not net.body[1].training
+    net.train()
+    assert net.drop.training
+    net(mt.randn(5, 3)).sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+    net.requires_grad_(False)
+    assert not net(mt.randn(5, 3)).requires_grad
+
+
+def test_linear_matches_numpy_and_is_initialized_like_torch():
+    mt.manual_seed(0)
+    layer = nn.Linear(50, 30)
+    w, b = layer.weight.numpy(), layer.bias.numpy()
+    assert w.shape == (30, 50) and b.shape == (30,)
+    bound = 1 / math.sqrt(50)
+    assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
+    assert np.abs(w).max() > 0.9 * bound  # uniform over the whole range, not a narrow one
+    x = np.random.default_rng(1).standard_normal((7, 50)).astype(np.float32)
+    assert_close(layer(mt.tensor(x)), x.astype(np.float64) @ w.T + b, mt.float32, n=50)
+    mt.manual_seed(0)
+    assert np.array_equal(nn.Linear(50, 30).weight.numpy(), w)  # the seed repeats the init
+
+
+def test_state_dict_round_trip_through_npz(tmp_path):
+    mt.manual_seed(1)
+    net = Net().eval()
+    x = mt.randn(4, 3)
+    path = net.save(tmp_path / "net")
+    assert path.endswith("net.npz")
+    with np.load(path) as data:
+        assert sorted(data.files) == ["body.0.bias", "body.0.weight", "head.weight", "scale"]
+    mt.manual_seed(2)
+    fresh = Net().eval()
+    fresh.scale.fill_(0.0)
+    assert not np.allclose(fresh(x).numpy(), net(x).numpy())
+    assert fresh.load(path) is fresh
+    assert np.array_equal(fresh(x).numpy(), net(x).numpy())
+    assert fresh.scale.tolist() == [2.0, 2.0]
+
+
+def test_load_state_dict_checks_names_and_shapes():
+    net = Net()
+    state = {name: t.numpy() for name, t in net.state_dict().items()}
+    before = net.head.weight.numpy()
+    with pytest.raises(RuntimeError, match=r"missing keys \['scale'\]"):
+        net.load_state_dict({k: v for k, v in state.items() if k != "scale"})
+    with pytest.raises(RuntimeError, match="unexpected keys.*extra"):
+        net.load_state_dict({**state, "extra": np.zeros(1)})
+    bad = dict(state, **{"head.weight": np.zeros((4, 2), np.float32), "body.0.bias": np.zeros(4, np.float32)})
+    with pytest.raises(RuntimeError, match=r"head.weight.*\(4, 2\).*\(2, 4\)"):
+        net.load_state_dict(bad)
+    assert np.array_equal(net.body[0].bias.numpy(), state["body.0.bias"])  # nothing half-loaded
+    assert np.array_equal(net.head.weight.numpy(), before)
+    result = net.load_state_dict({"head.weight": np.ones((2, 4))}, strict=False)
+    assert net.head.weight.tolist() == [[1.0] * 4] * 2 and "scale" in result.missing_keys
+
+
+def test_to_float64():
+    net = Net().to(mt.float64)
+    assert all(p.dtype is mt.float64 for p in net.parameters()) and net.scale.dtype is mt.float64
+    assert net.eval()(mt.randn(2, 3, dtype=mt.float64)).dtype is mt.float64
+
+
+# ---- layers ------------------------------------------------------------------------------------
+
+
+def test_activations():
+    x = mt.tensor([-2.0, 0.5])
+    assert_close(nn.ReLU()(x), [0.0, 0.5], mt.float32)
+    assert_close(nn.Tanh()(x), np.tanh([-2.0, 0.5]), mt.float32)
+    assert_close(nn.Sigmoid()(x), 1 / (1 + np.exp([2.0, -0.5])), mt.float32)
+    assert_close(F.relu(x), [0.0, 0.5], mt.float32)
+
+
+def test_dropout():
+    x = mt.ones(2000)
+    drop = nn.Dropout(0.25)
+    mt.manual_seed(3)
+    y = drop(x).numpy()
+    assert set(np.unique(y)) == {0.0, np.float32(1 / 0.75)}
+    assert abs((y == 0).mean() - 0.25) < 0.05
+    mt.manual_seed(3)
+    assert np.array_equal(drop(x).numpy(), y)  # the seed repeats the mask
+    assert drop.eval()(x) is x
+    assert F.dropout(x, 0.0) is x and F.dropout(x, 0.9, training=False) is x
+    w = mt.ones(8, requires_grad=True)
+    F.dropout(w, 1.0).sum().backward()
+    assert w.grad.tolist() == [0.0] * 8
+    w.grad = None
+    mt.manual_seed(4)
+    out = F.dropout(w, 0.5)
+    out.sum().backward()
+    assert np.array_equal(w.grad.numpy(), out.detach().numpy())  # grad = mask / (1 - p)
+    with pytest.raises(ValueError, match="1.5"):
+        nn.Dropout(1.5)
+
+
+def test_layer_norm_matches_numpy_and_its_gradient_checks():
+    x = np.random.default_rng(5).standard_normal((3, 2, 4))
+    norm = nn.LayerNorm(4, dtype=mt.float64)
+    mean = x.mean(-1, keepdims=True)
+    ref = (x - mean) / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    assert_close(norm(mt.tensor(x)), ref, mt.float64, n=4)
+    assert [n for n, _ in norm.named_parameters()] == ["weight", "bias"]
+    shape = (2, 4)
+    w, b = np.random.default_rng(6).standard_normal((2, *shape))
+    gradcheck(lambda m, x, w, b: F.layer_norm(x, shape, w, b), [x, w, b])
+    with pytest.raises(ValueError, match=r"\(3, 2, 4\).*\(3,\)"):
+        nn.LayerNorm(3)(mt.tensor(x))
+
+
+def test_embedding_gathers_rows_and_accumulates_repeated_indices():
+    mt.manual_seed(7)
+    emb = nn.Embedding(5, 3)
+    table = emb.weight.numpy()
+    idx = np.array([[0, 4, 4], [2, 0, 4]])
+    out = emb(idx)
+    assert out.shape == (2, 3, 3)
+    assert np.array_equal(out.numpy(), table[idx])
+    assert np.array_equal(emb([1, 2]).numpy(), table[[1, 2]])
+    assert np.array_equal(emb(mt.tensor([3.0])).numpy(), table[[3]])
+    out.sum().backward()
+    counts = np.bincount(idx.reshape(-1), minlength=5)[:, None] * np.ones((1, 3))
+    assert np.array_equal(emb.weight.grad.numpy(), counts)
+    with pytest.raises(TypeError, match="whole numbers"):
+        emb(np.array([0.5]))
+
+
+# ---- losses --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["list", "numpy", "tensor"])
+def test_cross_entropy_value_and_gradient(kind):
+    logits_np = np.random.default_rng(8).standard_normal((4, 5)) * 3
+    targets = [1, 0, 4, 4]
+    given = {"list": targets, "numpy": np.array(targets, dtype=np.int32),
+             "tensor": mt.tensor(targets)}[kind]
+    logits = mt.tensor(logits_np, requires_grad=True)
+    loss = F.cross_entropy(logits, given)
+    ref = -log_softmax_np(logits_np)[np.arange(4), targets]
+    assert loss.shape == ()
+    assert_close(loss, ref.mean(), mt.float64, n=5)
+    loss.backward()
+    softmax = np.exp(log_softmax_np(logits_np))
+    assert_close(logits.grad, (softmax - np.eye(5)[targets]) / 4, mt.float64, n=5)
+    assert_close(F.cross_entropy(logits, given, reduction="sum"), ref.sum(), mt.float64, n=5)
+    assert_close(F.cross_entropy(logits, given, reduction="none"), ref, mt.float64, n=5)
+
+
+def test_cross_entropy_is_stable_for_huge_logits():
+    logits = mt.tensor([[1e4, 0.0, -1e4]], requires_grad=True)
+    loss = F.cross_entropy(logits, [1])
+    loss.backward()
+    assert_close(loss, 1e4, mt.float32)
+    assert_close(logits.grad, [[1.0, -1.0, 0.0]], mt.float32)
+
+
+def test_cross_entropy_rejects_bad_targets():
+    logits = mt.zeros(3, 4)
+    with pytest.raises(TypeError, match="class indices"):
+        F.cross_entropy(logits, np.array([0.0, 1.0, 2.0]))
+    with pytest.raises(IndexError, match="target 4 is out of range for 4 classes"):
+        F.cross_entropy(logits, [0, 4, 1])
+    with pytest.raises(ValueError, match=r"\(2,\).*batch of 3"):
+        F.cross_entropy(logits, [0, 1])
+    with pytest.raises(ValueError, match=r"\(N, C\).*\(4,\)"):
+        F.cross_entropy(mt.zeros(4), [0])
+    with pytest.raises(mt.MinitensorError):
+        F.cross_entropy(logits, mt.tensor([0.0, 9.0, 1.0]))  # checked by the gather kernel
+
+
+def test_mse_loss():
+    a = mt.tensor([1.0, 2.0, 4.0], requires_grad=True)
+    b = mt.tensor([1.5, 2.0, 3.0])
+    loss = F.mse_loss(a, b)
+    assert_close(loss, (0.25 + 0 + 1) / 3, mt.float32)
+    loss.backward()
+    assert_close(a.grad, [-1.0 / 3, 0.0, 2.0 / 3], mt.float32)
+    assert_close(F.mse_loss(a, b, reduction="sum"), 1.25, mt.float32)
+    with pytest.warns(UserWarning, match="broadcast"):
+        F.mse_loss(a, mt.zeros(3, 1))
+
+
+def test_functional_softmax():
+    x = mt.tensor([[1.0, 2.0, 3.0]])
+    assert_close(F.softmax(x, 1), np.exp(log_softmax_np(np.array([[1.0, 2.0, 3.0]]))), mt.float32)
+    assert_close(F.log_softmax(x, 1), log_softmax_np(np.array([[1.0, 2.0, 3.0]])), mt.float32)
+
+
+# ---- optimizers ------------------------------------------------------------------------------------
+
+P0 = np.array([1.0, -2.0, 0.5])
+GRADS = [np.array([0.5, -1.0, 2.0]), np.array([-0.3, 0.2, 1.0]), np.array([1.0, 1.0, -1.0])]
+
+
+def run_optimizer(make, steps=3):
+    """Parameter values after each step with the gradients GRADS (float64)."""
+    p = nn.Parameter(mt.tensor(P0))
+    opt = make([p])
+    ptr = p.data_ptr()
+    history = []
+    for g in GRADS[:steps]:
+        opt.zero_grad()
+        (p * mt.tensor(g)).sum().backward()  # d/dp = g
+        opt.step()
+        history.append(p.numpy())
+    assert p.data_ptr() == ptr and p.is_leaf  # updated in place
+    return history
+
+
+def test_sgd_plain_momentum_and_weight_decay():
+    history = run_optimizer(lambda ps: mt.optim.SGD(ps, lr=0.1))
+    assert_close(history[-1], P0 - 0.1 * sum(GRADS), mt.float64)
+    history = run_optimizer(lambda ps: mt.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01))
+    p, buf = P0.copy(), None
+    for g, got in zip(GRADS, history):
+        d = g + 0.01 * p
+        buf = d if buf is None else 0.9 * buf + d
+        p = p - 0.1 * buf
+        assert_close(got, p, mt.float64)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_adam_matches_the_formula(weight_decay):
+    history = run_optimizer(lambda ps: mt.optim.Adam(ps, lr=0.01, betas=(0.8, 0.9), eps=1e-6,
+                                                     weight_decay=weight_decay))
+    p, m, v = P0.copy(), 0.0, 0.0
+    for t, (g, got) in enumerate(zip(GRADS, history), start=1):
+        g = g + weight_decay * p
+        m = 0.8 * m + 0.2 * g
+        v = 0.9 * v + 0.1 * g * g
+        p = p - 0.01 / (1 - 0.8**t) * m / (np.sqrt(v) / np.sqrt(1 - 0.9**t) + 1e-6)
+        assert_close(got, p, mt.float64)
+
+
+def test_optimizer_errors_and_skipped_parameters():
+    with pytest.raises(ValueError, match="empty"):
+        mt.optim.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="leaf"):
+        mt.optim.Adam([mt.ones(2, requires_grad=True) * 2.0])
+    with pytest.raises(TypeError, match="iterable"):
+        mt.optim.SGD(mt.ones(2, requires_grad=True), lr=0.1)
+    p = nn.Parameter(mt.ones(2))
+    mt.optim.Adam([p]).step()  # no grad yet: nothing changes
+    assert p.tolist() == [1.0, 1.0]
+
+
+# ---- a training run ---------------------------------------------------------------------------------
+
+
+def test_a_small_training_run_lowers_the_loss():
+    rng = np.random.default_rng(9)
+    centers = np.array([[2.0, 0.0], [-2.0, 1.0], [0.0, -2.0]])
+    labels = rng.integers(0, 3, 96)
+    points = (centers[labels] + rng.standard_normal((96, 2))).astype(np.float32)
+    mt.manual_seed(9)
+    model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = mt.optim.Adam(model.parameters(), lr=0.05)
+    x = mt.tensor(points)
+    start = time.perf_counter()
+    losses = []
+    for _ in range(40):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), labels)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+    accuracy = (model(x).argmax(dim=1).numpy() == labels).mean()
+    assert accuracy > 0.85
+    assert time.perf_counter() - start < 10  # about a second on the emulator

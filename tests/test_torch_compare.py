@@ -1,0 +1,144 @@
+"""The autograd graphs of tests/grad_cases.py, and nn/optim, compared with PyTorch.
+
+Skipped (with the reason) where torch is not installed; it is on the GPU
+machine. torch runs in float64 as the reference; minitensor runs in float32
+and in float64, each compared with the tolerance of its dtype
+(tests/helpers.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (it is on the GPU machine)")
+
+import minitensor as mt  # noqa: E402
+import minitensor.nn.functional as F  # noqa: E402
+from grad_cases import CASES, Api, values  # noqa: E402
+from helpers import assert_close  # noqa: E402
+from minitensor import nn  # noqa: E402
+
+MT = Api(mt)
+TORCH = Api(torch, index_dtype=torch.long)
+N = 16  # the longest sum in these small graphs: the tolerance grows with sqrt(N)
+DTYPES = {"float32": (mt.float32, np.float32), "float64": (mt.float64, np.float64)}
+TORCH_CASES = [case for case in CASES if case.torch]
+
+
+def run_torch(fn, arrays, weights):
+    leaves = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    out = fn(TORCH, *leaves)
+    (out * torch.tensor(weights)).sum().backward()
+    return out.detach().numpy(), [leaf.grad.numpy() for leaf in leaves]
+
+
+def run_mt(fn, arrays, weights, dtype):
+    leaves = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]
+    out = fn(MT, *leaves)
+    (out * mt.tensor(weights)).sum().backward()
+    return out, [leaf.grad for leaf in leaves]
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("case", TORCH_CASES, ids=[c.name for c in TORCH_CASES])
+def test_same_values_and_gradients_as_torch(case, dtype):
+    mt_dtype, np_dtype = DTYPES[dtype]
+    arrays = [a.astype(np_dtype).astype(np.float64) for a in case.inputs(seed=len(case.name))]
+    probe = case.fn(TORCH, *[torch.tensor(a) for a in arrays])  # for the shape of the result
+    weights = np.random.default_rng(0).standard_normal(tuple(probe.shape))
+    ref_out, ref_grads = run_torch(case.fn, arrays, weights)
+    out, grads = run_mt(case.fn, arrays, weights, mt_dtype)
+    assert out.shape == ref_out.shape
+    assert_close(out.to(mt_dtype), ref_out, mt_dtype, n=N)
+    for grad, ref in zip(grads, ref_grads):
+        assert_close(grad, ref, mt_dtype, n=N)
+
+
+def test_tie_rules_match_torch():
+    data = [[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]
+    for reduce in (lambda t: t.max(), lambda t: t.min(), lambda t: values(t.max(dim=1)),
+                   lambda t: values(t.min(dim=0))):
+        a = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+        reduce(a).sum().backward()
+        b = mt.tensor(data, dtype=mt.float64, requires_grad=True)
+        reduce(b).sum().backward()
+        assert b.grad.tolist() == a.grad.tolist()
+    a, b = torch.tensor([1.0, 2.0], requires_grad=True), torch.tensor([2.0, 2.0], requires_grad=True)
+    torch.maximum(a, b).sum().backward()
+    c, d = mt.tensor([1.0, 2.0], requires_grad=True), mt.tensor([2.0, 2.0], requires_grad=True)
+    mt.maximum(c, d).sum().backward()
+    assert c.grad.tolist() == a.grad.tolist() and d.grad.tolist() == b.grad.tolist()
+
+
+def copy_linear(src: nn.Linear) -> torch.nn.Linear:
+    layer = torch.nn.Linear(src.in_features, src.out_features, dtype=torch.float64)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor(src.weight.numpy()))
+        layer.bias.copy_(torch.tensor(src.bias.numpy()))
+    return layer
+
+
+def test_mlp_cross_entropy_gradients_match_torch():
+    mt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4)).to(mt.float64)
+    ref = torch.nn.Sequential(copy_linear(model[0]), torch.nn.ReLU(), copy_linear(model[2]))
+    x = np.random.default_rng(1).standard_normal((5, 6))
+    y = np.array([0, 3, 1, 1, 2])
+    loss = F.cross_entropy(model(mt.tensor(x)), y)
+    loss.backward()
+    ref_loss = torch.nn.functional.cross_entropy(ref(torch.tensor(x)), torch.tensor(y))
+    ref_loss.backward()
+    assert_close(loss, ref_loss.item(), mt.float64, n=N)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert_close(p.grad, q.grad.numpy(), mt.float64, n=N)
+
+
+@pytest.mark.parametrize("name", ["sgd", "sgd_momentum", "adam", "adam_weight_decay"])
+def test_optimizers_follow_torch(name):
+    make = {
+        "sgd": (lambda ps: mt.optim.SGD(ps, lr=0.1), lambda ps: torch.optim.SGD(ps, lr=0.1)),
+        "sgd_momentum": (lambda ps: mt.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01),
+                         lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01)),
+        "adam": (lambda ps: mt.optim.Adam(ps, lr=0.01), lambda ps: torch.optim.Adam(ps, lr=0.01)),
+        "adam_weight_decay": (lambda ps: mt.optim.Adam(ps, lr=0.01, betas=(0.8, 0.95), weight_decay=0.1),
+                              lambda ps: torch.optim.Adam(ps, lr=0.01, betas=(0.8, 0.95), weight_decay=0.1)),
+    }[name]
+    mt.manual_seed(2)
+    model = nn.Linear(4, 3).to(mt.float64)
+    ref = copy_linear(model)
+    opt, ref_opt = make[0](model.parameters()), make[1](ref.parameters())
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        x, y = rng.standard_normal((6, 4)), rng.integers(0, 3, 6)
+        opt.zero_grad()
+        F.cross_entropy(model(mt.tensor(x)), y).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        torch.nn.functional.cross_entropy(ref(torch.tensor(x)), torch.tensor(y)).backward()
+        ref_opt.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert_close(p, q.detach().numpy(), mt.float64, n=N)
+
+
+def test_layer_norm_and_embedding_match_torch():
+    x = np.random.default_rng(4).standard_normal((3, 5))
+    w, b = np.random.default_rng(5).standard_normal((2, 5))
+    ours = [mt.tensor(a, requires_grad=True) for a in (x, w, b)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    out = F.layer_norm(ours[0], (5,), ours[1], ours[2])
+    ref = torch.nn.functional.layer_norm(theirs[0], (5,), theirs[1], theirs[2])
+    weights = np.random.default_rng(6).standard_normal((3, 5))
+    (out * mt.tensor(weights)).sum().backward()
+    (ref * torch.tensor(weights)).sum().backward()
+    assert_close(out, ref.detach().numpy(), mt.float64, n=N)
+    for a, c in zip(ours, theirs):
+        assert_close(a.grad, c.grad.numpy(), mt.float64, n=N)
+
+    table = np.random.default_rng(7).standard_normal((6, 3))
+    idx = np.array([[1, 5, 1], [0, 1, 2]])
+    ours_t = mt.tensor(table, requires_grad=True)
+    theirs_t = torch.tensor(table, requires_grad=True)
+    F.embedding(idx, ours_t).pow(2).sum().backward()
+    torch.nn.functional.embedding(torch.tensor(idx), theirs_t).pow(2).sum().backward()
+    assert_close(ours_t.grad, theirs_t.grad.numpy(), mt.float64, n=N)
