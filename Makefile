@@ -96,5 +96,28 @@ test-py: $(LIBS) $(VENV)/.ok
 
 test: test-c test-py
 
+# The main job: train an MLP on the 8x8 digits (data/digits.csv.gz) and check
+# its held-out accuracy; saves build/digits_mlp.npz. See examples/train_digits.py.
+demo: $(LIBS) $(VENV)/.ok
+	$(VPY) examples/train_digits.py
+
+# Rebuild notebooks/*.ipynb from their sources in notebooks/src/ and execute
+# them, so that they are committed with their figures (see docs/testing.md).
+.PHONY: notebooks
+notebooks: $(LIBS) $(VENV)/.ok
+	$(VPY) notebooks/build_notebooks.py
+
+# What one __syncthreads() costs an emulated thread (docs/emulator.md).
+.PHONY: bench-emu
+$(BUILD)/bench/emu_barrier_cost.cpp: bench/emu_barrier_cost.cu tools/cu2emu.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) tools/cu2emu.py $< $@
+
+$(BUILD)/bench/emu_barrier_cost: $(BUILD)/bench/emu_barrier_cost.cpp $(EMU_LIB)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -Wl,-rpath,'$$ORIGIN/..'
+
+bench-emu: $(BUILD)/bench/emu_barrier_cost
+	MINITENSOR_EMU_THREADS=1 $<
+
 clean:
 	rm -rf $(BUILD)
