@@ -56,7 +56,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 1
+ABI_VERSION = 3
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -119,16 +119,39 @@ REDUCE_OPS: tuple[str, ...] = (
     "argmax",
     "argmin",
 )
+# The kernel ladders: mt_matmul_algo, mt_reduce_algo (mt_reduce_variant) and
+# mt_copy_algo (mt_copy_variant), in the order of the header's enums.
 MATMUL_ALGOS: tuple[str, ...] = (
     "default",
     "naive",
+    "coalesced",
     "tiled",
+    "blocktile_1d",
+    "blocktile_2d",
+    "vectorized",
+    "warptile",
+)
+REDUCE_ALGOS: tuple[str, ...] = (
+    "default",
+    "interleaved",
+    "sequential",
+    "first_add",
+    "warp_shuffle",
+    "vectorized",
+)
+COPY_ALGOS: tuple[str, ...] = (
+    "default",
+    "naive",
+    "tiled",
+    "tiled_padded",
 )
 OP_TABLES: dict[str, tuple[str, ...]] = {
     "map": MAP_OPS,
     "zip": ZIP_OPS,
     "reduce": REDUCE_OPS,
     "matmul": MATMUL_ALGOS,
+    "reduce_algo": REDUCE_ALGOS,
+    "copy_algo": COPY_ALGOS,
 }
 
 
@@ -169,9 +192,16 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_reduce": (c_int, [c_int, MtTensor, MtTensor, c_int]),
     "mt_reduce_all": (c_int, [c_int, MtTensor, MtTensor]),
     "mt_matmul": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_matmul_config_count": (c_int, []),
+    "mt_matmul_config_name": (c_char_p, [c_int]),
+    "mt_matmul_with_config": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int]),
+    "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
+    "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_softmax": (c_int, [MtTensor, MtTensor, c_int, c_int]),
     "mt_gather": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_scatter_add": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_set_device": (c_int, [c_int]),
+    "mt_get_device": (c_int, [POINTER(c_int)]),
 }
 
 # ---- finding and loading the library --------------------------------------
@@ -445,9 +475,43 @@ def reduce_all(op: str, out: Any, inp: Any) -> None:
     check(lib().mt_reduce_all(_op_id("reduce", op), _desc(out), _desc(inp)), f"mt_reduce_all({op})")
 
 
-def matmul(out: Any, a: Any, b: Any, algo: str = "default") -> None:
-    """out = a @ b over the last two dims, batch dims broadcast (mt_matmul)."""
-    check(lib().mt_matmul(_desc(out), _desc(a), _desc(b), _op_id("matmul", algo)), "mt_matmul")
+def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) -> None:
+    """out = a @ b over the last two dims, batch dims broadcast (mt_matmul_with_config).
+
+    config picks a tile configuration of the warptile kernel (0 ..
+    matmul_config_count() - 1, for algo "default" or "warptile"); -1 lets the
+    library choose from the shape.
+    """
+    check(
+        lib().mt_matmul_with_config(_desc(out), _desc(a), _desc(b), _op_id("matmul", algo), config),
+        "mt_matmul",
+    )
+
+
+def matmul_config_count() -> int:
+    """How many tile configurations the warptile matmul kernel has."""
+    return int(lib().mt_matmul_config_count())
+
+
+def matmul_config_name(config: int) -> str:
+    """A readable name of one configuration ("128x128x16 warp 64x32 ...")."""
+    raw = lib().mt_matmul_config_name(config)
+    if raw is None:
+        raise ValueError(f"no matmul config {config} (there are {matmul_config_count()})")
+    return raw.decode()
+
+
+def reduce_variant(op: str, out: Any, inp: Any, dim: int, algo: str) -> None:
+    """mt_reduce with a chosen rung of the reduction ladder (mt_reduce_variant)."""
+    check(
+        lib().mt_reduce_variant(_op_id("reduce", op), _desc(out), _desc(inp), dim, _op_id("reduce_algo", algo)),
+        f"mt_reduce_variant({op}, {algo})",
+    )
+
+
+def copy_variant(out: Any, inp: Any, algo: str) -> None:
+    """out = inp with a chosen rung of the transpose ladder (mt_copy_variant)."""
+    check(lib().mt_copy_variant(_desc(out), _desc(inp), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")
 
 
 def softmax(out: Any, inp: Any, dim: int, log: bool) -> None:
@@ -463,3 +527,18 @@ def gather(out: Any, inp: Any, index: Any, dim: int) -> None:
 def scatter_add(out: Any, index: Any, src: Any, dim: int) -> None:
     """out[..index..] += src along dim, in place (mt_scatter_add)."""
     check(lib().mt_scatter_add(_desc(out), _desc(index), _desc(src), dim), "mt_scatter_add")
+
+
+# ---- device placement (minitensor.distributed: one process per GPU) -----------
+
+
+def set_device(device: int) -> None:
+    """Chooses this process's GPU (before the first tensor is created)."""
+    check(lib().mt_set_device(int(device)), "mt_set_device")
+
+
+def get_device() -> int:
+    """The device index this process uses (always 0 on the emulator)."""
+    device = c_int()
+    check(lib().mt_get_device(ctypes.byref(device)), "mt_get_device")
+    return device.value

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _lib
+from . import _lib, autotune
 from ._dtype import DType, promote, to_dtype
 from ._errors import DimError, MinitensorError, ShapeError
 
@@ -723,8 +723,9 @@ def matmul(a: Tensor, b: Tensor, algo: str = "default") -> Tensor:
     """a @ b as in torch.matmul: 2-D, batched N-D with broadcast batch dims, 1-D operands.
 
     A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
-    is removed from the result. algo picks a kernel of the ladder
-    ("default", "naive", "tiled").
+    is removed from the result. algo picks a kernel of the ladder (one of
+    _lib.MATMUL_ALGOS: "default", "naive", "coalesced", "tiled",
+    "blocktile_1d", "blocktile_2d", "vectorized", "warptile").
     """
     _require_tensor(a, "matmul()", "a")
     _require_tensor(b, "matmul()", "b")
@@ -761,7 +762,10 @@ def matmul(a: Tensor, b: Tensor, algo: str = "default") -> Tensor:
         if k == 0:
             fill_(out, 0.0)
         else:
-            _lib.matmul(out, a2, b2, algo)
+            # "default": the tile configuration comes from the autotuner
+            # (measured once per device and shape class, then cached).
+            config = autotune.matmul_config(out, a2, b2) if algo == "default" else -1
+            _lib.matmul(out, a2, b2, algo, config)
     shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
     return view(out, shape)
 

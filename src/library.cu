@@ -32,7 +32,13 @@ static const char *const kReduceNames[] = {
     "sum", "prod", "max", "min", "argmax", "argmin",
 };
 static const char *const kMatmulNames[] = {
-    "default", "naive", "tiled",
+    "default", "naive", "coalesced", "tiled", "blocktile_1d", "blocktile_2d", "vectorized", "warptile",
+};
+static const char *const kReduceAlgoNames[] = {
+    "default", "interleaved", "sequential", "first_add", "warp_shuffle", "vectorized",
+};
+static const char *const kCopyAlgoNames[] = {
+    "default", "naive", "tiled", "tiled_padded",
 };
 
 /* A new enum value without a name here (or the reverse) fails the build. */
@@ -43,6 +49,10 @@ static_assert(MT_COUNT_OF(kReduceNames) == MT_REDUCE_OP_COUNT,
               "kReduceNames out of step with mt_reduce_op");
 static_assert(MT_COUNT_OF(kMatmulNames) == MT_MATMUL_ALGO_COUNT,
               "kMatmulNames out of step with mt_matmul_algo");
+static_assert(MT_COUNT_OF(kReduceAlgoNames) == MT_REDUCE_ALGO_COUNT,
+              "kReduceAlgoNames out of step with mt_reduce_algo");
+static_assert(MT_COUNT_OF(kCopyAlgoNames) == MT_COPY_ALGO_COUNT,
+              "kCopyAlgoNames out of step with mt_copy_algo");
 
 struct OpFamily {
     const char *family;
@@ -55,6 +65,8 @@ static const OpFamily kFamilies[] = {
     {"zip", kZipNames, MT_COUNT_OF(kZipNames)},
     {"reduce", kReduceNames, MT_COUNT_OF(kReduceNames)},
     {"matmul", kMatmulNames, MT_COUNT_OF(kMatmulNames)},
+    {"reduce_algo", kReduceAlgoNames, MT_COUNT_OF(kReduceAlgoNames)},
+    {"copy_algo", kCopyAlgoNames, MT_COUNT_OF(kCopyAlgoNames)},
 };
 
 static const OpFamily *find_family(const char *family)
@@ -108,12 +120,22 @@ const char *mt_backend_name(void)
  * arrive together. */
 static std::mutex g_init_mutex;
 static std::atomic<bool> g_initialised{false};
+/* The GPU of this process (mt_set_device). The runtime's current device is
+ * per host thread, so each thread selects it at its first call. */
+static std::atomic<int> g_device{0};
+static thread_local int t_device = -1;
 
 mt_status mt_ensure_init(const char *func)
 {
     mt_set_current_call(func);
-    if (g_initialised.load())
+    if (g_initialised.load()) {
+        int device = g_device.load();
+        if (t_device != device) {
+            CUDA_CHECK(cudaSetDevice(device));
+            t_device = device;
+        }
         return MT_OK;
+    }
     std::lock_guard<std::mutex> lock(g_init_mutex);
     if (g_initialised.load())
         return MT_OK;
@@ -142,7 +164,7 @@ mt_status mt_ensure_init(const char *func)
                        err != cudaSuccess ? cudaGetErrorString(err) : "0 devices found", dbuf,
                        rbuf);
     }
-    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaSetDevice(g_device.load()));
 
     /* The stream-ordered pool that mt_malloc draws from gives memory back to
      * the driver at every synchronization by default, so a training loop
@@ -151,7 +173,7 @@ mt_status mt_ensure_init(const char *func)
      * allocator does) makes mt_malloc cheap after the first step. (The
      * emulator has no pool: there these calls do nothing.) */
     cudaMemPool_t pool;
-    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, g_device.load()));
     uint64_t keep_everything = UINT64_MAX;
     CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
 
@@ -191,5 +213,48 @@ mt_status mt_device_info(char *buf, size_t bufsize)
              prop.name, prop.major, prop.minor, prop.multiProcessorCount,
              (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), dbuf, rbuf,
              mt_backend_name());
+    return MT_OK;
+}
+
+/* ---- device placement ------------------------------------------------------ */
+
+mt_status mt_set_device(int device)
+{
+    if (device < 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_set_device", "device %d is negative", device);
+    mt_status status = mt_ensure_init("mt_set_device");
+    if (status != MT_OK)
+        return status;
+    if (device == g_device.load())
+        return MT_OK;
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (device >= count)
+        return mt_fail(MT_ERR_NO_DEVICE, "mt_set_device", "device %d does not exist (%d device%s: 0..%d)",
+                       device, count, count == 1 ? "" : "s", count - 1);
+    int64_t in_use = 0;
+    (void)mt_memory_in_use(&in_use);
+    if (in_use != 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_set_device",
+                       "%lld bytes are allocated on device %d; choose the device (%d) before the "
+                       "first tensor is created",
+                       (long long)in_use, g_device.load(), device);
+    /* Same set-up as mt_ensure_init's, for the new device. */
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    CUDA_CHECK(cudaSetDevice(device));
+    cudaMemPool_t pool;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t keep_everything = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    g_device.store(device);
+    t_device = device;
+    return MT_OK;
+}
+
+mt_status mt_get_device(int *device)
+{
+    if (device == nullptr)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_get_device", "device is null");
+    *device = g_device.load();
     return MT_OK;
 }

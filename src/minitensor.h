@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 1
+#define MT_ABI_VERSION 3
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -119,19 +119,50 @@ typedef enum {
 } mt_reduce_op;
 
 /* ---- matrix product algorithms (the kernel ladder) ---------------------- */
+/* Each rung is one kernel; src/matmul.cu and src/matmul_blocktile.cu say
+ * what each changes and why it is faster. All take any shapes and strides
+ * (vectorized and warptile copy an operand they cannot read with 16-byte
+ * loads to a contiguous buffer first).                                       */
 typedef enum {
-    MT_MATMUL_DEFAULT = 0,  /* the fastest correct kernel for this build  */
-    MT_MATMUL_NAIVE,        /* one thread per output, global memory only  */
+    MT_MATMUL_DEFAULT = 0,  /* the fastest correct kernel: warptile       */
+    MT_MATMUL_NAIVE,        /* 1 thread per output, warps walk rows       */
+    MT_MATMUL_COALESCED,    /* 1 thread per output, warps walk columns    */
     MT_MATMUL_TILED,        /* shared-memory tiles of A and B             */
+    MT_MATMUL_BLOCKTILE_1D, /* 8 outputs per thread (a column strip)      */
+    MT_MATMUL_BLOCKTILE_2D, /* 8 x 8 outputs per thread                   */
+    MT_MATMUL_VECTORIZED,   /* + 16-byte loads and stores                 */
+    MT_MATMUL_WARPTILE,     /* + warp tiles, double buffering, tunable    */
     MT_MATMUL_ALGO_COUNT
 } mt_matmul_algo;
+
+/* ---- reduction algorithms (the reduction ladder, for mt_reduce_variant) -- */
+/* How one block combines the values of a row; see src/reduce.cu.           */
+typedef enum {
+    MT_REDUCE_ALGO_DEFAULT = 0,    /* the fastest for the layout           */
+    MT_REDUCE_ALGO_INTERLEAVED,    /* tree, thread t active if t % 2s == 0 */
+    MT_REDUCE_ALGO_SEQUENTIAL,     /* tree, threads 0..s-1 active          */
+    MT_REDUCE_ALGO_FIRST_ADD,      /* + accumulate many values during load */
+    MT_REDUCE_ALGO_WARP_SHUFFLE,   /* + the last 32 by warp shuffles       */
+    MT_REDUCE_ALGO_VECTORIZED,     /* + 16-byte loads, shuffle-only finish */
+    MT_REDUCE_ALGO_COUNT
+} mt_reduce_algo;
+
+/* ---- copy algorithms (the transpose ladder, for mt_copy_variant) --------- */
+typedef enum {
+    MT_COPY_ALGO_DEFAULT = 0,      /* what mt_map(MT_MAP_COPY) does        */
+    MT_COPY_ALGO_NAIVE,            /* one thread per element, any strides  */
+    MT_COPY_ALGO_TILED,            /* 32 x 32 shared tile, bank conflicts  */
+    MT_COPY_ALGO_TILED_PADDED,     /* 32 x 33 shared tile, no conflicts    */
+    MT_COPY_ALGO_COUNT
+} mt_copy_algo;
 
 /* ---- library information ----------------------------------------------- */
 int mt_abi_version(void);
 int mt_max_dims(void);
 /* How many ids an op family has, and each id's name ("add", "exp", ...), so
  * that the binding can check its own tables against the library's. family is
- * one of "map", "zip", "reduce", "matmul". Returns -1 / NULL when unknown. */
+ * one of "map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo".
+ * Returns -1 / NULL when unknown. */
 int mt_op_count(const char *family);
 const char *mt_op_name(const char *family, int op);
 /* "cuda" or "emulator": which build this library is. */
@@ -175,8 +206,30 @@ mt_status mt_reduce(int op, mt_tensor out, mt_tensor in, int dim);
 /* Reduce every element of `in` into the one element of `out`. */
 mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in);
 /* out = a @ b over the last two dims: a (..., M, K), b (..., K, N),
- * out (..., M, N); the leading (batch) dims broadcast as in NumPy. */
+ * out (..., M, N); the leading (batch) dims broadcast as in NumPy. algo is
+ * an mt_matmul_algo. Same as mt_matmul_with_config with config -1. */
 mt_status mt_matmul(mt_tensor out, mt_tensor a, mt_tensor b, int algo);
+/* Tile configurations of MT_MATMUL_WARPTILE (and so of the default): how
+ * many there are, and a name for each ("128x128x16 warp 64x32 (256
+ * threads)"; NULL outside 0..count-1). minitensor/autotune.py times them per
+ * device and shape class and passes the fastest to mt_matmul_with_config. */
+int mt_matmul_config_count(void);
+const char *mt_matmul_config_name(int config);
+/* mt_matmul with a chosen configuration: config -1 lets the library choose
+ * from the shape; 0..count-1 is allowed only with MT_MATMUL_DEFAULT and
+ * MT_MATMUL_WARPTILE (the other algos have nothing to configure). */
+mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config);
+/* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
+ * for teaching and benchmarks: every algo gives the same result (up to the
+ * order of float additions) for every op, dim and layout.
+ * MT_REDUCE_ALGO_DEFAULT is exactly mt_reduce. */
+mt_status mt_reduce_variant(int op, mt_tensor out, mt_tensor in, int dim, int algo);
+/* out = in (same shape and dtype) with a chosen rung of the transpose ladder
+ * (an mt_copy_algo). The tiled algos need in to be a transposed view (its
+ * second-to-last dim has stride 1) and out to have rows of stride 1;
+ * otherwise they fall back to the naive copy. MT_COPY_ALGO_DEFAULT is
+ * exactly mt_map(MT_MAP_COPY, ...) for same-dtype tensors. */
+mt_status mt_copy_variant(mt_tensor out, mt_tensor in, int algo);
 /* Numerically stable softmax (log_softmax when `log` is non-zero) along dim,
  * one fused pass per row. out has in's shape. */
 mt_status mt_softmax(mt_tensor out, mt_tensor in, int dim, int log);
@@ -187,6 +240,14 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim);
 /* out[i][index[i][j]] += src[i][j] along dim (torch.scatter_add_, in place,
  * atomic so repeated indices add up). index has src's shape. */
 mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim);
+
+/* ---- device placement (one process per GPU, docs/distributed.md) -------- */
+/* Chooses the GPU this process uses; call it before anything else touches the
+ * device (a different device after the first use is an error). The emulator
+ * has one device, 0. */
+mt_status mt_set_device(int device);
+/* The device this process uses (0 until mt_set_device chose another). */
+mt_status mt_get_device(int *device);
 
 #ifdef __cplusplus
 }

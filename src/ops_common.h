@@ -2,14 +2,19 @@
  * ops_common.h: what the kernel files share, kept in one place.
  *
  *   - launch geometry: the block size and the capped grid of the grid-stride
- *     loops that every elementwise kernel uses;
+ *     loops that every elementwise kernel uses, and for_each_grid_chunk for
+ *     2-D/3-D grids whose y and z exceed 65535;
+ *   - Pack<T>: 16 bytes of T, the unit of the vectorised (LDG.128) kernels;
  *   - small host helpers: dtype names and sizes, "same shape?", "is this
- *     tensor contiguous?", "do these two tensors overlap?", the dim check,
- *     CUDA version strings, and a scratch buffer that frees itself;
+ *     tensor contiguous?", "is it a transposed view?", "do these two tensors
+ *     overlap?", the dim check, CUDA version strings, and a scratch buffer
+ *     that frees itself;
+ *   - copy_tensor: the library's own out = in (map.cu);
  *   - device math overloads (mt_exp(float) -> expf, mt_exp(double) -> exp),
  *     so that a kernel templated on T calls the right precision;
  *   - block_reduce: the shared-memory tree reduction that reduce.cu and
- *     softmax.cu are built on.
+ *     softmax.cu are built on, and its warp-shuffle variants
+ *     (warp_reduce, block_reduce_last_warp, block_reduce_warps).
  *
  * This header is compiled as it is by nvcc and by the emulator build (only
  * the .cu files go through tools/cu2emu.py), so it declares no __shared__
@@ -28,9 +33,27 @@
 
 #define MT_DEVICE __device__ __forceinline__
 
+/* `MT_UNROLL for (...)`: asks nvcc to unroll a loop with a compile-time trip
+ * count. Kernels that keep arrays in registers need it: a register array
+ * indexed by a loop counter that is not a constant after unrolling is moved
+ * to (slow) local memory. The emulator's host compiler needs no hint. */
+#if defined(__CUDACC__)
+#define MT_UNROLL _Pragma("unroll")
+#define MT_UNROLL4 _Pragma("unroll 4")
+#else
+#define MT_UNROLL
+#define MT_UNROLL4
+#endif
+
 /* Names the entry point in the messages of mt_fail_cuda (src/errors.cu);
  * mt_ensure_init sets it, as the first thing every entry point does. */
 void mt_set_current_call(const char *func);
+
+/* out = in for validated tensors of the same shape and dtype (either may
+ * have any strides): the library's own copies, such as matmul's operand
+ * preparation, go through it (src/map.cu), so they get the tiled transpose
+ * when in is a transposed view. */
+mt_status copy_tensor(const mt_tensor &out, const mt_tensor &in);
 
 /* ---- launch geometry ------------------------------------------------------ */
 
@@ -58,7 +81,44 @@ inline unsigned int grid_size(int64_t n, int64_t block)
     return (unsigned int)blocks;
 }
 
+/* The limit of gridDim.y and gridDim.z. */
+constexpr int64_t kMaxGridYZ = 65535;
+
+/* 16 bytes of T (4 floats or 2 doubles), aligned so that one load or store
+ * of a Pack is a single 16-byte memory instruction (LDG.128 / LDS.128). The
+ * vectorised kernels read and write through it. */
+template <typename T>
+struct __align__(16) Pack {
+    static constexpr int kWidth = 16 / (int)sizeof(T);
+    T v[16 / sizeof(T)];
+};
+
+/* A grid of x_tiles x y_tiles x batches blocks, cut into launches that keep
+ * gridDim.y and gridDim.z within 65535. launch(grid, y_start, batch_start)
+ * is called once per piece; it returns an mt_status. */
+template <typename Launch>
+mt_status for_each_grid_chunk(int64_t x_tiles, int64_t y_tiles, int64_t batches, Launch launch)
+{
+    for (int64_t batch0 = 0; batch0 < batches; batch0 += kMaxGridYZ) {
+        const int64_t batch_count = batches - batch0 < kMaxGridYZ ? batches - batch0 : kMaxGridYZ;
+        for (int64_t y0 = 0; y0 < y_tiles; y0 += kMaxGridYZ) {
+            const int64_t y_count = y_tiles - y0 < kMaxGridYZ ? y_tiles - y0 : kMaxGridYZ;
+            const dim3 grid((unsigned int)x_tiles, (unsigned int)y_count, (unsigned int)batch_count);
+            mt_status status = launch(grid, y0, batch0);
+            if (status != MT_OK)
+                return status;
+        }
+    }
+    return MT_OK;
+}
+
 /* ---- host helpers on descriptors ----------------------------------------- */
+
+/* Is p aligned for Pack loads and stores? */
+inline bool aligned16(const void *p)
+{
+    return (uintptr_t)p % 16 == 0;
+}
 
 inline int64_t tensor_numel(const mt_tensor &t)
 {
@@ -114,6 +174,26 @@ inline bool is_contiguous(const mt_tensor &t)
         expected *= t.shape[d];
     }
     return true;
+}
+
+/* A "transposed view": dim -2 has stride 1 and dim -1 does not (A.T of a
+ * row-major A, or a batch of such matrices). Walking such a tensor in
+ * row-major order jumps through memory; the tiled transposes (map.cu,
+ * zip.cu) read it 32 x 32 elements at a time, coalesced along dim -2. */
+inline bool is_transposed_view(const mt_tensor &x)
+{
+    if (x.ndim < 2)
+        return false;
+    const int64_t rows = x.shape[x.ndim - 2];
+    const int64_t cols = x.shape[x.ndim - 1];
+    return rows > 1 && cols > 1 && x.strides[x.ndim - 2] == 1 && x.strides[x.ndim - 1] != 1;
+}
+
+/* Each row of x (dim -1) is contiguous in memory; the batch dims and the row
+ * stride may be anything. */
+inline bool rows_contiguous(const mt_tensor &x)
+{
+    return x.ndim >= 2 && (x.strides[x.ndim - 1] == 1 || x.shape[x.ndim - 1] == 1);
 }
 
 /* Could a and b share a byte of storage? Compares the address ranges between
@@ -284,6 +364,92 @@ MT_DEVICE Acc block_reduce(Acc *scratch, Acc value, Combine combine)
      * scratch again (the next row, or the next reduction of the same row). */
     __syncthreads();
     return result;
+}
+
+/* ---- warp_reduce and block_reduce_warps: the shuffle finish ---------------
+ *
+ * A warp shuffle moves a register value from one lane of a warp to another
+ * without shared memory or a barrier. warp_reduce halves the distance each
+ * step (16, 8, 4, 2, 1): after five steps lane 0 holds the combination of
+ * all 32 lanes' values (the other lanes hold partial results).
+ *
+ * Contract: every lane of the warp calls it (the full mask 0xffffffff names
+ * all 32), with a combine that is associative and commutative. shfl_down
+ * has an overload for every accumulator type a caller uses (float, double
+ * here; reduce.cu adds the argmax candidate, a struct of two fields). */
+template <typename T>
+MT_DEVICE T shfl_down(T value, int delta)
+{
+    return __shfl_down_sync(0xffffffffu, value, delta);
+}
+
+template <typename Acc, typename Combine>
+MT_DEVICE Acc warp_reduce(Acc value, Combine combine)
+{
+    MT_UNROLL for (int delta = 16; delta > 0; delta /= 2)
+        value = combine(value, shfl_down(value, delta));
+    return value;
+}
+
+/* block_reduce's contract and result (every thread gets the combination of
+ * the whole block), with blockDim.x a multiple of 32 and at most 1024:
+ * each warp reduces its 32 values with shuffles, lane 0 of each warp parks
+ * the result in scratch[warp] (scratch: at least 32 elements), and warp 0
+ * reduces those. Two barriers in all, instead of one per tree level. */
+template <typename Acc, typename Combine>
+MT_DEVICE Acc block_reduce_warps(Acc *scratch, Acc value, Acc identity, Combine combine)
+{
+    const unsigned int lane = threadIdx.x % 32;
+    const unsigned int warp = threadIdx.x / 32;
+    const unsigned int warps = blockDim.x / 32;
+    value = warp_reduce(value, combine);
+    if (lane == 0)
+        scratch[warp] = value;
+    /* Every warp's partial is parked before warp 0 reads them. */
+    __syncthreads();
+    if (warp == 0) {
+        value = lane < warps ? scratch[lane] : identity;
+        value = warp_reduce(value, combine);
+        if (lane == 0)
+            scratch[0] = value;
+    }
+    /* scratch[0] is written before anyone reads it. */
+    __syncthreads();
+    Acc result = scratch[0];
+    /* Everyone has read scratch[0] before a caller may write scratch again. */
+    __syncthreads();
+    return result;
+}
+
+/* The sequential-addressing tree of block_reduce, with its last five levels
+ * (stride 16, 8, 4, 2, 1: the 32 values left all live in warp 0) done with
+ * warp shuffles instead of shared memory and barriers, Harris's "unroll the
+ * last warp". It adds in exactly the order of block_reduce, so it gives the
+ * same bits; it only saves five barriers. Same contract as block_reduce
+ * (blockDim.x a power of two, at least 32; every thread calls it), but the
+ * result is valid in thread 0 only. */
+template <typename Acc, typename Combine>
+MT_DEVICE Acc block_reduce_last_warp(Acc *scratch, Acc value, Combine combine)
+{
+    const unsigned int tid = threadIdx.x;
+    if (blockDim.x > 32) {
+        scratch[tid] = value;
+        /* Every partial is in shared memory before the first level reads. */
+        __syncthreads();
+        for (unsigned int stride = blockDim.x / 2; stride >= 32; stride /= 2) {
+            if (tid < stride)
+                scratch[tid] = combine(scratch[tid], scratch[tid + stride]);
+            /* One level is finished before the next reads its results. */
+            __syncthreads();
+        }
+        if (tid < 32)
+            value = scratch[tid];
+    }
+    if (tid < 32)
+        value = warp_reduce(value, combine);
+    /* Everyone is done with scratch before the caller may write it again. */
+    __syncthreads();
+    return value;
 }
 
 /* Threads per block for one block per row of length `len`: the smallest power

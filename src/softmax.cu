@@ -12,10 +12,18 @@
  * safe. log_softmax computed this way also avoids log(0) for tiny
  * probabilities, which log(softmax(x)) would hit.
  *
- * A block makes three passes over its row: max (then a block_reduce), sum of
- * exponentials (then another block_reduce), and the write. Each thread takes
- * a block-strided slice of the row in every pass, as in reduce.cu, so rows of
- * any length work. Rows go to blocks in a grid-stride loop.
+ * Two kernels, one block per row, rows handed out in a grid-stride loop:
+ *
+ *   softmax_rows_registers  contiguous rows of up to 16 * 512 Packs (32768
+ *                  floats): the block reads its row from global memory ONCE
+ *                  into registers (each thread a few 16-byte Packs), finds
+ *                  the max and the sum of exponentials from the registers
+ *                  (warp-shuffle block reductions, block_reduce_warps) and
+ *                  writes the result: one read and one write of the data,
+ *                  the least a softmax can move.
+ *   softmax_rows   any layout and length: three passes over the row in
+ *                  global memory (max, sum of exponentials, write), each
+ *                  thread a block-strided slice, as in reduce.cu.
  */
 #include "ops_common.h"
 
@@ -72,14 +80,143 @@ __global__ void softmax_rows(mt_tensor out_rows, mt_tensor in_rows, int64_t len,
     }
 }
 
+/* in and out point at the first element of row 0; row r starts r * len
+ * further on. Each thread holds kPacks Packs of its row: with `vec` (len a
+ * multiple of the Pack width, both pointers 16-byte aligned) Pack c of the
+ * row is elements c * W .. c * W + W - 1 and thread t takes Packs
+ * t, t + B, t + 2B, ...; without it, element k = (p * W + w) * B + t, so
+ * that neighbouring threads still read neighbouring elements. The caller
+ * guarantees kPacks * W * blockDim.x >= len. Slots past the end of the row
+ * hold -inf, which adds exp(-inf) = 0 to the sum. */
+template <typename T, int kPacks>
+__global__ void __launch_bounds__(512) softmax_rows_registers(T *out, const T *in, int64_t len, int64_t rows, bool vec, int log_softmax)
+{
+    __shared__ T scratch[32];
+    constexpr int W = Pack<T>::kWidth;
+    const int64_t B = blockDim.x;
+    const int64_t t = threadIdx.x;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T *x = in + row * len;
+        T *y = out + row * len;
+        T v[kPacks][W];
+        T local_max = -mt_infinity<T>();
+        MT_UNROLL for (int p = 0; p < kPacks; ++p) {
+            if (vec) {
+                const int64_t c = p * B + t;
+                if (c * W < len) {
+                    const Pack<T> pack = reinterpret_cast<const Pack<T> *>(x)[c];
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        v[p][w] = pack.v[w];
+                } else {
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        v[p][w] = -mt_infinity<T>();
+                }
+            } else {
+                MT_UNROLL for (int w = 0; w < W; ++w) {
+                    const int64_t k = (p * W + w) * B + t;
+                    v[p][w] = k < len ? x[k] : -mt_infinity<T>();
+                }
+            }
+            MT_UNROLL for (int w = 0; w < W; ++w)
+                local_max = mt_max(local_max, v[p][w]);
+        }
+        const T row_max = block_reduce_warps(scratch, local_max, -mt_infinity<T>(), CombineMax<T>());
+
+        /* v becomes x - max (log_softmax) or exp(x - max) (softmax). */
+        T local_sum = T(0);
+        MT_UNROLL for (int p = 0; p < kPacks; ++p)
+            MT_UNROLL for (int w = 0; w < W; ++w) {
+                const T shifted = v[p][w] - row_max;
+                const T e = mt_exp(shifted);
+                const int64_t k = vec ? (p * B + t) * W + w : (p * W + w) * B + t;
+                if (k < len)
+                    local_sum += e;
+                v[p][w] = log_softmax ? shifted : e;
+            }
+        const T row_sum = block_reduce_warps(scratch, local_sum, T(0), CombineSum<T>());
+        const T log_sum = mt_log(row_sum);
+        const T inv_sum = T(1) / row_sum;
+
+        MT_UNROLL for (int p = 0; p < kPacks; ++p) {
+            T r[W];
+            MT_UNROLL for (int w = 0; w < W; ++w)
+                r[w] = log_softmax ? v[p][w] - log_sum : v[p][w] * inv_sum;
+            if (vec) {
+                const int64_t c = p * B + t;
+                if (c * W < len) {
+                    Pack<T> pack;
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        pack.v[w] = r[w];
+                    reinterpret_cast<Pack<T> *>(y)[c] = pack;
+                }
+            } else {
+                MT_UNROLL for (int w = 0; w < W; ++w) {
+                    const int64_t k = (p * W + w) * B + t;
+                    if (k < len)
+                        y[k] = r[w];
+                }
+            }
+        }
+    }
+}
+
+/* The register kernel's largest row: 16 Packs per thread, 512 threads.
+ * (At most 512 threads lets each keep up to 128 registers: 16 Packs of 4
+ * floats are 64 of them.) */
+constexpr int kMaxRegisterPacks = 16;
+constexpr int kMaxRegisterThreads = 512;
+
+template <typename T>
+static mt_status launch_softmax_registers(const mt_tensor &out, const mt_tensor &in, int log_softmax)
+{
+    constexpr int64_t W = Pack<T>::kWidth;
+    const int64_t len = in.shape[in.ndim - 1];
+    const int64_t rows = tensor_numel(in) / len;
+    const T *in_first = static_cast<const T *>(in.data) + in.offset;
+    T *out_first = static_cast<T *>(out.data) + out.offset;
+    const bool vec = len % W == 0 && aligned16(in_first) && aligned16(out_first);
+    /* Enough threads that 8 Packs each cover the row (at least a warp, at
+     * most kMaxRegisterThreads), then as few Packs per thread as cover it. */
+    int64_t block = 32;
+    while (block < kMaxRegisterThreads && block * W * 8 < len)
+        block *= 2;
+    int64_t packs = 1;
+    while (packs * W * block < len)
+        packs *= 2;
+    const unsigned int grid = grid_size(rows, 1);
+    switch (packs) {
+    case 1:
+        softmax_rows_registers<T, 1><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        break;
+    case 2:
+        softmax_rows_registers<T, 2><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        break;
+    case 4:
+        softmax_rows_registers<T, 4><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        break;
+    case 8:
+        softmax_rows_registers<T, 8><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        break;
+    default:
+        softmax_rows_registers<T, kMaxRegisterPacks><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        break;
+    }
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
 template <typename T>
 static mt_status launch_softmax(const mt_tensor &out, const mt_tensor &in, int dim, int log_softmax)
 {
+    const int64_t len = in.shape[dim];
+    if (dim == in.ndim - 1 && is_contiguous(in) && is_contiguous(out) &&
+        len <= kMaxRegisterPacks * kMaxRegisterThreads * (int64_t)Pack<T>::kWidth)
+        return launch_softmax_registers<T>(out, in, log_softmax);
+
     mt_tensor in_rows = in;
     mt_tensor out_rows = out;
     in_rows.shape[dim] = 1;
     out_rows.shape[dim] = 1;
-    const int64_t len = in.shape[dim];
     const int64_t rows = tensor_numel(in_rows);
     const int block = row_block_size(len);
     const unsigned int grid = grid_size(rows, 1);

@@ -11,7 +11,20 @@
  *                   a repeated dimension reads index 0), and finds each
  *                   element through that tensor's own strides.
  *   zip_contiguous  a, b and out all dense, row-major and of out's shape:
- *                   element i of each lives at i, no index arithmetic.
+ *                   element i of each lives at i, no index arithmetic;
+ *                   zip_contiguous_vec does it with 16-byte Packs when all
+ *                   three are 16-byte aligned.
+ *   zip_row_broadcast  out and one operand dense, the other a dense block
+ *                   of out's trailing dims repeated along the leading ones
+ *                   (A + row_vector, A * bias): it is read at i % its size,
+ *                   stays in cache, and everything else is a contiguous
+ *                   stream (Packs when aligned).
+ *   zip_transposed  one operand a transposed view (A + B.T): a block
+ *                   stages a 32 x 33 tile of it in shared memory, read
+ *                   coalesced along its own rows, and combines it with the
+ *                   other operand and out along theirs, as map.cu's tiled
+ *                   transpose does; the naive kernel would read B.T with
+ *                   one memory transaction per element.
  *
  * Comparisons produce 1.0 or 0.0 in the output dtype, so that a mask can be
  * multiplied straight into a tensor. RELU_BACKWARD is the gradient of relu:
@@ -124,24 +137,193 @@ __global__ void zip_contiguous(T *out, const T *a, const T *b, int64_t n, Op op)
         out[i] = op(a[i], b[i]);
 }
 
+/* zip_contiguous with Packs; all three pointers 16-byte aligned. The
+ * n % W elements after the last whole Pack are done one by one. */
+template <typename T, typename Op>
+__global__ void zip_contiguous_vec(T *out, const T *a, const T *b, int64_t n, Op op)
+{
+    constexpr int W = Pack<T>::kWidth;
+    const int64_t packs = n / W;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (int64_t p = first; p < packs; p += step) {
+        const Pack<T> x = reinterpret_cast<const Pack<T> *>(a)[p];
+        const Pack<T> y = reinterpret_cast<const Pack<T> *>(b)[p];
+        Pack<T> r;
+        MT_UNROLL for (int w = 0; w < W; ++w)
+            r.v[w] = op(x.v[w], y.v[w]);
+        reinterpret_cast<Pack<T> *>(out)[p] = r;
+    }
+    for (int64_t i = packs * W + first; i < n; i += step)
+        out[i] = op(a[i], b[i]);
+}
+
+/* out[i] = op(full[i], rep[i % rep_n]) (kRepFirst: op(rep[...], full[i])):
+ * out and full dense with n elements, rep a dense block of rep_n elements
+ * repeated n / rep_n times. With `vec` (all aligned, rep_n a multiple of
+ * the Pack width) a Pack never straddles two repeats. */
+template <typename T, typename Op, bool kRepFirst>
+__global__ void zip_row_broadcast(T *out, const T *full, const T *rep, int64_t n, int64_t rep_n, bool vec, Op op)
+{
+    constexpr int W = Pack<T>::kWidth;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t scalar_from = 0;
+    if (vec) {
+        for (int64_t p = first; p < n / W; p += step) {
+            const Pack<T> x = reinterpret_cast<const Pack<T> *>(full)[p];
+            const Pack<T> y = *reinterpret_cast<const Pack<T> *>(rep + (p * W) % rep_n);
+            Pack<T> r;
+            MT_UNROLL for (int w = 0; w < W; ++w)
+                r.v[w] = kRepFirst ? op(y.v[w], x.v[w]) : op(x.v[w], y.v[w]);
+            reinterpret_cast<Pack<T> *>(out)[p] = r;
+        }
+        scalar_from = n / W * W;
+    }
+    for (int64_t i = scalar_from + first; i < n; i += step) {
+        const T y = rep[i % rep_n];
+        out[i] = kRepFirst ? op(y, full[i]) : op(full[i], y);
+    }
+}
+
+/* out = op(a, b) where `trans` (b, or a when kTransFirst) is a transposed
+ * view of out's shape and `other` (the other operand) and out have
+ * contiguous rows; any batch dims. A 32 x 8 block handles a 32 x 32 tile:
+ * it reads trans's tile along trans's contiguous dim (-2) into shared
+ * memory, then walks out's rows, reading other and the tile (a column of
+ * it: the padding keeps the 32 reads in 32 banks) and writing out. */
+constexpr int kZipTile = 32;
+constexpr int kZipTileRows = 8;
+
+template <typename T, typename Op, bool kTransFirst>
+__global__ void __launch_bounds__(kZipTile * kZipTileRows) zip_transposed(mt_tensor out, mt_tensor trans, mt_tensor other, int64_t row_tile_start, int64_t batch_start, Op op)
+{
+    __shared__ T tile[kZipTile][kZipTile + 1];
+    const int nd = out.ndim;
+    const int64_t rows = out.shape[nd - 2];
+    const int64_t cols = out.shape[nd - 1];
+    int64_t batch_index[MT_MAX_DIMS];
+    to_index(batch_start + blockIdx.z, out.shape, nd - 2, batch_index);
+    const T *t_data = static_cast<const T *>(trans.data) + trans.offset + index_to_position(batch_index, trans.strides, nd - 2);
+    const T *o_data = static_cast<const T *>(other.data) + other.offset + index_to_position(batch_index, other.strides, nd - 2);
+    T *out_data = static_cast<T *>(out.data) + out.offset + index_to_position(batch_index, out.strides, nd - 2);
+    const int64_t t_col_stride = trans.strides[nd - 1];  /* trans(r, c) at r + c * t_col_stride */
+    const int64_t o_row_stride = other.strides[nd - 2];  /* other(r, c) at r * o_row_stride + c */
+    const int64_t out_row_stride = out.strides[nd - 2];
+    const int64_t r0 = (row_tile_start + blockIdx.y) * kZipTile;
+    const int64_t c0 = (int64_t)blockIdx.x * kZipTile;
+    const int tx = threadIdx.x;
+    const int ty = threadIdx.y;
+
+    MT_UNROLL for (int j = 0; j < kZipTile; j += kZipTileRows) {
+        const int64_t r = r0 + tx;
+        const int64_t c = c0 + ty + j;
+        if (r < rows && c < cols)
+            tile[ty + j][tx] = t_data[r + c * t_col_stride];
+    }
+    /* The tile is complete before any thread reads another's element. */
+    __syncthreads();
+    MT_UNROLL for (int j = 0; j < kZipTile; j += kZipTileRows) {
+        const int64_t r = r0 + ty + j;
+        const int64_t c = c0 + tx;
+        if (r < rows && c < cols) {
+            const T x = tile[tx][ty + j];
+            const T y = o_data[r * o_row_stride + c];
+            out_data[r * out_row_stride + c] = kTransFirst ? op(x, y) : op(y, x);
+        }
+    }
+}
+
 /* ---- host side ------------------------------------------------------------ */
 
+/* Is v a dense block of out's trailing dims, repeated over the leading ones?
+ * Its shape, aligned on the right and without leading 1s, must equal out's
+ * last dims exactly; then v's element for out ordinal i is i % numel(v). */
+static bool repeats_trailing_block(const mt_tensor &v, const mt_tensor &out)
+{
+    if (!is_contiguous(v))
+        return false;
+    int first = 0;
+    while (first < v.ndim && v.shape[first] == 1)
+        ++first;
+    const int m = v.ndim - first;
+    if (m > out.ndim)
+        return false;
+    for (int j = 0; j < m; ++j) {
+        if (v.shape[first + j] != out.shape[out.ndim - m + j])
+            return false;
+    }
+    return true;
+}
+
+template <typename T, typename Op, bool kRepFirst>
+static mt_status launch_row_broadcast(const mt_tensor &out, const mt_tensor &full, const mt_tensor &rep)
+{
+    const int64_t n = tensor_numel(out);
+    const int64_t rep_n = tensor_numel(rep);
+    T *out_first = static_cast<T *>(out.data) + out.offset;
+    const T *full_first = static_cast<const T *>(full.data) + full.offset;
+    const T *rep_first = static_cast<const T *>(rep.data) + rep.offset;
+    const bool vec = rep_n % Pack<T>::kWidth == 0 && aligned16(out_first) && aligned16(full_first) && aligned16(rep_first);
+    const int64_t items = vec ? n / Pack<T>::kWidth : n;
+    zip_row_broadcast<T, Op, kRepFirst><<<grid_size(items > 0 ? items : 1, kBlockSize), kBlockSize>>>(out_first, full_first, rep_first, n, rep_n, vec, Op{});
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+template <typename T, typename Op, bool kTransFirst>
+static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &trans, const mt_tensor &other)
+{
+    const int nd = out.ndim;
+    const int64_t row_tiles = (out.shape[nd - 2] + kZipTile - 1) / kZipTile;
+    const int64_t col_tiles = (out.shape[nd - 1] + kZipTile - 1) / kZipTile;
+    const int64_t batches = shape_numel(out.shape, nd - 2);
+    const dim3 block(kZipTile, kZipTileRows);
+    return for_each_grid_chunk(col_tiles, row_tiles, batches, [&](dim3 grid, int64_t y0, int64_t b0) {
+        zip_transposed<T, Op, kTransFirst><<<grid, block>>>(out, trans, other, y0, b0, Op{});
+        CUDA_CHECK(mt_launch_status());
+        return MT_OK;
+    });
+}
+
+/* Launches one zip over non-empty, validated tensors: the fastest kernel
+ * for their layouts. */
 template <typename T, typename Op>
 static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     const int64_t n = tensor_numel(out);
-    const unsigned int grid = grid_size(n, kBlockSize);
+    const bool a_full = shapes_equal(a, out);
+    const bool b_full = shapes_equal(b, out);
     /* The fast path needs a and b to be out's exact shape: a broadcast input
      * (shape (3,) into (4, 3)) is not dense in out's index space. */
-    bool dense = is_contiguous(out) && is_contiguous(a) && is_contiguous(b);
-    if (dense && shapes_equal(a, out) && shapes_equal(b, out)) {
-        T *out_first = static_cast<T *>(out.data) + out.offset;
-        const T *a_first = static_cast<const T *>(a.data) + a.offset;
-        const T *b_first = static_cast<const T *>(b.data) + b.offset;
-        zip_contiguous<T, Op><<<grid, kBlockSize>>>(out_first, a_first, b_first, n, Op{});
-    } else {
-        zip_strided<T, Op><<<grid, kBlockSize>>>(out, a, b, n, Op{});
+    if (is_contiguous(out)) {
+        const bool a_dense = a_full && is_contiguous(a);
+        const bool b_dense = b_full && is_contiguous(b);
+        if (a_dense && b_dense) {
+            T *out_first = static_cast<T *>(out.data) + out.offset;
+            const T *a_first = static_cast<const T *>(a.data) + a.offset;
+            const T *b_first = static_cast<const T *>(b.data) + b.offset;
+            if (aligned16(out_first) && aligned16(a_first) && aligned16(b_first)) {
+                const int64_t packs = n / Pack<T>::kWidth;
+                zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize>>>(out_first, a_first, b_first, n, Op{});
+            } else {
+                zip_contiguous<T, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out_first, a_first, b_first, n, Op{});
+            }
+            CUDA_CHECK(mt_launch_status());
+            return MT_OK;
+        }
+        if (a_dense && repeats_trailing_block(b, out))
+            return launch_row_broadcast<T, Op, false>(out, a, b);
+        if (b_dense && repeats_trailing_block(a, out))
+            return launch_row_broadcast<T, Op, true>(out, b, a);
     }
+    if (rows_contiguous(out) && a_full && b_full) {
+        if (is_transposed_view(b) && rows_contiguous(a))
+            return launch_zip_transposed<T, Op, false>(out, b, a);
+        if (is_transposed_view(a) && rows_contiguous(b))
+            return launch_zip_transposed<T, Op, true>(out, a, b);
+    }
+    zip_strided<T, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out, a, b, n, Op{});
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }

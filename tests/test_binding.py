@@ -37,6 +37,7 @@ C_TO_CTYPES = {
     "const void *": c_void_p,
     "void **": POINTER(c_void_p),
     "int64_t *": POINTER(c_int64),
+    "int *": POINTER(c_int),
     "mt_tensor": _lib.MtTensor,
 }
 
@@ -193,6 +194,8 @@ def test_dtype_enum() -> None:
         ("mt_zip_op", "MT_ZIP_", _lib.ZIP_OPS),
         ("mt_reduce_op", "MT_REDUCE_", _lib.REDUCE_OPS),
         ("mt_matmul_algo", "MT_MATMUL_", _lib.MATMUL_ALGOS),
+        ("mt_reduce_algo", "MT_REDUCE_ALGO_", _lib.REDUCE_ALGOS),
+        ("mt_copy_algo", "MT_COPY_ALGO_", _lib.COPY_ALGOS),
     ],
 )
 def test_op_enums_match_tables(enum: str, prefix: str, table: tuple[str, ...]) -> None:

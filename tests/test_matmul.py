@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minitensor as mt
-from minitensor import ops
+from minitensor import _lib, ops
 from helpers import assert_close, dtypes, pair, random_array, seeds
 
 TILE_SIZES = [1, 7, 31, 33, 65]
-ALGOS = ["default", "naive", "tiled"]
+ALGOS = list(_lib.MATMUL_ALGOS)  # every rung of the ladder
 
 
 @pytest.mark.parametrize("algo", ALGOS)

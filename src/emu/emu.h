@@ -14,7 +14,7 @@
  *     missing barrier gives a wrong answer instead of passing by luck;
  *   - warp shuffles meet per warp (all lanes named in the mask exchange their
  *     values at once);
- *   - a bad launch configuration is CUDA's "invalid configuration argument",
+ *   - a bad launch configuration gets CUDA 13's error (cudaErrorInvalidValue),
  *     and a barrier that some threads reach while others have exited or wait
  *     elsewhere is reported as an error naming the kernel, never a hang.
  *

@@ -528,8 +528,11 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
     uint64_t per_block = (uint64_t)b.x * b.y * b.z;
     if (per_block == 0 || per_block > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.x == 0 ||
         g.y == 0 || g.z == 0 || g.x > INT_MAX || g.y > 65535 || g.z > 65535) {
-        record_error(cudaErrorInvalidConfiguration,
-                     format("kernel '%s' launched with grid (%u, %u, %u) and block (%u, %u, %u); a block "
+        /* CUDA 13 answers every bad configuration with cudaErrorInvalidValue
+         * (older runtimes said cudaErrorInvalidConfiguration); so does the
+         * emulator, to match the toolchain the project builds with. */
+        record_error(cudaErrorInvalidValue,
+                     format("bad launch configuration: kernel '%s' launched with grid (%u, %u, %u) and block (%u, %u, %u); a block "
                             "has 1 to 1024 threads (z at most 64), and no grid or block dimension may be 0",
                             cfg.name, g.x, g.y, g.z, b.x, b.y, b.z));
         return;

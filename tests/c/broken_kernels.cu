@@ -78,8 +78,16 @@ extern "C" int mt_test_launch_2048_threads(char *msg, size_t msgsize)
     return (int)err;
 }
 
-/* CUDA's own number for "invalid configuration argument", for comparison. */
+/* The errors a bad launch configuration may give, for comparison: CUDA up
+ * to 12 says cudaErrorInvalidConfiguration ("invalid configuration
+ * argument"); CUDA 13.0 says cudaErrorInvalidValue ("invalid argument") for
+ * every bad configuration (seen on an H100, driver 580.159.04). */
 extern "C" int mt_test_cuda_invalid_configuration(void)
 {
     return (int)cudaErrorInvalidConfiguration;
+}
+
+extern "C" int mt_test_cuda_invalid_value(void)
+{
+    return (int)cudaErrorInvalidValue;
 }

@@ -2,7 +2,8 @@
  * test_map.c: mt_map (every mt_map_op, float32 and float64), the dtype
  * conversions of MT_MAP_COPY, and mt_fill, on random strided tensors:
  * permuted, sliced and offset views, stride-0 (expanded) inputs, rank 0 and
- * empty tensors.
+ * empty tensors; the contiguous and transposed-copy fast paths, and
+ * mt_copy_variant with every rung of the transpose ladder.
  *
  *   make build/tests/emu/test_map && build/tests/emu/test_map
  *   MT_TEST_SEED=42 build/tests/emu/test_map     (replay a run)
@@ -66,14 +67,43 @@ static double pick_scalar(int op, int dtype)
     return tt_round(s, dtype);
 }
 
+/* Layouts with fast paths: map_case's input is TT_INPUT (a random layout),
+ * or, when g_in_transposed is set, a transposed view of a row-major buffer
+ * (what A.T is), and its output g_out_role. g_copy_algo >= 0 runs COPY
+ * through mt_copy_variant with that rung of the transpose ladder. */
+static int g_in_role = TT_INPUT;
+static int g_in_transposed = 0;
+static int g_out_role = TT_OUTPUT;
+static int g_copy_algo = -1;
+
+/* A tensor of `shape` that is a transposed view: a row-major buffer of the
+ * shape with its last two dims swapped, seen with them swapped back. */
+static tt_tensor transposed_view(int dtype, int ndim, const int64_t *shape)
+{
+    int64_t swapped[MT_MAX_DIMS];
+    for (int d = 0; d < ndim; ++d)
+        swapped[d] = shape[d];
+    swapped[ndim - 2] = shape[ndim - 1];
+    swapped[ndim - 1] = shape[ndim - 2];
+    tt_tensor x = tt_new(dtype, ndim, swapped, TT_CONTIGUOUS);
+    int64_t st = x.t.strides[ndim - 1];
+    x.t.shape[ndim - 1] = shape[ndim - 1];
+    x.t.shape[ndim - 2] = shape[ndim - 2];
+    x.t.strides[ndim - 1] = x.t.strides[ndim - 2];
+    x.t.strides[ndim - 2] = st;
+    return x;
+}
+
 /* One case: out = op(in, s) on random layouts of a random shape. */
 static void map_case(int op, int in_dtype, int out_dtype, int ndim, const int64_t *shape)
 {
-    tt_tensor in = tt_new(in_dtype, ndim, shape, TT_INPUT);
-    tt_tensor out = tt_new(out_dtype, ndim, shape, TT_OUTPUT);
+    tt_tensor in = g_in_transposed && ndim >= 2 ? transposed_view(in_dtype, ndim, shape)
+                                                : tt_new(in_dtype, ndim, shape, g_in_role);
+    tt_tensor out = tt_new(out_dtype, ndim, shape, g_out_role);
     fill_domain(op, &in);
     double s = pick_scalar(op, in_dtype);
-    tt_case("mt_map %s s=%.9g: out %s, in %s", tt_op_name("map", op), s, tt_str(&out), tt_str(&in));
+    tt_case("mt_map %s s=%.9g%s%s: out %s, in %s", tt_op_name("map", op), s, g_copy_algo < 0 ? "" : " copy_algo ",
+            g_copy_algo < 0 ? "" : tt_op_name("copy_algo", g_copy_algo), tt_str(&out), tt_str(&in));
 
     /* Reference: walk the output; the input has the same shape. */
     tt_expect *expect = tt_expect_alloc(&out);
@@ -83,7 +113,8 @@ static void map_case(int op, int in_dtype, int out_dtype, int ndim, const int64_
         expect[i] = tt_value(map_ref(op, tt_at(&in, index), s));
     }
 
-    if (tt_expect_ok(mt_map(op, out.t, in.t, s), "mt_map")) {
+    mt_status st = g_copy_algo < 0 ? mt_map(op, out.t, in.t, s) : mt_copy_variant(out.t, in.t, g_copy_algo);
+    if (tt_expect_ok(st, g_copy_algo < 0 ? "mt_map" : "mt_copy_variant")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&in, "in");
     }
@@ -147,6 +178,63 @@ int main(void)
             int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
             fill_case(dtypes[t], ndim, shape);
         }
+
+    /* The fast paths: contiguous tensors (16-byte Packs, and the elements
+     * after the last whole Pack), and COPY of a transposed view (A.T
+     * .contiguous(): the tiled transpose), with tile edges and batches. */
+    static const int64_t s_1025[] = {1025}, s_vec[] = {3, 68}, s_t[] = {33, 65}, s_t3[] = {2, 40, 70},
+                         s_t1[] = {1, 5}, s_big[] = {70, 97};
+    for (int op = 0; op < MT_MAP_OP_COUNT; ++op)
+        for (int t = 0; t < 2; ++t) {
+            g_in_role = TT_CONTIGUOUS;
+            g_out_role = TT_CONTIGUOUS;
+            map_case(op, dtypes[t], dtypes[t], 1, s_1025);
+            map_case(op, dtypes[t], dtypes[t], 2, s_vec);
+            g_in_role = TT_INPUT;
+            g_in_transposed = 1;
+            map_case(op, dtypes[t], dtypes[t], 2, s_t);
+            g_out_role = TT_OUTPUT;
+            map_case(op, dtypes[t], dtypes[t], 3, s_t3);
+            g_in_transposed = 0;
+        }
+    /* Every rung of the transpose ladder (mt_copy_variant), every pair of
+     * dtypes, transposed views (the tiled rungs' layout) and others (they
+     * fall back to the naive copy). */
+    for (g_copy_algo = 0; g_copy_algo < MT_COPY_ALGO_COUNT; ++g_copy_algo)
+        for (int ti = 0; ti < 2; ++ti)
+            for (int to = 0; to < 2; ++to) {
+                g_in_transposed = 1;
+                g_out_role = TT_CONTIGUOUS;
+                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_t);
+                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_big);
+                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_t1);
+                g_out_role = TT_OUTPUT;
+                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 3, s_t3);
+                g_in_transposed = 0;
+                int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
+                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], ndim, shape);
+            }
+    g_copy_algo = -1;
+    g_out_role = TT_OUTPUT;
+
+    /* An unknown copy algo, and shapes that differ. */
+    {
+        static const int64_t s23[] = {2, 3}, s32[] = {3, 2};
+        tt_tensor in = tt_new(MT_FLOAT32, 2, s23, TT_INPUT), out = tt_new(MT_FLOAT32, 2, s23, TT_OUTPUT);
+        tt_tensor wrong = tt_new(MT_FLOAT32, 2, s32, TT_OUTPUT);
+        tt_fill(&in, -1, 1, 0);
+        int bad[] = {-1, MT_COPY_ALGO_COUNT};
+        for (int j = 0; j < 2; ++j) {
+            tt_case("mt_copy_variant: unknown algo %d", bad[j]);
+            tt_expect_error(mt_copy_variant(out.t, in.t, bad[j]), MT_ERR_INVALID_ARGUMENT, "mt_copy_variant", &out);
+        }
+        tt_case("mt_copy_variant: out (3, 2) for in (2, 3)");
+        tt_expect_error(mt_copy_variant(wrong.t, in.t, MT_COPY_ALGO_TILED_PADDED), MT_ERR_SHAPE, "mt_copy_variant",
+                        &wrong);
+        tt_free(&in);
+        tt_free(&out);
+        tt_free(&wrong);
+    }
 
     return tt_summary();
 }

@@ -1,6 +1,8 @@
 /*
- * test_matmul.c: mt_matmul with each algorithm (default, naive, tiled), in
- * float32 and float64.
+ * test_matmul.c: mt_matmul with each algorithm of the ladder (default,
+ * naive, coalesced, tiled, blocktile_1d, blocktile_2d, vectorized, warptile)
+ * and mt_matmul_with_config with each warptile configuration, in float32
+ * and float64.
  *
  * M, N and K come from {1, 7, 31, 33, 65}: partial tiles on every side of a
  * 16- or 32-wide tile. Batches broadcast as in NumPy (a batch of 1, fewer
@@ -26,17 +28,29 @@ static void transpose_last2(tt_tensor *x)
     x->t.strides[n - 2] = st;
 }
 
-/* A (batch..., rows, cols) input, a transposed view of a (cols, rows) buffer
- * when `transposed`, a random strided layout otherwise. */
+/* How matrix_input lays out an operand. */
+enum {
+    RANDOM_LAYOUT = 0, /* a random strided layout (tt_random_layout)             */
+    TRANSPOSED = 1,    /* a transposed view of a row-major (cols, rows) buffer   */
+    ROW_MAJOR = 2,     /* plain row-major at offset 0 (the 16-byte-load path)    */
+};
+static const char *const LAYOUT_NOTE[] = {"", " (transposed)", " (row-major)"};
+
+/* The warptile configuration matmul_case passes to mt_matmul_with_config;
+ * -1 calls plain mt_matmul. */
+static int g_config = -1;
+
+/* A (batch..., rows, cols) input laid out as `layout` says. */
 static tt_tensor matrix_input(int dtype, int batch_ndim, const int64_t *batch, int64_t rows, int64_t cols,
-                              int transposed)
+                              int layout)
 {
     int64_t shape[MT_MAX_DIMS];
+    const int transposed = layout == TRANSPOSED;
     for (int d = 0; d < batch_ndim; ++d)
         shape[d] = batch[d];
     shape[batch_ndim] = transposed ? cols : rows;
     shape[batch_ndim + 1] = transposed ? rows : cols;
-    tt_tensor x = tt_new(dtype, batch_ndim + 2, shape, transposed ? TT_CONTIGUOUS : TT_INPUT);
+    tt_tensor x = tt_new(dtype, batch_ndim + 2, shape, layout == RANDOM_LAYOUT ? TT_INPUT : TT_CONTIGUOUS);
     if (transposed)
         transpose_last2(&x);
     tt_fill(&x, -1, 1, 0);
@@ -57,9 +71,9 @@ static void matmul_case(int algo, int dtype, int batch_ndim, const int64_t *batc
     out_shape[batch_ndim] = M;
     out_shape[batch_ndim + 1] = N;
     tt_tensor out = tt_new(dtype, batch_ndim + 2, out_shape, TT_OUTPUT);
-    tt_case("mt_matmul %s M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s%s, b %s%s",
-            tt_op_name("matmul", algo), M, N, K, tt_str(&out), tt_str(&a), a_t ? " (transposed)" : "",
-            tt_str(&b), b_t ? " (transposed)" : "");
+    tt_case("mt_matmul %s config %d M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s%s, b %s%s",
+            tt_op_name("matmul", algo), g_config, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NOTE[a_t],
+            tt_str(&b), LAYOUT_NOTE[b_t]);
 
     /* Reference: out[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], where za and
      * zb are the broadcast batch indices of z. */
@@ -82,7 +96,9 @@ static void matmul_case(int algo, int dtype, int batch_ndim, const int64_t *batc
         expect[o] = tt_sum(sum, sumsq, K);
     }
 
-    if (tt_expect_ok(mt_matmul(out.t, a.t, b.t, algo), "mt_matmul")) {
+    mt_status status = g_config < 0 ? mt_matmul(out.t, a.t, b.t, algo)
+                                    : mt_matmul_with_config(out.t, a.t, b.t, algo, g_config);
+    if (tt_expect_ok(status, "mt_matmul")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&a, "a");
         tt_expect_unchanged(&b, "b");
@@ -150,6 +166,73 @@ int main(void)
             matmul_case(algo, dtype, 2, b23, 0, NULL, 1, b3, 7, 7, 7, 0, 1);
             matmul_case(algo, dtype, 1, b0, 1, b0, 1, b1, 7, 7, 7, 0, 0);
         }
+
+    /* The register-blocked rungs tile by 64 or 128 and read 16-byte Packs.
+     * Sizes that are multiples of 4 take the Pack path (row-major and
+     * transposed operands at offset 0) without being multiples of the tiles;
+     * 128 is a whole tile; 1 and 7 make vectorized and warptile copy an
+     * operand first (rows that are not a whole number of Packs). */
+    static const int64_t PACK_SIZES[] = {4, 36, 68, 132};
+    for (int algo = 0; algo < MT_MATMUL_ALGO_COUNT; ++algo)
+        for (int t = 0; t < 2; ++t) {
+            int dtype = dtypes[t];
+            plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
+            plain_case(algo, dtype, 128, 128, 128, ROW_MAJOR, ROW_MAJOR);
+            plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, ROW_MAJOR);
+            plain_case(algo, dtype, 36, 68, 132, ROW_MAJOR, TRANSPOSED);
+            plain_case(algo, dtype, 132, 36, 68, TRANSPOSED, TRANSPOSED);
+            plain_case(algo, dtype, 4, 132, 7, ROW_MAJOR, ROW_MAJOR);
+            plain_case(algo, dtype, 129, 1, 36, ROW_MAJOR, RANDOM_LAYOUT);
+            for (int c = 0; c < 4; ++c)
+                plain_case(algo, dtype, TT_PICK(PACK_SIZES), TT_PICK(PACK_SIZES), TT_PICK(PACK_SIZES),
+                           (int)tt_rand_int(0, 2), (int)tt_rand_int(0, 2));
+            /* A batch of row-major matrices against one broadcast matrix. */
+            static const int64_t b3[] = {3}, b1[] = {1};
+            matmul_case(algo, dtype, 1, b3, 1, b3, 1, b1, 36, 68, 132, ROW_MAJOR, ROW_MAJOR);
+            matmul_case(algo, dtype, 1, b3, 1, b1, 0, NULL, 68, 36, 36, ROW_MAJOR, TRANSPOSED);
+        }
+
+    /* Every warptile configuration, through the default and warptile algos. */
+    tt_case("mt_matmul_config_count / mt_matmul_config_name");
+    int configs = mt_matmul_config_count();
+    TT_CHECK(configs >= 1, "mt_matmul_config_count() = %d", configs);
+    TT_CHECK(mt_matmul_config_name(-1) == NULL, "a name for config -1");
+    TT_CHECK(mt_matmul_config_name(configs) == NULL, "a name for config %d (the count)", configs);
+    for (int c = 0; c < configs; ++c)
+        TT_CHECK(mt_matmul_config_name(c) && mt_matmul_config_name(c)[0], "no name for config %d", c);
+    static const int tuned_algos[] = {MT_MATMUL_DEFAULT, MT_MATMUL_WARPTILE};
+    for (g_config = 0; g_config < configs; ++g_config)
+        for (int i = 0; i < 2; ++i)
+            for (int t = 0; t < 2; ++t) {
+                int algo = tuned_algos[i], dtype = dtypes[t];
+                plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
+                plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, TRANSPOSED);
+                plain_case(algo, dtype, 33, 65, 31, RANDOM_LAYOUT, RANDOM_LAYOUT);
+                static const int64_t b2[] = {2};
+                matmul_case(algo, dtype, 1, b2, 1, b2, 0, NULL, 36, 132, 68, ROW_MAJOR, TRANSPOSED);
+            }
+    g_config = -1;
+
+    /* A config out of range, or for an algo without configurations. */
+    {
+        static const int64_t s33[] = {3, 3};
+        tt_tensor a = tt_new(MT_FLOAT32, 2, s33, TT_INPUT), b = tt_new(MT_FLOAT32, 2, s33, TT_INPUT);
+        tt_tensor out = tt_new(MT_FLOAT32, 2, s33, TT_OUTPUT);
+        tt_fill(&a, -1, 1, 0);
+        tt_fill(&b, -1, 1, 0);
+        tt_case("mt_matmul_with_config: config %d (the count)", configs);
+        tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_DEFAULT, configs),
+                        MT_ERR_INVALID_ARGUMENT, "mt_matmul", &out);
+        tt_case("mt_matmul_with_config: config -2");
+        tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_WARPTILE, -2),
+                        MT_ERR_INVALID_ARGUMENT, "mt_matmul", &out);
+        tt_case("mt_matmul_with_config: config 0 for tiled, which has none");
+        tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_TILED, 0), MT_ERR_INVALID_ARGUMENT,
+                        "mt_matmul", &out);
+        tt_free(&a);
+        tt_free(&b);
+        tt_free(&out);
+    }
 
     return tt_summary();
 }

@@ -1,6 +1,7 @@
 /*
  * test_reduce.c: mt_reduce along each dim and mt_reduce_all, every
- * mt_reduce_op in float32 and float64.
+ * mt_reduce_op in float32 and float64; mt_reduce_variant with every rung
+ * of the reduction ladder (mt_reduce_algo).
  *
  * Reduced lengths 0 (the identity; argmax/argmin must fail), 1, 31, 32, 33,
  * 1023, 1025 and 5000 catch the classic block-reduction bugs: one pass that
@@ -90,6 +91,13 @@ static void fill_domain(int op, tt_tensor *in)
     }
 }
 
+/* The rung of the reduction ladder reduce_case asks for through
+ * mt_reduce_variant (-1: plain mt_reduce), and the role of its tensors
+ * (TT_CONTIGUOUS for the layouts with fast paths). */
+static int g_algo = -1;
+static int g_in_role = TT_INPUT;
+static int g_out_role = TT_OUTPUT;
+
 /* One case: out = op(in) along dim (keepdim: out.shape[dim] == 1). With
  * `nans`, some input values are NaN. */
 static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int dim, int nans)
@@ -97,16 +105,16 @@ static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int d
     int64_t out_shape[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
-    tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
-    tt_tensor out = tt_new(dtype, ndim, out_shape, TT_OUTPUT);
+    tt_tensor in = tt_new(dtype, ndim, shape, g_in_role);
+    tt_tensor out = tt_new(dtype, ndim, out_shape, g_out_role);
     fill_domain(op, &in);
     if (nans)
         tt_plant_nans(&in, 0.02);
-    tt_case("mt_reduce %s%s dim %d: out %s, in %s", tt_op_name("reduce", op), nans ? " with NaNs" : "", dim,
-            tt_str(&out), tt_str(&in));
-    mt_status st = mt_reduce(op, out.t, in.t, dim);
+    tt_case("mt_reduce %s%s dim %d algo %s: out %s, in %s", tt_op_name("reduce", op), nans ? " with NaNs" : "",
+            dim, g_algo < 0 ? "(mt_reduce)" : tt_op_name("reduce_algo", g_algo), tt_str(&out), tt_str(&in));
+    mt_status st = g_algo < 0 ? mt_reduce(op, out.t, in.t, dim) : mt_reduce_variant(op, out.t, in.t, dim, g_algo);
 
-    if (shape[dim] == 0 && is_arg(op)) {
+    if (shape[dim] == 0 && is_arg(op) && tt_numel(&out.t) > 0) {
         /* No element to point at: an error, and out untouched. */
         tt_expect_error(st, TT_ANY_ERROR, "mt_reduce", &out);
     } else {
@@ -212,6 +220,65 @@ int main(void)
             reduce_case(op, dtype, 2, s_nan, 0, 1);
             reduce_all_case(op, dtype, 2, s_nan, 0, 1);
         }
+
+    /* Every rung of the reduction ladder, on strided and contiguous inputs,
+     * the reduced dim at every position. */
+    static const int64_t ladder_lengths[] = {1, 31, 33, 1025};
+    for (g_algo = 0; g_algo < MT_REDUCE_ALGO_COUNT; ++g_algo)
+        for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
+            for (int t = 0; t < 2; ++t) {
+                for (size_t l = 0; l < sizeof ladder_lengths / sizeof ladder_lengths[0]; ++l) {
+                    g_in_role = tt_chance(0.5) ? TT_CONTIGUOUS : TT_INPUT;
+                    int ndim = (int)tt_rand_int(1, 3);
+                    int dim = position++ % ndim;
+                    for (int d = 0; d < ndim; ++d)
+                        shape[d] = d == dim ? ladder_lengths[l] : TT_PICK(small);
+                    reduce_case(op, dtypes[t], ndim, shape, dim, 0);
+                }
+                static const int64_t s_nan[] = {3, 100};
+                g_in_role = TT_INPUT;
+                reduce_case(op, dtypes[t], 2, s_nan, 1, 1);
+            }
+    g_algo = -1;
+
+    /* The fast paths of mt_reduce: contiguous rows read as 16-byte Packs
+     * (lengths that are multiples of 4), and a reduced dim that is not the
+     * last (columns walked by warps; a long dim with few columns is split
+     * over blocks, then the partials combined). */
+    g_in_role = TT_CONTIGUOUS;
+    g_out_role = TT_CONTIGUOUS;
+    static const int64_t s_rows[] = {5, 1024}, s_odd[] = {3, 1025}, s_tall[] = {1025, 33},
+                         s_mid[] = {3, 5000, 2}, s_wide[] = {33, 129}, s_3d[] = {2, 33, 65};
+    for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
+        for (int t = 0; t < 2; ++t) {
+            int dtype = dtypes[t];
+            reduce_case(op, dtype, 2, s_rows, 1, 0);
+            reduce_case(op, dtype, 2, s_odd, 1, 0);
+            reduce_case(op, dtype, 2, s_tall, 0, 0);
+            reduce_case(op, dtype, 2, s_tall, 0, 1);
+            reduce_case(op, dtype, 3, s_mid, 1, 0);
+            reduce_case(op, dtype, 3, s_mid, 0, 0);
+            reduce_case(op, dtype, 2, s_wide, 0, 0);
+            reduce_case(op, dtype, 3, s_3d, 0, 0);
+            reduce_case(op, dtype, 3, s_3d, 1, 0);
+        }
+    g_in_role = TT_INPUT;
+    g_out_role = TT_OUTPUT;
+
+    /* An unknown algo. */
+    {
+        static const int64_t s23[] = {2, 3}, s21[] = {2, 1};
+        tt_tensor in = tt_new(MT_FLOAT32, 2, s23, TT_INPUT), out = tt_new(MT_FLOAT32, 2, s21, TT_OUTPUT);
+        tt_fill(&in, -1, 1, 0);
+        int bad[] = {-1, MT_REDUCE_ALGO_COUNT};
+        for (int j = 0; j < 2; ++j) {
+            tt_case("mt_reduce_variant: unknown algo %d", bad[j]);
+            tt_expect_error(mt_reduce_variant(MT_REDUCE_SUM, out.t, in.t, 1, bad[j]), MT_ERR_INVALID_ARGUMENT,
+                            "mt_reduce_variant", &out);
+        }
+        tt_free(&in);
+        tt_free(&out);
+    }
 
     return tt_summary();
 }

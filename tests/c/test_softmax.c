@@ -5,7 +5,8 @@
  * Stability: inputs around +1000 overflow exp() in both dtypes and inputs
  * around -1000 underflow it, so only a kernel that subtracts the row's
  * maximum first gets them right. Row lengths 1, 31, 33, 1025 cross the
- * block-size boundaries of a one-pass-per-row kernel.
+ * block-size boundaries of a one-pass-per-row kernel; contiguous rows of
+ * up to 4100 elements cover the register kernel.
  *
  *   make build/tests/emu/test_softmax && build/tests/emu/test_softmax
  *   MT_TEST_SEED=42 build/tests/emu/test_softmax     (replay a run)
@@ -13,10 +14,15 @@
 #include "test_util.h"
 
 /* center: 0 for ordinary inputs, +-1000 for the stability cases. */
+/* Roles of softmax_case's tensors: TT_CONTIGUOUS for the register kernel
+ * (contiguous rows along the last dim). */
+static int g_role_in = TT_INPUT;
+static int g_role_out = TT_OUTPUT;
+
 static void softmax_case(int dtype, int ndim, const int64_t *shape, int dim, int log_, double center)
 {
-    tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
-    tt_tensor out = tt_new(dtype, ndim, shape, TT_OUTPUT);
+    tt_tensor in = tt_new(dtype, ndim, shape, g_role_in);
+    tt_tensor out = tt_new(dtype, ndim, shape, g_role_out);
     tt_fill(&in, center - 5, center + 5, 0);
     const char *name = log_ ? "log_softmax" : "softmax";
     tt_case("mt_softmax (%s) dim %d, inputs %g +- 5: out %s, in %s", name, dim, center, tt_str(&out),
@@ -91,6 +97,22 @@ int main(void)
             softmax_case(dtype, 2, s_empty, 1, log_, 0.0);
             softmax_case(dtype, 2, s_empty, 0, log_, 0.0);
         }
+
+    /* Contiguous rows along the last dim: the register kernel, with 1, 2,
+     * 4 and 8 Packs per thread (16-byte Packs when the length is a multiple
+     * of 4, single elements otherwise). (Rows too long for it take the
+     * three-pass kernel, which the strided cases above test; the reference
+     * here costs len^2 per row, so the rows stay short.) */
+    static const int64_t reg_lengths[] = {1, 10, 33, 128, 200, 300, 1025, 4100};
+    g_role_in = g_role_out = TT_CONTIGUOUS;
+    for (int t = 0; t < 2; ++t)
+        for (int log_ = 0; log_ <= 1; ++log_)
+            for (size_t l = 0; l < sizeof reg_lengths / sizeof reg_lengths[0]; ++l) {
+                int64_t rows_shape[] = {l < 7 ? 3 : 1, reg_lengths[l]};
+                softmax_case(dtypes[t], 2, rows_shape, 1, log_, l % 2 ? 1000.0 : 0.0);
+            }
+    g_role_in = TT_INPUT;
+    g_role_out = TT_OUTPUT;
 
     return tt_summary();
 }

@@ -65,12 +65,38 @@ static void fill_domain(int op, tt_tensor *a, tt_tensor *b)
 
 /* One case: out = op(a, b), a and b broadcasting to out's shape; with
  * `nans`, about 1 in 8 input values is NaN. */
+/* Layouts with fast paths (zip.cu): roles for zip_case's tensors, where
+ * TRANSPOSED_VIEW makes an input a transposed view of a row-major buffer
+ * (what B.T is). */
+enum { TRANSPOSED_VIEW = 100 };
+static int g_out_role = TT_OUTPUT;
+static int g_a_role = TT_INPUT;
+static int g_b_role = TT_INPUT;
+
+static tt_tensor zip_input(int dtype, int ndim, const int64_t *shape, int role)
+{
+    if (role != TRANSPOSED_VIEW || ndim < 2)
+        return tt_new(dtype, ndim, shape, role == TRANSPOSED_VIEW ? TT_INPUT : role);
+    int64_t swapped[MT_MAX_DIMS];
+    for (int d = 0; d < ndim; ++d)
+        swapped[d] = shape[d];
+    swapped[ndim - 2] = shape[ndim - 1];
+    swapped[ndim - 1] = shape[ndim - 2];
+    tt_tensor x = tt_new(dtype, ndim, swapped, TT_CONTIGUOUS);
+    int64_t st = x.t.strides[ndim - 1];
+    x.t.shape[ndim - 1] = shape[ndim - 1];
+    x.t.shape[ndim - 2] = shape[ndim - 2];
+    x.t.strides[ndim - 1] = x.t.strides[ndim - 2];
+    x.t.strides[ndim - 2] = st;
+    return x;
+}
+
 static void zip_case(int op, int dtype, int ndim, const int64_t *shape, int a_ndim,
                      const int64_t *a_shape, int b_ndim, const int64_t *b_shape, int nans)
 {
-    tt_tensor out = tt_new(dtype, ndim, shape, TT_OUTPUT);
-    tt_tensor a = tt_new(dtype, a_ndim, a_shape, TT_INPUT);
-    tt_tensor b = tt_new(dtype, b_ndim, b_shape, TT_INPUT);
+    tt_tensor out = tt_new(dtype, ndim, shape, g_out_role);
+    tt_tensor a = zip_input(dtype, a_ndim, a_shape, g_a_role);
+    tt_tensor b = zip_input(dtype, b_ndim, b_shape, g_b_role);
     fill_domain(op, &a, &b);
     if (nans) {
         tt_plant_nans(&a, 0.125);
@@ -135,6 +161,38 @@ int main(void)
             zip_case(op, dtype, 3, s203, 2, s13, 3, s203, 0);   /* empty output, a broadcast */
             zip_case(op, dtype, 1, s0, 1, s1, 1, s0, 0);        /* 1 broadcasts to 0 */
             zip_case(op, dtype, 1, s1025, 1, s1025, 1, s1, 0);  /* odd length */
+        }
+
+    /* The fast paths of zip.cu, each operand order (every op, so that a
+     * non-commutative one would show a swap): all contiguous (16-byte
+     * Packs and the tail after them); a dense block of trailing dims
+     * repeated over the leading ones (A + row); a transposed view (A + B.T),
+     * with partial 32 x 32 tiles and a batch dim. */
+    static const int64_t s1025[] = {1025}, s468[] = {4, 68}, r33[] = {33, 64}, v64[] = {64}, r5[] = {5, 33},
+                         v133[] = {1, 33}, r238[] = {2, 3, 8}, v38[] = {3, 8}, v1[] = {1}, t33[] = {33, 65},
+                         t2[] = {2, 40, 31};
+    for (int op = 0; op < MT_ZIP_OP_COUNT; ++op)
+        for (int t = 0; t < 2; ++t) {
+            int dtype = dtypes[t];
+            g_out_role = g_a_role = g_b_role = TT_CONTIGUOUS;
+            zip_case(op, dtype, 1, s1025, 1, s1025, 1, s1025, 0);
+            zip_case(op, dtype, 2, s468, 2, s468, 2, s468, 0);
+            zip_case(op, dtype, 2, r33, 2, r33, 1, v64, 0);
+            zip_case(op, dtype, 2, r33, 1, v64, 2, r33, 0);
+            zip_case(op, dtype, 2, r5, 2, r5, 2, v133, 0);
+            zip_case(op, dtype, 2, r5, 2, v133, 2, r5, 0);
+            zip_case(op, dtype, 3, r238, 3, r238, 2, v38, 0);
+            zip_case(op, dtype, 3, r238, 1, v1, 3, r238, 0);
+            g_b_role = TRANSPOSED_VIEW;
+            zip_case(op, dtype, 2, t33, 2, t33, 2, t33, 0);
+            zip_case(op, dtype, 3, t2, 3, t2, 3, t2, 0);
+            g_a_role = TRANSPOSED_VIEW;
+            g_b_role = TT_INPUT;
+            g_out_role = TT_OUTPUT;
+            zip_case(op, dtype, 2, t33, 2, t33, 2, t33, 0);
+            zip_case(op, dtype, 3, t2, 3, t2, 3, t2, 0);
+            g_out_role = g_a_role = g_b_role = TT_INPUT;
+            g_out_role = TT_OUTPUT;
         }
 
     return tt_summary();

@@ -1,0 +1,573 @@
+#!/usr/bin/env python3
+"""bench/run.py: minitensor against PyTorch (and CuPy) on the GPU, one command.
+
+    python3 bench/run.py --out docs/performance.md        # on the GPU machine
+    python3 bench/run.py --quick                          # fewer repeats, no file
+
+Every case runs minitensor (the Python package, MINITENSOR_BACKEND=cuda) and
+PyTorch (CuPy where it has the op) in this one process, on the same inputs
+(minitensor's tensors are device-to-device copies of torch's), after checking
+minitensor's output against torch's. Each timing is the median of many runs
+bracketed by CUDA events, after warm-up runs. Both libraries launch on the
+legacy default stream (checked below), so torch.cuda.Event times minitensor's
+kernels too. matmul runs in float32 with TF32 off in torch
+(torch.backends.cuda.matmul.allow_tf32 = False), as minitensor computes true
+float32 products.
+
+Bytes (for GB/s) count what each op must move at least: every input element
+read once (a broadcast row vector once, not once per row) and every output
+element written once. FLOP/s count 2 * M * N * K per product. "vs torch" is
+torch's time over minitensor's: above 1 minitensor is faster.
+
+Besides the benchmark cases it times every rung of the kernel ladders
+(matmul, reduction, transpose copy) and every warptile configuration, and
+writes docs/performance.md: the tables, the device, the date, the driver and
+CUDA versions, a plot (docs/performance.png), the targets met or missed, and
+the hand-written, ncu-measured analysis in bench/limits.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+os.environ.setdefault("MINITENSOR_BACKEND", "cuda")
+
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+# torch, CuPy and minitensor are imported by load_libraries(): --render
+# (re-writing the report from a saved JSON file) needs none of them.
+torch: Any = None
+cupy: Any = None
+mt: Any = None
+_lib: Any = None
+autotune: Any = None
+ops: Any = None
+
+
+def load_libraries() -> None:
+    global torch, cupy, mt, _lib, autotune, ops
+    import torch as torch_module
+
+    import minitensor as mt_module
+    from minitensor import _lib as lib_module
+    from minitensor import autotune as autotune_module
+    from minitensor import ops as ops_module
+
+    torch, mt, _lib, autotune, ops = torch_module, mt_module, lib_module, autotune_module, ops_module
+    try:
+        import cupy as cupy_module
+
+        cupy = cupy_module
+    except Exception:  # noqa: BLE001 - CuPy is optional
+        cupy = None
+
+F32 = 4  # bytes per float32
+
+
+# ---- moving data between the two libraries (same device, same process) -----------------
+
+
+def to_mt(t: torch.Tensor) -> mt.Tensor:
+    """A minitensor copy of a contiguous float32/float64 torch tensor (device to device)."""
+    t = t.contiguous()
+    dtype = mt.float32 if t.dtype == torch.float32 else mt.float64
+    x = mt.empty(*t.shape, dtype=dtype)
+    _lib.memcpy_d2d(x.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
+    return x
+
+
+def to_torch(x: mt.Tensor) -> torch.Tensor:
+    """A torch copy of a minitensor tensor (made contiguous first)."""
+    x = x.contiguous()
+    dtype = torch.float32 if x.dtype is mt.float32 else torch.float64
+    t = torch.empty(tuple(x.shape), dtype=dtype, device="cuda")
+    if x.numel():
+        _lib.memcpy_d2d(t.data_ptr(), x.data_ptr(), x.numel() * x.element_size())
+    return t
+
+
+def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """||got - ref|| / ||ref|| in float64 (NaN anywhere gives inf)."""
+    got = got.double()
+    ref = ref.double()
+    if got.shape != ref.shape:
+        return math.inf
+    if torch.isnan(got).any():
+        return math.inf
+    denom = ref.norm().item()
+    return (got - ref).norm().item() / (denom if denom > 0 else 1.0)
+
+
+# ---- timing -----------------------------------------------------------------------------
+
+
+# GPU cycles of busy-waiting queued before each timed region (about 1 ms).
+SPIN_CYCLES = 2_000_000
+
+
+def time_gpu(fn: Callable[[], Any], warmup: int, iters: int) -> float:
+    """Median seconds of fn() over iters runs, each bracketed by CUDA events.
+
+    A spin kernel of ~1 ms is queued before the start event, so that the host
+    has enqueued the whole of fn()'s work (Python, allocation, launches) by
+    the time the GPU reaches the start event: the events then measure the
+    GPU's work, not the host's overhead, for both libraries alike. (Host
+    overhead is measured on its own by the latency case.)"""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SPIN_CYCLES)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return float(np.median(times))
+
+
+def iters_for(seconds_estimate: float, quick: bool) -> tuple[int, int]:
+    """(warm-up, timed runs): more runs for short ops, at least 3."""
+    budget = 0.05 if quick else 0.4  # seconds of timed runs per library and case
+    iters = int(min(100, max(3, budget / max(seconds_estimate, 1e-6))))
+    return (2 if quick else 3), iters
+
+
+class Results:
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, **row: Any) -> None:
+        self.rows.append(row)
+        self.print_row(row)
+
+    @staticmethod
+    def print_row(r: dict[str, Any]) -> None:
+        rate = f"{r['mt_rate']:8.1f} {r['unit']}" if r.get("mt_rate") is not None else " " * 15
+        vs = f"{r['vs_torch']:5.2f}x" if r.get("vs_torch") else "   -  "
+        ok = "ok" if r["ok"] else "WRONG"
+        print(f"  {r['group']:10s} {r['case']:44s} {r['mt_ms']:9.3f} ms {rate}  torch {r['torch_ms'] or float('nan'):9.3f} ms "
+              f"vs torch {vs}  {ok} (err {r['err']:.1e})", flush=True)
+
+
+def bench_case(res: Results, group: str, case: str, mt_fn: Callable[[], Any], torch_fn: Optional[Callable[[], Any]],
+               *, bytes_moved: float = 0.0, flops: float = 0.0, tol: float = 1e-5, quick: bool = False,
+               cupy_fn: Optional[Callable[[], Any]] = None, check: bool = True, target: Optional[float] = None,
+               ref: Optional[torch.Tensor] = None) -> dict[str, Any]:
+    """Checks mt_fn() against torch_fn() (or ref), then times both (and cupy_fn)."""
+    err = 0.0
+    if check:
+        got = to_torch(mt_fn())
+        want = ref if ref is not None else torch_fn()
+        err = rel_error(got, want)
+        del got
+    ok = err <= tol
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    mt_fn()
+    torch.cuda.synchronize()
+    estimate = time.perf_counter() - t0
+    warmup, iters = iters_for(estimate, quick)
+    mt_s = time_gpu(mt_fn, warmup, iters)
+    torch_s = time_gpu(torch_fn, warmup, iters) if torch_fn is not None else None
+    cupy_s = time_gpu(cupy_fn, warmup, iters) if cupy_fn is not None else None
+    if flops:
+        unit, mt_rate, torch_rate = "TFLOP/s", flops / mt_s / 1e12, (flops / torch_s / 1e12 if torch_s else None)
+    elif bytes_moved:
+        unit, mt_rate, torch_rate = "GB/s", bytes_moved / mt_s / 1e9, (bytes_moved / torch_s / 1e9 if torch_s else None)
+    else:
+        unit, mt_rate, torch_rate = "", None, None
+    row = dict(group=group, case=case, mt_ms=mt_s * 1e3, torch_ms=torch_s * 1e3 if torch_s else None,
+               cupy_ms=cupy_s * 1e3 if cupy_s else None, unit=unit, mt_rate=mt_rate, torch_rate=torch_rate,
+               vs_torch=(torch_s / mt_s) if torch_s else None, ok=ok, err=err, target=target)
+    res.add(**row)
+    return row
+
+
+# ---- the cases --------------------------------------------------------------------------
+
+
+def elementwise_cases(res: Results, quick: bool) -> None:
+    n = 1 << 28
+    a = torch.randn(n, device="cuda")
+    b = torch.randn(n, device="cuda")
+    ma, mb = to_mt(a), to_mt(b)
+    ca, cb = (cupy.from_dlpack(a), cupy.from_dlpack(b)) if cupy else (None, None)
+    bench_case(res, "elementwise", "a + b (2^28)", lambda: ma + mb, lambda: a + b, bytes_moved=3 * n * F32,
+               quick=quick, cupy_fn=(lambda: ca + cb) if cupy else None, target=0.95)
+    bench_case(res, "elementwise", "exp(a) (2^28)", lambda: ma.exp(), lambda: a.exp(), bytes_moved=2 * n * F32,
+               quick=quick, cupy_fn=(lambda: cupy.exp(ca)) if cupy else None, target=0.95, tol=1e-6)
+    del a, b, ma, mb, ca, cb
+
+    s = 16384
+    A = torch.randn(s, s, device="cuda")
+    B = torch.randn(s, s, device="cuda")
+    r = torch.randn(s, device="cuda")
+    mA, mB, mr = to_mt(A), to_mt(B), to_mt(r)
+    cA, cB, cr = (cupy.from_dlpack(A), cupy.from_dlpack(B), cupy.from_dlpack(r)) if cupy else (None,) * 3
+    bench_case(res, "elementwise", "A + row (16384^2, broadcast)", lambda: mA + mr, lambda: A + r,
+               bytes_moved=2 * s * s * F32, quick=quick, cupy_fn=(lambda: cA + cr) if cupy else None, target=1.5)
+    bench_case(res, "elementwise", "A + B.T (16384^2)", lambda: mA + mB.T, lambda: A + B.T,
+               bytes_moved=3 * s * s * F32, quick=quick, cupy_fn=(lambda: cA + cB.T) if cupy else None, target=1.5)
+    bench_case(res, "elementwise", "A.T.contiguous() (16384^2)", lambda: mA.T.contiguous(),
+               lambda: A.T.contiguous(), bytes_moved=2 * s * s * F32, quick=quick,
+               cupy_fn=(lambda: cupy.ascontiguousarray(cA.T)) if cupy else None, target=1.5)
+    # The transpose ladder (mt_copy_variant).
+    for algo in _lib.COPY_ALGOS:
+        out = mt.empty(s, s)
+        bench_case(res, "ladder:copy", f"A.T -> contiguous, {algo}",
+                   lambda algo=algo, out=out: (_lib.copy_variant(out, mA.T, algo), out)[1], None,
+                   ref=A.T.contiguous(), bytes_moved=2 * s * s * F32, quick=quick)
+        del out
+
+    # Reductions and softmax at 16384^2.
+    tol_sum = 1e-5
+    bench_case(res, "reduce", "A.sum(dim=1) (last dim)", lambda: mA.sum(dim=1), lambda: A.sum(dim=1),
+               bytes_moved=s * s * F32, quick=quick, tol=tol_sum,
+               cupy_fn=(lambda: cA.sum(axis=1)) if cupy else None, target=0.95)
+    bench_case(res, "reduce", "A.sum(dim=0) (first dim)", lambda: mA.sum(dim=0), lambda: A.sum(dim=0),
+               bytes_moved=s * s * F32, quick=quick, tol=tol_sum,
+               cupy_fn=(lambda: cA.sum(axis=0)) if cupy else None, target=0.95)
+    bench_case(res, "reduce", "A.sum() (all)", lambda: mA.sum(), lambda: A.sum(), bytes_moved=s * s * F32,
+               quick=quick, tol=tol_sum, cupy_fn=(lambda: cA.sum()) if cupy else None, target=0.95)
+    bench_case(res, "reduce", "A.max(dim=1) (last dim)", lambda: mA.max(dim=1), lambda: A.amax(dim=1),
+               bytes_moved=s * s * F32, quick=quick, tol=0.0,
+               cupy_fn=(lambda: cA.max(axis=1)) if cupy else None, target=0.95)
+    bench_case(res, "reduce", "softmax(A, dim=-1)", lambda: mA.softmax(-1), lambda: torch.softmax(A, -1),
+               bytes_moved=2 * s * s * F32, quick=quick, tol=1e-5, target=1.0)
+    # The reduction ladder (mt_reduce_variant), sum over the last dim.
+    for algo in _lib.REDUCE_ALGOS:
+        out = mt.empty(s, 1)
+        bench_case(res, "ladder:reduce", f"A.sum(dim=1), {algo}",
+                   lambda algo=algo, out=out: (_lib.reduce_variant("sum", out, mA, 1, algo), out)[1], None,
+                   ref=A.sum(dim=1, keepdim=True), bytes_moved=s * s * F32, quick=quick, tol=tol_sum)
+        del out
+    del A, B, r, mA, mB, mr, cA, cB, cr
+
+
+def matmul_cases(res: Results, quick: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    tol = 1e-5
+    for n in (1024, 2048, 4096):
+        A = torch.randn(n, n, device="cuda")
+        B = torch.randn(n, n, device="cuda")
+        mA, mB = to_mt(A), to_mt(B)
+        cA, cB = (cupy.from_dlpack(A), cupy.from_dlpack(B)) if cupy else (None, None)
+        bench_case(res, "matmul", f"{n}^3", lambda: mA @ mB, lambda: A @ B, flops=2.0 * n**3, quick=quick, tol=tol,
+                   cupy_fn=(lambda: cA @ cB) if cupy else None, target=0.9 if n == 4096 else (0.8 if n == 1024 else None))
+        if n == 4096:
+            bench_case(res, "matmul", f"A @ B.T {n}^3 (transposed operand)", lambda: mA @ mB.T, lambda: A @ B.T,
+                       flops=2.0 * n**3, quick=quick, tol=tol)
+    A = torch.randn(64, 512, 512, device="cuda")
+    B = torch.randn(64, 512, 512, device="cuda")
+    mA, mB = to_mt(A), to_mt(B)
+    bench_case(res, "matmul", "batched 64 x 512^3", lambda: mA @ mB, lambda: A @ B, flops=2.0 * 64 * 512**3,
+               quick=quick, tol=tol)
+
+
+def matmul_ladder(res: Results, quick: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for n in (1024, 4096):
+        A = torch.randn(n, n, device="cuda")
+        B = torch.randn(n, n, device="cuda")
+        ref = A @ B
+        mA, mB = to_mt(A), to_mt(B)
+        for algo in _lib.MATMUL_ALGOS:
+            bench_case(res, "ladder:matmul", f"{n}^3 {algo}", lambda algo=algo: ops.matmul(mA, mB, algo),
+                       lambda: A @ B, ref=ref, flops=2.0 * n**3, quick=quick, tol=1e-5)
+        for config in range(_lib.matmul_config_count()):
+            out = mt.empty(n, n)
+            bench_case(res, "tune:matmul", f"{n}^3 config {config}: {_lib.matmul_config_name(config)}",
+                       lambda config=config, out=out: (_lib.matmul(out, mA, mB, "warptile", config), out)[1],
+                       lambda: A @ B, ref=ref, flops=2.0 * n**3, quick=quick, tol=1e-5)
+            del out
+        del ref
+
+
+def latency_case(res: Results, quick: bool) -> None:
+    """Host microseconds per a + b on 16-element tensors, in a long loop."""
+    loops = 2000 if quick else 20000
+    a = torch.randn(16, device="cuda")
+    b = torch.randn(16, device="cuda")
+    ma, mb = to_mt(a), to_mt(b)
+    err = rel_error(to_torch(ma + mb), a + b)
+
+    def per_op(fn: Callable[[], Any]) -> float:
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(loops):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / loops
+
+    mt_s = per_op(lambda: ma + mb)
+    torch_s = per_op(lambda: a + b)
+    cupy_s = None
+    if cupy:
+        ca, cb = cupy.from_dlpack(a), cupy.from_dlpack(b)
+        cupy_s = per_op(lambda: ca + cb)
+    res.add(group="latency", case=f"a + b, 16 elements, host us/op ({loops} loops)", mt_ms=mt_s * 1e3,
+            torch_ms=torch_s * 1e3, cupy_ms=cupy_s * 1e3 if cupy_s else None, unit="us/op", mt_rate=mt_s * 1e6,
+            torch_rate=torch_s * 1e6, vs_torch=torch_s / mt_s, ok=err <= 1e-6, err=err, target=1 / 1.5)
+    # Where minitensor's time goes: the same add through each layer.
+    out = ma.new_empty(ma.shape)
+    layers = [("ops.add (no autograd)", lambda: ops.add(ma, mb)),
+              ("_lib.zip_ into an existing out (binding + engine)", lambda: _lib.zip_("add", out, ma, mb)),
+              ("mt.empty(16) (allocation only)", lambda: mt.empty(16))]
+    for name, fn in layers:
+        s = per_op(fn)
+        res.add(group="latency", case=f"  {name}, host us/op", mt_ms=s * 1e3, torch_ms=None, cupy_ms=None,
+                unit="us/op", mt_rate=s * 1e6, torch_rate=None, vs_torch=None, ok=True, err=0.0, target=None)
+
+
+def training_case(res: Results, quick: bool) -> None:
+    """One training step (forward, backward, Adam) of the demo's MLP, batch 64."""
+    steps = 30 if quick else 200
+    rng = np.random.default_rng(0)
+    x_np = rng.uniform(0, 16, size=(64, 64)).astype(np.float32)
+    y_np = rng.integers(0, 10, size=64)
+    note = "examples/train_digits.py build_model()"
+    try:
+        sys.path.insert(0, str(REPO / "examples"))
+        from train_digits import build_model  # type: ignore
+
+        model = build_model()
+    except Exception as e:  # noqa: BLE001 - the demo may not exist yet
+        from minitensor import nn
+
+        note = f"inline MLP 64-128-10 ({type(e).__name__} importing the demo)"
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    import minitensor.nn.functional as F
+
+    opt = mt.optim.Adam(model.parameters(), lr=3e-3)
+    tmodel = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).cuda()
+    topt = torch.optim.Adam(tmodel.parameters(), lr=3e-3)
+    tx = torch.tensor(x_np, device="cuda")
+    ty = torch.tensor(y_np, device="cuda")
+    tx = (tx - tx.mean(0)) / (tx.std(0) + 1)  # the demo's Standardize layer, roughly
+
+    def mt_step() -> float:
+        x = mt.tensor(x_np)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y_np)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    def torch_step() -> float:
+        x = torch.tensor(x_np, device="cuda")
+        x = (x - tx.mean(0)) / (tx.std(0) + 1)
+        topt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(tmodel(x), ty)
+        loss.backward()
+        topt.step()
+        return loss.item()
+
+    def per_step(fn: Callable[[], float]) -> float:
+        for _ in range(10):
+            fn()
+        start = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        return (time.perf_counter() - start) / steps
+
+    mt_s = per_step(mt_step)
+    torch_s = per_step(torch_step)
+    res.add(group="training", case=f"one step, MLP 64-128-10, batch 64 ({note})", mt_ms=mt_s * 1e3,
+            torch_ms=torch_s * 1e3, cupy_ms=None, unit="", mt_rate=None, torch_rate=None, vs_torch=torch_s / mt_s,
+            ok=math.isfinite(mt_step()), err=0.0, target=None)
+
+
+# ---- the report -------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str]:
+    info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "device": torch.cuda.get_device_name(0), "minitensor": mt.device_info(),
+            "torch": torch.__version__, "torch CUDA": str(torch.version.cuda),
+            "cupy": getattr(cupy, "__version__", "not installed") if cupy else "not installed",
+            "python": platform.python_version()}
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        info["nvidia-smi"] = smi.stdout.strip()
+    except Exception as e:  # noqa: BLE001
+        info["nvidia-smi"] = f"unavailable ({e})"
+    return info
+
+
+def fmt(v: Optional[float], digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| case | minitensor ms | rate | torch ms | torch rate | CuPy ms | vs torch | check |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        rate = "-" if r["mt_rate"] is None else f"{r['mt_rate']:.1f} {r['unit']}"
+        trate = "-" if r.get("torch_rate") is None else f"{r['torch_rate']:.1f} {r['unit']}"
+        vs = "-" if not r.get("vs_torch") else f"{r['vs_torch']:.2f}x"
+        check = "ok" if r["ok"] else f"**WRONG** (rel. error {r['err']:.1e})"
+        lines.append(f"| {r['case']} | {fmt(r['mt_ms'])} | {rate} | {fmt(r['torch_ms'])} | {trate} | "
+                     f"{fmt(r.get('cupy_ms'))} | {vs} | {check} |")
+    return "\n".join(lines)
+
+
+def targets(rows: list[dict[str, Any]]) -> str:
+    lines = ["| case | target (vs torch) | measured | met? |", "| --- | ---: | ---: | --- |"]
+    for r in rows:
+        if r.get("target") is None or not r.get("vs_torch"):
+            continue
+        if r["group"] == "latency":
+            want = "time <= 1.5x torch's"
+            met = r["vs_torch"] >= r["target"]
+            measured = f"{r['mt_rate']:.1f} us vs {r['torch_rate']:.1f} us ({1 / r['vs_torch']:.2f}x torch's time)"
+        else:
+            want = f">= {r['target']:.2f}x"
+            met = r["vs_torch"] >= r["target"]
+            measured = f"{r['vs_torch']:.2f}x"
+        lines.append(f"| {r['case']} | {want} | {measured} | {'yes' if met else '**no**'} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> Optional[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:  # noqa: BLE001
+        return f"(no plot: matplotlib unavailable: {e})"
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.5))
+    ladder = [r for r in rows if r["group"] == "ladder:matmul" and r["case"].startswith("4096")]
+    if ladder:
+        names = [r["case"].split()[-1] for r in ladder]
+        axes[0].bar(names, [r["mt_rate"] for r in ladder], color="#08519c")
+        cublas = ladder[0]["torch_rate"]
+        if cublas:
+            axes[0].axhline(cublas, color="black", ls="--", label=f"cuBLAS (torch) {cublas:.1f}")
+            axes[0].legend()
+        axes[0].set_ylabel("TFLOP/s (float32)")
+        axes[0].set_title("matmul ladder, 4096^3")
+        axes[0].tick_params(axis="x", rotation=45)
+    for ax, group, title in ((axes[1], "ladder:reduce", "reduction ladder, sum 16384^2 (last dim)"),
+                             (axes[2], "ladder:copy", "transpose ladder, A.T.contiguous() 16384^2")):
+        sel = [r for r in rows if r["group"] == group]
+        if sel:
+            ax.bar([r["case"].split(", ")[-1] for r in sel], [r["mt_rate"] for r in sel], color="#31a354")
+            ax.set_ylabel("GB/s")
+            ax.set_title(title)
+            ax.tick_params(axis="x", rotation=45)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def write_report(rows: list[dict[str, Any]], info: dict[str, str], out: Path, seconds: float) -> None:
+    png = out.with_suffix(".png")
+    note = plot(rows, png)
+    groups = [("Benchmark cases", lambda r: not r["group"].startswith(("ladder", "tune"))),
+              ("Matmul ladder (every rung)", lambda r: r["group"] == "ladder:matmul"),
+              ("Warptile configurations (what the autotuner chooses from)", lambda r: r["group"] == "tune:matmul"),
+              ("Reduction ladder (mt_reduce_variant)", lambda r: r["group"] == "ladder:reduce"),
+              ("Transpose ladder (mt_copy_variant)", lambda r: r["group"] == "ladder:copy")]
+    parts = [
+        "# Performance: minitensor against PyTorch",
+        "",
+        "Written by `python3 bench/run.py --out docs/performance.md` on the GPU machine "
+        "(the numbers below are from one run; see the script's docstring for what is counted). "
+        "\"vs torch\" is torch's time over minitensor's: above 1, minitensor is faster.",
+        "",
+        f"- The whole run took {seconds:.0f} s.",
+    ]
+    parts += [f"- {k}: {v}" for k, v in info.items()]
+    parts += ["", f"![ladders](performance.png)" if note is None else note, ""]
+    for title, keep in groups:
+        sel = [r for r in rows if keep(r)]
+        if sel:
+            parts += [f"## {title}", "", table(sel), ""]
+    parts += ["## Targets", "", targets(rows), ""]
+    limits = REPO / "bench" / "limits.md"
+    if limits.is_file():
+        parts += [limits.read_text().strip(), ""]
+    parts += [MULTI_GPU_NOTE, ""]
+    out.write_text("\n".join(parts))
+    print(f"wrote {out} and {png}")
+
+
+MULTI_GPU_NOTE = """## Multi-GPU
+
+All-reduce bus bandwidth over NCCL and the demo model's training throughput on
+1 and 2 GPUs are measured by `bench/allreduce_bw.py` and
+`examples/train_digits_ddp.py` on a machine with two GPUs; their numbers are in
+[distributed.md](distributed.md#multi-gpu-results-2-x-h200-nvlink-nv18-nccl)."""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write the report here (e.g. docs/performance.md)")
+    parser.add_argument("--json", type=Path, help="also save the raw results here (for --render)")
+    parser.add_argument("--render", type=Path, help="no benchmarks: re-write --out from a saved --json file")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke test)")
+    parser.add_argument("--only", default="", help="comma-separated groups: elementwise,matmul,ladder,latency,training")
+    args = parser.parse_args()
+
+    if args.render:
+        saved = json.loads(args.render.read_text())
+        write_report(saved["rows"], saved["info"], args.out or REPO / "docs" / "performance.md", saved["seconds"])
+        return 0
+
+    load_libraries()
+    assert mt.backend() == "cuda", f"minitensor runs on {mt.backend()}, not the GPU"
+    # Both libraries must launch on the legacy default stream for the events to time minitensor.
+    assert torch.cuda.current_stream().cuda_stream == 0, "torch is not on the legacy default stream"
+    info = versions()
+    print("\n".join(f"{k}: {v}" for k, v in info.items()), flush=True)
+    res = Results()
+    start = time.perf_counter()
+    only = set(filter(None, args.only.split(",")))
+    steps = [("elementwise", elementwise_cases), ("matmul", matmul_cases), ("ladder", matmul_ladder),
+             ("latency", latency_case), ("training", training_case)]
+    for name, fn in steps:
+        if only and name not in only:
+            continue
+        print(f"-- {name}", flush=True)
+        fn(res, args.quick)
+        torch.cuda.empty_cache()
+    seconds = time.perf_counter() - start
+    print(f"autotune: {autotune.stats()}")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": res.rows, "info": info, "seconds": seconds}, indent=1))
+    if args.out:
+        write_report(res.rows, info, args.out, seconds)
+    wrong = [r["case"] for r in res.rows if not r["ok"]]
+    if wrong:
+        print("WRONG results:", wrong)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

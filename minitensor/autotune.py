@@ -1,0 +1,267 @@
+"""autotune: chooses the matmul tile configuration by measurement, and remembers it.
+
+The fastest matmul kernel (warptile, src/matmul_blocktile.cu) comes in several
+tile configurations (``_lib.matmul_config_count()``, named by
+``_lib.matmul_config_name(i)``): big 128 x 128 tiles do the most work per byte
+loaded, small 64 x 64 tiles give a small product enough blocks to fill the GPU,
+and which one wins depends on the GPU and on the shape. So the first product of
+a *shape class* on a device times every configuration on the operands it was
+given, keeps the fastest, and stores the choice in a JSON file; later products
+of that class, in this process or any later one, read it without timing
+anything.
+
+- Shape class: the dtype, whether each operand is a transposed view, and M, N,
+  K and the number of batches, each rounded up to a power of two (a 1000 x
+  1000 product shares the choice of a 1024 x 1024 one).
+- Cache file: ``$MINITENSOR_CACHE_DIR/autotune.json`` if that variable is set,
+  else ``$XDG_CACHE_HOME/minitensor/autotune.json``, else
+  ``~/.cache/minitensor/autotune.json``. Its entries are keyed by the device
+  (name, compute capability, SM count, memory). A file that cannot be read or
+  parsed is ignored with a warning (and replaced at the next save), never an
+  error.
+- ``MINITENSOR_AUTOTUNE=0`` turns tuning off: every product uses the library's
+  fixed choice (config -1, picked from the shape in C). The emulator never
+  sweeps (its timings say nothing about a GPU), and neither do products
+  smaller than ``MIN_WORK`` multiply-adds, where timing costs more than any
+  gain. ``MINITENSOR_AUTOTUNE=force`` sweeps even there: that is how the tests
+  exercise the logic on the emulator, with a fake timer (``set_timer``).
+
+Example (on a GPU)::
+
+    import numpy as np
+    import minitensor as mt
+    from minitensor import autotune
+    a = mt.tensor(np.random.rand(2048, 2048).astype(np.float32))
+    c = a @ a              # first time: times every configuration, caches the winner
+    c = a @ a              # later: the cached choice, no timing
+    print(autotune.cache_path(), autotune.stats())
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from . import _lib
+
+# Products with fewer multiply-adds (M * N * K * batches) are not tuned.
+MIN_WORK = 1 << 24
+
+# Timed runs per configuration, after one warm-up run (the minimum is kept).
+REPEATS = 3
+
+CACHE_VERSION = 1
+
+# A timer takes a callable that runs one product with a given config and
+# returns seconds per run. Tests install a fake one with set_timer().
+Timer = Callable[[Callable[[], None], int], float]
+
+_timer: Optional[Timer] = None
+# The cache in memory: {device key: {shape class: entry}}, loaded on first use.
+_memory: Optional[dict[str, dict[str, Any]]] = None
+_sweeps = 0  # how many sweeps this process has run (see stats())
+
+
+def _mode() -> str:
+    """'off', 'on' or 'force', from MINITENSOR_AUTOTUNE."""
+    value = os.environ.get("MINITENSOR_AUTOTUNE", "1").strip().lower()
+    if value in ("0", "off", "false", "no"):
+        return "off"
+    if value == "force":
+        return "force"
+    return "on"
+
+
+def cache_path() -> Path:
+    """Where the choices are stored (see the module docstring)."""
+    override = os.environ.get("MINITENSOR_CACHE_DIR")
+    if override:
+        base = Path(override)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = (Path(xdg) if xdg else Path.home() / ".cache") / "minitensor"
+    return base / "autotune.json"
+
+
+def set_timer(timer: Optional[Timer]) -> None:
+    """Replaces how a configuration is timed (None: the real GPU timer)."""
+    global _timer
+    _timer = timer
+
+
+def reset() -> None:
+    """Forgets the in-memory cache and the sweep count (the file stays)."""
+    global _memory, _sweeps
+    _memory = None
+    _sweeps = 0
+
+
+def stats() -> dict[str, Any]:
+    """Sweeps run in this process and the cache file in use."""
+    return {"sweeps": _sweeps, "cache_file": str(cache_path())}
+
+
+def _gpu_timer(run: Callable[[], None], config: int) -> float:
+    """Seconds per run of `run`: a warm-up, then the best of REPEATS timings,
+    each of enough back-to-back runs (about 2 ms) that the host's launch
+    overhead and the synchronizations around them hardly count."""
+    run()
+    _lib.synchronize()
+    start = time.perf_counter()
+    run()
+    _lib.synchronize()
+    runs = int(min(50, max(1, 2e-3 / max(time.perf_counter() - start, 1e-6))))
+    best = math.inf
+    for _ in range(REPEATS):
+        _lib.synchronize()
+        start = time.perf_counter()
+        for _ in range(runs):
+            run()
+        _lib.synchronize()
+        best = min(best, (time.perf_counter() - start) / runs)
+    return best
+
+
+def _device_key() -> str:
+    """The device, as mt_device_info names it, without driver versions."""
+    return _lib.device_info().split(", CUDA driver")[0]
+
+
+def _pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _transposed(t: Any) -> bool:
+    rows, cols = t.shape[-2], t.shape[-1]
+    return rows > 1 and cols > 1 and t.strides[-2] == 1 and t.strides[-1] != 1
+
+
+def shape_class(a: Any, b: Any) -> str:
+    """The key under which a product of a (..., M, K) and b (..., K, N) is tuned."""
+    m, k = a.shape[-2], a.shape[-1]
+    n = b.shape[-1]
+    batches = 1
+    for size in a.shape[:-2]:
+        batches *= size
+    layout = ("T" if _transposed(a) else "N") + ("T" if _transposed(b) else "N")
+    return f"{a.dtype.name} {layout} M{_pow2(m)} N{_pow2(n)} K{_pow2(k)} B{_pow2(batches)}"
+
+
+# ---- the cache file ----------------------------------------------------------------------
+
+
+def _read_file() -> dict[str, dict[str, Any]]:
+    """The devices' entries of the cache file; {} (with a warning) if it is unusable."""
+    path = cache_path()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        warnings.warn(f"minitensor.autotune: cannot read the cache file {path}: {e}; ignoring it", stacklevel=3)
+        return {}
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+            raise ValueError(f"not a version-{CACHE_VERSION} autotune cache")
+        devices = data["devices"]
+        if not isinstance(devices, dict) or not all(isinstance(v, dict) for v in devices.values()):
+            raise ValueError("'devices' is not a table of tables")
+        return devices
+    except (ValueError, KeyError, TypeError) as e:
+        warnings.warn(
+            f"minitensor.autotune: ignoring the corrupt cache file {path} ({e}); "
+            f"it will be replaced by the next tuning result",
+            stacklevel=3,
+        )
+        return {}
+
+
+def _write_file(device: str, key: str, entry: dict[str, Any]) -> None:
+    """Adds one entry to the file: re-read (another process may have added
+    entries), merge, and replace the file atomically."""
+    path = cache_path()
+    devices = _read_file()
+    devices.setdefault(device, {})[key] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".autotune-", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"version": CACHE_VERSION, "devices": devices}, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as e:
+        warnings.warn(f"minitensor.autotune: cannot write the cache file {path}: {e}", stacklevel=3)
+
+
+def _cache() -> dict[str, dict[str, Any]]:
+    global _memory
+    if _memory is None:
+        _memory = _read_file()
+    return _memory
+
+
+# ---- choosing ------------------------------------------------------------------------------
+
+
+def _sweep(out: Any, a: Any, b: Any) -> dict[str, Any]:
+    """Times every configuration on these operands; returns the cache entry."""
+    global _sweeps
+    _sweeps += 1
+    timer = _timer or _gpu_timer
+    if timer is _gpu_timer:
+        # Bring the GPU out of idle clocks before the first configuration is
+        # timed, so that it is not judged at a lower clock than the others.
+        for _ in range(3):
+            _lib.matmul(out, a, b, "default", -1)
+    times: list[Optional[float]] = []
+    for config in range(_lib.matmul_config_count()):
+
+        def run(config: int = config) -> None:
+            _lib.matmul(out, a, b, "default", config)
+
+        try:
+            times.append(float(timer(run, config)))
+        except _lib.MinitensorError:
+            times.append(None)  # a configuration that cannot run here never wins
+    timed = [(t, c) for c, t in enumerate(times) if t is not None and math.isfinite(t)]
+    if not timed:
+        return {"config": -1, "name": "library default", "ms": times}
+    best_time, best = min(timed)
+    return {
+        "config": best,
+        "name": _lib.matmul_config_name(best),
+        "ms": [None if t is None else round(t * 1e3, 4) for t in times],
+    }
+
+
+def matmul_config(out: Any, a: Any, b: Any) -> int:
+    """The configuration for out = a @ b (tensors as ops.matmul passes them to
+    the engine): a cached choice, a fresh sweep, or -1 (the library's choice)."""
+    mode = _mode()
+    if mode == "off":
+        return -1
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    work = m * n * k
+    for size in out.shape[:-2]:
+        work *= size
+    if mode != "force" and (work < MIN_WORK or _lib.backend_name() != "cuda"):
+        return -1
+    device = _device_key()
+    key = shape_class(a, b)
+    table = _cache().setdefault(device, {})
+    entry = table.get(key)
+    if entry is not None:
+        config = entry.get("config") if isinstance(entry, dict) else None
+        if isinstance(config, int) and -1 <= config < _lib.matmul_config_count():
+            return config
+        # A stale or mangled entry (fewer configurations now): tune again.
+    entry = _sweep(out, a, b)
+    table[key] = entry
+    _write_file(device, key, entry)
+    return int(entry["config"])
