@@ -119,5 +119,66 @@ $(BUILD)/bench/emu_barrier_cost: $(BUILD)/bench/emu_barrier_cost.cpp $(EMU_LIB)
 bench-emu: $(BUILD)/bench/emu_barrier_cost
 	MINITENSOR_EMU_THREADS=1 $<
 
+# ---- distributed: collectives over MPI (emulator) and NCCL (CUDA) ----------
+# A library of its own (src/dist/, docs/distributed.md), so that the core
+# never depends on MPI or NCCL:
+#   build/libminitensor_dist_emu.so    src/dist/comm.cu through cu2emu.py and
+#                                      g++ with OpenMPI's flags (mpicxx --showme),
+#                                      linked with the emulator core library
+#   build/libminitensor_dist_cuda.so   nvcc, -lnccl; built when nvcc and
+#                                      nccl.h are found
+#   make dist        both (what this machine can build)
+#   make test-dist   the distributed tests only (tests/test_distributed.py)
+# `make test` runs those tests too (test-py needs the dist libraries).
+DIST_HEADERS  := src/dist/minitensor_dist.h src/minitensor.h
+DIST_EMU_LIB  := $(BUILD)/libminitensor_dist_emu.so
+DIST_CUDA_LIB := $(BUILD)/libminitensor_dist_cuda.so
+# NCCL: nccl.h and libnccl from NCCL_HOME (e.g. pip's nvidia/nccl folder) when
+# given, else from the system or the CUDA toolkit.
+NCCL_HOME     ?=
+CUDA_HOME_DIR := $(if $(NVCC),$(abspath $(dir $(NVCC))/..))
+NCCL_H        := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) /usr/include/nccl.h $(CUDA_HOME_DIR)/include/nccl.h))
+NCCL_LIBFILE  := $(firstword $(wildcard $(foreach d,$(if $(NCCL_HOME),$(NCCL_HOME)/lib) /usr/lib/x86_64-linux-gnu $(CUDA_HOME_DIR)/lib $(CUDA_HOME_DIR)/lib64,$(d)/libnccl.so $(d)/libnccl.so.2)))
+NCCL_INC      := $(if $(NCCL_H),-I$(dir $(NCCL_H)))
+DIST_LIBS     := $(DIST_EMU_LIB)
+ifneq ($(NVCC),)
+ifneq ($(and $(NCCL_H),$(NCCL_LIBFILE)),)
+DIST_LIBS     += $(DIST_CUDA_LIB)
+endif
+endif
+
+.PHONY: dist test-dist
+dist: $(DIST_LIBS)
+
+# OpenMPI (mpicxx, mpirun); see tools/setup.sh.
+$(BUILD)/.deps-mpi-ok: tools/setup.sh
+	@bash tools/setup.sh mpi
+	@mkdir -p $(BUILD) && touch $@
+
+$(BUILD)/dist/emu/comm.cpp: src/dist/comm.cu tools/cu2emu.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) tools/cu2emu.py $< $@
+
+# mpicxx's flags are asked for in the recipe, after setup.sh has installed it.
+$(BUILD)/dist/emu/comm.o: $(BUILD)/dist/emu/comm.cpp $(DIST_HEADERS) $(BUILD)/.deps-mpi-ok
+	$(CXX) $(EMU_CXXFLAGS) -DOMPI_SKIP_MPICXX=1 -Isrc/dist $$(mpicxx --showme:compile) -c $< -o $@
+
+$(DIST_EMU_LIB): $(BUILD)/dist/emu/comm.o $(EMU_LIB)
+	$(CXX) -shared -o $@ $< -L$(BUILD) -Wl,--no-as-needed -lminitensor_emu -Wl,--as-needed $$(mpicxx --showme:link) -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/dist/cuda/comm.o: src/dist/comm.cu $(DIST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O2 -Isrc -Isrc/dist $(NCCL_INC) -Xcompiler -fPIC -Xcompiler -Wall -c $< -o $@
+
+$(DIST_CUDA_LIB): $(BUILD)/dist/cuda/comm.o $(CUDA_LIB)
+	$(NVCC) -shared -o $@ $< -L$(BUILD) -lminitensor_cuda -Xlinker $(NCCL_LIBFILE) \
+	    -Xlinker -rpath -Xlinker $(dir $(NCCL_LIBFILE)) -Xlinker -rpath -Xlinker '$$ORIGIN'
+
+test-dist: $(LIBS) $(DIST_LIBS) $(VENV)/.ok
+	$(VPY) -m pytest -q tests/test_distributed.py
+
+# The Python suite includes tests/test_distributed.py.
+test-py: $(DIST_LIBS)
+
 clean:
 	rm -rf $(BUILD)

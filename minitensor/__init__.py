@@ -15,7 +15,7 @@ library is built; the backend is chosen and initialised on first use
 
 Layers, each calling only the ones below it:
 
-    nn/, optim.py  layers, losses and optimizers (issue 4)
+    nn/, optim.py  layers, losses and optimizers
     tensor.py    the Tensor class, creation functions, torch-style functions
     autograd.py  Function, the graph and backward(); the gradient rules
     ops.py       raw ops over tensors: checks, output allocation, kernel calls

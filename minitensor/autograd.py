@@ -208,6 +208,17 @@ def _topological_order(root: Function) -> list[Function]:
     return post_order
 
 
+# Callbacks to run once the current backward pass has finished (torch's
+# queue_callback): minitensor.distributed's DistributedDataParallel queues the
+# gradient all-reduce here, when every .grad of the pass has been accumulated.
+_queued_callbacks: list[Any] = []
+
+
+def queue_callback(fn: Any) -> None:
+    """Runs fn() at the end of the backward pass that is running now."""
+    _queued_callbacks.append(fn)
+
+
 def backward(t: Tensor, gradient: Optional[Tensor] = None, retain_graph: bool = False) -> None:
     """Accumulates d(t)/d(leaf), weighted by gradient, into leaf.grad for every
     leaf of t's graph that requires a gradient. gradient may be omitted only
@@ -235,6 +246,7 @@ def backward(t: Tensor, gradient: Optional[Tensor] = None, retain_graph: bool = 
         _accumulate(t, gradient)
         return
     with no_grad():
+        _queued_callbacks.clear()  # left over from a pass that raised
         pending: dict[int, Tensor] = {id(t.grad_fn): gradient}
         for node in _topological_order(t.grad_fn):
             grad = pending.pop(id(node))
@@ -263,6 +275,8 @@ def backward(t: Tensor, gradient: Optional[Tensor] = None, retain_graph: bool = 
                 else:
                     key = id(x.grad_fn)
                     pending[key] = ops.add(pending[key], g) if key in pending else g
+        while _queued_callbacks:
+            _queued_callbacks.pop(0)()
 
 
 # ---- helpers of the rules ------------------------------------------------------------------

@@ -96,6 +96,17 @@ class Tensor:
         return self._strides
 
     @property
+    def device(self) -> str:
+        """Where the data lives: "cuda:N" (the GPU of this process) or "cpu-emulator".
+
+        A string, not a torch.device; every tensor of a process is on the same
+        device (minitensor.distributed places one process on each GPU).
+        """
+        if _lib.backend_name() == "cuda":
+            return f"cuda:{_lib.get_device()}"
+        return "cpu-emulator"
+
+    @property
     def T(self) -> Tensor:  # noqa: N802 - torch's name
         """The transpose of a 2-D tensor (0-D and 1-D tensors are returned as they are)."""
         return autograd.Permute.apply(self, _t_dims(self))
