@@ -14,12 +14,27 @@
  *     aborts or prints: the caller decides what to do with the failure.
  *   - A tensor is described by mt_tensor, passed by value: a device pointer to
  *     the start of its storage, an offset, and a shape and strides counted in
- *     elements (not bytes). Any stride is allowed, including 0 (broadcast) and
- *     negative strides are rejected. Rank 0 is a scalar with one element.
+ *     elements (not bytes). Strides may be 0 (broadcast) but not negative;
+ *     a negative stride or offset is MT_ERR_INVALID_ARGUMENT, a rank outside
+ *     0..MT_MAX_DIMS or a negative size MT_ERR_SHAPE. Rank 0 is a scalar with
+ *     one element. An empty tensor (a size 0) may have a NULL data pointer.
  *   - Outputs are never broadcast: an output must not have a stride 0 over a
  *     dimension longer than 1, because several threads would write the same
- *     element. Every kernel checks its arguments before it launches anything,
- *     so a rejected call leaves its output untouched.
+ *     element (MT_ERR_INVALID_ARGUMENT). Every kernel checks its arguments
+ *     before it launches anything, so a rejected call leaves its output
+ *     untouched.
+ *   - Dimension arguments count from 0; negative dims are MT_ERR_DIM (the
+ *     Python layer turns -1 into ndim - 1 before calling).
+ *   - Aliasing: elementwise ops (map, zip, fill) and softmax may write into
+ *     one of their inputs when out is exactly that tensor; matmul, gather and
+ *     scatter_add reject an out whose memory overlaps an input.
+ *   - NaN: max, min, maximum and minimum let NaN win, and argmax/argmin
+ *     return the index of the first NaN, as NumPy and PyTorch do.
+ *   - Index tensors (gather, scatter_add) hold whole numbers in float32 or
+ *     float64, whatever the data's dtype; a fractional, NaN or out-of-range
+ *     index is MT_ERR_INVALID_ARGUMENT. scatter_add adds with atomics, so the
+ *     order of additions (and the last bits of a float result) may differ
+ *     between runs.
  */
 #ifndef MINITENSOR_H
 #define MINITENSOR_H
@@ -113,7 +128,7 @@ typedef enum {
     MT_REDUCE_PROD,         /* identity 1                                 */
     MT_REDUCE_MAX,          /* identity -inf                              */
     MT_REDUCE_MIN,          /* identity +inf                              */
-    MT_REDUCE_ARGMAX,       /* index of the first maximum, as a float     */
+    MT_REDUCE_ARGMAX,       /* index of the first maximum, as a float (exact to 2^24 in float32) */
     MT_REDUCE_ARGMIN,       /* index of the first minimum, as a float     */
     MT_REDUCE_OP_COUNT
 } mt_reduce_op;

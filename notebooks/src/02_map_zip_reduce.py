@@ -49,7 +49,7 @@ def grid_size(n, block, max_blocks=kMaxGridBlocks):
 
 # %% [markdown]
 # Every map and zip kernel walks its elements with the same **grid-stride
-# loop** (`map_contiguous` in `src/map.cu`):
+# loop** (here `map_contiguous` in `src/map.cu`):
 #
 # ```c
 # const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -61,7 +61,11 @@ def grid_size(n, block, max_blocks=kMaxGridBlocks):
 # `g, g + step, g + 2*step, ...` with `g = blockIdx.x * blockDim.x + threadIdx.x`.
 # Inverting that: element `i` is handled by global thread `i % step`, in
 # iteration `i // step` of its loop. `who_computes` applies exactly this to
-# every element of an output.
+# every element of an output. (For a contiguous tensor whose data is 16-byte
+# aligned, as a fresh one is, `mt_map` actually launches `map_contiguous_vec`:
+# the same loop over `Pack`s of 4 floats, so each thread moves 16 bytes per
+# iteration and the grid is sized for `n / 4` packs. The loop below is the one
+# of `map_contiguous`, which runs for unaligned views and casts.)
 
 # %%
 def who_computes(n, block=kBlockSize, max_blocks=kMaxGridBlocks):
@@ -74,9 +78,9 @@ def who_computes(n, block=kBlockSize, max_blocks=kMaxGridBlocks):
 
 
 x = mt.randn(30, 40)
-y = x.relu()  # mt_map(RELU): x and y are contiguous, so map_contiguous runs
+y = x.relu()  # contiguous and aligned: map_contiguous_vec runs; below, map_contiguous's geometry
 blk, thr, it, grid = who_computes(y.numel())
-print(f"y = x.relu(): {y.numel()} elements, grid = {grid} blocks x {kBlockSize} threads = "
+print(f"y = x.relu() through map_contiguous: {y.numel()} elements, grid = {grid} blocks x {kBlockSize} threads = "
       f"{grid * kBlockSize} threads; {grid * kBlockSize - y.numel()} threads of the last block find no element")
 print("the largest loop iteration:", it.max(), "(each thread handles at most one element)")
 assert np.array_equal(y.numpy(), np.maximum(x.numpy(), 0))
@@ -90,7 +94,7 @@ for b in range(grid):
     rows, cols = np.nonzero(blk.reshape(y.shape) == b)
     ax0.text(cols.mean(), rows.mean(), f"block {b}", ha="center", va="center", fontsize=11,
              bbox=dict(facecolor="white", alpha=0.85, edgecolor="none"))
-ax0.set_title(f"blockIdx.x of the thread that computes y[r, c]\n(y = x.relu(), shape {y.shape})")
+ax0.set_title(f"blockIdx.x of the thread that computes y[r, c]\n(map_contiguous, y = x.relu(), shape {y.shape})")
 ax0.set_xlabel("column c")
 ax0.set_ylabel("row r")
 im = ax1.imshow(thr.reshape(y.shape), cmap="viridis", interpolation="nearest")
@@ -144,7 +148,8 @@ plt.show()
 # The 32 threads of a warp run one load instruction together. When they read
 # 32 neighbouring floats, the GPU serves the warp with one 128-byte
 # transaction; when their addresses are far apart, with up to 32. For a
-# contiguous input, `map_contiguous` reads element `i` at position `i`. For a
+# contiguous input, `map_contiguous` reads element `i` at position `i` (and
+# `map_contiguous_vec` positions `4i .. 4i + 3` with one 16-byte load). For a
 # transposed input, `map_strided` reads position `ordinal_to_position(i, &in)`
 # (`src/indexing.h`). Below are the positions read by the first warp of
 # `x.exp()` and of `x.T.exp()`, with the number of distinct 128-byte segments
@@ -178,24 +183,59 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## Zip: the same geometry, two paths
-# `launch_zip` in `src/zip.cu` uses the same launch and loop. It takes the
-# fast path `zip_contiguous` (element `i` of each tensor at `i`) only when `a`,
-# `b` and `out` are all contiguous **and** of the output's shape; a broadcast
-# or strided operand goes to `zip_strided`, which maps each output index
-# into each input with `broadcast_index` (drawn in notebook 1). The rule,
-# transcribed:
+# ## Zip: the same geometry, several paths
+# `launch_zip` in `src/zip.cu` uses the same launch and loop, and picks a
+# kernel by the operands' layouts (the output is always a new, contiguous
+# tensor here):
+#
+# * `a` and `b` contiguous **and** of the output's shape: `zip_contiguous`
+#   (element `i` of each tensor at `i`), or `zip_contiguous_vec` (16-byte
+#   `Pack`s) when all three are 16-byte aligned;
+# * one operand of the output's shape and contiguous, the other a contiguous
+#   block of the output's trailing dims repeated over the leading ones (a
+#   broadcast row, `A + row`): `zip_row_broadcast`, which reads the repeated
+#   operand at `i % its size`;
+# * both of the output's shape, one a transposed view (`A + B.T`) and the
+#   other with contiguous rows: `zip_transposed`, which stages 32 x 33 tiles
+#   of the transposed operand in shared memory;
+# * anything else goes to `zip_strided`, which maps each output index into
+#   each input with `broadcast_index` (drawn in notebook 1).
+#
+# The rule, transcribed (allocations are 256-byte aligned, so a view is
+# aligned when its storage offset is a multiple of 16 bytes):
 
 # %%
 def zip_path(a, b):
     out_shape = np.broadcast_shapes(a.shape, b.shape)
-    dense = a.is_contiguous() and b.is_contiguous()  # the output is always a new, contiguous tensor
-    return "zip_contiguous" if dense and a.shape == out_shape and b.shape == out_shape else "zip_strided"
+    aligned = lambda t: t.storage_offset() * t.numpy().itemsize % 16 == 0
+
+    def repeats_trailing_block(v):
+        shape = tuple(v.shape)
+        while shape and shape[0] == 1:
+            shape = shape[1:]
+        return v.is_contiguous() and len(shape) <= len(out_shape) and \
+            shape == tuple(out_shape[len(out_shape) - len(shape):])
+
+    def transposed(t):
+        return t.ndim >= 2 and t.shape[-2] > 1 and t.shape[-1] > 1 and t.strides[-2] == 1 and t.strides[-1] != 1
+
+    rows_contiguous = lambda t: t.ndim >= 2 and (t.strides[-1] == 1 or t.shape[-1] == 1)
+    a_full, b_full = tuple(a.shape) == out_shape, tuple(b.shape) == out_shape
+    a_dense, b_dense = a_full and a.is_contiguous(), b_full and b.is_contiguous()
+    if a_dense and b_dense:
+        return "zip_contiguous_vec" if aligned(a) and aligned(b) else "zip_contiguous"
+    if (a_dense and repeats_trailing_block(b)) or (b_dense and repeats_trailing_block(a)):
+        return "zip_row_broadcast"
+    if a_full and b_full and ((transposed(b) and rows_contiguous(a)) or (transposed(a) and rows_contiguous(b))):
+        return "zip_transposed"
+    return "zip_strided"
 
 
-m = mt.randn(30, 40)
+m, v = mt.randn(30, 40), mt.randn(41)
 cases = {"m + m": (m, m), "m + m[0]  (broadcast row)": (m, m[0]),
-         "m + x.T.T  (a view, still contiguous)": (m, x.T.T), "m[:, ::2] + m[:, 1::2]": (m[:, ::2], m[:, 1::2])}
+         "m + x.T.T  (a view, still contiguous)": (m, x.T.T), "v[1:] + v[:-1]  (unaligned: offset 1)": (v[1:], v[:-1]),
+         "m + mt.randn(40, 30).T": (m, mt.randn(40, 30).T), "m + m[:, :1]  (broadcast column)": (m, m[:, :1]),
+         "m[:, ::2] + m[:, 1::2]": (m[:, ::2], m[:, 1::2])}
 for name, (a, b) in cases.items():
     assert np.allclose((a + b).numpy(), a.numpy() + b.numpy())
     print(f"{name:40s} -> {zip_path(a, b)}")
@@ -203,20 +243,30 @@ for name, (a, b) in cases.items():
 # %% [markdown]
 # ## Reduce: one block per output, then a tree in shared memory
 # `x.sum(dim=0)` of a 1-D tensor calls `mt_reduce`, which launches
-# `reduce_rows` (`src/reduce.cu`) with one block per output element and
-# `row_block_size(len)` threads: the smallest power of two that covers the
-# row, at least 32, at most `kBlockSize`. The block then works in two phases:
+# `reduce_rows_warp` (`src/reduce.cu`, the `warp_shuffle` rung of the
+# reduction ladder, see `docs/kernels.md`) with one block per output element
+# and `row_block_size(len)` threads: the smallest power of two that covers
+# the row, at least 32, at most `kBlockSize`. The block then works in two
+# phases:
 #
 # 1. thread `t` accumulates the elements `t, t + B, t + 2B, ...` of the row
-#    (`B` = threads in the block), starting from the identity (0 for a sum);
-# 2. `block_reduce` (`src/ops_common.h`) writes each thread's value into
-#    `scratch[t]`, then for `stride = B/2, B/4, ..., 1`: every thread with
-#    `t < stride` does `scratch[t] = scratch[t] + scratch[t + stride]`, with a
-#    `__syncthreads()` after each level. `scratch[0]` is the result.
+#    in that order (`B` = threads in the block), starting from the identity
+#    (0 for a sum); the kernel issues eight loads at a time before adding
+#    them, but adds them in order;
+# 2. `block_reduce_last_warp` (`src/ops_common.h`) writes each thread's
+#    value into `scratch[t]`, then for `stride = B/2, B/4, ..., 1`: every
+#    thread with `t < stride` does `scratch[t] = scratch[t] + scratch[t + stride]`,
+#    with a `__syncthreads()` after each level down to stride 32; the last
+#    five levels (stride 16 to 1, the 32 values left all in warp 0) are done
+#    with warp shuffles, which add the same pairs. Thread 0's value is the
+#    result.
 #
-# `mirror_reduce_rows` repeats exactly these steps in NumPy, in float32 and
-# in the same order, and keeps every level. The input is the real tensor
-# handed to the kernel; the last level must equal the library's result.
+# These are the additions, in the same order, of `block_reduce`, the plain
+# shared-memory tree (the `sequential` and `first_add` rungs use it), so all
+# of them give the same bits. `mirror_reduce_rows` repeats exactly these
+# steps in NumPy, in float32 and in the same order, and keeps every level.
+# The input is the real tensor handed to the kernel; the last level must
+# equal the library's result.
 
 # %%
 def row_block_size(length):
@@ -228,7 +278,7 @@ def row_block_size(length):
 
 
 def mirror_reduce_rows(row):
-    """Every level of reduce_rows + block_reduce for one row (a sum), in float32."""
+    """Every level of reduce_rows_warp (= block_reduce's tree) for one row (a sum), in float32."""
     row = np.asarray(row, dtype=np.float32)
     B = row_block_size(len(row))
     acc = np.zeros(B, dtype=np.float32)          # each thread starts from the identity
@@ -247,7 +297,7 @@ def mirror_reduce_rows(row):
 
 rng = np.random.default_rng(0)
 x = mt.tensor(rng.integers(0, 10, size=20))      # 20 small whole numbers: easy to read
-s = x.sum(dim=0)                                 # mt_reduce -> reduce_rows
+s = x.sum(dim=0)                                 # mt_reduce -> reduce_rows_warp
 B, levels = mirror_reduce_rows(x.numpy())
 print(f"row of {x.numel()} elements -> {B} threads; levels: {len(levels)}")
 print("mirror:", levels[-1][2][0], " library:", s.item())
@@ -302,7 +352,10 @@ draw_tree(x.numpy(), B, levels,
 # Threads 20 to 31 have no element: they keep the identity and still take
 # part in the tree, because every thread of the block must reach every
 # `__syncthreads()`. Each level halves the active threads; after
-# `log2(32) = 5` levels, `scratch[0]` holds the sum.
+# `log2(32) = 5` levels, slot 0 holds the sum. (With a block of one warp,
+# `block_reduce_last_warp` does all five levels by warp shuffles, register
+# to register; the drawing shows the values those shuffles combine, the
+# same as `block_reduce`'s `scratch` after each level.)
 #
 # ### A long row: phase 1 matters
 # A row of 1000 random floats gets the maximum of 256 threads, so each thread
@@ -354,8 +407,10 @@ plt.show()
 # the GPU's multiprocessors idle. Pass 1 (`reduce_all_partials`) runs
 # `min(ceil(n / 256), kMaxPartials)` blocks of 256 threads; each thread walks
 # a grid-strided share of the elements and each block writes one partial
-# through `block_reduce`. Pass 2 (`reduce_all_finish`) runs one block that
-# reduces the partials the same way. Mirrored, and compared bitwise:
+# through `block_reduce_last_warp` (the tree of `block_reduce`, its last
+# five levels by warp shuffles: the same additions). Pass 2
+# (`reduce_all_finish`) runs one block that reduces the partials the same
+# way. Mirrored, and compared bitwise:
 
 # %%
 kMaxPartials = int(re.search(r"constexpr int64_t kMaxPartials = (\d+);",
@@ -363,7 +418,7 @@ kMaxPartials = int(re.search(r"constexpr int64_t kMaxPartials = (\d+);",
 
 
 def block_reduce(values):
-    """src/ops_common.h block_reduce over one block's per-thread values (a sum)."""
+    """src/ops_common.h block_reduce (= block_reduce_last_warp) over one block's per-thread values (a sum)."""
     scratch = values.astype(np.float32)
     stride = len(scratch) // 2
     while stride > 0:
@@ -405,10 +460,13 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The same `block_reduce` serves max, min, prod, argmax and argmin (only the
-# identity and the combine differ; see the reducers in `src/reduce.cu`) and
-# the fused softmax (`src/softmax.cu`), which runs it twice per row: once for
-# the row's maximum, once for the sum of the exponentials.
+# The same tree serves max, min, prod, argmax and argmin (only the identity
+# and the combine differ; see the reducers in `src/reduce.cu`). The fused
+# softmax (`src/softmax.cu`) reduces twice per row, once for the row's
+# maximum and once for the sum of the exponentials: for a contiguous row of
+# up to 32768 floats, `softmax_rows_registers` keeps the row in registers and
+# reduces with warp shuffles (`block_reduce_warps`); any other row goes to
+# `softmax_rows`, which uses `block_reduce`.
 #
 # The tree order is also why a GPU sum is not bit-for-bit the sum NumPy or a
 # sequential loop computes: floating-point addition is not associative, and

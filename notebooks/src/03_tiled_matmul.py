@@ -1,8 +1,11 @@
 # %% [markdown]
 # # 3. Tiled matrix product
 #
-# `src/matmul.cu` holds two kernels for `out = a @ b` (`a` is M x K, `b` is
-# K x N), the first two rungs of a kernel ladder:
+# This notebook compares two kernels of `src/matmul.cu` for `out = a @ b`
+# (`a` is M x K, `b` is K x N), rungs 1 and 3 of a kernel ladder (rung 2,
+# `matmul_coalesced`, is the naive kernel with its warps walking columns
+# instead of rows; rungs 4-7 are in `src/matmul_blocktile.cu`; see
+# `docs/kernels.md`):
 #
 # * `matmul_naive`: one thread per output element walks a row of A and a
 #   column of B in global memory. Every element of A is read N times and
