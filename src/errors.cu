@@ -117,15 +117,9 @@ mt_status mt_fail_cuda(cudaError_t err, const char *expr, const char *file, int 
         /* Most other failures (no kernel image for this GPU, a PTX version the
          * driver cannot load) come from driver and runtime disagreeing, so
          * say which versions met. */
-        int driver = 0;
-        int runtime = 0;
-        char dbuf[32];
-        char rbuf[32];
-        (void)cudaDriverGetVersion(&driver);
-        (void)cudaRuntimeGetVersion(&runtime);
-        cuda_version_string(driver, dbuf, sizeof dbuf);
-        cuda_version_string(runtime, rbuf, sizeof rbuf);
-        snprintf(rest, room, " (CUDA driver %s, runtime %s)", dbuf, rbuf);
+        char versions[64];
+        cuda_versions(versions, sizeof versions);
+        snprintf(rest, room, " (%s)", versions);
     }
     return status;
 }

@@ -147,22 +147,15 @@ mt_status mt_ensure_init(const char *func)
          * driver or no GPU, and the runtime also records that as its "last
          * error"; clear it so that no later mt_launch_status reports it. */
         (void)cudaGetLastError();
-        int driver = 0;
-        int runtime = 0;
-        char dbuf[32];
-        char rbuf[32];
-        (void)cudaDriverGetVersion(&driver);
-        (void)cudaRuntimeGetVersion(&runtime);
-        cuda_version_string(driver, dbuf, sizeof dbuf);
-        cuda_version_string(runtime, rbuf, sizeof rbuf);
+        char versions[64];
+        cuda_versions(versions, sizeof versions);
         /* Not cached: a later call retries, which costs little and gives a
          * GPU that appears later (a driver reload) a chance. */
         return mt_fail(MT_ERR_NO_DEVICE, func,
-                       "no usable CUDA device (%s; CUDA driver %s, runtime %s). This is the "
+                       "no usable CUDA device (%s; %s). This is the "
                        "CUDA build of minitensor; on a machine without a GPU use the emulator "
                        "build (build/libminitensor_emu.so)",
-                       err != cudaSuccess ? cudaGetErrorString(err) : "0 devices found", dbuf,
-                       rbuf);
+                       err != cudaSuccess ? cudaGetErrorString(err) : "0 devices found", versions);
     }
     CUDA_CHECK(cudaSetDevice(g_device.load()));
 
@@ -197,21 +190,15 @@ mt_status mt_device_info(char *buf, size_t bufsize)
 
     int device = 0;
     cudaDeviceProp prop;
-    int driver = 0;
-    int runtime = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    CUDA_CHECK(cudaDriverGetVersion(&driver));
-    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-    char dbuf[32];
-    char rbuf[32];
-    cuda_version_string(driver, dbuf, sizeof dbuf);
-    cuda_version_string(runtime, rbuf, sizeof rbuf);
+    char versions[64];
+    cuda_versions(versions, sizeof versions);
     snprintf(buf, bufsize,
-             "%s (compute capability %d.%d, %d SMs, %.1f GiB), CUDA driver %s, runtime %s, "
+             "%s (compute capability %d.%d, %d SMs, %.1f GiB), %s, "
              "backend %s",
              prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), dbuf, rbuf,
+             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), versions,
              mt_backend_name());
     return MT_OK;
 }

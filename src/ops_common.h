@@ -155,12 +155,22 @@ inline bool shapes_equal(const mt_tensor &a, const mt_tensor &b)
 
 /* "13.0" for CUDA's encoding 13000 ("12.4" for 12040); "none" for 0, which
  * cudaDriverGetVersion reports when no driver is installed. */
-inline void cuda_version_string(int version, char *buf, size_t size)
+/* "CUDA driver 13.0, runtime 13.0" (or "none" for a missing one): most
+ * failures to load or launch come from the two disagreeing, so messages say
+ * which met. */
+inline void cuda_versions(char *buf, size_t size)
 {
-    if (version <= 0)
-        snprintf(buf, size, "none");
-    else
-        snprintf(buf, size, "%d.%d", version / 1000, (version % 1000) / 10);
+    int driver = 0;
+    int runtime = 0;
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    char d[16] = "none";
+    char r[16] = "none";
+    if (driver > 0)
+        snprintf(d, sizeof d, "%d.%d", driver / 1000, (driver % 1000) / 10);
+    if (runtime > 0)
+        snprintf(r, sizeof r, "%d.%d", runtime / 1000, (runtime % 1000) / 10);
+    snprintf(buf, size, "CUDA driver %s, runtime %s", d, r);
 }
 
 /* Row-major and dense: element i lives at offset + i. A dimension of size 1
