@@ -43,6 +43,15 @@ ifneq ($(NVCC),)
 LIBS += $(CUDA_LIB)
 endif
 
+# The libraries a program will run on here: the CUDA build only where there
+# is a GPU to run it (the demo need not wait for nvcc on a laptop without one).
+RUN_LIBS := $(EMU_LIB)
+ifneq ($(NVCC),)
+ifeq ($(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu),gpu)
+RUN_LIBS += $(CUDA_LIB)
+endif
+endif
+
 .PHONY: all emu cuda test test-c test-py demo clean FORCE
 all: $(LIBS)
 emu: $(EMU_LIB)
@@ -98,7 +107,7 @@ test: test-c test-py
 
 # The main job: train an MLP on the 8x8 digits (data/digits.csv.gz) and check
 # its held-out accuracy; saves build/digits_mlp.npz. See examples/train_digits.py.
-demo: $(LIBS) $(VENV)/.ok
+demo: $(RUN_LIBS) $(VENV)/.ok
 	$(VPY) examples/train_digits.py
 
 # Rebuild notebooks/*.ipynb from their sources in notebooks/src/ and execute
