@@ -431,28 +431,40 @@ def memcpy_d2d(dst: int, src: int, nbytes: int) -> None:
 
 
 def _desc(t: Any) -> MtTensor:
-    """The mt_tensor descriptor of a Tensor (its storage, offset, shape, strides)."""
-    d = MtTensor()
-    d.data = t._storage.ptr
-    d.offset = t._offset
-    d.dtype = t.dtype.code
-    d.ndim = len(t.shape)
-    for k, (size, stride) in enumerate(zip(t.shape, t.strides)):
-        d.shape[k] = size
-        d.strides[k] = stride
+    """The mt_tensor descriptor of a Tensor (its storage, offset, shape, strides).
+
+    A tensor is an immutable view (its storage, offset, shape, strides and
+    dtype never change after it is made; in-place ops write into the storage
+    but keep the view), so the descriptor is built once and kept on the
+    tensor as ``_mt_desc``. ctypes copies it into each call (it is passed by
+    value), so sharing it between calls is safe.
+    """
+    d = getattr(t, "_mt_desc", None)
+    if d is None:
+        shape = t.shape
+        d = MtTensor(t._storage.ptr, t._offset, t.dtype.code, len(shape), shape, t.strides)
+        t._mt_desc = d
     return d
 
 
+# family -> {op name: op id}, built once from OP_TABLES.
+_OP_IDS: dict[str, dict[str, int]] = {
+    family: {name: op_id for op_id, name in enumerate(names)} for family, names in OP_TABLES.items()
+}
+
+
 def _op_id(family: str, name: str) -> int:
-    try:
-        return OP_TABLES[family].index(name)
-    except ValueError:
-        raise ValueError(f"unknown {family} op {name!r}") from None
+    op_id = _OP_IDS[family].get(name)
+    if op_id is None:
+        raise ValueError(f"unknown {family} op {name!r}")
+    return op_id
 
 
 def map_(op: str, out: Any, inp: Any, scalar: float = 0.0) -> None:
     """out = op(inp, scalar), elementwise (mt_map)."""
-    check(lib().mt_map(_op_id("map", op), _desc(out), _desc(inp), float(scalar)), f"mt_map({op})")
+    status = lib().mt_map(_op_id("map", op), _desc(out), _desc(inp), float(scalar))
+    if status != MT_OK:
+        check(status, f"mt_map({op})")
 
 
 def fill(out: Any, value: float) -> None:
@@ -462,7 +474,9 @@ def fill(out: Any, value: float) -> None:
 
 def zip_(op: str, out: Any, a: Any, b: Any) -> None:
     """out = op(a, b) with broadcasting (mt_zip)."""
-    check(lib().mt_zip(_op_id("zip", op), _desc(out), _desc(a), _desc(b)), f"mt_zip({op})")
+    status = lib().mt_zip(_op_id("zip", op), _desc(out), _desc(a), _desc(b))
+    if status != MT_OK:
+        check(status, f"mt_zip({op})")
 
 
 def reduce_(op: str, out: Any, inp: Any, dim: int) -> None:

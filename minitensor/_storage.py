@@ -2,10 +2,13 @@
 
 A Storage owns the pointer it got from ``mt_malloc`` and gives it back with
 ``mt_free`` when the last tensor (or view) that uses it is garbage-collected.
-The release is a ``weakref.finalize`` callback; at interpreter shutdown the
-callbacks are skipped (``atexit = False``), because the process is about to
-hand all its memory back anyway and the CUDA runtime may already be tearing
-down.
+The release is ``Storage.__del__`` (cheaper than a ``weakref.finalize``
+object per allocation, which matters for small tensors). Once the interpreter
+starts shutting down, an ``atexit`` hook sets ``Storage._shutting_down`` and
+``__del__`` stops freeing: the process is about to hand all its memory back
+anyway, the CUDA runtime may already be tearing down, and the module's
+globals may already be gone (the flag is read through the instance's class,
+which outlives them).
 
 An empty storage (0 bytes) allocates nothing and has address 0; the ops
 never pass a tensor with no elements to the engine.
@@ -13,7 +16,7 @@ never pass a tensor with no elements to the engine.
 
 from __future__ import annotations
 
-import weakref
+import atexit
 
 import numpy as np
 
@@ -31,12 +34,18 @@ def _release(ptr: int) -> None:
 class Storage:
     """nbytes of device memory, freed when no tensor refers to it any more."""
 
+    # Set by _mark_shutdown (an atexit hook): from then on __del__ frees nothing.
+    _shutting_down = False
+
     def __init__(self, nbytes: int) -> None:
         self.nbytes = nbytes
-        self.ptr = _lib.malloc(nbytes) if nbytes > 0 else 0
-        if self.ptr:
-            finalizer = weakref.finalize(self, _release, self.ptr)
-            finalizer.atexit = False
+        self.ptr = 0  # set first, so that __del__ works if malloc raises
+        if nbytes > 0:
+            self.ptr = _lib.malloc(nbytes)
+
+    def __del__(self) -> None:
+        if self.ptr and not self._shutting_down:
+            _release(self.ptr)
 
     def upload(self, array: np.ndarray, byte_offset: int = 0) -> None:
         """Copies a C-contiguous host array into this storage at byte_offset."""
@@ -54,3 +63,10 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"Storage(ptr={self.ptr:#x}, nbytes={self.nbytes})"
+
+
+def _mark_shutdown() -> None:
+    Storage._shutting_down = True
+
+
+atexit.register(_mark_shutdown)

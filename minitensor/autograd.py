@@ -148,12 +148,31 @@ class Function:
     @classmethod
     def apply(cls, *args: Any) -> Tensor:
         """Runs forward on args; records a node when one of them requires a gradient."""
+        # One pass over the arguments decides whether a node is recorded; when
+        # it is not (grad mode off, or no input requires grad), the op costs
+        # little more than the raw op.
+        grad_enabled = is_grad_enabled()
+        record = False
+        if grad_enabled:
+            for a in args:
+                if ops.is_tensor(a) and a.requires_grad:
+                    record = True
+                    break
         ctx = cls()
-        with no_grad():
+        if grad_enabled:
+            # As `with no_grad():`, without building a context manager.
+            _set_grad_enabled(False)
+            try:
+                out = cls.forward(ctx, *args)
+            finally:
+                _set_grad_enabled(True)
+        else:
             out = cls.forward(ctx, *args)
-        if any(out is a for a in args):
-            out = _detached(out)  # never turn an input into its own result
-        if is_grad_enabled() and any(ops.is_tensor(a) and a.requires_grad for a in args):
+        for a in args:
+            if out is a:
+                out = _detached(out)  # never turn an input into its own result
+                break
+        if record:
             ctx.inputs = args
             ctx.needs_input_grad = tuple(ops.is_tensor(a) and a.requires_grad for a in args)
             out.requires_grad = True

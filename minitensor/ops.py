@@ -50,8 +50,25 @@ Shape = tuple[int, ...]
 # ---- small helpers -----------------------------------------------------------
 
 
+# The Tensor class. tensor.py imports this module, so it cannot be imported
+# here; tensor.py hands it over with register_tensor_class once it is defined.
+_tensor_class: Optional[type] = None
+
+
+def register_tensor_class(cls: type) -> None:
+    """Tells is_tensor the Tensor class (called once by minitensor/tensor.py)."""
+    global _tensor_class
+    _tensor_class = cls
+
+
 def is_tensor(x: Any) -> bool:
-    """Whether x is a minitensor Tensor (duck-typed to avoid an import cycle)."""
+    """Whether x is a minitensor Tensor (duck-typed to avoid an import cycle).
+
+    The isinstance check is the fast answer for real tensors; the hasattr
+    checks keep the duck-typed answer for anything else.
+    """
+    if _tensor_class is not None and isinstance(x, _tensor_class):
+        return True
     return hasattr(x, "_storage") and hasattr(x, "new_empty")
 
 
@@ -479,7 +496,7 @@ def cast(x: Tensor, dtype: Any) -> Tensor:
 
 def clone(x: Tensor) -> Tensor:
     """A contiguous copy of x."""
-    out = x.new_empty(x.shape, dtype=x.dtype)
+    out = x._new_like()
     if out.numel() > 0:
         _lib.map_("copy", out, x)
     return out
@@ -518,7 +535,7 @@ def to_numpy(x: Tensor) -> np.ndarray:
 def map_(op: str, x: Tensor, scalar: Scalar = 0.0) -> Tensor:
     """A new tensor op(x) elementwise; op is an mt_map_op name ("exp", "add_scalar", ...)."""
     _require_tensor(x, f"{op}()")
-    out = x.new_empty(x.shape, dtype=x.dtype)
+    out = x._new_like()
     if out.numel() > 0:
         _lib.map_(op, out, x, float(scalar))
     return out
@@ -526,6 +543,13 @@ def map_(op: str, x: Tensor, scalar: Scalar = 0.0) -> Tensor:
 
 def zip_(op: str, a: Any, b: Any) -> Tensor:
     """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
+    if is_tensor(a) and is_tensor(b) and a.shape == b.shape and a.dtype is b.dtype:
+        # The common case: two tensors of one shape and dtype need no promotion
+        # or broadcasting, and their shape has already been checked.
+        out = a._new_like()
+        if out.numel() > 0:
+            _lib.zip_(op, out, a, b)
+        return out
     a, b = _promote_pair(a, b, f"{op}()")
     shape = broadcast_shapes(a.shape, b.shape, f"{op}()")
     check_new_shape(shape, f"{op}()")

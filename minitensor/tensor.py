@@ -69,6 +69,16 @@ class Tensor:
         """A new contiguous tensor of shape, uninitialised (dtype defaults to self's)."""
         return empty(*shape, dtype=self._dtype if dtype is None else dtype)
 
+    def _new_like(self) -> Tensor:
+        """A new contiguous, uninitialised tensor of this shape and dtype.
+
+        The fast path of ops: unlike new_empty it skips normalising and
+        checking the shape, which this tensor already has.
+        """
+        shape = self._shape
+        storage = Storage(ops.numel_of(shape) * self._dtype.itemsize)
+        return Tensor(storage, shape, ops.contiguous_strides(shape), 0, self._dtype)
+
     def _alias(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
         """A view of this tensor's storage with another shape/strides/offset."""
         return Tensor(self._storage, shape, strides, offset, self._dtype)
@@ -557,6 +567,9 @@ class Tensor:
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """Adds src at index along dim, in place; repeated indices add up."""
         return ops.scatter_add_(_writable(self, "scatter_add_()"), dim, index, src)
+
+
+ops.register_tensor_class(Tensor)
 
 
 def _writable(x: Tensor, func: str) -> Tensor:
