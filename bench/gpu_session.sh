@@ -5,12 +5,10 @@
 #
 # STEPs, run in the order given, each logged to OUTDIR/STEP.log (few files:
 # the device tool returns at most 8):
-#   build     the CUDA library and C tests for sm_90 only (CUDA_ARCHS=90: the
-#             H100; a full `make` also builds sm_75..sm_89, which takes longer)
-#   ctest     the C tests on the GPU (make test-c-cuda)
-#   sanitize  every C test under compute-sanitizer memcheck, then racecheck
-#             (each program's summary lines, and its errors if any)
-#   pytest    the Python suite on the CUDA backend
+#   build     the CUDA library for sm_90 only (CUDA_ARCHS=90: the H100; a
+#             full `make` also builds sm_75..sm_89, which takes longer)
+#   check     tools/gpu_check.sh: C tests, compute-sanitizer memcheck and
+#             racecheck, the Python suite on the CUDA backend
 #   quick     bench/run.py --quick (a smoke test of every case)
 #   bench     bench/run.py --out OUTDIR/performance.md (the full run)
 #   profile   Nsight Compute on bench/ncu_cases.py (cases: $PROFILE_CASES)
@@ -22,7 +20,6 @@ shift
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 MINITENSOR_BACKEND=cuda
 export MINITENSOR_CACHE_DIR=/tmp/minitensor-cache
-command -v compute-sanitizer >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
 limit=${STEP_TIMEOUT:-300}
 summary=()
 run() { # run NAME COMMAND...
@@ -37,31 +34,10 @@ run() { # run NAME COMMAND...
     fi
     printf '%s\n' "${summary[@]}" > "$out/summary.txt"
 }
-sanitize() {
-    local status=0
-    for tool in memcheck racecheck; do
-        for prog in build/tests/cuda/test_*; do
-            [[ -x $prog && $prog != *.o ]] || continue
-            local log=/tmp/san-$tool-$(basename "$prog").txt
-            timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 99 "$prog" > "$log" 2>&1
-            local rc=$?
-            echo "$tool $(basename "$prog"): exit $rc | $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tr '\n' ' ')| $(grep -E 'passed, [0-9]+ failed' "$log" | tail -n 1)"
-            if [[ $rc -ne 0 ]]; then
-                status=1
-                grep -m 40 -E 'Invalid|Race|Error|error|FAIL' "$log"
-            fi
-        done
-    done
-    return $status
-}
 for step in "$@"; do
     case $step in
-    build) run build make -j16 CUDA_ARCHS=90 build/libminitensor_cuda.so build/tests/cuda/test_matmul \
-               build/tests/cuda/test_map build/tests/cuda/test_zip build/tests/cuda/test_reduce \
-               build/tests/cuda/test_softmax build/tests/cuda/test_gather build/tests/cuda/test_memory_errors ;;
-    ctest) run ctest make --no-print-directory CUDA_ARCHS=90 test-c-cuda ;;
-    sanitize) export out; run sanitize bash -c "$(declare -f sanitize); sanitize" ;;
-    pytest) run pytest python3 -m pytest -q -p no:cacheprovider tests ;;
+    build) run build make -j16 CUDA_ARCHS=90 build/libminitensor_cuda.so ;;
+    check) run check bash tools/gpu_check.sh "$out/check" ;;
     quick) run quick python3 bench/run.py --quick ;;
     bench) run bench python3 bench/run.py --out "$out/performance.md" --json "$out/results.json" ;;
     profile) run profile ncu --nvtx --nvtx-include "profile/" --section SpeedOfLight \
