@@ -22,7 +22,11 @@ import re
 import sys
 
 LAUNCH = re.compile(
-    r"(?P<name>\b[A-Za-z_][\w:]*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)"
+    # The kernel: a name, maybe qualified with `::` (never a single `:`, so a
+    # `case X:` or `default:` label just before it is not taken for part of
+    # the name), maybe with one level of nested template arguments.
+    r"(?P<name>(?:::)?\b[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*"
+    r"(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)"
     r"\s*<<<(?P<config>.*?)>>>\s*\(",
     re.DOTALL,
 )
@@ -37,37 +41,61 @@ EXTERN_SHARED = re.compile(
 )
 
 
-def strip_comments(line: str) -> str:
-    """The code part of a line, for the leftover-syntax check."""
-    return line.split("//", 1)[0]
+# A comment, or a string or character literal (with its escapes).
+NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 
 
-def rewrite_launch(match: re.Match) -> str:
-    name = match.group("name")
-    label = " ".join(name.split())
-    return f'::mt_emu::launch("{label}", {name}, {match.group("config")})('
+def mask_non_code(text: str) -> str:
+    """The text with every comment and literal blanked out (newlines kept).
+
+    The result has the same length and the same line breaks as the text, so a
+    match found in it has the same position in the original: the patterns
+    below look only at code (a `__shared__` or `<<<` inside a comment or a
+    string is no declaration or launch), while the rewrite keeps the
+    comments of the original.
+    """
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+    return NOT_CODE.sub(blank, text)
+
+
+def unterminated_comment(masked: str) -> bool:
+    return "/*" in masked
 
 
 def translate(text: str, path: str) -> str:
-    text = LAUNCH.sub(rewrite_launch, text)
+    masked = mask_non_code(text)
+    if unterminated_comment(masked):
+        line = masked[:masked.index("/*")].count("\n") + 1
+        raise SystemExit(f"{path}:{line}: cu2emu: this /* comment is never closed")
+    # Launches, from the last to the first so that earlier positions hold.
+    for m in reversed(list(LAUNCH.finditer(masked))):
+        name = text[m.start("name"):m.end("name")]
+        config = text[m.start("config"):m.end("config")]
+        label = " ".join(name.split())
+        replacement = f'::mt_emu::launch("{label}", {name}, {config})('
+        # Keep the line count: a launch written over several lines stays so.
+        replacement += "\n" * (text.count("\n", m.start(), m.end()) - replacement.count("\n"))
+        text = text[:m.start()] + replacement + text[m.end():]
+    masked = mask_non_code(text)
     out = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        m = EXTERN_SHARED.match(line)
+    for number, (line, code) in enumerate(zip(text.split("\n"), masked.split("\n")), start=1):
+        m = EXTERN_SHARED.match(code)
         if m:
             line = (f"{m['indent']}{m['type']} *const {m['name']} = "
-                    f"::mt_emu::dynamic_shared<{m['type']}>();{m['rest']}")
+                    f"::mt_emu::dynamic_shared<{m['type']}>();{line[m.start('rest'):]}")
         else:
-            m = SHARED.match(line)
+            m = SHARED.match(code)
             if m:
                 dims = m["dims"].strip()
                 line = (f"{m['indent']}{m['type']} (&{m['name']}){dims} = "
-                        f"::mt_emu::block_shared<{m['type']}{dims}>(__FILE__, __LINE__);{m['rest']}")
-        code = strip_comments(line)
-        if "__shared__" in code or "<<<" in code:
-            raise SystemExit(
-                f"{path}:{number}: cu2emu cannot translate this line for the emulator:\n  {line.strip()}\n"
-                "Write shared memory as `__shared__ T name[N];` or `extern __shared__ T name[];` on one "
-                "line, and launches as `kernel<<<grid, block>>>(args);`.")
+                        f"::mt_emu::block_shared<{m['type']}{dims}>(__FILE__, __LINE__);"
+                        f"{line[m.start('rest'):]}")
+            elif "__shared__" in code or "<<<" in code:
+                raise SystemExit(
+                    f"{path}:{number}: cu2emu cannot translate this line for the emulator:\n  {line.strip()}\n"
+                    "Write shared memory as `__shared__ T name[N];` or `extern __shared__ T name[];` on one "
+                    "line, and launches as `kernel<<<grid, block>>>(args);`.")
         out.append(line)
     return f'#line 1 "{path}"\n' + "\n".join(out)
 
