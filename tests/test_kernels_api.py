@@ -11,6 +11,7 @@ their imports fails on any private minitensor module.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,60 @@ def test_device_pointers_to_host_memory_on_the_emulator() -> None:
     dst = np.zeros(12, dtype=np.float32)
     K.to_device_pointer(mt.arange(12).reshape(3, 4).T, dst.ctypes.data)
     assert dst.tolist() == np.arange(12, dtype=np.float32).reshape(3, 4).T.ravel().tolist()
+
+
+# ---- nothing outside the package imports a private module --------------------------------------------
+
+PUBLIC_SCANNED = [ROOT / "notebooks" / "src", ROOT / "bench", ROOT / "examples"]
+PRIVATE_MODULES = {"ops", "autotune"}  # besides every name that starts with "_"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") or name in PRIVATE_MODULES
+
+
+def private_uses(path: Path) -> list[str]:
+    """'line: what' for every import or attribute use of a private minitensor module in a file."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    aliases = {"minitensor"}  # names bound to the package in this file
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "minitensor":
+                    aliases.add(alias.asname or alias.name)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "minitensor" and any(_private(p) for p in parts[1:]):
+                    found.append(f"{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "minitensor":
+            parts = node.module.split(".")[1:]
+            if any(_private(p) for p in parts) or (not parts and any(_private(a.name) for a in node.names)):
+                names = ", ".join(a.name for a in node.names)
+                found.append(f"{node.lineno}: from {node.module} import {names}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in aliases and _private(node.attr):
+                found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def scanned_files() -> list[Path]:
+    return sorted(p for d in PUBLIC_SCANNED for p in d.rglob("*.py"))
+
+
+def test_the_scan_finds_private_imports(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import minitensor as mt\nfrom minitensor import _lib, nn\nfrom minitensor.ops import matmul\n"
+        "import minitensor.autotune\nx = mt._lib.lib()\nfrom minitensor import kernels\n"
+    )
+    assert [line.split(":")[0] for line in private_uses(bad)] == ["2", "3", "4", "5"]
+
+
+def test_notebooks_bench_and_examples_use_the_public_api_only() -> None:
+    files = scanned_files()
+    assert any(p.parent.name == "src" for p in files) and any(p.parent.name == "bench" for p in files)
+    offences = [f"{p.relative_to(ROOT)}:{use}" for p in files for use in private_uses(p)]
+    assert not offences, "private minitensor modules used (use minitensor.kernels):\n" + "\n".join(offences)
