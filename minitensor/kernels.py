@@ -234,14 +234,15 @@ def _config_index(config: Any, algo: str, func: str) -> int:
             f"{func}: config applies to the warptile kernel only (algo 'default' or 'warptile'), "
             f"not to algo {algo!r}"
         )
-    names = matmul_configs()
     if isinstance(config, str):
+        names = matmul_configs()
         if config not in names:
             raise ValueError(f"{func}: unknown config {config!r}; the configurations are {names}")
         return names.index(config)
-    if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config < len(names):
+    count = _lib.matmul_config_count()
+    if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config < count:
         raise ValueError(
-            f"{func}: config must be an index in 0..{len(names) - 1} or a name from "
+            f"{func}: config must be an index in 0..{count - 1} or a name from "
             f"matmul_configs(), got {config!r}"
         )
     return config
