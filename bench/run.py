@@ -54,21 +54,15 @@ import numpy as np  # noqa: E402
 torch: Any = None
 cupy: Any = None
 mt: Any = None
-_lib: Any = None
-autotune: Any = None
-ops: Any = None
 
 
 def load_libraries() -> None:
-    global torch, cupy, mt, _lib, autotune, ops
+    global torch, cupy, mt
     import torch as torch_module
 
     import minitensor as mt_module
-    from minitensor import _lib as lib_module
-    from minitensor import autotune as autotune_module
-    from minitensor import ops as ops_module
 
-    torch, mt, _lib, autotune, ops = torch_module, mt_module, lib_module, autotune_module, ops_module
+    torch, mt = torch_module, mt_module
     try:
         import cupy as cupy_module
 
@@ -86,9 +80,7 @@ def to_mt(t: torch.Tensor) -> mt.Tensor:
     """A minitensor copy of a contiguous float32/float64 torch tensor (device to device)."""
     t = t.contiguous()
     dtype = mt.float32 if t.dtype == torch.float32 else mt.float64
-    x = mt.empty(*t.shape, dtype=dtype)
-    _lib.memcpy_d2d(x.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
-    return x
+    return mt.kernels.from_device_pointer(t.data_ptr(), tuple(t.shape), dtype)
 
 
 def to_torch(x: mt.Tensor) -> torch.Tensor:
@@ -96,8 +88,7 @@ def to_torch(x: mt.Tensor) -> torch.Tensor:
     x = x.contiguous()
     dtype = torch.float32 if x.dtype is mt.float32 else torch.float64
     t = torch.empty(tuple(x.shape), dtype=dtype, device="cuda")
-    if x.numel():
-        _lib.memcpy_d2d(t.data_ptr(), x.data_ptr(), x.numel() * x.element_size())
+    mt.kernels.to_device_pointer(x, t.data_ptr())
     return t
 
 
@@ -230,11 +221,11 @@ def elementwise_cases(res: Results, quick: bool) -> None:
     bench_case(res, "elementwise", "A.T.contiguous() (16384^2)", lambda: mA.T.contiguous(),
                lambda: A.T.contiguous(), bytes_moved=2 * s * s * F32, quick=quick,
                cupy_fn=(lambda: cupy.ascontiguousarray(cA.T)) if cupy else None, target=1.5)
-    # The transpose ladder (mt_copy_variant).
-    for algo in _lib.COPY_ALGOS:
+    # The transpose ladder (mt_copy_variant), into an output allocated once.
+    for algo in mt.kernels.algorithms("copy"):
         out = mt.empty(s, s)
         bench_case(res, "ladder:copy", f"A.T -> contiguous, {algo}",
-                   lambda algo=algo, out=out: (_lib.copy_variant(out, mA.T, algo), out)[1], None,
+                   lambda algo=algo, out=out: mt.kernels.copy(mA.T, algo, out=out), None,
                    ref=A.T.contiguous(), bytes_moved=2 * s * s * F32, quick=quick)
         del out
 
@@ -254,10 +245,10 @@ def elementwise_cases(res: Results, quick: bool) -> None:
     bench_case(res, "reduce", "softmax(A, dim=-1)", lambda: mA.softmax(-1), lambda: torch.softmax(A, -1),
                bytes_moved=2 * s * s * F32, quick=quick, tol=1e-5, target=1.0)
     # The reduction ladder (mt_reduce_variant), sum over the last dim.
-    for algo in _lib.REDUCE_ALGOS:
+    for algo in mt.kernels.algorithms("reduce"):
         out = mt.empty(s, 1)
         bench_case(res, "ladder:reduce", f"A.sum(dim=1), {algo}",
-                   lambda algo=algo, out=out: (_lib.reduce_variant("sum", out, mA, 1, algo), out)[1], None,
+                   lambda algo=algo, out=out: mt.kernels.reduce(mA, "sum", 1, algo, keepdim=True, out=out), None,
                    ref=A.sum(dim=1, keepdim=True), bytes_moved=s * s * F32, quick=quick, tol=tol_sum)
         del out
     del A, B, r, mA, mB, mr, cA, cB, cr
@@ -291,13 +282,13 @@ def matmul_ladder(res: Results, quick: bool) -> None:
         B = torch.randn(n, n, device="cuda")
         ref = A @ B
         mA, mB = to_mt(A), to_mt(B)
-        for algo in _lib.MATMUL_ALGOS:
-            bench_case(res, "ladder:matmul", f"{n}^3 {algo}", lambda algo=algo: ops.matmul(mA, mB, algo),
+        for algo in mt.kernels.algorithms("matmul"):
+            bench_case(res, "ladder:matmul", f"{n}^3 {algo}", lambda algo=algo: mt.kernels.matmul(mA, mB, algo),
                        lambda: A @ B, ref=ref, flops=2.0 * n**3, quick=quick, tol=1e-5)
-        for config in range(_lib.matmul_config_count()):
+        for config, name in enumerate(mt.kernels.matmul_configs()):
             out = mt.empty(n, n)
-            bench_case(res, "tune:matmul", f"{n}^3 config {config}: {_lib.matmul_config_name(config)}",
-                       lambda config=config, out=out: (_lib.matmul(out, mA, mB, "warptile", config), out)[1],
+            bench_case(res, "tune:matmul", f"{n}^3 config {config}: {name}",
+                       lambda config=config, out=out: mt.kernels.matmul(mA, mB, "warptile", config, out=out),
                        lambda: A @ B, ref=ref, flops=2.0 * n**3, quick=quick, tol=1e-5)
             del out
         del ref
@@ -332,8 +323,9 @@ def latency_case(res: Results, quick: bool) -> None:
             torch_rate=torch_s * 1e6, vs_torch=torch_s / mt_s, ok=err <= 1e-6, err=err, target=1 / 1.5)
     # Where minitensor's time goes: the same add through each layer.
     out = ma.new_empty(ma.shape)
-    layers = [("ops.add (no autograd)", lambda: ops.add(ma, mb)),
-              ("_lib.zip_ into an existing out (binding + engine)", lambda: _lib.zip_("add", out, ma, mb)),
+    layers = [("mt.kernels.add (no autograd)", lambda: mt.kernels.add(ma, mb)),
+              ("mt.kernels.add into an existing out (binding + engine)",
+               lambda: mt.kernels.add(ma, mb, out=out)),
               ("mt.empty(16) (allocation only)", lambda: mt.empty(16))]
     for name, fn in layers:
         s = per_op(fn)
@@ -557,7 +549,7 @@ def main() -> int:
         fn(res, args.quick)
         torch.cuda.empty_cache()
     seconds = time.perf_counter() - start
-    print(f"autotune: {autotune.stats()}")
+    print(f"autotune: {mt.kernels.autotune_stats()}")
     if args.json:
         args.json.write_text(json.dumps({"rows": res.rows, "info": info, "seconds": seconds}, indent=1))
     if args.out:

@@ -90,7 +90,7 @@ from .tensor import (  # noqa: E402
 
 from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 
-from . import autograd, nn, optim  # noqa: E402  (after Tensor: they build on it)
+from . import autograd, kernels, nn, optim  # noqa: E402  (after Tensor: they build on it)
 
 # torch spells the default dtype float and double for float64.
 float = float32  # noqa: A001

@@ -6,7 +6,8 @@ number of 16-byte Packs (row-major and transposed, partial and whole
 128 x 128 tiles, every warptile configuration), reductions along every dim
 with each rung (mt_reduce_variant), and transposed copies with each rung of
 the transpose ladder (mt_copy_variant), next to the fast paths of mt_map and
-mt_zip that use them (A.T.contiguous(), A + B.T, A + row).
+mt_zip that use them (A.T.contiguous(), A + B.T, A + row). The rungs are run
+through the public minitensor.kernels.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor import _lib, ops
 from helpers import assert_close, pair, random_array
 
 DTYPES = [mt.float32, mt.float64]
@@ -30,7 +30,7 @@ def layout(t: Any, a: np.ndarray, transposed: bool) -> tuple[Any, np.ndarray]:
     return t.transpose(-2, -1).contiguous().transpose(-2, -1), a
 
 
-@pytest.mark.parametrize("algo", _lib.MATMUL_ALGOS)
+@pytest.mark.parametrize("algo", mt.kernels.algorithms("matmul"))
 @pytest.mark.parametrize("m, k, n", [(132, 36, 68), (128, 128, 128), (4, 20, 260), (33, 12, 8)])
 @pytest.mark.parametrize("ta_t, tb_t", [(False, False), (True, False), (False, True), (True, True)])
 def test_matmul_rungs_on_pack_friendly_shapes(algo: str, m: int, k: int, n: int, ta_t: bool, tb_t: bool) -> None:
@@ -39,16 +39,16 @@ def test_matmul_rungs_on_pack_friendly_shapes(algo: str, m: int, k: int, n: int,
         tb, b = pair(random_array(k * n, (k, n), dtype), dtype)
         ta, a = layout(ta, a, ta_t)
         tb, b = layout(tb, b, tb_t)
-        assert_close(ops.matmul(ta, tb, algo), a @ b, dtype, n=k)
+        assert_close(mt.kernels.matmul(ta, tb, algo), a @ b, dtype, n=k)
 
 
-@pytest.mark.parametrize("config", range(_lib.matmul_config_count()))
+@pytest.mark.parametrize("config", range(len(mt.kernels.matmul_configs())))
 def test_every_warptile_config(config: int) -> None:
     for dtype in DTYPES:
         ta, a = pair(random_array(1, (2, 68, 36), dtype), dtype)
         tb, b = pair(random_array(2, (36, 132), dtype), dtype)
         out = mt.empty(2, 68, 132, dtype=dtype)
-        _lib.matmul(out, ta, tb.unsqueeze(0).expand(2, 36, 132), "warptile", config)
+        mt.kernels.matmul(ta, tb.unsqueeze(0).expand(2, 36, 132), "warptile", config, out=out)
         assert_close(out, np.matmul(a, b), dtype, n=36)
 
 
@@ -56,19 +56,19 @@ def test_matmul_config_errors() -> None:
     ta = mt.ones(3, 3)
     out = mt.empty(3, 3)
     with pytest.raises(ValueError):
-        _lib.matmul(out, ta, ta, "tiled", 0)
+        mt.kernels.matmul(ta, ta, "tiled", 0, out=out)
     with pytest.raises(ValueError):
-        _lib.matmul(out, ta, ta, "default", _lib.matmul_config_count())
+        mt.kernels.matmul(ta, ta, "default", len(mt.kernels.matmul_configs()), out=out)
     with pytest.raises(ValueError):
-        _lib.matmul_config_name(-1)
-    assert "x" in _lib.matmul_config_name(0)
+        mt.kernels.matmul(ta, ta, "warptile", -1, out=out)
+    assert "x" in mt.kernels.matmul_configs()[0]
 
 
 REDUCE_CASES = [((7, 1025), 1), ((1025, 7), 0), ((3, 33, 64), 1), ((64, 5, 3), 0), ((2, 3, 128), 2)]
 
 
-@pytest.mark.parametrize("algo", _lib.REDUCE_ALGOS)
-@pytest.mark.parametrize("op", _lib.REDUCE_OPS)
+@pytest.mark.parametrize("algo", mt.kernels.algorithms("reduce"))
+@pytest.mark.parametrize("op", mt.kernels.reduce_ops())
 @pytest.mark.parametrize("shape, dim", REDUCE_CASES)
 def test_reduce_rungs(algo: str, op: str, shape: tuple[int, ...], dim: int) -> None:
     for dtype in DTYPES:
@@ -76,7 +76,7 @@ def test_reduce_rungs(algo: str, op: str, shape: tuple[int, ...], dim: int) -> N
         tx, x = pair(random_array(len(shape) + dim, shape, dtype, low, high), dtype)
         out_shape = tuple(1 if d == dim else s for d, s in enumerate(shape))
         out = mt.empty(*out_shape, dtype=dtype)
-        _lib.reduce_variant(op, out, tx, dim, algo)
+        mt.kernels.reduce(tx, op, dim, algo, keepdim=True, out=out)
         reference = {
             "sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
             "argmax": np.argmax, "argmin": np.argmin,
@@ -88,25 +88,25 @@ def test_reduce_rungs(algo: str, op: str, shape: tuple[int, ...], dim: int) -> N
 def test_reduce_strided_input_every_rung() -> None:
     tx, x = pair(random_array(3, (40, 70), mt.float32), mt.float32)
     tx, x = tx.T, x.T  # (70, 40), reduced over dim 1: a strided row
-    for algo in _lib.REDUCE_ALGOS:
+    for algo in mt.kernels.algorithms("reduce"):
         out = mt.empty(70, 1)
-        _lib.reduce_variant("sum", out, tx, 1, algo)
+        mt.kernels.reduce(tx, "sum", 1, algo, keepdim=True, out=out)
         assert_close(out, x.sum(axis=1, keepdims=True), mt.float32, n=40)
 
 
 def test_reduce_unknown_algo() -> None:
     with pytest.raises(ValueError):
-        _lib.reduce_variant("sum", mt.empty(2, 1), mt.ones(2, 3), 1, "quantum")
+        mt.kernels.reduce(mt.ones(2, 3), "sum", 1, "quantum", keepdim=True, out=mt.empty(2, 1))
 
 
-@pytest.mark.parametrize("algo", _lib.COPY_ALGOS)
+@pytest.mark.parametrize("algo", mt.kernels.algorithms("copy"))
 @pytest.mark.parametrize("shape", [(33, 65), (2, 40, 70), (64, 64), (1, 5)])
 def test_copy_rungs_transpose(algo: str, shape: tuple[int, ...]) -> None:
     for dtype in DTYPES:
         tx, x = pair(random_array(7, shape, dtype), dtype)
         view = tx.transpose(-2, -1)
         out = mt.empty(*view.shape, dtype=dtype)
-        _lib.copy_variant(out, view, algo)
+        mt.kernels.copy(view, algo, out=out)
         assert_close(out, np.swapaxes(x, -2, -1), dtype)
         # and through the library's own copy
         assert_close(view.contiguous(), np.swapaxes(x, -2, -1), dtype)

@@ -11,11 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minitensor as mt
-from minitensor import _lib, ops
 from helpers import assert_close, dtypes, pair, random_array, seeds
 
 TILE_SIZES = [1, 7, 31, 33, 65]
-ALGOS = list(_lib.MATMUL_ALGOS)  # every rung of the ladder
+ALGOS = list(mt.kernels.algorithms("matmul"))  # every rung of the ladder
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -24,7 +23,7 @@ def test_partial_tiles(algo: str, m: int, k: int, n: int) -> None:
     for dtype in (mt.float32, mt.float64):
         ta, a = pair(random_array(m + k, (m, k), dtype), dtype)
         tb, b = pair(random_array(k + n, (k, n), dtype), dtype)
-        assert_close(ops.matmul(ta, tb, algo), a @ b, dtype, n=k)
+        assert_close(mt.kernels.matmul(ta, tb, algo), a @ b, dtype, n=k)
 
 
 @st.composite
@@ -48,7 +47,7 @@ def test_matmul_like_numpy(shapes: tuple, dtype: mt.DType, seed: int, algo: str)
     tb, b = pair(random_array(seed + 1, b_shape, dtype), dtype)
     expected = np.matmul(a, b)
     k = a_shape[-1]
-    assert_close(ops.matmul(ta, tb, algo), expected, dtype, n=k)
+    assert_close(mt.kernels.matmul(ta, tb, algo), expected, dtype, n=k)
     if algo == "default":
         assert_close(ta @ tb, expected, dtype, n=k)
         assert_close(mt.matmul(ta, tb), expected, dtype, n=k)

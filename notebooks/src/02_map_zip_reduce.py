@@ -401,6 +401,32 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ### Every rung of the ladder on the same row
+# `mt.kernels.reduce` runs the rung of the reduction ladder you name
+# (`mt.kernels.algorithms("reduce")`; `docs/kernels.md` explains and times
+# each one). `first_add` and `warp_shuffle` (the default for rows) do the
+# mirror's additions in the mirror's order, so they give its bits.
+# `interleaved` and `sequential` build one whole tree per block-sized chunk
+# of the row and add up the chunks, and `vectorized` adds four neighbouring
+# elements at a time: the same sum, rounded in another order, so their last
+# bits may differ. On one row they often agree by chance; over 50 rows of
+# 1000 the difference shows.
+
+# %%
+mirror_sum = levels[-1][2][0]
+rows = mt.randn(50, 1000)
+default_sums = rows.sum(dim=1).numpy()
+print("rungs:", mt.kernels.algorithms("reduce"))
+for algo in mt.kernels.algorithms("reduce"):
+    got = np.float32(mt.kernels.reduce(long_row, "sum", dim=0, algo=algo).item())
+    same = "bitwise equal to the mirror" if got == mirror_sum else f"differs by {got - mirror_sum:+.2g}"
+    sums = mt.kernels.reduce(rows, "sum", dim=1, algo=algo).numpy()
+    print(f"{algo:13s} long_row: {got:.9g} ({same}); 50 rows: {np.sum(sums == default_sums):2d} bitwise "
+          f"equal to the default")
+    assert abs(got - mirror_sum) <= 1e-5 * np.abs(values).sum()
+    assert np.allclose(sums, default_sums, rtol=1e-5, atol=1e-4)
+
+# %% [markdown]
 # ### Summing everything: two passes
 # `x.sum()` with no dim calls `mt_reduce_all`, which cannot use one block per
 # output (there is one output): one block alone would leave all but one of

@@ -34,8 +34,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle
 
-import minitensor as mt
-from minitensor import ops  # ops.matmul takes the kernel: algo="naive" or "tiled"
+import minitensor as mt  # mt.kernels.matmul(a, b, algo="naive") runs one rung of the ladder
 
 plt.rcParams.update({"figure.dpi": 100, "font.size": 10})
 mt.manual_seed(0)
@@ -44,6 +43,7 @@ print("backend:", mt.backend())
 matmul_cu = (repo / "src" / "matmul.cu").read_text()
 kTile = int(re.search(r"constexpr int kTile = (\d+);", matmul_cu).group(1))
 print("kTile =", kTile, "(read from src/matmul.cu)")
+print("the matmul ladder:", mt.kernels.algorithms("matmul"))
 
 # %% [markdown]
 # ## Which tiles each block loads
@@ -180,14 +180,14 @@ def mirror_tiled(a, b, T=kTile):
 
 a = mt.randn(M, K)
 b = mt.randn(K, N)
-out_tiled = ops.matmul(a, b, algo="tiled").numpy()
+out_tiled = mt.kernels.matmul(a, b, algo="tiled").numpy()
 mirror = mirror_tiled(a.numpy(), b.numpy())
 print("mirror vs library, largest difference:", np.abs(mirror - out_tiled).max())
 print("bitwise equal:", np.array_equal(mirror, out_tiled))
 assert np.allclose(mirror, out_tiled, rtol=1e-5, atol=1e-5)
 ref = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
 for algo in ("naive", "tiled"):
-    err = np.abs(ops.matmul(a, b, algo=algo).numpy() - ref).max()
+    err = np.abs(mt.kernels.matmul(a, b, algo=algo).numpy() - ref).max()
     print(f"{algo:6s} vs float64 NumPy: largest difference {err:.2e}")
     assert err < 1e-4
 
@@ -282,8 +282,8 @@ plt.show()
 # cache bandwidth. What the tiles buy is measured below.
 #
 # ## Measured times
-# Both kernels through the library, `ops.matmul(a, b, algo="naive")` and
-# `algo="tiled"`: the median of several runs after a warm-up, with
+# Both kernels through the library, `mt.kernels.matmul(a, b, algo="naive")`
+# and `algo="tiled"`: the median of several runs after a warm-up, with
 # `mt.synchronize()` so that a GPU has finished before the clock stops.
 
 # %%
@@ -308,7 +308,7 @@ results = {"naive": [], "tiled": []}
 for n in bench_sizes:
     a, b = mt.randn(n, n), mt.randn(n, n)
     for algo in results:
-        results[algo].append(median_time(lambda: ops.matmul(a, b, algo=algo), repeats))
+        results[algo].append(median_time(lambda: mt.kernels.matmul(a, b, algo=algo), repeats))
 for i, n in enumerate(bench_sizes):
     print(f"n = {n:5d}: naive {1e3 * results['naive'][i]:9.3f} ms   tiled {1e3 * results['tiled'][i]:9.3f} ms")
 

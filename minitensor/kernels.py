@@ -1,0 +1,441 @@
+"""minitensor.kernels: run one rung of a kernel ladder yourself.
+
+The engine has several kernels for the same operation, each one step (a
+*rung*) up a ladder of optimisations (docs/kernels.md explains each rung):
+
+- ``matmul``: naive, coalesced, tiled, blocktile_1d, blocktile_2d,
+  vectorized, warptile (the warptile kernel in several tile configurations);
+- ``reduce``: the reduction ladder (interleaved, sequential, first_add,
+  warp_shuffle, vectorized), for every reduction op along one dim;
+- ``copy``: the transpose-copy ladder (naive, tiled, tiled_padded), for
+  ``A.T.contiguous()``;
+
+plus the fused softmax kernel, which has one rung. ``"default"`` is always
+what the library itself runs (``a @ b``, ``x.sum(dim)``, ``x.contiguous()``).
+
+These functions are for studying and timing the kernels: each takes
+minitensor Tensors, checks its arguments, and runs exactly the kernel you
+name into a new tensor, or into ``out=`` (an existing tensor of the result's
+shape and dtype, so that a timing loop measures the kernel, not the
+allocation). They record no gradients. ::
+
+    import minitensor as mt
+    a, b = mt.randn(70, 50), mt.randn(50, 30)
+    for algo in mt.kernels.algorithms("matmul"):
+        c = mt.kernels.matmul(a, b, algo=algo)   # the same product, another kernel
+    s = mt.kernels.reduce(a, "sum", dim=1, algo="warp_shuffle")
+    t = mt.kernels.copy(a.T, algo="tiled_padded")   # a.T.contiguous(), one rung
+
+Beside the ladders: the warptile configurations the autotuner chooses from
+(``matmul_configs``, ``autotune_stats``, ``autotune_reset``), the elementwise
+``add`` for measuring what one kernel call costs on the host, and raw
+device-to-device copies for exchanging data with another GPU library in the
+same process (``from_device_pointer``, ``to_device_pointer``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Union
+
+from . import _lib, autotune, ops
+from ._dtype import DType, promote
+from ._errors import DimError, DTypeError, ShapeError
+from .tensor import Tensor, empty
+
+__all__ = [
+    "LADDERS",
+    "add",
+    "algorithms",
+    "autotune_reset",
+    "autotune_stats",
+    "copy",
+    "from_device_pointer",
+    "matmul",
+    "matmul_configs",
+    "reduce",
+    "reduce_ops",
+    "softmax",
+    "to_device_pointer",
+]
+
+# The ladders, by the name algorithms() takes, and the engine's name table of each.
+LADDERS: tuple[str, ...] = ("matmul", "reduce", "copy")
+_LADDER_FAMILY = {"matmul": "matmul", "reduce": "reduce_algo", "copy": "copy_algo"}
+
+
+def _table(family: str) -> tuple[str, ...]:
+    """The engine's names of one op family ("matmul", "reduce_algo",
+    "copy_algo", "reduce"), in the order of src/minitensor.h's enums.
+
+    The only place in this module that reads the binding's name tables.
+    """
+    return tuple(_lib.OP_TABLES[family])
+
+
+# ---- what there is ---------------------------------------------------------------
+
+
+def algorithms(ladder: str) -> tuple[str, ...]:
+    """The rungs of a kernel ladder, in the order of the ladder.
+
+    ladder is one of ``LADDERS``: ``"matmul"``, ``"reduce"`` or ``"copy"``.
+    The first name is always ``"default"`` (what the library itself runs)::
+
+        >>> mt.kernels.algorithms("copy")
+        ('default', 'naive', 'tiled', 'tiled_padded')
+    """
+    family = _LADDER_FAMILY.get(ladder) if isinstance(ladder, str) else None
+    if family is None:
+        raise ValueError(
+            f"kernels.algorithms(): unknown ladder {ladder!r}; the ladders are {LADDERS} "
+            f"(softmax has a single fused kernel)"
+        )
+    return _table(family)
+
+
+def reduce_ops() -> tuple[str, ...]:
+    """The ops every rung of the reduction ladder runs:
+    ``("sum", "prod", "max", "min", "argmax", "argmin")``."""
+    return _table("reduce")
+
+
+def matmul_configs() -> tuple[str, ...]:
+    """The tile configurations of the warptile matmul kernel, by index.
+
+    ``matmul(a, b, algo="warptile", config=i)`` runs configuration i (its
+    name, e.g. ``"128x128x16 warp 64x32 (256 threads)"``, may be passed
+    instead). The autotuner times them per GPU and shape and picks one for
+    the default product.
+    """
+    return tuple(_lib.matmul_config_name(i) for i in range(_lib.matmul_config_count()))
+
+
+def autotune_stats() -> dict[str, Any]:
+    """What the matmul autotuner did in this process:
+    ``{"sweeps": <configurations sweeps run>, "cache_file": <path of its JSON cache>}``."""
+    return autotune.stats()
+
+
+def autotune_reset() -> None:
+    """Forgets the autotuner's choices held in memory and its sweep count (the
+    cache file stays; it is read again by the next default product)."""
+    autotune.reset()
+
+
+# ---- argument checks -----------------------------------------------------------------
+
+
+def _check_algo(algo: Any, ladder: str, func: str) -> None:
+    names = algorithms(ladder)
+    if not isinstance(algo, str) or algo not in names:
+        raise ValueError(f"{func}: unknown algo {algo!r}; the {ladder} ladder is {names}")
+
+
+def _check_tensor(x: Any, func: str, name: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{func}: {name} must be a minitensor Tensor, got {type(x).__name__}")
+
+
+def _check_out(out: Any, shape: tuple[int, ...], dtype: Optional[DType], func: str) -> None:
+    """out must be a Tensor of the result's shape (and dtype, unless None)
+    that can be written (no expanded dims)."""
+    _check_tensor(out, func, "out")
+    if out.shape != shape:
+        raise ShapeError(f"{func}: out has shape {out.shape}, but the result has shape {shape}")
+    if dtype is not None and out.dtype is not dtype:
+        raise DTypeError(f"{func}: out has dtype {out.dtype.name}, but the result has dtype {dtype.name}")
+    ops.check_writable(out, func)
+
+
+# ---- the ladders ---------------------------------------------------------------------
+
+
+def matmul(
+    a: Tensor,
+    b: Tensor,
+    algo: str = "default",
+    config: Union[int, str, None] = None,
+    *,
+    out: Optional[Tensor] = None,
+) -> Tensor:
+    """``a @ b`` (as ``torch.matmul``) with a chosen rung of the matmul ladder.
+
+    Args:
+        a, b: tensors of at least 1 dim; the last two dims multiply
+            ((..., M, K) @ (..., K, N)), the leading (batch) dims broadcast,
+            a 1-D operand is a vector, float32 with float64 gives float64.
+        algo: one of ``algorithms("matmul")``.
+        config: a warptile tile configuration, an index into
+            ``matmul_configs()`` or its name; only with algo ``"default"`` or
+            ``"warptile"``. None: the autotuner's choice for ``"default"``
+            (as ``a @ b``), the library's choice from the shape for
+            ``"warptile"``.
+        out: a tensor of the result's shape and dtype to write into (it must
+            not overlap a or b); None allocates a new one.
+
+    Returns:
+        out, or a new tensor.
+    """
+    func = "kernels.matmul()"
+    _check_tensor(a, func, "a")
+    _check_tensor(b, func, "b")
+    _check_algo(algo, "matmul", func)
+    if config is not None:
+        config = _config_index(config, algo, func)
+    if out is None and config is None:
+        return ops.matmul(a, b, algo)  # checks the shapes; autotuned for "default"
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"{func}: both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}")
+    dtype = promote(a.dtype, b.dtype)
+    a2 = ops.cast(a, dtype)
+    b2 = ops.cast(b, dtype)
+    if a.ndim == 1:
+        a2 = ops.unsqueeze(a2, 0)
+    if b.ndim == 1:
+        b2 = ops.unsqueeze(b2, 1)
+    m, k = a2.shape[-2:]
+    k2, n = b2.shape[-2:]
+    if k != k2:
+        raise ShapeError(f"{func}: shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})")
+    try:
+        batch = ops.broadcast_shapes(a2.shape[:-2], b2.shape[:-2], func)
+    except ShapeError:
+        raise ShapeError(
+            f"{func}: the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
+        ) from None
+    ops.check_new_shape(batch + (m, n), func)
+    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+    if out is None:
+        out = empty(*shape, dtype=dtype)
+    else:
+        _check_out(out, shape, dtype, func)
+    if out.numel() == 0:
+        return out
+    if k == 0:
+        ops.fill_(out, 0.0)
+        return out
+    target = out  # out with the (M, N) dims a 1-D operand dropped
+    if a.ndim == 1:
+        target = ops.unsqueeze(target, -1 if b.ndim == 1 else -2)
+    if b.ndim == 1:
+        target = ops.unsqueeze(target, -1)
+    a2 = ops.expand(a2, batch + (m, k))
+    b2 = ops.expand(b2, batch + (k, n))
+    if config is None:
+        config = autotune.matmul_config(target, a2, b2) if algo == "default" else -1
+    _lib.matmul(target, a2, b2, algo, config)
+    return out
+
+
+def _config_index(config: Any, algo: str, func: str) -> int:
+    """The index of a configuration given by index or name (checked against algo)."""
+    if algo not in ("default", "warptile"):
+        raise ValueError(
+            f"{func}: config applies to the warptile kernel only (algo 'default' or 'warptile'), "
+            f"not to algo {algo!r}"
+        )
+    if isinstance(config, str):
+        names = matmul_configs()
+        if config not in names:
+            raise ValueError(f"{func}: unknown config {config!r}; the configurations are {names}")
+        return names.index(config)
+    count = _lib.matmul_config_count()
+    if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config < count:
+        raise ValueError(
+            f"{func}: config must be an index in 0..{count - 1} or a name from "
+            f"matmul_configs(), got {config!r}"
+        )
+    return config
+
+
+def reduce(
+    x: Tensor,
+    op: str = "sum",
+    dim: int = -1,
+    algo: str = "default",
+    *,
+    keepdim: bool = False,
+    out: Optional[Tensor] = None,
+) -> Tensor:
+    """Reduces x along one dim with a chosen rung of the reduction ladder.
+
+    Args:
+        x: the input (any strides).
+        op: one of ``reduce_ops()``: ``"sum"``, ``"prod"``, ``"max"``,
+            ``"min"``, ``"argmax"``, ``"argmin"`` (indices come back as whole
+            numbers in x's dtype).
+        dim: the dim to reduce, negative counting from the end.
+        algo: one of ``algorithms("reduce")``.
+        keepdim: keep the reduced dim with size 1, as torch does.
+        out: a tensor of the result's shape and x's dtype to write into; None
+            allocates a new one.
+
+    Returns:
+        out, or a new tensor: x's shape without dim (with dim of size 1 when
+        keepdim).
+    """
+    func = "kernels.reduce()"
+    _check_tensor(x, func, "x")
+    names = reduce_ops()
+    if not isinstance(op, str) or op not in names:
+        raise ValueError(f"{func}: unknown op {op!r}; the reduction ops are {names}")
+    _check_algo(algo, "reduce", func)
+    d = ops.normalize_dim(dim, x.ndim, func)
+    src = x if x.ndim > 0 else ops.view(x, (1,))
+    kept = tuple(1 if i == d else size for i, size in enumerate(src.shape))
+    if x.ndim == 0:
+        shape: tuple[int, ...] = ()
+    else:
+        shape = kept if keepdim else kept[:d] + kept[d + 1 :]
+    if out is None:
+        out = empty(*shape, dtype=x.dtype)
+    else:
+        _check_out(out, shape, x.dtype, func)
+    if x.ndim == 0:
+        target = ops.unsqueeze(out, 0)
+    else:
+        target = out if keepdim else ops.unsqueeze(out, d)
+    if target.numel() == 0:
+        return out
+    if src.shape[d] == 0:
+        if op not in ("sum", "prod"):
+            raise DimError(f"{func}: cannot {op} over dim {d} of length 0 (shape {x.shape}): {op} has no identity")
+        ops.fill_(target, 0.0 if op == "sum" else 1.0)
+        return out
+    _lib.reduce_variant(op, target, src, d, algo)
+    return out
+
+
+def copy(x: Tensor, algo: str = "default", *, out: Optional[Tensor] = None) -> Tensor:
+    """A copy of x with a chosen rung of the transpose-copy ladder.
+
+    The ladder is about ``A.T.contiguous()``: reading a transposed view and
+    writing rows. The tiled rungs stage 32 x 32 tiles in shared memory; they
+    apply when x is a transposed view (its second-to-last dim has stride 1)
+    and out's rows are contiguous, and fall back to the naive copy otherwise.
+
+    Args:
+        x: the input (any strides).
+        algo: one of ``algorithms("copy")``.
+        out: a tensor of x's shape (either dtype: the copy converts) that does
+            not share memory with x; None allocates a contiguous one of x's
+            dtype.
+
+    Returns:
+        out, or a new contiguous tensor.
+    """
+    func = "kernels.copy()"
+    _check_tensor(x, func, "x")
+    _check_algo(algo, "copy", func)
+    if out is None:
+        out = empty(*x.shape, dtype=x.dtype)
+    else:
+        _check_out(out, x.shape, None, func)
+        if out._storage is x._storage and out.numel() > 0:
+            raise ValueError(f"{func}: out shares memory with x; copy into a separate tensor")
+    if out.numel() > 0:
+        _lib.copy_variant(out, x, algo)
+    return out
+
+
+def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """softmax (log_softmax when log) along dim: the fused kernel, one pass per row.
+
+    Args:
+        x: the input.
+        dim: the dim along which the result sums to 1, negative counting
+            from the end.
+        log: compute log_softmax.
+        out: a tensor of x's shape and dtype to write into; it may be x
+            itself (in place), but must not overlap it otherwise.
+
+    Returns:
+        out, or a new tensor.
+    """
+    func = "kernels.log_softmax()" if log else "kernels.softmax()"
+    _check_tensor(x, func, "x")
+    if out is None:
+        return ops.softmax(x, dim, bool(log))
+    d = ops.normalize_dim(dim, x.ndim, func)
+    _check_out(out, x.shape, x.dtype, func)
+    if out.numel() > 0:
+        if x.ndim == 0:
+            _lib.softmax(ops.unsqueeze(out, 0), ops.unsqueeze(x, 0), 0, bool(log))
+        else:
+            _lib.softmax(out, x, d, bool(log))
+    return out
+
+
+# ---- host cost, data exchange ----------------------------------------------------------
+
+
+def add(a: Tensor, b: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
+    """``a + b`` through the elementwise kernel (mt_zip), without autograd.
+
+    Meant for measuring where the host time of a small op goes: ``add(a, b)``
+    is the op without the Tensor and autograd layers (shape and dtype logic,
+    allocation, the kernel call); ``add(a, b, out=out)`` writes into an
+    existing tensor, so that it costs little more than the binding and the
+    launch. a and b broadcast and promote as in ``a + b``; out must have the
+    result's shape and dtype.
+    """
+    func = "kernels.add()"
+    _check_tensor(a, func, "a")
+    _check_tensor(b, func, "b")
+    if out is None:
+        return ops.add(a, b)
+    if not (a.shape == b.shape == out.shape and a.dtype is b.dtype is out.dtype):
+        a, b = ops._promote_pair(a, b, func)
+        _check_out(out, ops.broadcast_shapes(a.shape, b.shape, func), a.dtype, func)
+    if out.numel() > 0:
+        _lib.zip_("add", out, a, b)
+    return out
+
+
+def from_device_pointer(ptr: int, shape: Sequence[int], dtype: Any = None) -> Tensor:
+    """A new tensor holding a copy of the elements at a device address.
+
+    For taking in data from another GPU library in the same process, e.g. a
+    contiguous float32 torch tensor t on the same GPU::
+
+        x = mt.kernels.from_device_pointer(t.data_ptr(), tuple(t.shape), mt.float32)
+
+    The elements are read in row-major order, ``numel * itemsize`` bytes from
+    ptr, with one device-to-device copy (mt_memcpy_d2d); nothing is shared
+    afterwards. The address is trusted: it must be memory of the device
+    minitensor uses (on the emulator, host memory), and the other library's
+    work on it must be finished (or queued on the same stream).
+
+    Args:
+        ptr: the device address of the first element.
+        shape: the shape of the result.
+        dtype: float32 (the default) or float64.
+    """
+    func = "kernels.from_device_pointer()"
+    x = empty(*ops.as_shape(tuple(shape), func), dtype=dtype)
+    nbytes = x.numel() * x.element_size()
+    if nbytes:
+        _lib.memcpy_d2d(x.data_ptr(), _check_ptr(ptr, func), nbytes)
+    return x
+
+
+def to_device_pointer(x: Tensor, ptr: int) -> None:
+    """Copies the elements of x, in row-major order, to a device address.
+
+    The counterpart of ``from_device_pointer``: ptr must point to at least
+    ``x.numel() * x.element_size()`` writable bytes of the device's memory,
+    e.g. ``torch.empty(x.shape, device="cuda").data_ptr()`` for a float32 x.
+    One device-to-device copy (after making x contiguous, if it is not).
+    """
+    func = "kernels.to_device_pointer()"
+    _check_tensor(x, func, "x")
+    nbytes = x.numel() * x.element_size()
+    if nbytes:
+        src = ops.contiguous(x)  # held until the copy is done: its memory must stay allocated
+        _lib.memcpy_d2d(_check_ptr(ptr, func), src.data_ptr(), nbytes)
+
+
+def _check_ptr(ptr: Any, func: str) -> int:
+    if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr <= 0:
+        raise ValueError(f"{func}: ptr must be a non-null device address (an int), got {ptr!r}")
+    return ptr
