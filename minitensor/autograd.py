@@ -44,6 +44,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from . import ops
+from ._shape import as_shape, broadcast_shapes, keepdim_shape, normalize_dim, numel, reduce_dims
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -319,25 +320,9 @@ def unbroadcast(grad: Tensor, shape: Sequence[int]) -> Tensor:
     return ops.reshape(grad, shape)
 
 
-def _reduced_dims(x: Tensor, dim: Any) -> tuple[int, ...]:
-    """The dims a reduction over dim (None, an int or a tuple) covers, normalized."""
-    if x.ndim == 0:
-        return ()
-    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return tuple(range(x.ndim))
-    if isinstance(dim, (tuple, list)):
-        return tuple(sorted(ops.normalize_dim(d, x.ndim, "reduction") for d in dim))
-    return (ops.normalize_dim(dim, x.ndim, "reduction"),)
-
-
-def _keepdim_shape(shape: Sequence[int], dims: Sequence[int]) -> tuple[int, ...]:
-    """shape with the reduced dims set to 1 (the keepdim=True shape)."""
-    return tuple(1 if d in dims else n for d, n in enumerate(shape))
-
-
 def _expand_reduced(grad: Tensor, shape: Sequence[int], dims: Sequence[int]) -> Tensor:
     """The gradient of a reduction's result, viewed with keepdim and expanded to the input's shape."""
-    return ops.expand(ops.reshape(grad, _keepdim_shape(shape, dims)), tuple(shape))
+    return ops.expand(ops.reshape(grad, keepdim_shape(shape, dims)), tuple(shape))
 
 
 def _scalar_like(value: float, like: Tensor) -> Tensor:
@@ -626,7 +611,7 @@ class Sum(Function):
     def forward(ctx, x, dim=None, keepdim=False):
         out = ops.reduce_("sum", x, dim, keepdim)
         ctx.in_shape = x.shape
-        ctx.dims = _reduced_dims(x, dim)
+        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
         return out
 
     @staticmethod
@@ -639,12 +624,12 @@ class Mean(Function):
     def forward(ctx, x, dim=None, keepdim=False):
         out = ops.mean(x, dim, keepdim)
         ctx.in_shape = x.shape
-        ctx.dims = _reduced_dims(x, dim)
+        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        count = ops.numel_of(ctx.in_shape[d] for d in ctx.dims)
+        count = numel(ctx.in_shape[d] for d in ctx.dims)
         scale = 1.0 / count if count else math.nan
         return ops.mul(_expand_reduced(grad, ctx.in_shape, ctx.dims), scale), None, None
 
@@ -654,7 +639,7 @@ class Prod(Function):
     def forward(ctx, x, dim=None, keepdim=False):
         out = ops.reduce_("prod", x, dim, keepdim)
         ctx.save_for_backward(x)
-        ctx.dims = _reduced_dims(x, dim)
+        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
         return out
 
     @staticmethod
@@ -682,7 +667,7 @@ class Max(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
         out = ops.reduce_(ctx.op, x, dim, keepdim)
-        ctx.dims = _reduced_dims(x, dim)
+        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
         ctx.by_index = dim is not None and not isinstance(dim, (tuple, list)) and x.ndim > 0
         ctx.save_for_backward(x, out)
         return out
@@ -690,7 +675,7 @@ class Max(Function):
     @staticmethod
     def backward(ctx, grad):
         x, out = ctx.saved_tensors
-        keep = _keepdim_shape(x.shape, ctx.dims)
+        keep = keepdim_shape(x.shape, ctx.dims)
         if ctx.by_index:
             (d,) = ctx.dims
             index = ops.reduce_(ctx.arg_op, x, d, keepdim=True)
@@ -709,14 +694,14 @@ class LogSumExp(Function):
     @staticmethod
     def forward(ctx, x, dim, keepdim=False):
         out = ops.logsumexp(x, dim, keepdim)
-        ctx.dims = _reduced_dims(x, dim)
+        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
         ctx.save_for_backward(x, out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         x, out = ctx.saved_tensors
-        keep = _keepdim_shape(x.shape, ctx.dims)
+        keep = keepdim_shape(x.shape, ctx.dims)
         softmax = ops.map_("exp", ops.sub(x, ops.reshape(out, keep)))  # stable: x - out <= 0
         return ops.mul(ops.reshape(grad, keep), softmax), None, None
 
@@ -725,7 +710,7 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         out = ops.softmax(x, dim, log=False)
-        ctx.dim = ops.normalize_dim(dim, x.ndim, "softmax()") if x.ndim else None
+        ctx.dim = normalize_dim(dim, x.ndim, "softmax()") if x.ndim else None
         ctx.save_for_backward(out)
         return out
 
@@ -740,7 +725,7 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         out = ops.softmax(x, dim, log=True)
-        ctx.dim = ops.normalize_dim(dim, x.ndim, "log_softmax()") if x.ndim else None
+        ctx.dim = normalize_dim(dim, x.ndim, "log_softmax()") if x.ndim else None
         ctx.save_for_backward(out)
         return out
 
@@ -768,7 +753,7 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         a2 = ops.unsqueeze(a, 0) if a.ndim == 1 else a  # 1, K
         b2 = ops.unsqueeze(b, 1) if b.ndim == 1 else b  # K, 1
-        batch = ops.broadcast_shapes(a2.shape[:-2], b2.shape[:-2], "matmul()")
+        batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2], "matmul()")
         g2 = ops.reshape(grad, batch + (a2.shape[-2], b2.shape[-1]))  # ..., M, N
         ga = gb = None
         if ctx.needs_input_grad[0]:  # ..., M, K
@@ -826,7 +811,7 @@ class Permute(Function):
     @staticmethod
     def forward(ctx, x, dims):
         out = ops.permute(x, dims)
-        ctx.dims = tuple(ops.normalize_dim(d, x.ndim, "permute()") for d in ops.as_shape(dims, "permute()"))
+        ctx.dims = tuple(normalize_dim(d, x.ndim, "permute()") for d in as_shape(dims, "permute()"))
         return out
 
     @staticmethod
@@ -962,7 +947,7 @@ class Cat(Function):
     @staticmethod
     def forward(ctx, dim, *tensors):
         out = ops.cat(list(tensors), dim)
-        ctx.dim = ops.normalize_dim(dim, out.ndim, "cat()")
+        ctx.dim = normalize_dim(dim, out.ndim, "cat()")
         ctx.sizes = [t.shape[ctx.dim] for t in tensors]
         return out
 
@@ -981,7 +966,7 @@ class Stack(Function):
     @staticmethod
     def forward(ctx, dim, *tensors):
         out = ops.stack(list(tensors), dim)
-        ctx.dim = ops.normalize_dim(dim, out.ndim, "stack()")
+        ctx.dim = normalize_dim(dim, out.ndim, "stack()")
         return out
 
     @staticmethod

@@ -40,6 +40,18 @@ import numpy as np
 from . import _lib, autotune
 from ._dtype import DType, promote, to_dtype
 from ._errors import DimError, MinitensorError, ShapeError
+from ._shape import (
+    as_shape,
+    broadcast_shapes,
+    check_new_shape,
+    contiguous_strides,
+    infer_shape,
+    keepdim_shape,
+    normalize_dim,
+    numel,
+    reduce_dims,
+    view_strides,
+)
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -75,81 +87,6 @@ def is_tensor(x: Any) -> bool:
 def is_scalar(x: Any) -> bool:
     """Whether x is a Python or NumPy real number (bool included, as in torch)."""
     return isinstance(x, numbers.Real) and not is_tensor(x)
-
-
-def numel_of(shape: Sequence[int]) -> int:
-    """Number of elements of a shape (1 for the 0-d shape ())."""
-    n = 1
-    for size in shape:
-        n *= size
-    return n
-
-
-def contiguous_strides(shape: Sequence[int]) -> Shape:
-    """Row-major strides, in elements, of a tensor of this shape."""
-    strides = [0] * len(shape)
-    step = 1
-    for d in range(len(shape) - 1, -1, -1):
-        strides[d] = step
-        step *= max(shape[d], 1)
-    return tuple(strides)
-
-
-def normalize_dim(dim: Any, ndim: int, func: str, extra: int = 0) -> int:
-    """dim in [-n, n) -> [0, n) with n = ndim + extra (extra=1 where a dim is
-    inserted, as in unsqueeze); a 0-d tensor accepts 0 and -1, as in torch."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"{func}: dim must be an int, got {type(dim).__name__}")
-    dim = int(dim)
-    rank = max(ndim + extra, 1)
-    if not -rank <= dim < rank:
-        raise DimError(
-            f"{func}: dim {dim} is out of range for a tensor of rank {ndim} "
-            f"(expected a dim in [{-rank}, {rank - 1}])"
-        )
-    return dim % rank
-
-
-def as_shape(shape: Any, func: str) -> Shape:
-    """A tuple of ints from a shape given as a tuple, a list or varargs."""
-    if isinstance(shape, (tuple, list)) and len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
-        shape = (shape,)
-    if not isinstance(shape, (tuple, list)):
-        raise TypeError(f"{func}: a shape must be ints or a tuple of ints, got {type(shape).__name__}")
-    result = []
-    for size in shape:
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
-            raise TypeError(f"{func}: a shape must contain ints, got {tuple(shape)!r}")
-        result.append(int(size))
-    return tuple(result)
-
-
-def check_new_shape(shape: Shape, func: str) -> None:
-    """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims."""
-    if any(size < 0 for size in shape):
-        raise ShapeError(f"{func}: negative dimension in shape {shape}")
-    if len(shape) > _lib.MAX_DIMS:
-        raise ShapeError(
-            f"{func}: shape {shape} has {len(shape)} dims; minitensor supports at most {_lib.MAX_DIMS}"
-        )
-
-
-def broadcast_shapes(a: Shape, b: Shape, func: str) -> Shape:
-    """The NumPy broadcast of two shapes; ShapeError naming both if they do not."""
-    ndim = max(len(a), len(b))
-    pa = (1,) * (ndim - len(a)) + tuple(a)
-    pb = (1,) * (ndim - len(b)) + tuple(b)
-    out = []
-    for x, y in zip(pa, pb):
-        if x == y or y == 1:
-            out.append(x)
-        elif x == 1:
-            out.append(y)
-        else:
-            raise ShapeError(f"{func}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast together")
-    return tuple(out)
 
 
 def check_writable(out: Tensor, func: str) -> None:
@@ -203,68 +140,10 @@ def as_strided(x: Tensor, shape: Sequence[int], strides: Sequence[int], offset: 
     return x._alias(shape, tuple(strides), x._offset if offset is None else offset)
 
 
-def _infer_shape(shape: Shape, numel: int, func: str, old_shape: Shape) -> Shape:
-    """Resolves one -1 in shape so that it has numel elements."""
-    if sum(1 for s in shape if s == -1) > 1:
-        raise ShapeError(f"{func}: only one dimension can be inferred (-1), got shape {shape}")
-    if any(s < -1 for s in shape):
-        raise ShapeError(f"{func}: invalid shape {shape}")
-    known = numel_of(s for s in shape if s != -1)
-    if -1 in shape:
-        if known == 0 or numel % known != 0:
-            raise ShapeError(
-                f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({numel} elements)"
-            )
-        shape = tuple(numel // known if s == -1 else s for s in shape)
-    if numel_of(shape) != numel:
-        raise ShapeError(
-            f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({numel} elements)"
-        )
-    check_new_shape(shape, func)
-    return shape
-
-
-def _view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Optional[Shape]:
-    """Strides that show old memory with new_shape without a copy, or None.
-
-    torch's rule (computeStride): the old dims are cut into chunks that are
-    contiguous among themselves; each chunk must be covered exactly by a run
-    of new dims.
-    """
-    if numel_of(old_shape) == 0:
-        return contiguous_strides(new_shape)
-    if len(old_shape) == 0:
-        old_shape, old_strides = (1,), (1,)
-    new_strides = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base_stride = old_strides[-1]
-    tensor_numel = 1
-    view_numel = 1
-    for tensor_d in range(len(old_shape) - 1, -1, -1):
-        tensor_numel *= old_shape[tensor_d]
-        chunk_ends = tensor_d == 0 or (
-            old_shape[tensor_d - 1] != 1 and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
-        )
-        if chunk_ends:
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_strides[view_d] = view_numel * chunk_base_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = old_strides[tensor_d - 1]
-                tensor_numel = 1
-                view_numel = 1
-    if view_d != -1:
-        return None
-    return tuple(new_strides)
-
-
 def view(x: Tensor, shape: Sequence[int]) -> Tensor:
     """A view with a new shape (one -1 is inferred); error if the strides do not allow it."""
-    shape = _infer_shape(as_shape(shape, "view()"), x.numel(), "view()", x.shape)
-    strides = _view_strides(x.shape, x.strides, shape)
+    shape = infer_shape(as_shape(shape, "view()"), x.numel(), "view()", x.shape)
+    strides = view_strides(x.shape, x.strides, shape)
     if strides is None:
         raise ShapeError(
             f"view(): view size {shape} is not compatible with the size {x.shape} and strides "
@@ -276,8 +155,8 @@ def view(x: Tensor, shape: Sequence[int]) -> Tensor:
 
 def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
     """Like view(), but copies (once) when the strides do not allow a view."""
-    shape = _infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
-    strides = _view_strides(x.shape, x.strides, shape)
+    shape = infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
+    strides = view_strides(x.shape, x.strides, shape)
     if strides is None:
         return view(clone(x), shape)
     return x._alias(shape, strides, x._offset)
@@ -373,7 +252,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     e = normalize_dim(end_dim, x.ndim, "flatten()")
     if s > e:
         raise DimError(f"flatten(): start_dim {start_dim} comes after end_dim {end_dim}")
-    merged = numel_of(x.shape[s : e + 1])
+    merged = numel(x.shape[s : e + 1])
     return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
 
 
@@ -643,24 +522,6 @@ def where(cond: Tensor, a: Any, b: Any) -> Tensor:
 _IDENTITY = {"sum": 0.0, "prod": 1.0}
 
 
-def _reduce_dims(x: Tensor, dim: Any, op: str) -> tuple[int, ...]:
-    """The dims a reduction covers, normalized and sorted (all of them for None or ())."""
-    func = f"{op}()"
-    if dim is None:
-        return tuple(range(x.ndim))
-    if isinstance(dim, (tuple, list)):
-        if op in ("argmax", "argmin"):
-            raise TypeError(f"{func}: dim must be an int or None, got {dim!r}")
-        dims = [normalize_dim(d, x.ndim, func) for d in dim]
-        for d in set(dims):
-            if dims.count(d) > 1:
-                raise DimError(f"{func}: dim {d} appears more than once in dims {tuple(dim)}")
-        if not dims:
-            return tuple(range(x.ndim))
-        return tuple(sorted(set(dims)))
-    return (normalize_dim(dim, x.ndim, func),)
-
-
 def reduce_(op: str, x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """Reduces x with op ("sum", "prod", "max", "min", "argmax", "argmin").
 
@@ -670,14 +531,14 @@ def reduce_(op: str, x: Tensor, dim: Any = None, keepdim: bool = False) -> Tenso
     """
     func = f"{op}()"
     _require_tensor(x, func)
-    dims = _reduce_dims(x, dim, op)
+    dims = reduce_dims(dim, x.ndim, func, op not in ("argmax", "argmin"))
     if x.ndim == 0:
         if op in ("argmax", "argmin"):
             return fill_(x.new_empty((), dtype=x.dtype), 0.0)
         return clone(x)
-    kept = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+    kept = keepdim_shape(x.shape, dims)
     final = kept if keepdim else tuple(n for d, n in enumerate(x.shape) if d not in dims)
-    reduced = numel_of(x.shape[d] for d in dims)
+    reduced = numel(x.shape[d] for d in dims)
     if reduced == 0 and op not in _IDENTITY:
         raise DimError(
             f"{func}: cannot reduce over zero elements (dims {dims} of a tensor of shape {x.shape}); "
@@ -709,8 +570,8 @@ def reduce_all(op: str, x: Tensor, keepdim: bool = False) -> Tensor:
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """The mean over dim (None: every element; an int or a tuple); nan when empty."""
     _require_tensor(x, "mean()")
-    dims = _reduce_dims(x, dim, "mean")
-    count = numel_of(x.shape[d] for d in dims)
+    dims = reduce_dims(dim, x.ndim, "mean()")
+    count = numel(x.shape[d] for d in dims)
     total = reduce_("sum", x, dim, keepdim)
     return map_("mul_scalar", total, 1.0 / count if count else math.nan)
 
@@ -724,7 +585,7 @@ def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     out = add(map_("log", s), m)
     if keepdim:
         return out
-    return squeeze(out, _reduce_dims(x, dim, "logsumexp") if x.ndim else None)
+    return squeeze(out, reduce_dims(dim, x.ndim, "logsumexp()") if x.ndim else None)
 
 
 def softmax(x: Tensor, dim: int, log: bool = False) -> Tensor:

@@ -22,7 +22,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from . import _lib, autograd, ops
+from . import _lib, _shape, autograd, ops
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
 from ._storage import Storage
 
@@ -76,8 +76,8 @@ class Tensor:
         checking the shape, which this tensor already has.
         """
         shape = self._shape
-        storage = Storage(ops.numel_of(shape) * self._dtype.itemsize)
-        return Tensor(storage, shape, ops.contiguous_strides(shape), 0, self._dtype)
+        storage = Storage(_shape.numel(shape) * self._dtype.itemsize)
+        return Tensor(storage, shape, _shape.contiguous_strides(shape), 0, self._dtype)
 
     def _alias(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
         """A view of this tensor's storage with another shape/strides/offset."""
@@ -133,11 +133,11 @@ class Tensor:
 
     def size(self, dim: Optional[int] = None) -> Any:
         """The shape, or the size of one dim."""
-        return self._shape if dim is None else self._shape[ops.normalize_dim(dim, self.ndim, "size()")]
+        return self._shape if dim is None else self._shape[_shape.normalize_dim(dim, self.ndim, "size()")]
 
     def stride(self, dim: Optional[int] = None) -> Any:
         """The strides (in elements), or the stride of one dim."""
-        return self._strides if dim is None else self._strides[ops.normalize_dim(dim, self.ndim, "stride()")]
+        return self._strides if dim is None else self._strides[_shape.normalize_dim(dim, self.ndim, "stride()")]
 
     def dim(self) -> int:
         """The number of dims."""
@@ -145,7 +145,7 @@ class Tensor:
 
     def numel(self) -> int:
         """The number of elements."""
-        return ops.numel_of(self._shape)
+        return _shape.numel(self._shape)
 
     def element_size(self) -> int:
         """Bytes per element."""
@@ -161,14 +161,7 @@ class Tensor:
 
     def is_contiguous(self) -> bool:
         """Whether the elements lie in row-major order without gaps (size-1 dims ignored)."""
-        expected = 1
-        for size, stride in zip(reversed(self._shape), reversed(self._strides)):
-            if size == 0:
-                return True
-            if size != 1 and stride != expected:
-                return False
-            expected *= size
-        return True
+        return _shape.is_contiguous(self._shape, self._strides)
 
     # ---- conversion ----
 
@@ -606,9 +599,9 @@ def _t_dims(x: Tensor) -> tuple[int, ...]:
 def _new(shape: tuple[int, ...], dtype: Any, func: str) -> Tensor:
     """A new contiguous, uninitialised tensor."""
     dtype = default_dtype if dtype is None else to_dtype(dtype)
-    ops.check_new_shape(shape, func)
-    storage = Storage(ops.numel_of(shape) * dtype.itemsize)
-    return Tensor(storage, shape, ops.contiguous_strides(shape), 0, dtype)
+    _shape.check_new_shape(shape, func)
+    storage = Storage(_shape.numel(shape) * dtype.itemsize)
+    return Tensor(storage, shape, _shape.contiguous_strides(shape), 0, dtype)
 
 
 def _from_numpy(array: np.ndarray, dtype: DType, requires_grad: bool = False) -> Tensor:
@@ -651,22 +644,22 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
 
 def empty(*shape: Any, dtype: Any = None) -> Tensor:
     """A new tensor with uninitialised values."""
-    return _new(ops.as_shape(shape, "empty()"), dtype, "empty()")
+    return _new(_shape.as_shape(shape, "empty()"), dtype, "empty()")
 
 
 def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor of zeros; shape as varargs or a tuple."""
-    return full(ops.as_shape(shape, "zeros()"), 0.0, dtype=dtype, requires_grad=requires_grad)
+    return full(_shape.as_shape(shape, "zeros()"), 0.0, dtype=dtype, requires_grad=requires_grad)
 
 
 def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor of ones; shape as varargs or a tuple."""
-    return full(ops.as_shape(shape, "ones()"), 1.0, dtype=dtype, requires_grad=requires_grad)
+    return full(_shape.as_shape(shape, "ones()"), 1.0, dtype=dtype, requires_grad=requires_grad)
 
 
 def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor of shape filled with fill_value."""
-    out = _new(ops.as_shape(shape, "full()"), dtype, "full()")
+    out = _new(_shape.as_shape(shape, "full()"), dtype, "full()")
     ops.fill_(out, fill_value)
     out.requires_grad = requires_grad
     return out
@@ -706,16 +699,16 @@ def manual_seed(seed: int) -> None:
 def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform random numbers in [0, 1)."""
     dtype = default_dtype if dtype is None else to_dtype(dtype)
-    shape = ops.as_shape(shape, "rand()")
-    ops.check_new_shape(shape, "rand()")
+    shape = _shape.as_shape(shape, "rand()")
+    _shape.check_new_shape(shape, "rand()")
     return _from_numpy(_generator.random(shape, dtype=dtype.np_dtype), dtype, requires_grad)
 
 
 def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal random numbers."""
     dtype = default_dtype if dtype is None else to_dtype(dtype)
-    shape = ops.as_shape(shape, "randn()")
-    ops.check_new_shape(shape, "randn()")
+    shape = _shape.as_shape(shape, "randn()")
+    _shape.check_new_shape(shape, "randn()")
     return _from_numpy(_generator.standard_normal(shape, dtype=dtype.np_dtype), dtype, requires_grad)
 
 

@@ -39,7 +39,7 @@ import time
 import traceback
 from typing import Any, Optional, Sequence
 
-from .. import _lib, ops
+from .. import _lib, _shape, ops
 from ..tensor import Tensor, empty
 from . import _comm_lib
 from ._comm_lib import DistributedError, DistributedTimeoutError
@@ -365,7 +365,7 @@ def barrier() -> None:
 
 def _flat_slice(flat: Tensor, start: int, shape: Sequence[int]) -> Tensor:
     """A contiguous view of shape over flat's elements from start on."""
-    return flat._alias(tuple(shape), tuple(ops.contiguous_strides(shape)), flat._offset + start)
+    return flat._alias(tuple(shape), tuple(_shape.contiguous_strides(shape)), flat._offset + start)
 
 
 from .ddp import DistributedDataParallel  # noqa: E402
