@@ -609,7 +609,7 @@ def matmul(a: Tensor, b: Tensor, algo: str = "default") -> Tensor:
 
     A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
     is removed from the result. algo picks a kernel of the ladder (one of
-    _lib.MATMUL_ALGOS: "default", "naive", "coalesced", "tiled",
+    _lib.op_names("matmul"): "default", "naive", "coalesced", "tiled",
     "blocktile_1d", "blocktile_2d", "vectorized", "warptile").
     """
     _require_tensor(a, "matmul()", "a")
@@ -618,8 +618,8 @@ def matmul(a: Tensor, b: Tensor, algo: str = "default") -> Tensor:
         raise ShapeError(
             f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
         )
-    if algo not in _lib.MATMUL_ALGOS:
-        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.MATMUL_ALGOS}")
+    if algo not in _lib.op_names("matmul"):
+        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul')}")
     dtype = promote(a.dtype, b.dtype)
     a2 = cast(a, dtype)
     b2 = cast(b, dtype)
