@@ -17,9 +17,9 @@ This is the only module that touches ctypes. It
   checks that every op the package calls is there (``REQUIRED_OPS``);
 - turns a failed mt_status into an exception carrying ``mt_last_error()``.
 
-The wrappers at the bottom take tensors (anything with ``_storage``,
-``_offset``, ``dtype``, ``shape`` and ``strides``) and op names, build the
-``mt_tensor`` descriptor and call the engine. They validate nothing
+The wrappers at the bottom take arrays (minitensor/_array.py; a Tensor is
+one) and op names; each array hands over its ``mt_tensor`` descriptor
+(``descriptor()``) and the wrapper calls the engine. They validate nothing
 themselves: minitensor/ops.py checks arguments before calling, and the C
 library checks them again.
 """
@@ -439,23 +439,6 @@ def memcpy_d2d(dst: int, src: int, nbytes: int) -> None:
 # ---- kernels ------------------------------------------------------------------
 
 
-def _desc(t: Any) -> MtTensor:
-    """The mt_tensor descriptor of a Tensor (its storage, offset, shape, strides).
-
-    A tensor is an immutable view (its storage, offset, shape, strides and
-    dtype never change after it is made; in-place ops write into the storage
-    but keep the view), so the descriptor is built once and kept on the
-    tensor as ``_mt_desc``. ctypes copies it into each call (it is passed by
-    value), so sharing it between calls is safe.
-    """
-    d = getattr(t, "_mt_desc", None)
-    if d is None:
-        shape = t.shape
-        d = MtTensor(t._storage.ptr, t._offset, t.dtype.code, len(shape), shape, t.strides)
-        t._mt_desc = d
-    return d
-
-
 def _op_id(family: str, name: str) -> int:
     op_id = _OP_IDS[family].get(name)  # filled by lib(), which every wrapper calls first
     if op_id is None:
@@ -465,31 +448,31 @@ def _op_id(family: str, name: str) -> int:
 
 def map_(op: str, out: Any, inp: Any, scalar: float = 0.0) -> None:
     """out = op(inp, scalar), elementwise (mt_map)."""
-    status = lib().mt_map(_op_id("map", op), _desc(out), _desc(inp), float(scalar))
+    status = lib().mt_map(_op_id("map", op), out.descriptor(), inp.descriptor(), float(scalar))
     if status != MT_OK:
         check(status, f"mt_map({op})")
 
 
 def fill(out: Any, value: float) -> None:
     """out = value everywhere (mt_fill)."""
-    check(lib().mt_fill(_desc(out), float(value)), "mt_fill")
+    check(lib().mt_fill(out.descriptor(), float(value)), "mt_fill")
 
 
 def zip_(op: str, out: Any, a: Any, b: Any) -> None:
     """out = op(a, b) with broadcasting (mt_zip)."""
-    status = lib().mt_zip(_op_id("zip", op), _desc(out), _desc(a), _desc(b))
+    status = lib().mt_zip(_op_id("zip", op), out.descriptor(), a.descriptor(), b.descriptor())
     if status != MT_OK:
         check(status, f"mt_zip({op})")
 
 
 def reduce_(op: str, out: Any, inp: Any, dim: int) -> None:
     """Reduces inp along dim into out (keepdim shape) (mt_reduce)."""
-    check(lib().mt_reduce(_op_id("reduce", op), _desc(out), _desc(inp), dim), f"mt_reduce({op})")
+    check(lib().mt_reduce(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim), f"mt_reduce({op})")
 
 
 def reduce_all(op: str, out: Any, inp: Any) -> None:
     """Reduces every element of inp into the one element of out (mt_reduce_all)."""
-    check(lib().mt_reduce_all(_op_id("reduce", op), _desc(out), _desc(inp)), f"mt_reduce_all({op})")
+    check(lib().mt_reduce_all(_op_id("reduce", op), out.descriptor(), inp.descriptor()), f"mt_reduce_all({op})")
 
 
 def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) -> None:
@@ -500,7 +483,7 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
     library choose from the shape.
     """
     check(
-        lib().mt_matmul_with_config(_desc(out), _desc(a), _desc(b), _op_id("matmul", algo), config),
+        lib().mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
         "mt_matmul",
     )
 
@@ -521,29 +504,29 @@ def matmul_config_name(config: int) -> str:
 def reduce_variant(op: str, out: Any, inp: Any, dim: int, algo: str) -> None:
     """mt_reduce with a chosen rung of the reduction ladder (mt_reduce_variant)."""
     check(
-        lib().mt_reduce_variant(_op_id("reduce", op), _desc(out), _desc(inp), dim, _op_id("reduce_algo", algo)),
+        lib().mt_reduce_variant(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim, _op_id("reduce_algo", algo)),
         f"mt_reduce_variant({op}, {algo})",
     )
 
 
 def copy_variant(out: Any, inp: Any, algo: str) -> None:
     """out = inp with a chosen rung of the transpose ladder (mt_copy_variant)."""
-    check(lib().mt_copy_variant(_desc(out), _desc(inp), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")
+    check(lib().mt_copy_variant(out.descriptor(), inp.descriptor(), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")
 
 
 def softmax(out: Any, inp: Any, dim: int, log: bool) -> None:
     """out = (log_)softmax(inp) along dim (mt_softmax)."""
-    check(lib().mt_softmax(_desc(out), _desc(inp), dim, 1 if log else 0), "mt_softmax")
+    check(lib().mt_softmax(out.descriptor(), inp.descriptor(), dim, 1 if log else 0), "mt_softmax")
 
 
 def gather(out: Any, inp: Any, index: Any, dim: int) -> None:
     """out = inp gathered along dim at index (mt_gather)."""
-    check(lib().mt_gather(_desc(out), _desc(inp), _desc(index), dim), "mt_gather")
+    check(lib().mt_gather(out.descriptor(), inp.descriptor(), index.descriptor(), dim), "mt_gather")
 
 
 def scatter_add(out: Any, index: Any, src: Any, dim: int) -> None:
     """out[..index..] += src along dim, in place (mt_scatter_add)."""
-    check(lib().mt_scatter_add(_desc(out), _desc(index), _desc(src), dim), "mt_scatter_add")
+    check(lib().mt_scatter_add(out.descriptor(), index.descriptor(), src.descriptor(), dim), "mt_scatter_add")
 
 
 # ---- device placement (minitensor.distributed: one process per GPU) -----------

@@ -237,7 +237,7 @@ def test_load_time_check_rejects_a_library_without_an_op_the_package_calls(
 
 def test_failed_status_raises_with_the_library_message() -> None:
     x = mt.zeros(3)
-    desc = _lib._desc(x)
+    desc = x.descriptor()
     status = _lib.lib().mt_map(len(_lib.op_names("map")) + 5, desc, desc, 0.0)
     assert status != _lib.MT_OK
     with pytest.raises(mt.MinitensorError) as info:
