@@ -19,7 +19,7 @@ call, and kept in the Array's own ``_desc`` slot.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
