@@ -105,6 +105,28 @@ def test_no_module_imports_from_a_layer_above(path: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
+# The autograd record and the Tensor API start at the autograd engine: below it
+# (binding, array, ops) no module may name Tensor or Variable, nor read or
+# write these attributes, even without importing anything (duck typing).
+AUTOGRAD_NAMES = {"Tensor", "Variable"}
+AUTOGRAD_ATTRIBUTES = {"requires_grad", "grad", "grad_fn", "_wrap", "new_empty", "_alias", "_new_like"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in MODULES if layer_of(module_name(p)) < layer_of("minitensor.autograd.engine")],
+    ids=lambda p: str(p.relative_to(PACKAGE.parent)),
+)
+def test_the_layers_below_autograd_know_nothing_of_it(path: Path) -> None:
+    used = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in AUTOGRAD_ATTRIBUTES:
+            used.append(f".{node.attr} at line {node.lineno}")
+        elif isinstance(node, ast.Name) and node.id in AUTOGRAD_NAMES:
+            used.append(f"{node.id} at line {node.lineno}")
+    assert not used, f"{module_name(path)} uses " + ", ".join(used)
+
+
 def test_the_check_sees_upward_imports_also_inside_functions() -> None:
     source = "from . import _lib\n\ndef f():\n    from .tensor import Tensor\n    return Tensor\n"
     problems = upward_imports(source, "minitensor.ops", False)

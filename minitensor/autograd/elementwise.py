@@ -12,7 +12,7 @@ from typing import Any
 from .. import ops
 from .._array import Array
 from .engine import Function
-from .helpers import numbers, scalar_like, unbroadcast, zeros
+from .helpers import scalar_like, scalars_of, unbroadcast, zeros
 
 
 # ---- elementwise arithmetic (a, b: tensors or Python numbers) ------------------------------
@@ -48,7 +48,7 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)))
-        ctx.scalars = numbers(a, b)
+        ctx.scalars = scalars_of(a, b)
         return ops.mul(a, b)
 
     @staticmethod
@@ -64,7 +64,7 @@ class Div(Function):
     def forward(ctx, a, b):
         out = ops.div(a, b)
         ctx.save_for_backward(b if ops.is_array(b) else None, out)
-        ctx.scalars = numbers(a, b)
+        ctx.scalars = scalars_of(a, b)
         ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
         return out
 
@@ -86,7 +86,7 @@ class Pow(Function):
     def forward(ctx, a, b):
         out = ops.pow(a, b)
         ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)), out)
-        ctx.scalars = numbers(a, b)
+        ctx.scalars = scalars_of(a, b)
         return out
 
     @staticmethod
@@ -114,7 +114,7 @@ class Maximum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)))
-        ctx.scalars = numbers(a, b)
+        ctx.scalars = scalars_of(a, b)
         return ops.maximum(a, b)
 
     @staticmethod
@@ -128,7 +128,7 @@ class Minimum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)))
-        ctx.scalars = numbers(a, b)
+        ctx.scalars = scalars_of(a, b)
         return ops.minimum(a, b)
 
     @staticmethod

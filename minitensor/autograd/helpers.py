@@ -47,7 +47,7 @@ def zeros(shape: Sequence[int], like: Array) -> Array:
     return ops.fill_(empty(tuple(shape), like.dtype), 0.0)
 
 
-def numbers(*args: Any) -> tuple[Any, ...]:
+def scalars_of(*args: Any) -> tuple[Any, ...]:
     """The Python numbers among args, None in place of the tensors (those are saved
     with save_for_backward): rules with an operand that may be either keep both."""
     return tuple(None if ops.is_array(x) else x for x in args)
