@@ -13,14 +13,21 @@ differs. The engine is src/*.cu, built twice by `make`: for the GPU
 library is built; the backend is chosen and initialised on first use
 (MINITENSOR_BACKEND=cuda|emulator forces one).
 
-Layers, each calling only the ones below it:
+Layers, each importing only the ones below it (tests/test_layers.py checks
+this; docs/architecture.md draws them):
 
-    nn/, optim.py  layers, losses and optimizers
-    tensor.py    the Tensor class, creation functions, torch-style functions
-    autograd.py  Function, the graph and backward(); the gradient rules
-    ops.py       raw ops over tensors: checks, output allocation, kernel calls
-    _storage.py  device memory owned by a Storage, freed with the last tensor
-    _lib.py      the only ctypes module: loading, signatures, error mapping
+    distributed/   data-parallel training over MPI / NCCL
+    nn/, optim.py  layers, losses and optimizers (kernels.py: the kernel ladders)
+    tensor.py      the Tensor class; _creation.py (zeros, randn, ...),
+                   _functions.py (mt.exp, mt.cat, ...)
+    autograd/      engine.py: Function, the graph, backward(), no_grad;
+                   the gradient rules (elementwise, reductions, shaping)
+    ops.py         raw ops over Arrays: checks, output allocation, kernel calls
+                   (autotune.py: the matmul tile configuration)
+    _array.py      Array: storage, shape, strides, offset, dtype; views, the
+                   C descriptor; _shape.py (shape arithmetic), _storage.py
+    _lib.py        the only ctypes module: loading, signatures, op tables,
+                   error mapping (_errors.py, _dtype.py)
 """
 
 from . import _lib
@@ -40,37 +47,44 @@ from ._errors import (  # noqa: E402
 )
 from .tensor import (  # noqa: E402
     Tensor,
-    abs,
+    is_tensor,
+)
+from ._creation import (  # noqa: E402
     arange,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from ._functions import (  # noqa: E402
+    abs,
     argmax,
     argmin,
     cat,
-    empty,
-    empty_like,
     exp,
     flatten,
-    full,
-    full_like,
     gather,
-    is_tensor,
     log,
     log_softmax,
     logsumexp,
-    manual_seed,
     matmul,
     max,
     maximum,
     mean,
     min,
     minimum,
-    ones,
-    ones_like,
     permute,
     prod,
-    rand,
-    rand_like,
-    randn,
-    randn_like,
     relu,
     reshape,
     sigmoid,
@@ -80,17 +94,14 @@ from .tensor import (  # noqa: E402
     stack,
     sum,
     tanh,
-    tensor,
     transpose,
     unsqueeze,
     where,
-    zeros,
-    zeros_like,
 )
 
 from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 
-from . import autograd, kernels, nn, optim  # noqa: E402  (after Tensor: they build on it)
+from . import autograd, kernels, nn, ops, optim  # noqa: E402  (after Tensor: they build on it)
 
 # torch spells the default dtype float and double for float64.
 float = float32  # noqa: A001

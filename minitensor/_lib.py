@@ -12,13 +12,14 @@ This is the only module that touches ctypes. It
   emulator build;
 - declares argtypes and restype for every function of the header
   (``SIGNATURES``; tests/test_binding.py checks them against the header);
-- checks the ABI version, the maximum rank and every op-id table against
-  the tables below when it loads the library, and raises on a mismatch;
+- checks the ABI version and the maximum rank when it loads the library,
+  reads the op-id tables from it (``mt_op_name``; ``op_names(family)``) and
+  checks that every op the package calls is there (``REQUIRED_OPS``);
 - turns a failed mt_status into an exception carrying ``mt_last_error()``.
 
-The wrappers at the bottom take tensors (anything with ``_storage``,
-``_offset``, ``dtype``, ``shape`` and ``strides``) and op names, build the
-``mt_tensor`` descriptor and call the engine. They validate nothing
+The wrappers at the bottom take arrays (minitensor/_array.py; a Tensor is
+one) and op names; each array hands over its ``mt_tensor`` descriptor
+(``descriptor()``) and the wrapper calls the engine. They validate nothing
 themselves: minitensor/ops.py checks arguments before calling, and the C
 library checks them again.
 """
@@ -75,83 +76,29 @@ STATUS_ERRORS: dict[int, type[MinitensorError]] = {
 MT_FLOAT32 = 0
 MT_FLOAT64 = 1
 
-# Op-id tables: position = the id in the header's enum, value = the name the
-# library reports through mt_op_name(family, id).
-MAP_OPS: tuple[str, ...] = (
-    "copy",
-    "neg",
-    "exp",
-    "log",
-    "relu",
-    "sigmoid",
-    "tanh",
-    "abs",
-    "sqrt",
-    "reciprocal",
-    "sign",
-    "add_scalar",
-    "mul_scalar",
-    "pow_scalar",
-    "rpow_scalar",
-    "fill",
-)
-ZIP_OPS: tuple[str, ...] = (
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "maximum",
-    "minimum",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "relu_backward",
-)
-REDUCE_OPS: tuple[str, ...] = (
-    "sum",
-    "prod",
-    "max",
-    "min",
-    "argmax",
-    "argmin",
-)
-# The kernel ladders: mt_matmul_algo, mt_reduce_algo (mt_reduce_variant) and
-# mt_copy_algo (mt_copy_variant), in the order of the header's enums.
-MATMUL_ALGOS: tuple[str, ...] = (
-    "default",
-    "naive",
-    "coalesced",
-    "tiled",
-    "blocktile_1d",
-    "blocktile_2d",
-    "vectorized",
-    "warptile",
-)
-REDUCE_ALGOS: tuple[str, ...] = (
-    "default",
-    "interleaved",
-    "sequential",
-    "first_add",
-    "warp_shuffle",
-    "vectorized",
-)
-COPY_ALGOS: tuple[str, ...] = (
-    "default",
-    "naive",
-    "tiled",
-    "tiled_padded",
-)
-OP_TABLES: dict[str, tuple[str, ...]] = {
-    "map": MAP_OPS,
-    "zip": ZIP_OPS,
-    "reduce": REDUCE_OPS,
-    "matmul": MATMUL_ALGOS,
-    "reduce_algo": REDUCE_ALGOS,
-    "copy_algo": COPY_ALGOS,
+# The op families of the header. mt_op_name(family, id) names each id of
+# the family's enum and returns NULL past the last one: the binding reads the
+# tables from the library when it loads it (see op_names), so the names are
+# written once, in src/. MATMUL, REDUCE_ALGO and COPY_ALGO are the kernel
+# ladders (mt_matmul_algo, mt_reduce_algo, mt_copy_algo).
+OP_FAMILIES: tuple[str, ...] = ("map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo")
+
+# The op names that minitensor's Python layers call. The library must have
+# each (checked at load, with an error naming what is missing); it may have
+# more (a new rung of a ladder needs no change here).
+REQUIRED_OPS: dict[str, tuple[str, ...]] = {
+    "map": (
+        "copy", "neg", "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt",
+        "reciprocal", "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar",
+    ),
+    "zip": (
+        "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+        "eq", "ne", "lt", "le", "gt", "ge", "relu_backward",
+    ),
+    "reduce": ("sum", "prod", "max", "min", "argmax", "argmin"),
+    "matmul": ("default",),
+    "reduce_algo": ("default",),
+    "copy_algo": ("default",),
 }
 
 
@@ -234,52 +181,74 @@ def check_built() -> None:
         )
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    """Sets argtypes and restype of every function in SIGNATURES."""
-    for name, (restype, argtypes) in SIGNATURES.items():
+def load_library(path: Path, signatures: dict[str, tuple[Any, list[Any]]], who: str,
+                 mode: int = ctypes.DEFAULT_MODE) -> ctypes.CDLL:
+    """dlopens path and sets argtypes and restype of every function in signatures.
+
+    who names the package part in the ImportError raised when the file cannot
+    be loaded or lacks a function (minitensor/distributed loads its own
+    library through this too).
+    """
+    try:
+        lib = ctypes.CDLL(str(path), mode=mode)
+    except OSError as e:
+        raise ImportError(f"{who}: cannot load {path}: {e}") from None
+    for name, (restype, argtypes) in signatures.items():
         try:
             fn = getattr(lib, name)
         except AttributeError:
-            raise ImportError(f"minitensor: {lib._name} does not export {name}") from None
+            raise ImportError(f"{who}: {path} does not export {name}") from None
         fn.restype = restype
         fn.argtypes = argtypes
+    return lib
+
+
+def check_abi(who: str, path: Any, found: int, expected: int, rebuild: str) -> None:
+    """ImportError when a library's ABI version is not the one this package was written against."""
+    if found != expected:
+        raise ImportError(
+            f"{who}: {path} has ABI version {found}, but the Python package expects "
+            f"{expected}; rebuild with `{rebuild}` or update the package"
+        )
+
+
+def read_names(name_of: Any, count: Optional[int] = None) -> tuple[str, ...]:
+    """The names name_of(0), name_of(1), ... up to count, or up to the first NULL."""
+    names: list[str] = []
+    while count is None or len(names) < count:
+        raw = name_of(len(names))
+        if raw is None:
+            break
+        names.append(raw.decode())
+    return tuple(names)
+
+
+def _read_op_tables(lib: ctypes.CDLL) -> dict[str, tuple[str, ...]]:
+    """family -> the op names of the library, in id order (position = id)."""
+    return {family: read_names(lambda i, f=family.encode(): lib.mt_op_name(f, i)) for family in OP_FAMILIES}
 
 
 def _verify(lib: ctypes.CDLL) -> None:
-    """Checks the library's ABI version, max rank and op tables against ours."""
+    """Checks the library's ABI version and max rank, and that it has every op
+    the package calls (REQUIRED_OPS)."""
     path = lib._name
-    version = lib.mt_abi_version()
-    if version != ABI_VERSION:
-        raise ImportError(
-            f"minitensor: {path} has ABI version {version}, but the Python package "
-            f"expects {ABI_VERSION}; rebuild with `make` or update the package"
-        )
+    check_abi("minitensor", path, lib.mt_abi_version(), ABI_VERSION, "make")
     max_dims = lib.mt_max_dims()
     if max_dims != MAX_DIMS:
         raise ImportError(f"minitensor: {path} has MT_MAX_DIMS={max_dims}, expected {MAX_DIMS}")
-    for family, names in OP_TABLES.items():
-        count = lib.mt_op_count(family.encode())
-        if count != len(names):
+    tables = _read_op_tables(lib)
+    for family, names in REQUIRED_OPS.items():
+        missing = [name for name in names if name not in tables[family]]
+        if missing:
             raise ImportError(
-                f"minitensor: {path} has {count} {family} ops, the package expects {len(names)}"
+                f"minitensor: {path} has no {family} op {missing[0]!r} (its {family} ops are "
+                f"{', '.join(tables[family]) or 'none'}); rebuild with `make` or update the package"
             )
-        for op_id, expected in enumerate(names):
-            raw = lib.mt_op_name(family.encode(), op_id)
-            got = raw.decode() if raw is not None else None
-            if got != expected:
-                raise ImportError(
-                    f"minitensor: {family} op id {op_id} is {got!r} in {path}, "
-                    f"but the package expects {expected!r}"
-                )
 
 
 def _open(path: Path) -> ctypes.CDLL:
-    """dlopens one library, declares its functions and verifies its tables."""
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as e:
-        raise ImportError(f"minitensor: cannot load {path}: {e}") from None
-    _declare(lib)
+    """dlopens one library, declares its functions and verifies it."""
+    lib = load_library(path, SIGNATURES, "minitensor")
     _verify(lib)
     return lib
 
@@ -344,11 +313,18 @@ def _init_emulator() -> ctypes.CDLL:
     return lib
 
 
+# family -> {op name: op id}, read from the library when it is loaded.
+_OP_IDS: dict[str, dict[str, int]] = {}
+
+
 def lib() -> ctypes.CDLL:
     """The loaded, initialised engine library (chosen on the first call)."""
     global _LIB
     if _LIB is None:
-        _LIB = _choose()
+        chosen = _choose()
+        for family, names in _read_op_tables(chosen).items():
+            _OP_IDS[family] = {name: op_id for op_id, name in enumerate(names)}
+        _LIB = chosen
     return _LIB
 
 
@@ -357,14 +333,47 @@ def is_loaded() -> bool:
     return _LIB is not None
 
 
+def raise_status(status: int, func: str, last_error: Optional[bytes],
+                 errors: dict[int, type[MinitensorError]] = STATUS_ERRORS,
+                 default: type[MinitensorError] = MinitensorError) -> None:
+    """Raises the exception that errors maps a failed status to, carrying the
+    library's last error message (which already names the C function and the
+    argument)."""
+    message = (last_error or b"").decode(errors="replace") or f"{func} failed (no message)"
+    raise errors.get(status, default)(message)
+
+
 def check(status: int, func: str) -> None:
     """Raises the exception for a failed status, with the library's message."""
-    if status == MT_OK:
-        return
-    # The library's message already names the C function and the argument.
-    message = lib().mt_last_error().decode(errors="replace") or f"{func} failed (no message)"
-    error = STATUS_ERRORS.get(status, MinitensorError)
-    raise error(message)
+    if status != MT_OK:
+        raise_status(status, func, lib().mt_last_error())
+
+
+def op_names(family: str) -> tuple[str, ...]:
+    """The op names of one family ("map", "zip", "reduce", "matmul", "reduce_algo",
+    "copy_algo"), in id order, as the loaded library reports them."""
+    lib()
+    if family not in _OP_IDS:
+        raise ValueError(f"unknown op family {family!r}; one of {', '.join(OP_FAMILIES)}")
+    return tuple(_OP_IDS[family])
+
+
+# The tables under the names the package used before they were read from the
+# library (_lib.MATMUL_ALGOS, ...): computed on access (PEP 562).
+_TABLE_NAMES = {
+    "MAP_OPS": "map",
+    "ZIP_OPS": "zip",
+    "REDUCE_OPS": "reduce",
+    "MATMUL_ALGOS": "matmul",
+    "REDUCE_ALGOS": "reduce_algo",
+    "COPY_ALGOS": "copy_algo",
+}
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    if name in _TABLE_NAMES:
+        return op_names(_TABLE_NAMES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- library information ---------------------------------------------------
@@ -430,31 +439,8 @@ def memcpy_d2d(dst: int, src: int, nbytes: int) -> None:
 # ---- kernels ------------------------------------------------------------------
 
 
-def _desc(t: Any) -> MtTensor:
-    """The mt_tensor descriptor of a Tensor (its storage, offset, shape, strides).
-
-    A tensor is an immutable view (its storage, offset, shape, strides and
-    dtype never change after it is made; in-place ops write into the storage
-    but keep the view), so the descriptor is built once and kept on the
-    tensor as ``_mt_desc``. ctypes copies it into each call (it is passed by
-    value), so sharing it between calls is safe.
-    """
-    d = getattr(t, "_mt_desc", None)
-    if d is None:
-        shape = t.shape
-        d = MtTensor(t._storage.ptr, t._offset, t.dtype.code, len(shape), shape, t.strides)
-        t._mt_desc = d
-    return d
-
-
-# family -> {op name: op id}, built once from OP_TABLES.
-_OP_IDS: dict[str, dict[str, int]] = {
-    family: {name: op_id for op_id, name in enumerate(names)} for family, names in OP_TABLES.items()
-}
-
-
 def _op_id(family: str, name: str) -> int:
-    op_id = _OP_IDS[family].get(name)
+    op_id = _OP_IDS[family].get(name)  # filled by lib(), which every wrapper calls first
     if op_id is None:
         raise ValueError(f"unknown {family} op {name!r}")
     return op_id
@@ -462,31 +448,31 @@ def _op_id(family: str, name: str) -> int:
 
 def map_(op: str, out: Any, inp: Any, scalar: float = 0.0) -> None:
     """out = op(inp, scalar), elementwise (mt_map)."""
-    status = lib().mt_map(_op_id("map", op), _desc(out), _desc(inp), float(scalar))
+    status = lib().mt_map(_op_id("map", op), out.descriptor(), inp.descriptor(), float(scalar))
     if status != MT_OK:
         check(status, f"mt_map({op})")
 
 
 def fill(out: Any, value: float) -> None:
     """out = value everywhere (mt_fill)."""
-    check(lib().mt_fill(_desc(out), float(value)), "mt_fill")
+    check(lib().mt_fill(out.descriptor(), float(value)), "mt_fill")
 
 
 def zip_(op: str, out: Any, a: Any, b: Any) -> None:
     """out = op(a, b) with broadcasting (mt_zip)."""
-    status = lib().mt_zip(_op_id("zip", op), _desc(out), _desc(a), _desc(b))
+    status = lib().mt_zip(_op_id("zip", op), out.descriptor(), a.descriptor(), b.descriptor())
     if status != MT_OK:
         check(status, f"mt_zip({op})")
 
 
 def reduce_(op: str, out: Any, inp: Any, dim: int) -> None:
     """Reduces inp along dim into out (keepdim shape) (mt_reduce)."""
-    check(lib().mt_reduce(_op_id("reduce", op), _desc(out), _desc(inp), dim), f"mt_reduce({op})")
+    check(lib().mt_reduce(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim), f"mt_reduce({op})")
 
 
 def reduce_all(op: str, out: Any, inp: Any) -> None:
     """Reduces every element of inp into the one element of out (mt_reduce_all)."""
-    check(lib().mt_reduce_all(_op_id("reduce", op), _desc(out), _desc(inp)), f"mt_reduce_all({op})")
+    check(lib().mt_reduce_all(_op_id("reduce", op), out.descriptor(), inp.descriptor()), f"mt_reduce_all({op})")
 
 
 def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) -> None:
@@ -497,7 +483,7 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
     library choose from the shape.
     """
     check(
-        lib().mt_matmul_with_config(_desc(out), _desc(a), _desc(b), _op_id("matmul", algo), config),
+        lib().mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
         "mt_matmul",
     )
 
@@ -518,29 +504,29 @@ def matmul_config_name(config: int) -> str:
 def reduce_variant(op: str, out: Any, inp: Any, dim: int, algo: str) -> None:
     """mt_reduce with a chosen rung of the reduction ladder (mt_reduce_variant)."""
     check(
-        lib().mt_reduce_variant(_op_id("reduce", op), _desc(out), _desc(inp), dim, _op_id("reduce_algo", algo)),
+        lib().mt_reduce_variant(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim, _op_id("reduce_algo", algo)),
         f"mt_reduce_variant({op}, {algo})",
     )
 
 
 def copy_variant(out: Any, inp: Any, algo: str) -> None:
     """out = inp with a chosen rung of the transpose ladder (mt_copy_variant)."""
-    check(lib().mt_copy_variant(_desc(out), _desc(inp), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")
+    check(lib().mt_copy_variant(out.descriptor(), inp.descriptor(), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")
 
 
 def softmax(out: Any, inp: Any, dim: int, log: bool) -> None:
     """out = (log_)softmax(inp) along dim (mt_softmax)."""
-    check(lib().mt_softmax(_desc(out), _desc(inp), dim, 1 if log else 0), "mt_softmax")
+    check(lib().mt_softmax(out.descriptor(), inp.descriptor(), dim, 1 if log else 0), "mt_softmax")
 
 
 def gather(out: Any, inp: Any, index: Any, dim: int) -> None:
     """out = inp gathered along dim at index (mt_gather)."""
-    check(lib().mt_gather(_desc(out), _desc(inp), _desc(index), dim), "mt_gather")
+    check(lib().mt_gather(out.descriptor(), inp.descriptor(), index.descriptor(), dim), "mt_gather")
 
 
 def scatter_add(out: Any, index: Any, src: Any, dim: int) -> None:
     """out[..index..] += src along dim, in place (mt_scatter_add)."""
-    check(lib().mt_scatter_add(_desc(out), _desc(index), _desc(src), dim), "mt_scatter_add")
+    check(lib().mt_scatter_add(out.descriptor(), index.descriptor(), src.descriptor(), dim), "mt_scatter_add")
 
 
 # ---- device placement (minitensor.distributed: one process per GPU) -----------

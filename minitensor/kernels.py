@@ -38,9 +38,10 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Union
 
 from . import _lib, autotune, ops
-from ._dtype import DType, promote
-from ._errors import DimError, DTypeError, ShapeError
-from .tensor import Tensor, empty
+from ._creation import empty
+from ._dtype import DType
+from ._errors import DimError
+from .tensor import Tensor
 
 __all__ = [
     "LADDERS",
@@ -69,7 +70,7 @@ def _table(family: str) -> tuple[str, ...]:
 
     The only place in this module that reads the binding's name tables.
     """
-    return tuple(_lib.OP_TABLES[family])
+    return _lib.op_names(family)
 
 
 # ---- what there is ---------------------------------------------------------------
@@ -140,11 +141,7 @@ def _check_out(out: Any, shape: tuple[int, ...], dtype: Optional[DType], func: s
     """out must be a Tensor of the result's shape (and dtype, unless None)
     that can be written (no expanded dims)."""
     _check_tensor(out, func, "out")
-    if out.shape != shape:
-        raise ShapeError(f"{func}: out has shape {out.shape}, but the result has shape {shape}")
-    if dtype is not None and out.dtype is not dtype:
-        raise DTypeError(f"{func}: out has dtype {out.dtype.name}, but the result has dtype {dtype.name}")
-    ops.check_writable(out, func)
+    ops.check_out(out, shape, dtype, func)
 
 
 # ---- the ladders ---------------------------------------------------------------------
@@ -180,51 +177,11 @@ def matmul(
     _check_tensor(a, func, "a")
     _check_tensor(b, func, "b")
     _check_algo(algo, "matmul", func)
-    if config is not None:
-        config = _config_index(config, algo, func)
-    if out is None and config is None:
-        return ops.matmul(a, b, algo)  # checks the shapes; autotuned for "default"
-    if a.ndim == 0 or b.ndim == 0:
-        raise ShapeError(f"{func}: both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}")
-    dtype = promote(a.dtype, b.dtype)
-    a2 = ops.cast(a, dtype)
-    b2 = ops.cast(b, dtype)
-    if a.ndim == 1:
-        a2 = ops.unsqueeze(a2, 0)
-    if b.ndim == 1:
-        b2 = ops.unsqueeze(b2, 1)
-    m, k = a2.shape[-2:]
-    k2, n = b2.shape[-2:]
-    if k != k2:
-        raise ShapeError(f"{func}: shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})")
-    try:
-        batch = ops.broadcast_shapes(a2.shape[:-2], b2.shape[:-2], func)
-    except ShapeError:
-        raise ShapeError(
-            f"{func}: the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
-        ) from None
-    ops.check_new_shape(batch + (m, n), func)
-    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+    index = -1 if config is None else _config_index(config, algo, func)
     if out is None:
-        out = empty(*shape, dtype=dtype)
-    else:
-        _check_out(out, shape, dtype, func)
-    if out.numel() == 0:
-        return out
-    if k == 0:
-        ops.fill_(out, 0.0)
-        return out
-    target = out  # out with the (M, N) dims a 1-D operand dropped
-    if a.ndim == 1:
-        target = ops.unsqueeze(target, -1 if b.ndim == 1 else -2)
-    if b.ndim == 1:
-        target = ops.unsqueeze(target, -1)
-    a2 = ops.expand(a2, batch + (m, k))
-    b2 = ops.expand(b2, batch + (k, n))
-    if config is None:
-        config = autotune.matmul_config(target, a2, b2) if algo == "default" else -1
-    _lib.matmul(target, a2, b2, algo, config)
-    return out
+        return Tensor._from_array(ops.matmul(a, b, algo, index))
+    _check_tensor(out, func, "out")
+    return ops.matmul(a, b, algo, index, out=out)
 
 
 def _config_index(config: Any, algo: str, func: str) -> int:
@@ -355,7 +312,7 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor
     func = "kernels.log_softmax()" if log else "kernels.softmax()"
     _check_tensor(x, func, "x")
     if out is None:
-        return ops.softmax(x, dim, bool(log))
+        return Tensor._from_array(ops.softmax(x, dim, bool(log)))
     d = ops.normalize_dim(dim, x.ndim, func)
     _check_out(out, x.shape, x.dtype, func)
     if out.numel() > 0:
@@ -383,7 +340,7 @@ def add(a: Tensor, b: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
     _check_tensor(a, func, "a")
     _check_tensor(b, func, "b")
     if out is None:
-        return ops.add(a, b)
+        return Tensor._from_array(ops.add(a, b))
     if not (a.shape == b.shape == out.shape and a.dtype is b.dtype is out.dtype):
         a, b = ops._promote_pair(a, b, func)
         _check_out(out, ops.broadcast_shapes(a.shape, b.shape, func), a.dtype, func)

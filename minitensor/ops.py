@@ -1,11 +1,12 @@
-"""ops: the raw tensor operations of minitensor, without autograd.
+"""ops: the raw tensor operations of minitensor, on Arrays, without autograd.
 
-Every function here takes Tensors (and Python numbers where noted), checks
-its arguments, allocates its output and calls one or more engine kernels
-through minitensor/_lib.py. Nothing here records gradients: the Tensor
-methods in minitensor/tensor.py call these functions, and autograd
-(minitensor/autograd.py) wraps them in Function classes whose forward and
-backward call them too.
+Every function here takes Arrays (minitensor/_array.py; a Tensor is an
+Array, so Tensors are accepted) and Python numbers where noted, checks its
+arguments, allocates its output Array and calls one or more engine kernels
+through minitensor/_lib.py. It returns Arrays: it knows nothing of Tensor or
+of gradients. The gradient rules (minitensor/autograd/) call these functions
+in their forward and backward, and the Tensor layer (minitensor/tensor.py)
+wraps the Arrays they return as Tensors.
 
 Argument checks happen here, before any kernel runs, so a bad call raises a
 Python exception naming the offending shapes or dim and never leaves an
@@ -21,7 +22,8 @@ Conventions, as in torch and NumPy:
   first); a Python number takes the dtype of the tensor it meets.
 
 Views (view, permute, expand, indexing, ...) are computed here too: they
-only change shape, strides and offset, and share the storage.
+only change shape, strides and offset (with the rules of _shape.py), and
+share the storage.
 
 Ops never hand a tensor with no elements to the engine: such outputs need
 no kernel, and an empty input is handled in Python (e.g. the sum over a dim
@@ -32,17 +34,36 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
-
-import numpy as np
+from typing import Any, Sequence, Union
 
 from . import _lib, autotune
+from ._array import Array, alias, empty, empty_like, shares_storage
+from ._array import to_numpy  # noqa: F401 - part of the ops API (an Array as a NumPy copy)
+from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permute, ...)
+    as_strided,
+    expand,
+    index,
+    narrow,
+    permute,
+    squeeze,
+    transpose,
+    unsqueeze,
+    view,
+)
 from ._dtype import DType, promote, to_dtype
-from ._errors import DimError, MinitensorError, ShapeError
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
+from ._errors import DimError, DTypeError, MinitensorError, ShapeError
+from ._shape import (
+    as_shape,
+    broadcast_shapes,
+    check_new_shape,
+    contiguous_strides,
+    infer_shape,
+    keepdim_shape,
+    normalize_dim,
+    numel,
+    reduce_dims,
+    view_strides,
+)
 
 Scalar = Union[int, float]
 Shape = tuple[int, ...]
@@ -50,109 +71,17 @@ Shape = tuple[int, ...]
 # ---- small helpers -----------------------------------------------------------
 
 
-# The Tensor class. tensor.py imports this module, so it cannot be imported
-# here; tensor.py hands it over with register_tensor_class once it is defined.
-_tensor_class: Optional[type] = None
-
-
-def register_tensor_class(cls: type) -> None:
-    """Tells is_tensor the Tensor class (called once by minitensor/tensor.py)."""
-    global _tensor_class
-    _tensor_class = cls
-
-
-def is_tensor(x: Any) -> bool:
-    """Whether x is a minitensor Tensor (duck-typed to avoid an import cycle).
-
-    The isinstance check is the fast answer for real tensors; the hasattr
-    checks keep the duck-typed answer for anything else.
-    """
-    if _tensor_class is not None and isinstance(x, _tensor_class):
-        return True
-    return hasattr(x, "_storage") and hasattr(x, "new_empty")
+def is_array(x: Any) -> bool:
+    """Whether x is an Array (a Tensor is one): what the ops compute on."""
+    return isinstance(x, Array)
 
 
 def is_scalar(x: Any) -> bool:
     """Whether x is a Python or NumPy real number (bool included, as in torch)."""
-    return isinstance(x, numbers.Real) and not is_tensor(x)
+    return isinstance(x, numbers.Real)
 
 
-def numel_of(shape: Sequence[int]) -> int:
-    """Number of elements of a shape (1 for the 0-d shape ())."""
-    n = 1
-    for size in shape:
-        n *= size
-    return n
-
-
-def contiguous_strides(shape: Sequence[int]) -> Shape:
-    """Row-major strides, in elements, of a tensor of this shape."""
-    strides = [0] * len(shape)
-    step = 1
-    for d in range(len(shape) - 1, -1, -1):
-        strides[d] = step
-        step *= max(shape[d], 1)
-    return tuple(strides)
-
-
-def normalize_dim(dim: Any, ndim: int, func: str, extra: int = 0) -> int:
-    """dim in [-n, n) -> [0, n) with n = ndim + extra (extra=1 where a dim is
-    inserted, as in unsqueeze); a 0-d tensor accepts 0 and -1, as in torch."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"{func}: dim must be an int, got {type(dim).__name__}")
-    dim = int(dim)
-    rank = max(ndim + extra, 1)
-    if not -rank <= dim < rank:
-        raise DimError(
-            f"{func}: dim {dim} is out of range for a tensor of rank {ndim} "
-            f"(expected a dim in [{-rank}, {rank - 1}])"
-        )
-    return dim % rank
-
-
-def as_shape(shape: Any, func: str) -> Shape:
-    """A tuple of ints from a shape given as a tuple, a list or varargs."""
-    if isinstance(shape, (tuple, list)) and len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
-        shape = (shape,)
-    if not isinstance(shape, (tuple, list)):
-        raise TypeError(f"{func}: a shape must be ints or a tuple of ints, got {type(shape).__name__}")
-    result = []
-    for size in shape:
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
-            raise TypeError(f"{func}: a shape must contain ints, got {tuple(shape)!r}")
-        result.append(int(size))
-    return tuple(result)
-
-
-def check_new_shape(shape: Shape, func: str) -> None:
-    """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims."""
-    if any(size < 0 for size in shape):
-        raise ShapeError(f"{func}: negative dimension in shape {shape}")
-    if len(shape) > _lib.MAX_DIMS:
-        raise ShapeError(
-            f"{func}: shape {shape} has {len(shape)} dims; minitensor supports at most {_lib.MAX_DIMS}"
-        )
-
-
-def broadcast_shapes(a: Shape, b: Shape, func: str) -> Shape:
-    """The NumPy broadcast of two shapes; ShapeError naming both if they do not."""
-    ndim = max(len(a), len(b))
-    pa = (1,) * (ndim - len(a)) + tuple(a)
-    pb = (1,) * (ndim - len(b)) + tuple(b)
-    out = []
-    for x, y in zip(pa, pb):
-        if x == y or y == 1:
-            out.append(x)
-        elif x == 1:
-            out.append(y)
-        else:
-            raise ShapeError(f"{func}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast together")
-    return tuple(out)
-
-
-def check_writable(out: Tensor, func: str) -> None:
+def check_writable(out: Array, func: str) -> None:
     """An output must not have several elements at one address (an expanded view)."""
     for size, stride in zip(out.shape, out.strides):
         if size > 1 and stride == 0:
@@ -163,209 +92,60 @@ def check_writable(out: Tensor, func: str) -> None:
             )
 
 
-def _require_tensor(x: Any, func: str, name: str = "input") -> None:
-    if not is_tensor(x):
+def check_out(out: Any, shape: tuple[int, ...], dtype: Any, func: str) -> None:
+    """out must be an Array of the result's shape (and dtype, unless None)
+    that can be written (no expanded dims)."""
+    _require_array(out, func, "out")
+    if out.shape != shape:
+        raise ShapeError(f"{func}: out has shape {out.shape}, but the result has shape {shape}")
+    if dtype is not None and out.dtype is not dtype:
+        raise DTypeError(f"{func}: out has dtype {out.dtype.name}, but the result has dtype {dtype.name}")
+    check_writable(out, func)
+
+
+def _require_array(x: Any, func: str, name: str = "input") -> None:
+    if not is_array(x):
         raise TypeError(f"{func}: {name} must be a Tensor, got {type(x).__name__}")
 
 
-def _scalar_tensor(value: Scalar, dtype: DType, like: Tensor) -> Tensor:
+def _scalar_tensor(value: Scalar, dtype: DType, like: Array) -> Array:
     """A new 0-d tensor holding value."""
-    out = like.new_empty((), dtype=dtype)
+    out = empty((), dtype)
     _lib.fill(out, float(value))
     return out
 
 
-def _promote_pair(a: Any, b: Any, func: str) -> tuple[Tensor, Tensor]:
+def _promote_pair(a: Any, b: Any, func: str) -> tuple[Array, Array]:
     """Two tensors of one dtype from tensors or numbers (at least one tensor)."""
-    if not is_tensor(a) and not is_tensor(b):
+    if not is_array(a) and not is_array(b):
         raise TypeError(f"{func}: expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
     for x in (a, b):
-        if not is_tensor(x) and not is_scalar(x):
+        if not is_array(x) and not is_scalar(x):
             raise TypeError(
                 f"{func}: unsupported operand type {type(x).__name__}; use a Tensor or a "
                 f"Python number (convert arrays with minitensor.tensor(...))"
             )
-    if not is_tensor(a):
+    if not is_array(a):
         a = _scalar_tensor(a, b.dtype, b)
-    if not is_tensor(b):
+    if not is_array(b):
         b = _scalar_tensor(b, a.dtype, a)
     dtype = promote(a.dtype, b.dtype)
     return cast(a, dtype), cast(b, dtype)
 
 
-# ---- views: new shape/strides/offset over the same storage --------------------
+# ---- views (in _views.py) and the two that may copy ---------------------------------
 
 
-def as_strided(x: Tensor, shape: Sequence[int], strides: Sequence[int], offset: Optional[int] = None) -> Tensor:
-    """A view of x's storage with the given shape, strides and storage offset."""
-    shape = tuple(shape)
-    check_new_shape(shape, "as_strided()")
-    return x._alias(shape, tuple(strides), x._offset if offset is None else offset)
-
-
-def _infer_shape(shape: Shape, numel: int, func: str, old_shape: Shape) -> Shape:
-    """Resolves one -1 in shape so that it has numel elements."""
-    if sum(1 for s in shape if s == -1) > 1:
-        raise ShapeError(f"{func}: only one dimension can be inferred (-1), got shape {shape}")
-    if any(s < -1 for s in shape):
-        raise ShapeError(f"{func}: invalid shape {shape}")
-    known = numel_of(s for s in shape if s != -1)
-    if -1 in shape:
-        if known == 0 or numel % known != 0:
-            raise ShapeError(
-                f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({numel} elements)"
-            )
-        shape = tuple(numel // known if s == -1 else s for s in shape)
-    if numel_of(shape) != numel:
-        raise ShapeError(
-            f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({numel} elements)"
-        )
-    check_new_shape(shape, func)
-    return shape
-
-
-def _view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Optional[Shape]:
-    """Strides that show old memory with new_shape without a copy, or None.
-
-    torch's rule (computeStride): the old dims are cut into chunks that are
-    contiguous among themselves; each chunk must be covered exactly by a run
-    of new dims.
-    """
-    if numel_of(old_shape) == 0:
-        return contiguous_strides(new_shape)
-    if len(old_shape) == 0:
-        old_shape, old_strides = (1,), (1,)
-    new_strides = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base_stride = old_strides[-1]
-    tensor_numel = 1
-    view_numel = 1
-    for tensor_d in range(len(old_shape) - 1, -1, -1):
-        tensor_numel *= old_shape[tensor_d]
-        chunk_ends = tensor_d == 0 or (
-            old_shape[tensor_d - 1] != 1 and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
-        )
-        if chunk_ends:
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_strides[view_d] = view_numel * chunk_base_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = old_strides[tensor_d - 1]
-                tensor_numel = 1
-                view_numel = 1
-    if view_d != -1:
-        return None
-    return tuple(new_strides)
-
-
-def view(x: Tensor, shape: Sequence[int]) -> Tensor:
-    """A view with a new shape (one -1 is inferred); error if the strides do not allow it."""
-    shape = _infer_shape(as_shape(shape, "view()"), x.numel(), "view()", x.shape)
-    strides = _view_strides(x.shape, x.strides, shape)
-    if strides is None:
-        raise ShapeError(
-            f"view(): view size {shape} is not compatible with the size {x.shape} and strides "
-            f"{x.strides} of the input (at least one dim spans two contiguous chunks); "
-            f"use .reshape(...) instead"
-        )
-    return x._alias(shape, strides, x._offset)
-
-
-def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
+def reshape(x: Array, shape: Sequence[int]) -> Array:
     """Like view(), but copies (once) when the strides do not allow a view."""
-    shape = _infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
-    strides = _view_strides(x.shape, x.strides, shape)
+    shape = infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
+    strides = view_strides(x.shape, x.strides, shape)
     if strides is None:
         return view(clone(x), shape)
-    return x._alias(shape, strides, x._offset)
+    return alias(x, shape, strides, x.storage_offset())
 
 
-def permute(x: Tensor, dims: Sequence[int]) -> Tensor:
-    """A view with the dims reordered: result dim i is x's dim dims[i]."""
-    dims = as_shape(dims, "permute()")
-    if len(dims) != x.ndim:
-        raise DimError(f"permute(): got {len(dims)} dims {dims} for a tensor of rank {x.ndim}")
-    norm = tuple(normalize_dim(d, x.ndim, "permute()") for d in dims)
-    if len(set(norm)) != len(norm):
-        raise DimError(f"permute(): dims {dims} repeat a dim")
-    return x._alias(
-        tuple(x.shape[d] for d in norm), tuple(x.strides[d] for d in norm), x._offset
-    )
-
-
-def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
-    """A view with dims dim0 and dim1 swapped."""
-    if x.ndim == 0:
-        normalize_dim(dim0, 0, "transpose()")
-        normalize_dim(dim1, 0, "transpose()")
-        return x._alias((), (), x._offset)
-    d0 = normalize_dim(dim0, x.ndim, "transpose()")
-    d1 = normalize_dim(dim1, x.ndim, "transpose()")
-    order = list(range(x.ndim))
-    order[d0], order[d1] = order[d1], order[d0]
-    return permute(x, order)
-
-
-def expand(x: Tensor, shape: Sequence[int]) -> Tensor:
-    """A view repeating size-1 dims to shape without copying (stride 0); -1 keeps a size."""
-    shape = as_shape(shape, "expand()")
-    if len(shape) < x.ndim:
-        raise ShapeError(
-            f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape}, "
-            f"which has fewer dims"
-        )
-    check_new_shape(tuple(abs(s) for s in shape), "expand()")
-    lead = len(shape) - x.ndim
-    new_shape = []
-    new_strides = []
-    for d, size in enumerate(shape):
-        if d < lead:
-            if size < 0:
-                raise ShapeError(f"expand(): -1 is not allowed for a new leading dim, got {shape}")
-            new_shape.append(size)
-            new_strides.append(0)
-            continue
-        old = x.shape[d - lead]
-        if size == -1 or size == old:
-            new_shape.append(old)
-            new_strides.append(x.strides[d - lead])
-        elif old == 1 and size >= 0:
-            new_shape.append(size)
-            new_strides.append(0)
-        else:
-            raise ShapeError(
-                f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape} "
-                f"(dim {d}: {old} -> {size}; only size-1 dims can be expanded)"
-            )
-    return x._alias(tuple(new_shape), tuple(new_strides), x._offset)
-
-
-def unsqueeze(x: Tensor, dim: int) -> Tensor:
-    """A view with a new dim of size 1 at position dim (in [-ndim-1, ndim])."""
-    d = normalize_dim(dim, x.ndim, "unsqueeze()", extra=1)
-    check_new_shape(x.shape + (1,), "unsqueeze()")
-    stride = x.strides[d] * x.shape[d] if d < x.ndim else 1
-    shape = x.shape[:d] + (1,) + x.shape[d:]
-    strides = x.strides[:d] + (stride,) + x.strides[d:]
-    return x._alias(shape, strides, x._offset)
-
-
-def squeeze(x: Tensor, dim: Any = None) -> Tensor:
-    """A view without size-1 dims (all of them, or those in dim; other dims are kept)."""
-    if dim is None:
-        dims = set(range(x.ndim))
-    elif isinstance(dim, (tuple, list)):
-        dims = {normalize_dim(d, x.ndim, "squeeze()") for d in dim}
-    else:
-        dims = {normalize_dim(dim, x.ndim, "squeeze()")}
-    keep = [d for d in range(x.ndim) if not (d in dims and x.shape[d] == 1)]
-    return x._alias(tuple(x.shape[d] for d in keep), tuple(x.strides[d] for d in keep), x._offset)
-
-
-def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+def flatten(x: Array, start_dim: int = 0, end_dim: int = -1) -> Array:
     """Merges dims start_dim..end_dim into one (a view when possible, like reshape)."""
     if x.ndim == 0:
         return reshape(x, (1,))
@@ -373,82 +153,14 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     e = normalize_dim(end_dim, x.ndim, "flatten()")
     if s > e:
         raise DimError(f"flatten(): start_dim {start_dim} comes after end_dim {end_dim}")
-    merged = numel_of(x.shape[s : e + 1])
+    merged = numel(x.shape[s : e + 1])
     return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
-
-
-def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """A view of elements start..start+length-1 along dim."""
-    d = normalize_dim(dim, x.ndim, "narrow()")
-    if start < 0:
-        start += x.shape[d]
-    if not (0 <= start and length >= 0 and start + length <= x.shape[d]):
-        raise DimError(
-            f"narrow(): start {start} and length {length} are out of range for dim {dim} "
-            f"of size {x.shape[d]}"
-        )
-    shape = x.shape[:d] + (length,) + x.shape[d + 1 :]
-    return x._alias(shape, x.strides, x._offset + start * x.strides[d])
-
-
-def index(x: Tensor, key: Any) -> Tensor:
-    """Basic indexing x[key]: ints, slices (positive step), None and one Ellipsis."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    for k in key:
-        if is_tensor(k) or isinstance(k, (list, np.ndarray)):
-            raise TypeError(
-                "indexing with a tensor, list or array (advanced indexing) is not supported; "
-                "use basic indices (ints, slices, None, ...) or gather()"
-            )
-        if isinstance(k, bool) or not (
-            k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
-        ):
-            raise TypeError(f"invalid index {k!r} of type {type(k).__name__}: use ints, slices, None or ...")
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if consumed > x.ndim:
-        raise DimError(f"too many indices for a tensor of rank {x.ndim}: got {consumed}")
-    if Ellipsis in key:
-        at = key.index(Ellipsis)
-        key = key[:at] + (slice(None),) * (x.ndim - consumed) + key[at + 1 :]
-    else:
-        key = key + (slice(None),) * (x.ndim - consumed)
-    shape: list[int] = []
-    strides: list[int] = []
-    offset = x._offset
-    d = 0  # the dim of x that the next int or slice applies to
-    for k in key:
-        if k is None:
-            shape.append(1)
-            strides.append(1)
-        elif isinstance(k, slice):
-            size, stride = x.shape[d], x.strides[d]
-            if k.step is not None and operator.index(k.step) <= 0:
-                raise ValueError(f"slice step must be positive, got {k.step} (negative strides are not supported)")
-            start, stop, step = k.indices(size)
-            length = len(range(start, stop, step))
-            if length > 0:
-                offset += start * stride
-            shape.append(length)
-            strides.append(stride * step)
-            d += 1
-        else:
-            size = x.shape[d]
-            i = operator.index(k)
-            if not -size <= i < size:
-                raise DimError(f"index {i} is out of bounds for dim {d} with size {size}")
-            offset += (i % size) * x.strides[d]
-            d += 1
-    check_new_shape(tuple(shape), "indexing")
-    return x._alias(tuple(shape), tuple(strides), offset)
 
 
 # ---- copies, fills and casts ---------------------------------------------------
 
 
-def fill_(out: Tensor, value: Scalar) -> Tensor:
+def fill_(out: Array, value: Scalar) -> Array:
     """Sets every element of out to value, in place."""
     if not is_scalar(value):
         raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
@@ -458,11 +170,11 @@ def fill_(out: Tensor, value: Scalar) -> Tensor:
     return out
 
 
-def copy_(dst: Tensor, src: Any) -> Tensor:
+def copy_(dst: Array, src: Any) -> Array:
     """Copies src (broadcast to dst's shape, cast to dst's dtype) into dst, in place."""
     if is_scalar(src):
         return fill_(dst, src)
-    _require_tensor(src, "copy_()", "src")
+    _require_array(src, "copy_()", "src")
     check_writable(dst, "copy_()")
     try:
         src = expand(src, dst.shape)
@@ -472,165 +184,145 @@ def copy_(dst: Tensor, src: Any) -> Tensor:
         ) from None
     if dst.numel() == 0:
         return dst
-    if src._storage is dst._storage:
+    if shares_storage(src, dst):
         src = clone(src)  # they may overlap: read everything before writing
     _lib.map_("copy", dst, src)
     return dst
 
 
-def setitem(x: Tensor, key: Any, value: Any) -> None:
+def setitem(x: Array, key: Any, value: Any) -> None:
     """x[key] = value, for a basic index and a number or a broadcastable tensor."""
     copy_(index(x, key), value)
 
 
-def cast(x: Tensor, dtype: Any) -> Tensor:
+def cast(x: Array, dtype: Any) -> Array:
     """x converted to dtype (x itself when it already has it)."""
     dtype = to_dtype(dtype)
     if x.dtype is dtype:
         return x
-    out = x.new_empty(x.shape, dtype=dtype)
+    out = empty(x.shape, dtype)
     if out.numel() > 0:
         _lib.map_("copy", out, x)
     return out
 
 
-def clone(x: Tensor) -> Tensor:
+def clone(x: Array) -> Array:
     """A contiguous copy of x."""
-    out = x._new_like()
+    out = empty_like(x)
     if out.numel() > 0:
         _lib.map_("copy", out, x)
     return out
 
 
-def contiguous(x: Tensor) -> Tensor:
+def contiguous(x: Array) -> Array:
     """x when it is already contiguous, else a contiguous copy."""
     if x.is_contiguous():
         return x
     return clone(x)
 
 
-def to_numpy(x: Tensor) -> np.ndarray:
-    """A NumPy copy of x (honours strides and offset)."""
-    out = np.empty(x.shape, dtype=x.dtype.np_dtype)
-    if out.size == 0:
-        return out
-    itemsize = x.dtype.itemsize
-    if x.is_contiguous():
-        x._storage.download(out, x._offset * itemsize)
-        return out
-    span = 1 + sum((n - 1) * s for n, s in zip(x.shape, x.strides))
-    if span > 2 * out.size:
-        # A sparse view of a big storage: gather it on the device first.
-        return to_numpy(clone(x))
-    buf = np.empty(span, dtype=x.dtype.np_dtype)
-    x._storage.download(buf, x._offset * itemsize)
-    view_ = np.lib.stride_tricks.as_strided(buf, x.shape, tuple(s * itemsize for s in x.strides))
-    out[...] = view_
-    return out
-
-
 # ---- elementwise ------------------------------------------------------------------
 
 
-def map_(op: str, x: Tensor, scalar: Scalar = 0.0) -> Tensor:
+def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
     """A new tensor op(x) elementwise; op is an mt_map_op name ("exp", "add_scalar", ...)."""
-    _require_tensor(x, f"{op}()")
-    out = x._new_like()
+    _require_array(x, f"{op}()")
+    out = empty_like(x)
     if out.numel() > 0:
         _lib.map_(op, out, x, float(scalar))
     return out
 
 
-def zip_(op: str, a: Any, b: Any) -> Tensor:
+def zip_(op: str, a: Any, b: Any) -> Array:
     """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
-    if is_tensor(a) and is_tensor(b) and a.shape == b.shape and a.dtype is b.dtype:
+    if is_array(a) and is_array(b) and a.shape == b.shape and a.dtype is b.dtype:
         # The common case: two tensors of one shape and dtype need no promotion
         # or broadcasting, and their shape has already been checked.
-        out = a._new_like()
+        out = empty_like(a)
         if out.numel() > 0:
             _lib.zip_(op, out, a, b)
         return out
     a, b = _promote_pair(a, b, f"{op}()")
     shape = broadcast_shapes(a.shape, b.shape, f"{op}()")
     check_new_shape(shape, f"{op}()")
-    out = a.new_empty(shape, dtype=a.dtype)
+    out = empty(shape, a.dtype)
     if out.numel() > 0:
         _lib.zip_(op, out, a, b)
     return out
 
 
-def add(a: Any, b: Any) -> Tensor:
+def add(a: Any, b: Any) -> Array:
     """a + b."""
-    if is_tensor(a) and is_scalar(b):
+    if is_array(a) and is_scalar(b):
         return map_("add_scalar", a, b)
-    if is_scalar(a) and is_tensor(b):
+    if is_scalar(a) and is_array(b):
         return map_("add_scalar", b, a)
     return zip_("add", a, b)
 
 
-def sub(a: Any, b: Any) -> Tensor:
+def sub(a: Any, b: Any) -> Array:
     """a - b."""
-    if is_tensor(a) and is_scalar(b):
+    if is_array(a) and is_scalar(b):
         return map_("add_scalar", a, -b)
     return zip_("sub", a, b)
 
 
-def mul(a: Any, b: Any) -> Tensor:
+def mul(a: Any, b: Any) -> Array:
     """a * b."""
-    if is_tensor(a) and is_scalar(b):
+    if is_array(a) and is_scalar(b):
         return map_("mul_scalar", a, b)
-    if is_scalar(a) and is_tensor(b):
+    if is_scalar(a) and is_array(b):
         return map_("mul_scalar", b, a)
     return zip_("mul", a, b)
 
 
-def div(a: Any, b: Any) -> Tensor:
+def div(a: Any, b: Any) -> Array:
     """a / b (true division)."""
     return zip_("div", a, b)
 
 
-def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - torch's name
+def pow(a: Any, b: Any) -> Array:  # noqa: A001 - torch's name
     """a ** b."""
-    if is_tensor(a) and is_scalar(b):
+    if is_array(a) and is_scalar(b):
         return map_("pow_scalar", a, b)
-    if is_scalar(a) and is_tensor(b):
+    if is_scalar(a) and is_array(b):
         return map_("rpow_scalar", b, a)
     return zip_("pow", a, b)
 
 
-def maximum(a: Any, b: Any) -> Tensor:
+def maximum(a: Any, b: Any) -> Array:
     """Elementwise maximum of a and b."""
     return zip_("maximum", a, b)
 
 
-def minimum(a: Any, b: Any) -> Tensor:
+def minimum(a: Any, b: Any) -> Array:
     """Elementwise minimum of a and b."""
     return zip_("minimum", a, b)
 
 
-def relu_backward(grad: Tensor, x: Tensor) -> Tensor:
+def relu_backward(grad: Array, x: Array) -> Array:
     """grad where x > 0, else 0 (the gradient of relu)."""
     return zip_("relu_backward", grad, x)
 
 
-def isinf(x: Tensor) -> Tensor:
+def isinf(x: Array) -> Array:
     """1.0 where x is +inf or -inf, else 0.0."""
     return zip_("eq", map_("abs", x), math.inf)
 
 
-def where(cond: Tensor, a: Any, b: Any) -> Tensor:
+def where(cond: Array, a: Any, b: Any) -> Array:
     """a where cond is non-zero, else b (all three broadcast together).
 
     Exact for any values (inf and nan included): a and b are stacked along
     a new last dim and cond selects one of the two with gather().
     """
-    _require_tensor(cond, "where()", "condition")
-    if not is_tensor(a) and not is_tensor(b):
+    _require_array(cond, "where()", "condition")
+    if not is_array(a) and not is_array(b):
         a = _scalar_tensor(a, cond.dtype, cond) if is_scalar(a) else a
     a, b = _promote_pair(a, b, "where()")
     shape = broadcast_shapes(cond.shape, broadcast_shapes(a.shape, b.shape, "where()"), "where()")
     check_new_shape(shape + (1,), "where()")
-    both = a.new_empty(shape + (2,), dtype=a.dtype)  # ..., [b, a]
+    both = empty(shape + (2,), a.dtype)  # ..., [b, a]
     copy_(index(both, (Ellipsis, 0)), b)
     copy_(index(both, (Ellipsis, 1)), a)
     pick = cast(zip_("ne", cond, 0.0), a.dtype)  # 1.0 selects a
@@ -643,25 +335,7 @@ def where(cond: Tensor, a: Any, b: Any) -> Tensor:
 _IDENTITY = {"sum": 0.0, "prod": 1.0}
 
 
-def _reduce_dims(x: Tensor, dim: Any, op: str) -> tuple[int, ...]:
-    """The dims a reduction covers, normalized and sorted (all of them for None or ())."""
-    func = f"{op}()"
-    if dim is None:
-        return tuple(range(x.ndim))
-    if isinstance(dim, (tuple, list)):
-        if op in ("argmax", "argmin"):
-            raise TypeError(f"{func}: dim must be an int or None, got {dim!r}")
-        dims = [normalize_dim(d, x.ndim, func) for d in dim]
-        for d in set(dims):
-            if dims.count(d) > 1:
-                raise DimError(f"{func}: dim {d} appears more than once in dims {tuple(dim)}")
-        if not dims:
-            return tuple(range(x.ndim))
-        return tuple(sorted(set(dims)))
-    return (normalize_dim(dim, x.ndim, func),)
-
-
-def reduce_(op: str, x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     """Reduces x with op ("sum", "prod", "max", "min", "argmax", "argmin").
 
     dim: None (every element), an int, or for sum/prod/max/min a tuple of ints.
@@ -669,21 +343,21 @@ def reduce_(op: str, x: Tensor, dim: Any = None, keepdim: bool = False) -> Tenso
     floats in x's dtype; with dim=None, the index into the flattened tensor.
     """
     func = f"{op}()"
-    _require_tensor(x, func)
-    dims = _reduce_dims(x, dim, op)
+    _require_array(x, func)
+    dims = reduce_dims(dim, x.ndim, func, op not in ("argmax", "argmin"))
     if x.ndim == 0:
         if op in ("argmax", "argmin"):
-            return fill_(x.new_empty((), dtype=x.dtype), 0.0)
+            return fill_(empty((), x.dtype), 0.0)
         return clone(x)
-    kept = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+    kept = keepdim_shape(x.shape, dims)
     final = kept if keepdim else tuple(n for d, n in enumerate(x.shape) if d not in dims)
-    reduced = numel_of(x.shape[d] for d in dims)
+    reduced = numel(x.shape[d] for d in dims)
     if reduced == 0 and op not in _IDENTITY:
         raise DimError(
             f"{func}: cannot reduce over zero elements (dims {dims} of a tensor of shape {x.shape}); "
             f"{op} has no identity"
         )
-    out = x.new_empty(kept, dtype=x.dtype)
+    out = empty(kept, x.dtype)
     if out.numel() == 0:
         pass
     elif x.numel() == 0:
@@ -693,48 +367,46 @@ def reduce_(op: str, x: Tensor, dim: Any = None, keepdim: bool = False) -> Tenso
     else:
         src = x
         for i, d in enumerate(dims):
-            target = out if i == len(dims) - 1 else src.new_empty(
-                src.shape[:d] + (1,) + src.shape[d + 1 :], dtype=x.dtype
-            )
+            target = out if i == len(dims) - 1 else empty(src.shape[:d] + (1,) + src.shape[d + 1 :], x.dtype)
             _lib.reduce_(op, target, src, d)
             src = target
-    return out._alias(final, contiguous_strides(final), out._offset)
+    return alias(out, final, contiguous_strides(final), out.storage_offset())
 
 
-def reduce_all(op: str, x: Tensor, keepdim: bool = False) -> Tensor:
+def reduce_all(op: str, x: Array, keepdim: bool = False) -> Array:
     """Reduces every element of x with op (reduce_ with dim=None)."""
     return reduce_(op, x, None, keepdim)
 
 
-def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+def mean(x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     """The mean over dim (None: every element; an int or a tuple); nan when empty."""
-    _require_tensor(x, "mean()")
-    dims = _reduce_dims(x, dim, "mean")
-    count = numel_of(x.shape[d] for d in dims)
+    _require_array(x, "mean()")
+    dims = reduce_dims(dim, x.ndim, "mean()")
+    count = numel(x.shape[d] for d in dims)
     total = reduce_("sum", x, dim, keepdim)
     return map_("mul_scalar", total, 1.0 / count if count else math.nan)
 
 
-def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+def logsumexp(x: Array, dim: Any, keepdim: bool = False) -> Array:
     """log(sum(exp(x))) over dim, computed stably as m + log(sum(exp(x - m))), m = max."""
-    _require_tensor(x, "logsumexp()")
+    _require_array(x, "logsumexp()")
     m = reduce_("max", x, dim, keepdim=True)
     m = where(isinf(m), 0.0, m)  # rows of all -inf (or an inf) must not give inf - inf
     s = reduce_("sum", map_("exp", sub(x, m)), dim, keepdim=True)
     out = add(map_("log", s), m)
     if keepdim:
         return out
-    return squeeze(out, _reduce_dims(x, dim, "logsumexp") if x.ndim else None)
+    return squeeze(out, reduce_dims(dim, x.ndim, "logsumexp()") if x.ndim else None)
 
 
-def softmax(x: Tensor, dim: int, log: bool = False) -> Tensor:
+def softmax(x: Array, dim: int, log: bool = False) -> Array:
     """softmax (or log_softmax when log) along dim, one fused stable pass per row."""
     func = "log_softmax()" if log else "softmax()"
-    _require_tensor(x, func)
+    _require_array(x, func)
     d = normalize_dim(dim, x.ndim, func)
     if x.ndim == 0:
         return view(softmax(view(x, (1,)), 0, log), ())
-    out = x.new_empty(x.shape, dtype=x.dtype)
+    out = empty(x.shape, x.dtype)
     if out.numel() > 0:
         _lib.softmax(out, x, d, log)
     return out
@@ -743,22 +415,25 @@ def softmax(x: Tensor, dim: int, log: bool = False) -> Tensor:
 # ---- matmul ----------------------------------------------------------------------------
 
 
-def matmul(a: Tensor, b: Tensor, algo: str = "default") -> Tensor:
+def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any = None) -> Array:
     """a @ b as in torch.matmul: 2-D, batched N-D with broadcast batch dims, 1-D operands.
 
     A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
     is removed from the result. algo picks a kernel of the ladder (one of
-    _lib.MATMUL_ALGOS: "default", "naive", "coalesced", "tiled",
-    "blocktile_1d", "blocktile_2d", "vectorized", "warptile").
+    _lib.op_names("matmul"): "default", "naive", "coalesced", "tiled",
+    "blocktile_1d", "blocktile_2d", "vectorized", "warptile"). config is a
+    warptile tile configuration (an index below _lib.matmul_config_count());
+    -1 lets "default" ask the autotuner and "warptile" choose from the shape.
+    out, if given, is an Array of the result's shape and dtype to write into.
     """
-    _require_tensor(a, "matmul()", "a")
-    _require_tensor(b, "matmul()", "b")
+    _require_array(a, "matmul()", "a")
+    _require_array(b, "matmul()", "b")
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(
             f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
         )
-    if algo not in _lib.MATMUL_ALGOS:
-        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.MATMUL_ALGOS}")
+    if algo not in _lib.op_names("matmul"):
+        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul')}")
     dtype = promote(a.dtype, b.dtype)
     a2 = cast(a, dtype)
     b2 = cast(b, dtype)
@@ -779,34 +454,39 @@ def matmul(a: Tensor, b: Tensor, algo: str = "default") -> Tensor:
             f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
         ) from None
     check_new_shape(batch + (m, n), "matmul()")
+    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+    if out is None:
+        out = empty(shape, dtype)
+    else:
+        check_out(out, shape, dtype, "matmul()")
+    target = view(out, batch + (m, n))  # the (M, N) dims that a 1-D operand dropped, back
     a2 = expand(a2, batch + (m, k))
     b2 = expand(b2, batch + (k, n))
-    out = a2.new_empty(batch + (m, n), dtype=dtype)
-    if out.numel() > 0:
+    if target.numel() > 0:
         if k == 0:
-            fill_(out, 0.0)
+            fill_(target, 0.0)
         else:
             # "default": the tile configuration comes from the autotuner
             # (measured once per device and shape class, then cached).
-            config = autotune.matmul_config(out, a2, b2) if algo == "default" else -1
-            _lib.matmul(out, a2, b2, algo, config)
-    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
-    return view(out, shape)
+            if config == -1 and algo == "default":
+                config = autotune.matmul_config(target, a2, b2)
+            _lib.matmul(target, a2, b2, algo, config)
+    return out
 
 
 # ---- gather / scatter ----------------------------------------------------------------------
 
 
-def _index_tensor(index: Any, dtype: DType, func: str) -> Tensor:
+def _index_tensor(index: Any, dtype: DType, func: str) -> Array:
     """index as a tensor of dtype (indices are whole numbers stored as floats)."""
-    if not is_tensor(index):
+    if not is_array(index):
         raise TypeError(f"{func}: index must be a Tensor, got {type(index).__name__}")
     return cast(index, dtype)
 
 
-def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+def gather(x: Array, dim: int, index: Array) -> Array:
     """out[i][j] = x[i][index[i][j]] along dim (torch.gather); index holds whole numbers."""
-    _require_tensor(x, "gather()")
+    _require_array(x, "gather()")
     index = _index_tensor(index, x.dtype, "gather()")
     d = normalize_dim(dim, x.ndim, "gather()")
     if index.ndim != x.ndim:
@@ -819,7 +499,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"gather(): index of shape {index.shape} is larger than the input of shape {x.shape} "
                 f"in dim {k}"
             )
-    out = x.new_empty(index.shape, dtype=x.dtype)
+    out = empty(index.shape, x.dtype)
     if out.numel() > 0:
         if x.shape[d] == 0:
             raise DimError(f"gather(): dim {d} of the input of shape {x.shape} is empty")
@@ -827,10 +507,10 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return out
 
 
-def scatter_add_(out: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+def scatter_add_(out: Array, dim: int, index: Array, src: Array) -> Array:
     """out[i][index[i][j]] += src[i][j] along dim, in place (torch's scatter_add_)."""
-    _require_tensor(out, "scatter_add_()")
-    _require_tensor(src, "scatter_add_()", "src")
+    _require_array(out, "scatter_add_()")
+    _require_array(src, "scatter_add_()", "src")
     index = _index_tensor(index, out.dtype, "scatter_add_()")
     src = cast(src, out.dtype)
     d = normalize_dim(dim, out.ndim, "scatter_add_()")
@@ -851,27 +531,27 @@ def scatter_add_(out: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
                 f"shape {out.shape} in dim {k}"
             )
     if index.numel() > 0:
-        if src._storage is out._storage:
+        if shares_storage(src, out):
             src = clone(src)
         _lib.scatter_add(out, index, src, d)
     return out
 
 
-def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+def scatter_add(x: Array, dim: int, index: Array, src: Array) -> Array:
     """A copy of x with src added at index along dim (out-of-place scatter_add_)."""
-    _require_tensor(x, "scatter_add()")
+    _require_array(x, "scatter_add()")
     return scatter_add_(clone(x), dim, index, src)
 
 
 # ---- joining ---------------------------------------------------------------------------------
 
 
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+def cat(tensors: Sequence[Array], dim: int = 0) -> Array:
     """Concatenates tensors along an existing dim (all other sizes must match)."""
     if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
         raise ValueError("cat(): expected a non-empty list or tuple of tensors")
     for t in tensors:
-        _require_tensor(t, "cat()", "every element")
+        _require_array(t, "cat()", "every element")
     first = tensors[0]
     if first.ndim == 0:
         raise ShapeError("cat(): zero-dimensional tensors cannot be concatenated; use stack()")
@@ -886,7 +566,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             )
         dtype = promote(dtype, t.dtype)
     total = sum(t.shape[d] for t in tensors)
-    out = first.new_empty(first.shape[:d] + (total,) + first.shape[d + 1 :], dtype=dtype)
+    out = empty(first.shape[:d] + (total,) + first.shape[d + 1 :], dtype)
     start = 0
     for t in tensors:
         copy_(narrow(out, d, start, t.shape[d]), t)
@@ -894,12 +574,12 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return out
 
 
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+def stack(tensors: Sequence[Array], dim: int = 0) -> Array:
     """Stacks tensors of one shape along a new dim."""
     if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
         raise ValueError("stack(): expected a non-empty list or tuple of tensors")
     for t in tensors:
-        _require_tensor(t, "stack()", "every element")
+        _require_array(t, "stack()", "every element")
         if t.shape != tensors[0].shape:
             raise ShapeError(f"stack(): shapes {tensors[0].shape} and {t.shape} differ")
     d = normalize_dim(dim, tensors[0].ndim, "stack()", extra=1)

@@ -1,19 +1,22 @@
-"""tensor: the Tensor class, the creation functions and the torch-style functions.
+"""tensor: the Tensor class.
 
-A Tensor is a strided view of a Storage (device memory): a shape, strides
-counted in elements, a storage offset and a dtype. Views (view, permute,
-expand, indexing, ...) make new Tensor objects over the same Storage, and
-the kernels read the strides directly, so no view ever copies.
+A Tensor is an Array (minitensor/_array.py: a strided view of a Storage of
+device memory) with an autograd record (requires_grad, grad, grad_fn: the
+Variable of minitensor/autograd/engine.py) and torch's method names.
 
-Every differentiable method is one call to a Function of
-minitensor/autograd.py (which runs the raw op of minitensor/ops.py and
-records the graph); the others call ops.py directly. Comparisons, argmax,
-argmin and sign have no gradient: their results never require one.
-In-place methods refuse a tensor that requires a gradient while gradients
-are being recorded (wrap optimizer-style updates in ``mt.no_grad()``).
+Every differentiable method is one call to a gradient rule of
+minitensor/autograd/ (``Rule.apply``, which runs the raw op of
+minitensor/ops.py and records the graph); the others call ops.py directly
+and wrap the Array it returns as a Tensor (``Tensor._from_array``: cheap, it
+copies five fields). Comparisons, argmax, argmin and sign have no gradient:
+their results never require one. In-place methods refuse a tensor that
+requires a gradient while gradients are being recorded (wrap
+optimizer-style updates in ``mt.no_grad()``).
 
-Where minitensor differs from torch, the docstring says so; the full list
-is in docs/api.md.
+The creation functions (tensor, zeros, randn, ...) are in _creation.py, the
+torch-style free functions (mt.exp, mt.cat, ...) in _functions.py. Where
+minitensor differs from torch, the docstring says so; the full list is in
+docs/api.md.
 """
 
 from __future__ import annotations
@@ -22,18 +25,24 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from . import _lib, autograd, ops
+from . import _array, _lib, autograd, ops
+from ._array import Array
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
+from ._errors import ShapeError
+from ._shape import as_shape, check_new_shape, normalize_dim
 from ._storage import Storage
+from .autograd import Variable
 
 # ---- the Tensor class ------------------------------------------------------------------
 
 
-class Tensor:
-    """A strided, typed view of device memory, with torch's method names.
+class Tensor(Variable):
+    """A strided, typed view of device memory with an autograd record, and torch's methods.
 
     Create tensors with minitensor.tensor(data), zeros, ones, rand, ...; the
-    constructor itself is internal.
+    constructor itself is internal. shape, strides, dtype, ndim, numel(),
+    storage_offset(), data_ptr(), is_contiguous() and numpy() come from
+    Array; requires_grad, grad and grad_fn from autograd's Variable.
     """
 
     # Make NumPy hand `ndarray + Tensor` to Tensor.__radd__ (which then
@@ -54,56 +63,20 @@ class Tensor:
                 "Tensor(...) is internal: create tensors with minitensor.tensor(data), "
                 "minitensor.zeros(shape), ..."
             )
-        self._storage = storage
-        self._shape = shape
-        self._strides = strides
-        self._offset = offset
-        self._dtype = dtype
+        super().__init__(storage, shape, strides, offset, dtype)
         self.requires_grad = requires_grad
-        self.grad: Optional[Tensor] = None
-        self.grad_fn: Any = None
 
-    # ---- construction helpers used by ops (no autograd) ----
+    def _wrap(self, array: Array) -> Tensor:
+        """The results of ops on a Tensor (and on a Parameter) are Tensors."""
+        return Tensor._from_array(array)
 
     def new_empty(self, shape: Sequence[int], dtype: Any = None) -> Tensor:
         """A new contiguous tensor of shape, uninitialised (dtype defaults to self's)."""
-        return empty(*shape, dtype=self._dtype if dtype is None else dtype)
-
-    def _new_like(self) -> Tensor:
-        """A new contiguous, uninitialised tensor of this shape and dtype.
-
-        The fast path of ops: unlike new_empty it skips normalising and
-        checking the shape, which this tensor already has.
-        """
-        shape = self._shape
-        storage = Storage(ops.numel_of(shape) * self._dtype.itemsize)
-        return Tensor(storage, shape, ops.contiguous_strides(shape), 0, self._dtype)
-
-    def _alias(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
-        """A view of this tensor's storage with another shape/strides/offset."""
-        return Tensor(self._storage, shape, strides, offset, self._dtype)
+        shape = as_shape(shape, "new_empty()")
+        check_new_shape(shape, "new_empty()")
+        return Tensor._from_array(_array.empty(shape, self._dtype if dtype is None else to_dtype(dtype)))
 
     # ---- attributes ----
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The size of each dim, as a tuple (torch returns a torch.Size, a tuple subclass)."""
-        return self._shape
-
-    @property
-    def ndim(self) -> int:
-        """The number of dims (the rank)."""
-        return len(self._shape)
-
-    @property
-    def dtype(self) -> DType:
-        """minitensor.float32 or minitensor.float64."""
-        return self._dtype
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        """The step in storage, in elements (not bytes, unlike NumPy), of each dim."""
-        return self._strides
 
     @property
     def device(self) -> str:
@@ -133,65 +106,30 @@ class Tensor:
 
     def size(self, dim: Optional[int] = None) -> Any:
         """The shape, or the size of one dim."""
-        return self._shape if dim is None else self._shape[ops.normalize_dim(dim, self.ndim, "size()")]
+        return self._shape if dim is None else self._shape[normalize_dim(dim, self.ndim, "size()")]
 
     def stride(self, dim: Optional[int] = None) -> Any:
         """The strides (in elements), or the stride of one dim."""
-        return self._strides if dim is None else self._strides[ops.normalize_dim(dim, self.ndim, "stride()")]
+        return self._strides if dim is None else self._strides[normalize_dim(dim, self.ndim, "stride()")]
 
     def dim(self) -> int:
         """The number of dims."""
         return len(self._shape)
 
-    def numel(self) -> int:
-        """The number of elements."""
-        return ops.numel_of(self._shape)
-
-    def element_size(self) -> int:
-        """Bytes per element."""
-        return self._dtype.itemsize
-
-    def storage_offset(self) -> int:
-        """Where the first element is in the storage, in elements."""
-        return self._offset
-
-    def data_ptr(self) -> int:
-        """Device address of the first element."""
-        return self._storage.ptr + self._offset * self._dtype.itemsize
-
-    def is_contiguous(self) -> bool:
-        """Whether the elements lie in row-major order without gaps (size-1 dims ignored)."""
-        expected = 1
-        for size, stride in zip(reversed(self._shape), reversed(self._strides)):
-            if size == 0:
-                return True
-            if size != 1 and stride != expected:
-                return False
-            expected *= size
-        return True
-
     # ---- conversion ----
-
-    def numpy(self) -> np.ndarray:
-        """A NumPy copy (torch's numpy() shares memory; the device memory cannot be shared)."""
-        return ops.to_numpy(self)
-
-    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
-        array = ops.to_numpy(self)
-        return array if dtype is None else array.astype(dtype)
 
     def item(self) -> float:
         """The value of a one-element tensor, as a Python float."""
         if self.numel() != 1:
-            raise ops.ShapeError(
+            raise ShapeError(
                 f"item(): a tensor with {self.numel()} elements (shape {self._shape}) cannot be "
                 f"converted to a Python number"
             )
-        return float(ops.to_numpy(self).reshape(-1)[0])
+        return float(self.numpy().reshape(-1)[0])
 
     def tolist(self) -> Any:
         """Nested Python lists of floats (a float for a 0-d tensor)."""
-        return ops.to_numpy(self).tolist()
+        return self.numpy().tolist()
 
     def to(self, dtype: Any) -> Tensor:
         """This tensor converted to dtype (itself when it has it already)."""
@@ -211,7 +149,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A view sharing the storage, outside any autograd graph."""
-        return self._alias(self._shape, self._strides, self._offset)
+        return Tensor._from_array(self)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Sets requires_grad in place (only a leaf can stop requiring grad)."""
@@ -238,7 +176,7 @@ class Tensor:
         autograd.retain_grad(self)
 
     def __repr__(self) -> str:
-        values = np.array2string(ops.to_numpy(self), separator=", ", prefix="tensor(", precision=4)
+        values = np.array2string(self.numpy(), separator=", ", prefix="tensor(", precision=4)
         extra = ", requires_grad=True" if self.requires_grad else ""
         if self.grad_fn is not None:
             extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
@@ -419,26 +357,26 @@ class Tensor:
         return autograd.MatMul.apply(other, self)
 
     def __lt__(self, other: Any) -> Tensor:
-        return ops.zip_("lt", self, other)
+        return Tensor._from_array(ops.zip_("lt", self, other))
 
     def __le__(self, other: Any) -> Tensor:
-        return ops.zip_("le", self, other)
+        return Tensor._from_array(ops.zip_("le", self, other))
 
     def __gt__(self, other: Any) -> Tensor:
-        return ops.zip_("gt", self, other)
+        return Tensor._from_array(ops.zip_("gt", self, other))
 
     def __ge__(self, other: Any) -> Tensor:
-        return ops.zip_("ge", self, other)
+        return Tensor._from_array(ops.zip_("ge", self, other))
 
     def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        if not (ops.is_tensor(other) or ops.is_scalar(other)):
+        if not (isinstance(other, Array) or ops.is_scalar(other)):
             return NotImplemented
-        return ops.zip_("eq", self, other)
+        return Tensor._from_array(ops.zip_("eq", self, other))
 
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        if not (ops.is_tensor(other) or ops.is_scalar(other)):
+        if not (isinstance(other, Array) or ops.is_scalar(other)):
             return NotImplemented
-        return ops.zip_("ne", self, other)
+        return Tensor._from_array(ops.zip_("ne", self, other))
 
     def add(self, other: Any) -> Tensor:
         """self + other."""
@@ -506,7 +444,7 @@ class Tensor:
 
     def sign(self) -> Tensor:
         """-1, 0 or 1, elementwise."""
-        return ops.map_("sign", self)
+        return Tensor._from_array(ops.map_("sign", self))
 
     # ---- reductions ----
 
@@ -532,11 +470,11 @@ class Tensor:
 
     def argmax(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
         """Index of the first maximum along dim (None: of the flattened tensor), as floats."""
-        return ops.reduce_("argmax", self, dim, keepdim)
+        return Tensor._from_array(ops.reduce_("argmax", self, dim, keepdim))
 
     def argmin(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
         """Index of the first minimum along dim (None: of the flattened tensor), as floats."""
-        return ops.reduce_("argmin", self, dim, keepdim)
+        return Tensor._from_array(ops.reduce_("argmin", self, dim, keepdim))
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
         """log(sum(exp(self))) over dim, numerically stable."""
@@ -569,9 +507,6 @@ class Tensor:
         return ops.scatter_add_(_writable(self, "scatter_add_()"), dim, index, src)
 
 
-ops.register_tensor_class(Tensor)
-
-
 def _writable(x: Tensor, func: str) -> Tensor:
     """x, after checking that an in-place op may change it: not while gradients are
     recorded for it (torch would track the change; minitensor's autograd does not)."""
@@ -583,327 +518,16 @@ def _writable(x: Tensor, func: str) -> Tensor:
     return x
 
 
-def _tensor_list(tensors: Any, func: str) -> tuple[Tensor, ...]:
-    """The tensors of cat()/stack() as a tuple (a list or tuple, not empty)."""
-    if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
-        raise ValueError(f"{func}(): expected a non-empty list or tuple of tensors")
-    return tuple(tensors)
-
-
 def _t_dims(x: Tensor) -> tuple[int, ...]:
     """The permutation of .T / .t(): swap the two dims of a matrix."""
     if x.ndim > 2:
-        raise ops.ShapeError(
+        raise ShapeError(
             f".T and t() expect a tensor of at most 2 dims, got shape {x.shape}; "
             f"use .mT, .transpose(d0, d1) or .permute(...)"
         )
     return tuple(reversed(range(x.ndim)))
 
 
-# ---- creation ----------------------------------------------------------------------------
-
-
-def _new(shape: tuple[int, ...], dtype: Any, func: str) -> Tensor:
-    """A new contiguous, uninitialised tensor."""
-    dtype = default_dtype if dtype is None else to_dtype(dtype)
-    ops.check_new_shape(shape, func)
-    storage = Storage(ops.numel_of(shape) * dtype.itemsize)
-    return Tensor(storage, shape, ops.contiguous_strides(shape), 0, dtype)
-
-
-def _from_numpy(array: np.ndarray, dtype: DType, requires_grad: bool = False) -> Tensor:
-    """A new tensor holding a copy of a host array."""
-    host = np.array(array, dtype=dtype.np_dtype, order="C")  # ascontiguousarray would make 0-d 1-d
-    out = _new(tuple(host.shape), dtype, "tensor()")
-    out._storage.upload(host)
-    out.requires_grad = requires_grad
-    return out
-
-
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor from a number, (nested) lists or a NumPy array (always a copy).
-
-    A float32/float64 array (or NumPy scalar) keeps its dtype; any other data becomes the
-    default dtype (float32) unless dtype is given. minitensor has no integer
-    or bool dtypes: integers and bools are stored as floats.
-    """
-    if isinstance(data, Tensor):
-        host = data.numpy()
-    elif isinstance(data, (np.ndarray, np.generic)):
-        host = np.asarray(data)
-    else:
-        try:
-            host = np.asarray(data)
-        except ValueError as e:
-            raise ValueError(f"tensor(): the data is not a rectangular array of numbers: {e}") from None
-    if host.dtype.kind not in "biuf":
-        raise TypeError(f"tensor(): cannot make a tensor from data of type {host.dtype} ({type(data).__name__})")
-    if dtype is not None:
-        target = to_dtype(dtype)
-    elif host.dtype == np.float64 and isinstance(data, (np.ndarray, np.generic, Tensor)):
-        target = float64
-    elif host.dtype == np.float32:
-        target = float32
-    else:
-        target = default_dtype
-    return _from_numpy(host, target, requires_grad)
-
-
-def empty(*shape: Any, dtype: Any = None) -> Tensor:
-    """A new tensor with uninitialised values."""
-    return _new(ops.as_shape(shape, "empty()"), dtype, "empty()")
-
-
-def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor of zeros; shape as varargs or a tuple."""
-    return full(ops.as_shape(shape, "zeros()"), 0.0, dtype=dtype, requires_grad=requires_grad)
-
-
-def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor of ones; shape as varargs or a tuple."""
-    return full(ops.as_shape(shape, "ones()"), 1.0, dtype=dtype, requires_grad=requires_grad)
-
-
-def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor of shape filled with fill_value."""
-    out = _new(ops.as_shape(shape, "full()"), dtype, "full()")
-    ops.fill_(out, fill_value)
-    out.requires_grad = requires_grad
-    return out
-
-
-def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
-    """zeros with x's shape (and dtype unless given)."""
-    return full(x.shape, 0.0, dtype=x.dtype if dtype is None else dtype)
-
-
-def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
-    """ones with x's shape (and dtype unless given)."""
-    return full(x.shape, 1.0, dtype=x.dtype if dtype is None else dtype)
-
-
-def full_like(x: Tensor, fill_value: float, dtype: Any = None) -> Tensor:
-    """full with x's shape (and dtype unless given)."""
-    return full(x.shape, fill_value, dtype=x.dtype if dtype is None else dtype)
-
-
-def empty_like(x: Tensor, dtype: Any = None) -> Tensor:
-    """empty with x's shape (and dtype unless given)."""
-    return empty(x.shape, dtype=x.dtype if dtype is None else dtype)
-
-
-# The random numbers come from a NumPy Generator on the host (then uploaded):
-# the same seed gives the same numbers on the emulator and on the GPU.
-_generator = np.random.default_rng()
-
-
-def manual_seed(seed: int) -> None:
-    """Seeds the generator of rand/randn (torch returns a Generator; this returns None)."""
-    global _generator
-    _generator = np.random.default_rng(seed)
-
-
-def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Uniform random numbers in [0, 1)."""
-    dtype = default_dtype if dtype is None else to_dtype(dtype)
-    shape = ops.as_shape(shape, "rand()")
-    ops.check_new_shape(shape, "rand()")
-    return _from_numpy(_generator.random(shape, dtype=dtype.np_dtype), dtype, requires_grad)
-
-
-def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Standard normal random numbers."""
-    dtype = default_dtype if dtype is None else to_dtype(dtype)
-    shape = ops.as_shape(shape, "randn()")
-    ops.check_new_shape(shape, "randn()")
-    return _from_numpy(_generator.standard_normal(shape, dtype=dtype.np_dtype), dtype, requires_grad)
-
-
-def rand_like(x: Tensor, dtype: Any = None) -> Tensor:
-    """rand with x's shape (and dtype unless given)."""
-    return rand(x.shape, dtype=x.dtype if dtype is None else dtype)
-
-
-def randn_like(x: Tensor, dtype: Any = None) -> Tensor:
-    """randn with x's shape (and dtype unless given)."""
-    return randn(x.shape, dtype=x.dtype if dtype is None else dtype)
-
-
-def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Any = None) -> Tensor:
-    """Values start, start+step, ... below end (arange(n): 0..n-1), as floats.
-
-    torch gives int64 for integer arguments; minitensor has no integer dtype,
-    so the result is float32 unless dtype is given.
-    """
-    if end is None:
-        start, end = 0, start
-    for name, value in (("start", start), ("end", end), ("step", step)):
-        if not ops.is_scalar(value):
-            raise TypeError(f"arange(): {name} must be a number, got {type(value).__name__}")
-    if step == 0:
-        raise ValueError("arange(): step must be non-zero")
-    return tensor(np.arange(start, end, step, dtype=np.float64), dtype=dtype or default_dtype)
-
-
 def is_tensor(x: Any) -> bool:
-    """Whether x is a minitensor Tensor."""
+    """Whether x is a minitensor Tensor (ops.is_array asks the wider question: an Array)."""
     return isinstance(x, Tensor)
-
-
-# ---- torch-style functions (each calls the Tensor method, so autograd applies) ------------
-
-
-def _check(x: Any, func: str) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{func}(): expected a Tensor, got {type(x).__name__}")
-    return x
-
-
-def exp(x: Tensor) -> Tensor:
-    """e ** x, elementwise."""
-    return _check(x, "exp").exp()
-
-
-def log(x: Tensor) -> Tensor:
-    """Natural logarithm, elementwise."""
-    return _check(x, "log").log()
-
-
-def relu(x: Tensor) -> Tensor:
-    """max(x, 0), elementwise."""
-    return _check(x, "relu").relu()
-
-
-def sigmoid(x: Tensor) -> Tensor:
-    """1 / (1 + exp(-x)), elementwise."""
-    return _check(x, "sigmoid").sigmoid()
-
-
-def tanh(x: Tensor) -> Tensor:
-    """Hyperbolic tangent, elementwise."""
-    return _check(x, "tanh").tanh()
-
-
-def abs(x: Tensor) -> Tensor:  # noqa: A001 - torch's name
-    """|x|, elementwise."""
-    return _check(x, "abs").abs()
-
-
-def sqrt(x: Tensor) -> Tensor:
-    """Square root, elementwise."""
-    return _check(x, "sqrt").sqrt()
-
-
-def maximum(a: Tensor, b: Any) -> Tensor:
-    """Elementwise maximum, with broadcasting."""
-    return _check(a, "maximum").maximum(b)
-
-
-def minimum(a: Tensor, b: Any) -> Tensor:
-    """Elementwise minimum, with broadcasting."""
-    return _check(a, "minimum").minimum(b)
-
-
-def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """Matrix product as torch.matmul (2-D, batched N-D, 1-D operands)."""
-    return _check(a, "matmul").matmul(b)
-
-
-def softmax(x: Tensor, dim: int) -> Tensor:
-    """softmax along dim, numerically stable."""
-    return _check(x, "softmax").softmax(dim)
-
-
-def log_softmax(x: Tensor, dim: int) -> Tensor:
-    """log(softmax) along dim, numerically stable."""
-    return _check(x, "log_softmax").log_softmax(dim)
-
-
-def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
-    """log(sum(exp(x))) over dim, numerically stable."""
-    return _check(x, "logsumexp").logsumexp(dim, keepdim)
-
-
-def sum(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Sum over dim."""
-    return _check(x, "sum").sum(dim, keepdim)
-
-
-def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Mean over dim."""
-    return _check(x, "mean").mean(dim, keepdim)
-
-
-def prod(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Product over dim."""
-    return _check(x, "prod").prod(dim, keepdim)
-
-
-def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Maximum over dim (values only)."""
-    return _check(x, "max").max(dim, keepdim)
-
-
-def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Minimum over dim (values only)."""
-    return _check(x, "min").min(dim, keepdim)
-
-
-def argmax(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-    """Index of the first maximum (as floats)."""
-    return _check(x, "argmax").argmax(dim, keepdim)
-
-
-def argmin(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-    """Index of the first minimum (as floats)."""
-    return _check(x, "argmin").argmin(dim, keepdim)
-
-
-def reshape(x: Tensor, *shape: Any) -> Tensor:
-    """x.reshape(shape)."""
-    return _check(x, "reshape").reshape(*shape)
-
-
-def permute(x: Tensor, *dims: Any) -> Tensor:
-    """x.permute(dims)."""
-    return _check(x, "permute").permute(*dims)
-
-
-def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
-    """x.transpose(dim0, dim1)."""
-    return _check(x, "transpose").transpose(dim0, dim1)
-
-
-def unsqueeze(x: Tensor, dim: int) -> Tensor:
-    """x.unsqueeze(dim)."""
-    return _check(x, "unsqueeze").unsqueeze(dim)
-
-
-def squeeze(x: Tensor, dim: Any = None) -> Tensor:
-    """x.squeeze(dim)."""
-    return _check(x, "squeeze").squeeze(dim)
-
-
-def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    """x.flatten(start_dim, end_dim)."""
-    return _check(x, "flatten").flatten(start_dim, end_dim)
-
-
-def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    """x.gather(dim, index)."""
-    return _check(x, "gather").gather(dim, index)
-
-
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Concatenates tensors along an existing dim."""
-    return autograd.Cat.apply(dim, *_tensor_list(tensors, "cat"))
-
-
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Stacks tensors of one shape along a new dim."""
-    return autograd.Stack.apply(dim, *_tensor_list(tensors, "stack"))
-
-
-def where(condition: Tensor, a: Any, b: Any) -> Tensor:
-    """a where condition is non-zero, else b (broadcast together)."""
-    return autograd.Where.apply(condition, a, b)

@@ -188,17 +188,18 @@ def test_dtype_enum() -> None:
 
 
 @pytest.mark.parametrize(
-    "enum, prefix, table",
+    "enum, prefix, family",
     [
-        ("mt_map_op", "MT_MAP_", _lib.MAP_OPS),
-        ("mt_zip_op", "MT_ZIP_", _lib.ZIP_OPS),
-        ("mt_reduce_op", "MT_REDUCE_", _lib.REDUCE_OPS),
-        ("mt_matmul_algo", "MT_MATMUL_", _lib.MATMUL_ALGOS),
-        ("mt_reduce_algo", "MT_REDUCE_ALGO_", _lib.REDUCE_ALGOS),
-        ("mt_copy_algo", "MT_COPY_ALGO_", _lib.COPY_ALGOS),
+        ("mt_map_op", "MT_MAP_", "map"),
+        ("mt_zip_op", "MT_ZIP_", "zip"),
+        ("mt_reduce_op", "MT_REDUCE_", "reduce"),
+        ("mt_matmul_algo", "MT_MATMUL_", "matmul"),
+        ("mt_reduce_algo", "MT_REDUCE_ALGO_", "reduce_algo"),
+        ("mt_copy_algo", "MT_COPY_ALGO_", "copy_algo"),
     ],
 )
-def test_op_enums_match_tables(enum: str, prefix: str, table: tuple[str, ...]) -> None:
+def test_op_enums_match_tables(enum: str, prefix: str, family: str) -> None:
+    table = _lib.op_names(family)  # read from the library at load
     values = parse_enums()[enum]
     count_key = [k for k in values if k.endswith("_COUNT")]
     assert len(count_key) == 1
@@ -209,11 +210,15 @@ def test_op_enums_match_tables(enum: str, prefix: str, table: tuple[str, ...]) -
 
 def test_library_names_match_tables() -> None:
     lib = _lib.lib()
-    for family, table in _lib.OP_TABLES.items():
+    for family in _lib.OP_FAMILIES:
+        table = _lib.op_names(family)
         assert lib.mt_op_count(family.encode()) == len(table)
         assert [lib.mt_op_name(family.encode(), i).decode() for i in range(len(table))] == list(table)
+        assert set(_lib.REQUIRED_OPS[family]) <= set(table)
     assert lib.mt_op_count(b"nonsense") == -1
-    assert lib.mt_op_name(b"map", len(_lib.MAP_OPS)) is None
+    assert lib.mt_op_name(b"map", len(_lib.op_names("map"))) is None
+    with pytest.raises(ValueError, match="unknown op family"):
+        _lib.op_names("nonsense")
 
 
 def test_load_time_check_rejects_an_abi_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,17 +227,18 @@ def test_load_time_check_rejects_an_abi_mismatch(monkeypatch: pytest.MonkeyPatch
         _lib._verify(_lib.lib())
 
 
-def test_load_time_check_rejects_a_drifted_op_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    swapped = ("neg", "copy") + _lib.MAP_OPS[2:]
-    monkeypatch.setitem(_lib.OP_TABLES, "map", swapped)
-    with pytest.raises(ImportError, match="map op id 0"):
+def test_load_time_check_rejects_a_library_without_an_op_the_package_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(_lib.REQUIRED_OPS, "map", _lib.REQUIRED_OPS["map"] + ("no_such_op",))
+    with pytest.raises(ImportError, match="has no map op 'no_such_op'"):
         _lib._verify(_lib.lib())
 
 
 def test_failed_status_raises_with_the_library_message() -> None:
     x = mt.zeros(3)
-    desc = _lib._desc(x)
-    status = _lib.lib().mt_map(len(_lib.MAP_OPS) + 5, desc, desc, 0.0)
+    desc = x.descriptor()
+    status = _lib.lib().mt_map(len(_lib.op_names("map")) + 5, desc, desc, 0.0)
     assert status != _lib.MT_OK
     with pytest.raises(mt.MinitensorError) as info:
         _lib.check(status, "mt_map")

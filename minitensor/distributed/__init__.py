@@ -39,8 +39,10 @@ import time
 import traceback
 from typing import Any, Optional, Sequence
 
-from .. import _lib, ops
-from ..tensor import Tensor, empty
+from .. import _array, _lib, ops
+from .._creation import empty
+from .._shape import contiguous_strides
+from ..tensor import Tensor
 from . import _comm_lib
 from ._comm_lib import DistributedError, DistributedTimeoutError
 
@@ -276,7 +278,7 @@ def all_reduce(tensor: Tensor, op: str = "sum") -> None:
     _check_tensor(tensor, "all_reduce")
     op_id = _comm_lib.op_id(op)
     _in_place(tensor, "all_reduce",
-              lambda t: _comm_lib.check(dlib.mtd_all_reduce(_lib._desc(t), op_id), "mtd_all_reduce"))
+              lambda t: _comm_lib.check(dlib.mtd_all_reduce(t.descriptor(), op_id), "mtd_all_reduce"))
 
 
 def broadcast(tensor: Tensor, src: int = 0) -> None:
@@ -284,7 +286,7 @@ def broadcast(tensor: Tensor, src: int = 0) -> None:
     dlib = _require("broadcast")
     _check_tensor(tensor, "broadcast")
     _in_place(tensor, "broadcast",
-              lambda t: _comm_lib.check(dlib.mtd_broadcast(_lib._desc(t), int(src)), "mtd_broadcast"))
+              lambda t: _comm_lib.check(dlib.mtd_broadcast(t.descriptor(), int(src)), "mtd_broadcast"))
 
 
 def all_gather(out: Any, tensor: Tensor) -> None:
@@ -303,7 +305,7 @@ def all_gather(out: Any, tensor: Tensor) -> None:
         if len(out) != world:
             raise ValueError(f"all_gather: the output list has {len(out)} tensors, expected world_size {world}")
         flat = empty(world * n, dtype=tensor.dtype)
-        _comm_lib.check(dlib.mtd_all_gather(_lib._desc(flat), _lib._desc(src)), "mtd_all_gather")
+        _comm_lib.check(dlib.mtd_all_gather(flat.descriptor(), src.descriptor()), "mtd_all_gather")
         for r, o in enumerate(out):
             _check_tensor(o, "all_gather", f"out[{r}]")
             if o.numel() != n:
@@ -315,7 +317,7 @@ def all_gather(out: Any, tensor: Tensor) -> None:
     if out.dtype is not tensor.dtype:
         raise TypeError(f"all_gather: out is {out.dtype}, tensor is {tensor.dtype}")
     _in_place(out, "all_gather",
-              lambda o: _comm_lib.check(dlib.mtd_all_gather(_lib._desc(o), _lib._desc(src)), "mtd_all_gather"))
+              lambda o: _comm_lib.check(dlib.mtd_all_gather(o.descriptor(), src.descriptor()), "mtd_all_gather"))
 
 
 def reduce_scatter(out: Tensor, inputs: Any, op: str = "sum") -> None:
@@ -346,7 +348,7 @@ def reduce_scatter(out: Tensor, inputs: Any, op: str = "sum") -> None:
     if flat.dtype is not out.dtype:
         raise TypeError(f"reduce_scatter: out is {out.dtype}, inputs are {flat.dtype}")
     _in_place(out, "reduce_scatter",
-              lambda o: _comm_lib.check(dlib.mtd_reduce_scatter(_lib._desc(o), _lib._desc(flat), op_id),
+              lambda o: _comm_lib.check(dlib.mtd_reduce_scatter(o.descriptor(), flat.descriptor(), op_id),
                                         "mtd_reduce_scatter"))
 
 
@@ -365,7 +367,9 @@ def barrier() -> None:
 
 def _flat_slice(flat: Tensor, start: int, shape: Sequence[int]) -> Tensor:
     """A contiguous view of shape over flat's elements from start on."""
-    return flat._alias(tuple(shape), tuple(ops.contiguous_strides(shape)), flat._offset + start)
+    shape = tuple(shape)
+    view = _array.alias(flat, shape, contiguous_strides(shape), flat.storage_offset() + start)
+    return Tensor._from_array(view)
 
 
 from .ddp import DistributedDataParallel  # noqa: E402

@@ -3,11 +3,13 @@
 Kept apart from minitensor/_lib.py (the core binding) on purpose: the core
 must load and work where MPI and NCCL are not installed, so this library is
 a separate .so with its own handle, loaded only when
-``minitensor.distributed.init_process_group`` runs. It follows _lib.py's
-rules: a path relative to this file (``MINITENSOR_DIST_LIB`` overrides it),
-every function declared in ``SIGNATURES`` (tests/test_distributed.py checks
-them against the header), the ABI version and the op table checked at load,
-a failed status raised as an exception carrying ``mtd_last_error()``.
+``minitensor.distributed.init_process_group`` runs. It is loaded
+and checked with _lib.py's machinery (``_lib.load_library``,
+``_lib.check_abi``, ``_lib.read_names``, ``_lib.raise_status``): a path next
+to the core library (``MINITENSOR_DIST_LIB`` overrides it), every function
+declared in ``SIGNATURES`` (tests/test_distributed.py checks them against
+the header), the ABI version and the op table checked at load, a failed
+status raised as an exception carrying ``mtd_last_error()``.
 
 Which library: the one matching the core backend in use,
 ``build/libminitensor_dist_cuda.so`` (NCCL) for the CUDA build and
@@ -23,16 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import _lib
-from .._errors import (
-    CudaError,
-    DimError,
-    DTypeError,
-    InvalidArgumentError,
-    MinitensorError,
-    NoDeviceError,
-    OutOfMemoryError,
-    ShapeError,
-)
+from .._errors import MinitensorError
 
 ABI_VERSION = 1
 UNIQUE_ID_BYTES = 128
@@ -47,14 +40,9 @@ class DistributedTimeoutError(DistributedError, TimeoutError):
     """A collective did not finish in time: another rank failed or never called it (MTD_ERR_TIMEOUT)."""
 
 
+# mtd_status: the core's mt_status values, and two of its own.
 STATUS_ERRORS: dict[int, type[MinitensorError]] = {
-    1: InvalidArgumentError,
-    2: ShapeError,
-    3: DimError,
-    4: DTypeError,
-    5: OutOfMemoryError,
-    6: CudaError,
-    7: NoDeviceError,
+    **_lib.STATUS_ERRORS,
     16: DistributedError,  # MTD_ERR_COMM
     17: DistributedTimeoutError,  # MTD_ERR_TIMEOUT
 }
@@ -112,25 +100,10 @@ def load() -> ctypes.CDLL:
         raise ImportError(
             f"minitensor.distributed: {path} is not built; run `make dist` in {_lib.REPO_ROOT} ({hint})"
         )
-    try:
-        # RTLD_GLOBAL: OpenMPI's plugins, which it dlopens, look up libmpi's symbols.
-        dlib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-    except OSError as e:
-        raise ImportError(f"minitensor.distributed: cannot load {path}: {e}") from None
-    for name, (restype, argtypes) in SIGNATURES.items():
-        try:
-            fn = getattr(dlib, name)
-        except AttributeError:
-            raise ImportError(f"minitensor.distributed: {path} does not export {name}") from None
-        fn.restype = restype
-        fn.argtypes = argtypes
-    version = dlib.mtd_abi_version()
-    if version != ABI_VERSION:
-        raise ImportError(
-            f"minitensor.distributed: {path} has ABI version {version}, the package expects "
-            f"{ABI_VERSION}; rebuild with `make dist`"
-        )
-    names = tuple((dlib.mtd_op_name(i) or b"?").decode() for i in range(dlib.mtd_op_count()))
+    # RTLD_GLOBAL: OpenMPI's plugins, which it dlopens, look up libmpi's symbols.
+    dlib = _lib.load_library(path, SIGNATURES, "minitensor.distributed", mode=ctypes.RTLD_GLOBAL)
+    _lib.check_abi("minitensor.distributed", path, dlib.mtd_abi_version(), ABI_VERSION, "make dist")
+    names = _lib.read_names(dlib.mtd_op_name, dlib.mtd_op_count())
     if names != REDUCE_OPS:
         raise ImportError(f"minitensor.distributed: {path} has reduce ops {names}, expected {REDUCE_OPS}")
     _DLIB = dlib
@@ -139,10 +112,8 @@ def load() -> ctypes.CDLL:
 
 def check(status: int, func: str) -> None:
     """Raises the exception for a failed status, with the library's message."""
-    if status == 0:
-        return
-    message = load().mtd_last_error().decode(errors="replace") or f"{func} failed (no message)"
-    raise STATUS_ERRORS.get(status, DistributedError)(message)
+    if status != _lib.MT_OK:
+        _lib.raise_status(status, func, load().mtd_last_error(), STATUS_ERRORS, DistributedError)
 
 
 def op_id(op: str) -> int:

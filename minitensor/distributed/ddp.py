@@ -27,7 +27,8 @@ from typing import Any, Iterator
 
 from .. import autograd, ops
 from ..nn import Module
-from ..tensor import Tensor, empty
+from .._creation import empty
+from ..tensor import Tensor
 from . import _flat_slice, all_reduce, broadcast, get_world_size, is_initialized
 
 
@@ -37,7 +38,7 @@ class _GradSyncPoint(autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, ddp: Any) -> Tensor:
         ctx.ddp = ddp
-        return x._alias(x.shape, x.strides, x._offset)
+        return x  # autograd hands the result over as a new alias of x
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> Any:
@@ -143,7 +144,7 @@ class DistributedDataParallel(Module):
             for p in bucket:
                 view = _flat_slice(flat, offset, p.shape)
                 if p.grad is None:
-                    p.grad = ops.clone(view)
+                    p.grad = view.clone()  # under no_grad: a plain copy
                 else:
                     ops.copy_(p.grad, view)
                 offset += p.numel()

@@ -11,7 +11,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..tensor import Tensor, rand, tensor
+from .._creation import rand, tensor
+from ..tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
 

@@ -22,7 +22,8 @@ import numpy as np
 
 from .. import autograd
 from .._dtype import default_dtype, float32, float64, to_dtype
-from ..tensor import Tensor, ones, rand, randn, tensor, zeros
+from .._creation import ones, rand, randn, tensor, zeros
+from ..tensor import Tensor
 from . import functional as F
 from .parameter import Parameter
 

@@ -1,0 +1,179 @@
+"""_array: the Array, a strided view of device memory, and nothing more.
+
+An Array is five fields: a Storage (one block of device memory, shared by
+all the views of it), a shape, strides counted in elements, an offset into
+the storage (in elements) and a dtype. A view (view, permute, expand,
+indexing, ...) is a new Array over the same Storage; the kernels read the
+strides directly, so no view ever copies.
+
+This layer knows nothing of gradients or of torch's method names: ops.py
+computes on Arrays, and the Tensor of tensor.py is an Array with an
+autograd record (minitensor/autograd/engine.py) and torch's methods.
+
+An Array is immutable: its storage, shape, strides, offset and dtype never
+change after it is made (in-place ops write into the storage but keep the
+view). So the C descriptor of an Array (``descriptor()``, the ``mt_tensor``
+struct that every call into the engine takes) is built once, on the first
+call, and kept in the Array's own ``_desc`` slot.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _lib
+from ._dtype import DType
+from ._shape import contiguous_strides, is_contiguous, numel
+from ._storage import Storage
+
+
+class Array:
+    """shape, strides and offset (in elements) and a dtype over a Storage."""
+
+    __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_desc")
+
+    def __init__(self, storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...],
+                 offset: int, dtype: DType) -> None:
+        self._storage = storage
+        self._shape = shape
+        self._strides = strides
+        self._offset = offset
+        self._dtype = dtype
+        self._desc: Optional[_lib.MtTensor] = None
+
+    @classmethod
+    def _from_array(cls, x: Array) -> Any:
+        """x's view (and its descriptor, if built) as a new object of class cls.
+
+        Cheap: it copies the five fields and runs no __init__, so a subclass
+        gives its own fields class-level defaults (see autograd's Variable).
+        """
+        obj = cls.__new__(cls)
+        obj._storage = x._storage
+        obj._shape = x._shape
+        obj._strides = x._strides
+        obj._offset = x._offset
+        obj._dtype = x._dtype
+        obj._desc = x._desc
+        return obj
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The size of each dim, as a tuple (torch returns a torch.Size, a tuple subclass)."""
+        return self._shape
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The step in storage, in elements (not bytes, unlike NumPy), of each dim."""
+        return self._strides
+
+    @property
+    def dtype(self) -> DType:
+        """minitensor.float32 or minitensor.float64."""
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        """The number of dims (the rank)."""
+        return len(self._shape)
+
+    def numel(self) -> int:
+        """The number of elements."""
+        return numel(self._shape)
+
+    def storage_offset(self) -> int:
+        """Where the first element is in the storage, in elements."""
+        return self._offset
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self._dtype.itemsize
+
+    def data_ptr(self) -> int:
+        """Device address of the first element."""
+        return self._storage.ptr + self._offset * self._dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        """Whether the elements lie in row-major order without gaps (size-1 dims ignored)."""
+        return is_contiguous(self._shape, self._strides)
+
+    def descriptor(self) -> _lib.MtTensor:
+        """The ``mt_tensor`` struct of this view, as the engine's functions take it.
+
+        Built on the first call and kept: ctypes copies it into each call (it
+        is passed by value), so sharing it between calls is safe.
+        """
+        d = self._desc
+        if d is None:
+            shape = self._shape
+            d = self._desc = _lib.MtTensor(
+                self._storage.ptr, self._offset, self._dtype.code, len(shape), shape, self._strides
+            )
+        return d
+
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy (torch's numpy() shares memory; device memory cannot be shared)."""
+        return to_numpy(self)
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        array = to_numpy(self)
+        return array if dtype is None else array.astype(dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"Array(shape={self._shape}, strides={self._strides}, offset={self._offset}, "
+            f"dtype={self._dtype.name})"
+        )
+
+
+# ---- making arrays: new memory, or a new view of the same memory -------------------
+
+
+def empty(shape: tuple[int, ...], dtype: DType) -> Array:
+    """A new contiguous, uninitialised Array (shape already checked by the caller)."""
+    return Array(Storage(numel(shape) * dtype.itemsize), shape, contiguous_strides(shape), 0, dtype)
+
+
+def empty_like(x: Array) -> Array:
+    """A new contiguous, uninitialised Array of x's shape and dtype."""
+    shape = x._shape
+    dtype = x._dtype
+    return Array(Storage(numel(shape) * dtype.itemsize), shape, contiguous_strides(shape), 0, dtype)
+
+
+def alias(x: Array, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Array:
+    """A view of x's storage with another shape, strides and offset."""
+    return Array(x._storage, shape, strides, offset, x._dtype)
+
+
+def shares_storage(a: Array, b: Array) -> bool:
+    """Whether a and b are views of one Storage (so a write to one may change the other)."""
+    return a._storage is b._storage
+
+
+def upload(x: Array, host: np.ndarray) -> None:
+    """Copies a C-contiguous host array of x's size into the contiguous Array x."""
+    x._storage.upload(host, x._offset * x._dtype.itemsize)
+
+
+def to_numpy(x: Array) -> np.ndarray:
+    """A NumPy copy of x (honours strides and offset)."""
+    out = np.empty(x._shape, dtype=x._dtype.np_dtype)
+    if out.size == 0:
+        return out
+    itemsize = x._dtype.itemsize
+    if x.is_contiguous():
+        x._storage.download(out, x._offset * itemsize)
+        return out
+    span = 1 + sum((n - 1) * s for n, s in zip(x._shape, x._strides))
+    if span > 2 * out.size:
+        # A sparse view of a big storage: gather it on the device first.
+        packed = empty_like(x)
+        _lib.map_("copy", packed, x)
+        return to_numpy(packed)
+    buf = np.empty(span, dtype=x._dtype.np_dtype)
+    x._storage.download(buf, x._offset * itemsize)
+    out[...] = np.lib.stride_tricks.as_strided(buf, x._shape, tuple(s * itemsize for s in x._strides))
+    return out

@@ -1,0 +1,158 @@
+"""_creation: the functions that make new tensors (tensor, zeros, ones, full,
+empty, rand, randn, arange and their *_like forms, manual_seed).
+
+Each allocates an Array (minitensor/_array.py), fills it on the device (or
+uploads host data) and hands it over as a Tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _array, ops
+from ._dtype import DType, default_dtype, float32, float64, to_dtype
+from ._shape import as_shape, check_new_shape
+from .tensor import Tensor
+
+
+def _new(shape: tuple[int, ...], dtype: Any, func: str) -> Tensor:
+    """A new contiguous, uninitialised tensor."""
+    dtype = default_dtype if dtype is None else to_dtype(dtype)
+    check_new_shape(shape, func)
+    return Tensor._from_array(_array.empty(shape, dtype))
+
+
+def _from_numpy(array: np.ndarray, dtype: DType, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of a host array."""
+    host = np.array(array, dtype=dtype.np_dtype, order="C")  # ascontiguousarray would make 0-d 1-d
+    out = _new(tuple(host.shape), dtype, "tensor()")
+    _array.upload(out, host)
+    out.requires_grad = requires_grad
+    return out
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor from a number, (nested) lists or a NumPy array (always a copy).
+
+    A float32/float64 array (or NumPy scalar) keeps its dtype; any other data becomes the
+    default dtype (float32) unless dtype is given. minitensor has no integer
+    or bool dtypes: integers and bools are stored as floats.
+    """
+    if isinstance(data, Tensor):
+        host = data.numpy()
+    elif isinstance(data, (np.ndarray, np.generic)):
+        host = np.asarray(data)
+    else:
+        try:
+            host = np.asarray(data)
+        except ValueError as e:
+            raise ValueError(f"tensor(): the data is not a rectangular array of numbers: {e}") from None
+    if host.dtype.kind not in "biuf":
+        raise TypeError(f"tensor(): cannot make a tensor from data of type {host.dtype} ({type(data).__name__})")
+    if dtype is not None:
+        target = to_dtype(dtype)
+    elif host.dtype == np.float64 and isinstance(data, (np.ndarray, np.generic, Tensor)):
+        target = float64
+    elif host.dtype == np.float32:
+        target = float32
+    else:
+        target = default_dtype
+    return _from_numpy(host, target, requires_grad)
+
+
+def empty(*shape: Any, dtype: Any = None) -> Tensor:
+    """A new tensor with uninitialised values."""
+    return _new(as_shape(shape, "empty()"), dtype, "empty()")
+
+
+def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor of zeros; shape as varargs or a tuple."""
+    return full(as_shape(shape, "zeros()"), 0.0, dtype=dtype, requires_grad=requires_grad)
+
+
+def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor of ones; shape as varargs or a tuple."""
+    return full(as_shape(shape, "ones()"), 1.0, dtype=dtype, requires_grad=requires_grad)
+
+
+def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor of shape filled with fill_value."""
+    out = _new(as_shape(shape, "full()"), dtype, "full()")
+    ops.fill_(out, fill_value)
+    out.requires_grad = requires_grad
+    return out
+
+
+def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
+    """zeros with x's shape (and dtype unless given)."""
+    return full(x.shape, 0.0, dtype=x.dtype if dtype is None else dtype)
+
+
+def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
+    """ones with x's shape (and dtype unless given)."""
+    return full(x.shape, 1.0, dtype=x.dtype if dtype is None else dtype)
+
+
+def full_like(x: Tensor, fill_value: float, dtype: Any = None) -> Tensor:
+    """full with x's shape (and dtype unless given)."""
+    return full(x.shape, fill_value, dtype=x.dtype if dtype is None else dtype)
+
+
+def empty_like(x: Tensor, dtype: Any = None) -> Tensor:
+    """empty with x's shape (and dtype unless given)."""
+    return empty(x.shape, dtype=x.dtype if dtype is None else dtype)
+
+
+# The random numbers come from a NumPy Generator on the host (then uploaded):
+# the same seed gives the same numbers on the emulator and on the GPU.
+_generator = np.random.default_rng()
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the generator of rand/randn (torch returns a Generator; this returns None)."""
+    global _generator
+    _generator = np.random.default_rng(seed)
+
+
+def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform random numbers in [0, 1)."""
+    dtype = default_dtype if dtype is None else to_dtype(dtype)
+    shape = as_shape(shape, "rand()")
+    check_new_shape(shape, "rand()")
+    return _from_numpy(_generator.random(shape, dtype=dtype.np_dtype), dtype, requires_grad)
+
+
+def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal random numbers."""
+    dtype = default_dtype if dtype is None else to_dtype(dtype)
+    shape = as_shape(shape, "randn()")
+    check_new_shape(shape, "randn()")
+    return _from_numpy(_generator.standard_normal(shape, dtype=dtype.np_dtype), dtype, requires_grad)
+
+
+def rand_like(x: Tensor, dtype: Any = None) -> Tensor:
+    """rand with x's shape (and dtype unless given)."""
+    return rand(x.shape, dtype=x.dtype if dtype is None else dtype)
+
+
+def randn_like(x: Tensor, dtype: Any = None) -> Tensor:
+    """randn with x's shape (and dtype unless given)."""
+    return randn(x.shape, dtype=x.dtype if dtype is None else dtype)
+
+
+def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Any = None) -> Tensor:
+    """Values start, start+step, ... below end (arange(n): 0..n-1), as floats.
+
+    torch gives int64 for integer arguments; minitensor has no integer dtype,
+    so the result is float32 unless dtype is given.
+    """
+    if end is None:
+        start, end = 0, start
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if not ops.is_scalar(value):
+            raise TypeError(f"arange(): {name} must be a number, got {type(value).__name__}")
+    if step == 0:
+        raise ValueError("arange(): step must be non-zero")
+    return tensor(np.arange(start, end, step, dtype=np.float64), dtype=dtype or default_dtype)

@@ -1,0 +1,176 @@
+"""_functions: torch's free functions (mt.exp(x), mt.sum(x, dim), mt.cat(...), ...).
+
+Each checks that it got a Tensor and calls the Tensor method, so autograd
+applies; cat, stack and where, which have no single Tensor to call on,
+apply their gradient rule themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from . import autograd
+from .tensor import Tensor
+
+
+def _tensor_list(tensors: Any, func: str) -> tuple[Tensor, ...]:
+    """The tensors of cat()/stack() as a tuple (a list or tuple, not empty)."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
+        raise ValueError(f"{func}(): expected a non-empty list or tuple of tensors")
+    return tuple(tensors)
+
+
+def _check(x: Any, func: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{func}(): expected a Tensor, got {type(x).__name__}")
+    return x
+
+
+def exp(x: Tensor) -> Tensor:
+    """e ** x, elementwise."""
+    return _check(x, "exp").exp()
+
+
+def log(x: Tensor) -> Tensor:
+    """Natural logarithm, elementwise."""
+    return _check(x, "log").log()
+
+
+def relu(x: Tensor) -> Tensor:
+    """max(x, 0), elementwise."""
+    return _check(x, "relu").relu()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)), elementwise."""
+    return _check(x, "sigmoid").sigmoid()
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent, elementwise."""
+    return _check(x, "tanh").tanh()
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001 - torch's name
+    """|x|, elementwise."""
+    return _check(x, "abs").abs()
+
+
+def sqrt(x: Tensor) -> Tensor:
+    """Square root, elementwise."""
+    return _check(x, "sqrt").sqrt()
+
+
+def maximum(a: Tensor, b: Any) -> Tensor:
+    """Elementwise maximum, with broadcasting."""
+    return _check(a, "maximum").maximum(b)
+
+
+def minimum(a: Tensor, b: Any) -> Tensor:
+    """Elementwise minimum, with broadcasting."""
+    return _check(a, "minimum").minimum(b)
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product as torch.matmul (2-D, batched N-D, 1-D operands)."""
+    return _check(a, "matmul").matmul(b)
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """softmax along dim, numerically stable."""
+    return _check(x, "softmax").softmax(dim)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    """log(softmax) along dim, numerically stable."""
+    return _check(x, "log_softmax").log_softmax(dim)
+
+
+def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) over dim, numerically stable."""
+    return _check(x, "logsumexp").logsumexp(dim, keepdim)
+
+
+def sum(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Sum over dim."""
+    return _check(x, "sum").sum(dim, keepdim)
+
+
+def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Mean over dim."""
+    return _check(x, "mean").mean(dim, keepdim)
+
+
+def prod(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Product over dim."""
+    return _check(x, "prod").prod(dim, keepdim)
+
+
+def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over dim (values only)."""
+    return _check(x, "max").max(dim, keepdim)
+
+
+def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Minimum over dim (values only)."""
+    return _check(x, "min").min(dim, keepdim)
+
+
+def argmax(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (as floats)."""
+    return _check(x, "argmax").argmax(dim, keepdim)
+
+
+def argmin(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
+    """Index of the first minimum (as floats)."""
+    return _check(x, "argmin").argmin(dim, keepdim)
+
+
+def reshape(x: Tensor, *shape: Any) -> Tensor:
+    """x.reshape(shape)."""
+    return _check(x, "reshape").reshape(*shape)
+
+
+def permute(x: Tensor, *dims: Any) -> Tensor:
+    """x.permute(dims)."""
+    return _check(x, "permute").permute(*dims)
+
+
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """x.transpose(dim0, dim1)."""
+    return _check(x, "transpose").transpose(dim0, dim1)
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """x.unsqueeze(dim)."""
+    return _check(x, "unsqueeze").unsqueeze(dim)
+
+
+def squeeze(x: Tensor, dim: Any = None) -> Tensor:
+    """x.squeeze(dim)."""
+    return _check(x, "squeeze").squeeze(dim)
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """x.flatten(start_dim, end_dim)."""
+    return _check(x, "flatten").flatten(start_dim, end_dim)
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """x.gather(dim, index)."""
+    return _check(x, "gather").gather(dim, index)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenates tensors along an existing dim."""
+    return autograd.Cat.apply(dim, *_tensor_list(tensors, "cat"))
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Stacks tensors of one shape along a new dim."""
+    return autograd.Stack.apply(dim, *_tensor_list(tensors, "stack"))
+
+
+def where(condition: Tensor, a: Any, b: Any) -> Tensor:
+    """a where condition is non-zero, else b (broadcast together)."""
+    return autograd.Where.apply(condition, a, b)

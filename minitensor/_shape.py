@@ -1,0 +1,197 @@
+"""_shape: the shape arithmetic of minitensor, on tuples of ints only.
+
+Nothing here touches memory or the engine: these functions compute sizes,
+row-major strides, broadcast shapes, the strides of a view, and they
+normalise dims. Every other module takes its shape rules from here, so each
+rule is written once. A function that rejects its input raises the
+library's exceptions (ShapeError, DimError, TypeError), naming ``func``, the
+user-facing operation it checks for.
+
+Dims follow torch: a dim may be negative (counted from the end), and a 0-d
+tensor accepts dim 0 and -1 as if it had one dim of size 1; reducing a 0-d
+tensor over that dim reduces nothing (``reduce_dims`` returns ``()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+from ._errors import DimError, ShapeError
+from ._lib import MAX_DIMS
+
+Shape = tuple[int, ...]
+
+
+def numel(shape: Iterable[int]) -> int:
+    """Number of elements of a shape (1 for the 0-d shape ())."""
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+def contiguous_strides(shape: Sequence[int]) -> Shape:
+    """Row-major strides, in elements, of a tensor of this shape."""
+    strides = [0] * len(shape)
+    step = 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether these strides lay the elements out row-major without gaps (size-1 dims ignored)."""
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size == 0:
+            return True
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def normalize_dim(dim: Any, ndim: int, func: str, extra: int = 0) -> int:
+    """dim in [-n, n) -> [0, n) with n = ndim + extra (extra=1 where a dim is
+    inserted, as in unsqueeze); a 0-d tensor accepts 0 and -1, as in torch."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{func}: dim must be an int, got {type(dim).__name__}")
+    dim = int(dim)
+    rank = max(ndim + extra, 1)
+    if not -rank <= dim < rank:
+        raise DimError(
+            f"{func}: dim {dim} is out of range for a tensor of rank {ndim} "
+            f"(expected a dim in [{-rank}, {rank - 1}])"
+        )
+    return dim % rank
+
+
+def reduce_dims(dim: Any, ndim: int, func: str, allow_tuple: bool = True) -> Shape:
+    """The dims a reduction over dim covers, normalised and sorted.
+
+    dim is None (every dim), an int, or (when allow_tuple) a tuple or list of
+    ints; an empty tuple means every dim, as in torch. A 0-d tensor accepts
+    dim 0 and -1 and has no dim to reduce: the result is then ().
+    """
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (tuple, list)):
+        if not allow_tuple:
+            raise TypeError(f"{func}: dim must be an int or None, got {dim!r}")
+        dims = [normalize_dim(d, ndim, func) for d in dim]
+        for d in set(dims):
+            if dims.count(d) > 1:
+                raise DimError(f"{func}: dim {d} appears more than once in dims {tuple(dim)}")
+        if not dims:
+            return tuple(range(ndim))
+        return tuple(sorted(set(dims))) if ndim else ()
+    d = normalize_dim(dim, ndim, func)
+    return (d,) if ndim else ()
+
+
+def keepdim_shape(shape: Sequence[int], dims: Sequence[int]) -> Shape:
+    """shape with the reduced dims set to 1 (the keepdim=True shape)."""
+    return tuple(1 if d in dims else n for d, n in enumerate(shape))
+
+
+def as_shape(shape: Any, func: str) -> Shape:
+    """A tuple of ints from a shape given as a tuple, a list or varargs."""
+    if isinstance(shape, (tuple, list)) and len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"{func}: a shape must be ints or a tuple of ints, got {type(shape).__name__}")
+    result = []
+    for size in shape:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+            raise TypeError(f"{func}: a shape must contain ints, got {tuple(shape)!r}")
+        result.append(int(size))
+    return tuple(result)
+
+
+def check_new_shape(shape: Shape, func: str) -> None:
+    """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims."""
+    if any(size < 0 for size in shape):
+        raise ShapeError(f"{func}: negative dimension in shape {shape}")
+    if len(shape) > MAX_DIMS:
+        raise ShapeError(
+            f"{func}: shape {shape} has {len(shape)} dims; minitensor supports at most {MAX_DIMS}"
+        )
+
+
+def broadcast_shapes(a: Shape, b: Shape, func: str) -> Shape:
+    """The NumPy broadcast of two shapes; ShapeError naming both if they do not."""
+    ndim = max(len(a), len(b))
+    pa = (1,) * (ndim - len(a)) + tuple(a)
+    pb = (1,) * (ndim - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise ShapeError(f"{func}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast together")
+    return tuple(out)
+
+
+def infer_shape(shape: Shape, count: int, func: str, old_shape: Shape) -> Shape:
+    """Resolves one -1 in shape so that it has count elements (view/reshape)."""
+    if sum(1 for s in shape if s == -1) > 1:
+        raise ShapeError(f"{func}: only one dimension can be inferred (-1), got shape {shape}")
+    if any(s < -1 for s in shape):
+        raise ShapeError(f"{func}: invalid shape {shape}")
+    known = numel(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or count % known != 0:
+            raise ShapeError(
+                f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({count} elements)"
+            )
+        shape = tuple(count // known if s == -1 else s for s in shape)
+    if numel(shape) != count:
+        raise ShapeError(
+            f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({count} elements)"
+        )
+    check_new_shape(shape, func)
+    return shape
+
+
+def view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Optional[Shape]:
+    """Strides that show old memory with new_shape without a copy, or None.
+
+    torch's rule (computeStride): the old dims are cut into chunks that are
+    contiguous among themselves; each chunk must be covered exactly by a run
+    of new dims.
+    """
+    if numel(old_shape) == 0:
+        return contiguous_strides(new_shape)
+    if len(old_shape) == 0:
+        old_shape, old_strides = (1,), (1,)
+    new_strides = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = old_strides[-1]
+    tensor_numel = 1
+    view_numel = 1
+    for tensor_d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[tensor_d]
+        chunk_ends = tensor_d == 0 or (
+            old_shape[tensor_d - 1] != 1 and old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride
+        )
+        if chunk_ends:
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_strides[tensor_d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(new_strides)

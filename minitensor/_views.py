@@ -1,0 +1,190 @@
+"""_views: views of an Array, new shape/strides/offset over the same storage.
+
+view, permute, transpose, expand, unsqueeze, squeeze, narrow, basic
+indexing and as_strided only compute a new shape, strides and offset (with
+the rules of _shape.py) and return a new Array over the same Storage: no
+kernel runs and nothing is copied. reshape and flatten, which copy when no
+view is possible, are in ops.py. Arguments are checked here, with errors
+that name the operation.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ._array import Array, alias
+from ._errors import DimError, ShapeError
+from ._shape import as_shape, check_new_shape, infer_shape, normalize_dim, view_strides
+
+
+def as_strided(x: Array, shape: Sequence[int], strides: Sequence[int], offset: Optional[int] = None) -> Array:
+    """A view of x's storage with the given shape, strides and storage offset."""
+    shape = tuple(shape)
+    check_new_shape(shape, "as_strided()")
+    return alias(x, shape, tuple(strides), x.storage_offset() if offset is None else offset)
+
+
+def view(x: Array, shape: Sequence[int]) -> Array:
+    """A view with a new shape (one -1 is inferred); error if the strides do not allow it."""
+    shape = infer_shape(as_shape(shape, "view()"), x.numel(), "view()", x.shape)
+    strides = view_strides(x.shape, x.strides, shape)
+    if strides is None:
+        raise ShapeError(
+            f"view(): view size {shape} is not compatible with the size {x.shape} and strides "
+            f"{x.strides} of the input (at least one dim spans two contiguous chunks); "
+            f"use .reshape(...) instead"
+        )
+    return alias(x, shape, strides, x.storage_offset())
+
+
+def permute(x: Array, dims: Sequence[int]) -> Array:
+    """A view with the dims reordered: result dim i is x's dim dims[i]."""
+    dims = as_shape(dims, "permute()")
+    if len(dims) != x.ndim:
+        raise DimError(f"permute(): got {len(dims)} dims {dims} for a tensor of rank {x.ndim}")
+    norm = tuple(normalize_dim(d, x.ndim, "permute()") for d in dims)
+    if len(set(norm)) != len(norm):
+        raise DimError(f"permute(): dims {dims} repeat a dim")
+    return alias(x, 
+        tuple(x.shape[d] for d in norm), tuple(x.strides[d] for d in norm), x.storage_offset()
+    )
+
+
+def transpose(x: Array, dim0: int, dim1: int) -> Array:
+    """A view with dims dim0 and dim1 swapped."""
+    if x.ndim == 0:
+        normalize_dim(dim0, 0, "transpose()")
+        normalize_dim(dim1, 0, "transpose()")
+        return alias(x, (), (), x.storage_offset())
+    d0 = normalize_dim(dim0, x.ndim, "transpose()")
+    d1 = normalize_dim(dim1, x.ndim, "transpose()")
+    order = list(range(x.ndim))
+    order[d0], order[d1] = order[d1], order[d0]
+    return permute(x, order)
+
+
+def expand(x: Array, shape: Sequence[int]) -> Array:
+    """A view repeating size-1 dims to shape without copying (stride 0); -1 keeps a size."""
+    shape = as_shape(shape, "expand()")
+    if len(shape) < x.ndim:
+        raise ShapeError(
+            f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape}, "
+            f"which has fewer dims"
+        )
+    check_new_shape(tuple(abs(s) for s in shape), "expand()")
+    lead = len(shape) - x.ndim
+    new_shape = []
+    new_strides = []
+    for d, size in enumerate(shape):
+        if d < lead:
+            if size < 0:
+                raise ShapeError(f"expand(): -1 is not allowed for a new leading dim, got {shape}")
+            new_shape.append(size)
+            new_strides.append(0)
+            continue
+        old = x.shape[d - lead]
+        if size == -1 or size == old:
+            new_shape.append(old)
+            new_strides.append(x.strides[d - lead])
+        elif old == 1 and size >= 0:
+            new_shape.append(size)
+            new_strides.append(0)
+        else:
+            raise ShapeError(
+                f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape} "
+                f"(dim {d}: {old} -> {size}; only size-1 dims can be expanded)"
+            )
+    return alias(x, tuple(new_shape), tuple(new_strides), x.storage_offset())
+
+
+def unsqueeze(x: Array, dim: int) -> Array:
+    """A view with a new dim of size 1 at position dim (in [-ndim-1, ndim])."""
+    d = normalize_dim(dim, x.ndim, "unsqueeze()", extra=1)
+    check_new_shape(x.shape + (1,), "unsqueeze()")
+    stride = x.strides[d] * x.shape[d] if d < x.ndim else 1
+    shape = x.shape[:d] + (1,) + x.shape[d:]
+    strides = x.strides[:d] + (stride,) + x.strides[d:]
+    return alias(x, shape, strides, x.storage_offset())
+
+
+def squeeze(x: Array, dim: Any = None) -> Array:
+    """A view without size-1 dims (all of them, or those in dim; other dims are kept)."""
+    if dim is None:
+        dims = set(range(x.ndim))
+    elif isinstance(dim, (tuple, list)):
+        dims = {normalize_dim(d, x.ndim, "squeeze()") for d in dim}
+    else:
+        dims = {normalize_dim(dim, x.ndim, "squeeze()")}
+    keep = [d for d in range(x.ndim) if not (d in dims and x.shape[d] == 1)]
+    return alias(x, tuple(x.shape[d] for d in keep), tuple(x.strides[d] for d in keep), x.storage_offset())
+
+
+def narrow(x: Array, dim: int, start: int, length: int) -> Array:
+    """A view of elements start..start+length-1 along dim."""
+    d = normalize_dim(dim, x.ndim, "narrow()")
+    if start < 0:
+        start += x.shape[d]
+    if not (0 <= start and length >= 0 and start + length <= x.shape[d]):
+        raise DimError(
+            f"narrow(): start {start} and length {length} are out of range for dim {dim} "
+            f"of size {x.shape[d]}"
+        )
+    shape = x.shape[:d] + (length,) + x.shape[d + 1 :]
+    return alias(x, shape, x.strides, x.storage_offset() + start * x.strides[d])
+
+
+def index(x: Array, key: Any) -> Array:
+    """Basic indexing x[key]: ints, slices (positive step), None and one Ellipsis."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if isinstance(k, Array) or isinstance(k, (list, np.ndarray)):
+            raise TypeError(
+                "indexing with a tensor, list or array (advanced indexing) is not supported; "
+                "use basic indices (ints, slices, None, ...) or gather()"
+            )
+        if isinstance(k, bool) or not (
+            k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
+        ):
+            raise TypeError(f"invalid index {k!r} of type {type(k).__name__}: use ints, slices, None or ...")
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > x.ndim:
+        raise DimError(f"too many indices for a tensor of rank {x.ndim}: got {consumed}")
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (x.ndim - consumed) + key[at + 1 :]
+    else:
+        key = key + (slice(None),) * (x.ndim - consumed)
+    shape: list[int] = []
+    strides: list[int] = []
+    offset = x.storage_offset()
+    d = 0  # the dim of x that the next int or slice applies to
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(1)
+        elif isinstance(k, slice):
+            size, stride = x.shape[d], x.strides[d]
+            if k.step is not None and operator.index(k.step) <= 0:
+                raise ValueError(f"slice step must be positive, got {k.step} (negative strides are not supported)")
+            start, stop, step = k.indices(size)
+            length = len(range(start, stop, step))
+            if length > 0:
+                offset += start * stride
+            shape.append(length)
+            strides.append(stride * step)
+            d += 1
+        else:
+            size = x.shape[d]
+            i = operator.index(k)
+            if not -size <= i < size:
+                raise DimError(f"index {i} is out of bounds for dim {d} with size {size}")
+            offset += (i % size) * x.strides[d]
+            d += 1
+    check_new_shape(tuple(shape), "indexing")
+    return alias(x, tuple(shape), tuple(strides), offset)

@@ -1,0 +1,132 @@
+"""minitensor.autograd: reverse-mode automatic differentiation.
+
+Read engine.py first: Function, the graph and backward() (with no_grad and
+the gradient mode), in about 200 lines of code. The gradient rules of every
+differentiable op of minitensor are Function subclasses next to it:
+
+    engine.py       Variable, Function, backward(), no_grad, queue_callback
+    helpers.py      unbroadcast() and the other pieces the rules share
+    elementwise.py  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Where, Exp, ...
+    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, ..., MatMul
+    shaping.py      View, Reshape, Permute, Expand, Index, ..., Gather, Cat, Stack
+
+The rules compute with the raw ops of minitensor/ops.py on Arrays; the
+Tensor methods of minitensor/tensor.py call ``Rule.apply``.
+"""
+
+from .engine import (
+    Function,
+    Variable,
+    backward,
+    enable_grad,
+    is_grad_enabled,
+    no_grad,
+    queue_callback,
+    retain_grad,
+)
+from .engine import _topological_order  # noqa: F401 - notebooks/04 draws the order it gives
+from .helpers import unbroadcast
+from .elementwise import (
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    Where,
+    Neg,
+    Exp,
+    Log,
+    Relu,
+    Sigmoid,
+    Tanh,
+    Abs,
+    Sqrt,
+    Reciprocal,
+)
+from .reductions import (
+    Sum,
+    Mean,
+    Prod,
+    Max,
+    Min,
+    LogSumExp,
+    Softmax,
+    LogSoftmax,
+    MatMul,
+)
+from .shaping import (
+    View,
+    Reshape,
+    Squeeze,
+    Unsqueeze,
+    Flatten,
+    Permute,
+    Transpose,
+    Expand,
+    Index,
+    Narrow,
+    Contiguous,
+    Clone,
+    Cast,
+    Gather,
+    ScatterAdd,
+    Cat,
+    Stack,
+)
+
+__all__ = [
+    "Function",
+    "Variable",
+    "backward",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "queue_callback",
+    "retain_grad",
+    "unbroadcast",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Maximum",
+    "Minimum",
+    "Where",
+    "Neg",
+    "Exp",
+    "Log",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Abs",
+    "Sqrt",
+    "Reciprocal",
+    "Sum",
+    "Mean",
+    "Prod",
+    "Max",
+    "Min",
+    "LogSumExp",
+    "Softmax",
+    "LogSoftmax",
+    "MatMul",
+    "View",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Permute",
+    "Transpose",
+    "Expand",
+    "Index",
+    "Narrow",
+    "Contiguous",
+    "Clone",
+    "Cast",
+    "Gather",
+    "ScatterAdd",
+    "Cat",
+    "Stack",
+]

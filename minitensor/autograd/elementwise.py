@@ -1,0 +1,277 @@
+"""elementwise: the gradient rules of the elementwise ops.
+
+Arithmetic (a, b: tensors or Python numbers; broadcasting is undone with
+unbroadcast) and the functions of one tensor. maximum/minimum give half of
+the gradient to each side of a tie, as torch does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import ops
+from .._array import Array
+from .engine import Function
+from .helpers import scalar_like, scalars_of, unbroadcast, zeros
+
+
+# ---- elementwise arithmetic (a, b: tensors or Python numbers) ------------------------------
+
+
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+        return ops.add(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ga = unbroadcast(grad, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(grad, ctx.shapes[1]) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+        return ops.sub(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ga = unbroadcast(grad, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(ops.map_("neg", grad), ctx.shapes[1]) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)))
+        ctx.scalars = scalars_of(a, b)
+        return ops.mul(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = (s if t is None else t for t, s in zip(ctx.saved_tensors, ctx.scalars))
+        ga = unbroadcast(ops.mul(grad, b), a.shape) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(ops.mul(grad, a), b.shape) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        out = ops.div(a, b)
+        ctx.save_for_backward(b if ops.is_array(b) else None, out)
+        ctx.scalars = scalars_of(a, b)
+        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        b, out = ctx.saved_tensors
+        b = ctx.scalars[1] if b is None else b
+        ga = unbroadcast(ops.div(grad, b), ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = None
+        if ctx.needs_input_grad[1]:  # d(a/b)/db = -a/b**2 = -out/b
+            gb = unbroadcast(ops.map_("neg", ops.div(ops.mul(grad, out), b)), ctx.shapes[1])
+        return ga, gb
+
+
+class Pow(Function):
+    """a ** b for a tensor or a number on either side."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = ops.pow(a, b)
+        ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)), out)
+        ctx.scalars = scalars_of(a, b)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        ta, tb, out = ctx.saved_tensors
+        a, b = (s if t is None else t for t, s in zip((ta, tb), ctx.scalars))
+        ga = gb = None
+        if ctx.needs_input_grad[0]:  # b * a**(b-1), and 0 where b == 0 (also at a == 0)
+            if tb is None:
+                local = ops.mul(ops.pow(a, b - 1), b) if b != 0 else zeros(a.shape, a)
+            else:
+                local = ops.where(ops.zip_("eq", b, 0.0), 0.0, ops.mul(b, ops.pow(a, ops.sub(b, 1.0))))
+            ga = unbroadcast(ops.mul(grad, local), a.shape)
+        if ctx.needs_input_grad[1]:  # a**b * log(a), and 0 where a == 0 and b >= 0
+            base = scalar_like(a, out) if ta is None else a
+            zero_base = ops.mul(ops.zip_("eq", base, 0.0), ops.zip_("ge", b, 0.0))
+            local = ops.where(zero_base, 0.0, ops.mul(out, ops.map_("log", base)))
+            gb = unbroadcast(ops.mul(grad, local), b.shape)
+        return ga, gb
+
+
+class Maximum(Function):
+    """Elementwise maximum; a tie sends half of the gradient to each side (as torch)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)))
+        ctx.scalars = scalars_of(a, b)
+        return ops.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _select_backward(ctx, grad, "gt")
+
+
+class Minimum(Function):
+    """Elementwise minimum; a tie sends half of the gradient to each side (as torch)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)))
+        ctx.scalars = scalars_of(a, b)
+        return ops.minimum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _select_backward(ctx, grad, "lt")
+
+
+def _select_backward(ctx: Function, grad: Array, wins: str) -> tuple[Any, Any]:
+    """Gradients of maximum ("gt": a wins where a > b) or minimum ("lt")."""
+    a, b = (s if t is None else t for t, s in zip(ctx.saved_tensors, ctx.scalars))
+    share_a = ops.add(ops.zip_(wins, a, b), ops.mul(ops.zip_("eq", a, b), 0.5))  # 1, 0 or 0.5
+    ga = unbroadcast(ops.mul(grad, share_a), a.shape) if ctx.needs_input_grad[0] else None
+    gb = unbroadcast(ops.mul(grad, ops.sub(1.0, share_a)), b.shape) if ctx.needs_input_grad[1] else None
+    return ga, gb
+
+
+class Where(Function):
+    """a where cond is non-zero, else b; cond gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        out = ops.where(cond, a, b)
+        ctx.save_for_backward(cond)
+        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (cond,) = ctx.saved_tensors
+        ga = unbroadcast(ops.where(cond, grad, 0.0), ctx.shapes[0]) if ctx.needs_input_grad[1] else None
+        gb = unbroadcast(ops.where(cond, 0.0, grad), ctx.shapes[1]) if ctx.needs_input_grad[2] else None
+        return None, ga, gb
+
+
+# ---- elementwise functions of one tensor ----------------------------------------------------
+
+
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return ops.map_("neg", x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ops.map_("neg", grad)
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = ops.map_("exp", x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return ops.mul(grad, out)
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ops.map_("log", x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return ops.div(grad, x)
+
+
+class Relu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ops.map_("relu", x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return ops.relu_backward(grad, x)  # 0 at x == 0, as torch
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = ops.map_("sigmoid", x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return ops.mul(grad, ops.mul(out, ops.sub(1.0, out)))
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = ops.map_("tanh", x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return ops.mul(grad, ops.sub(1.0, ops.mul(out, out)))
+
+
+class Abs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ops.map_("abs", x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return ops.mul(grad, ops.map_("sign", x))  # 0 at x == 0, as torch
+
+
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = ops.map_("sqrt", x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return ops.div(grad, ops.mul(out, 2.0))
+
+
+class Reciprocal(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = ops.map_("reciprocal", x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return ops.map_("neg", ops.mul(grad, ops.mul(out, out)))

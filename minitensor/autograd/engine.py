@@ -1,0 +1,316 @@
+"""engine: reverse-mode automatic differentiation, the part to study first.
+
+How it fits together (the torch vocabulary):
+
+- A ``Variable`` is an Array (minitensor/_array.py) with an autograd
+  record: ``requires_grad``, ``grad`` and ``grad_fn``. The Tensor of
+  minitensor/tensor.py is a Variable with torch's methods.
+- A ``Function`` subclass has a ``forward(ctx, *args)`` that computes its
+  result with the raw ops of minitensor/ops.py, and a ``backward(ctx, grad)``
+  that turns the gradient of the result into one gradient per argument of
+  forward (``None`` for arguments that are not tensors or need none). Both
+  are static methods; ``ctx`` is the node of the graph (an instance of the
+  Function class) and carries what forward saved for backward. The rules of
+  minitensor (Add, Exp, Sum, MatMul, ...) are in the modules next to this one.
+- ``Function.apply(*args)`` runs forward with gradient recording off. When
+  recording is on (outside ``no_grad()``) and a tensor argument requires a
+  gradient, the result gets ``requires_grad = True`` and ``grad_fn = ctx``:
+  that is the graph. Tensors without a ``grad_fn`` are leaves.
+- ``backward(t)`` sorts the nodes reachable from ``t.grad_fn`` in reverse
+  topological order (iteratively: deep graphs must not hit Python's recursion
+  limit), calls each node's backward exactly once with the sum of the
+  gradients of its result, and accumulates into ``.grad`` of the leaves that
+  require a gradient (and of non-leaves that asked with ``retain_grad()``).
+
+The ops return plain Arrays; the engine hands every value that user code
+sees (results, saved tensors, gradients) over as a Variable of the kind of
+its inputs, through ``Variable._wrap`` (a Tensor's results are Tensors).
+Gradients are not themselves differentiable (no ``create_graph``).
+
+Tensors saved for backward are stored as detached aliases (same storage, no
+``grad_fn``), so a result never refers to itself through its node and is
+freed by reference counting, without waiting for the cycle collector.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from typing import Any, Callable, Optional
+
+from .. import ops
+from .._array import Array, empty
+from .._errors import ShapeError
+
+# ---- gradient mode -----------------------------------------------------------------------
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops record the graph (False inside ``no_grad()``)."""
+    return getattr(_state, "enabled", True)
+
+
+def _set_grad_enabled(mode: bool) -> None:
+    _state.enabled = mode
+
+
+class _GradMode:
+    """A context manager (and decorator) that sets the gradient mode for its body."""
+
+    mode = True
+
+    def __enter__(self) -> None:
+        self._previous = is_grad_enabled()
+        _set_grad_enabled(self.mode)
+
+    def __exit__(self, *exc: Any) -> None:
+        _set_grad_enabled(self._previous)
+
+    def __call__(self, func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with type(self)():
+                return func(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):  # noqa: N801 - torch's name
+    """Turns gradient recording off: ``with mt.no_grad(): ...`` or ``@mt.no_grad()``."""
+
+    mode = False
+
+
+class enable_grad(_GradMode):  # noqa: N801 - torch's name
+    """Turns gradient recording back on inside a ``no_grad()`` block."""
+
+    mode = True
+
+
+# ---- what the graph is made of ----------------------------------------------------------------
+
+
+class Variable(Array):
+    """An Array with an autograd record: requires_grad, grad and grad_fn.
+
+    The class-level values are the record of a new value (a leaf that needs
+    no gradient); an instance sets its own when they change.
+    """
+
+    requires_grad: bool = False
+    grad: Optional[Variable] = None
+    grad_fn: Optional[Function] = None  # the node that made this value; None for a leaf
+
+    def _wrap(self, array: Array) -> Variable:
+        """array (a result of an op on this value) as a new value of the kind
+        that ops on this value give, outside any graph. Tensor overrides it."""
+        return Variable._from_array(array)
+
+
+def _detached(t: Array) -> Array:
+    """t outside any graph: a new Variable over a Variable's storage; a plain
+    Array (what the ops return) is in no graph already."""
+    return t._wrap(t) if isinstance(t, Variable) else t
+
+
+class Function:
+    """Base class of a differentiable operation; subclass it with static
+    ``forward(ctx, *args)`` and ``backward(ctx, grad)`` and call ``apply``.
+
+    Inside forward, ``ctx.save_for_backward(*tensors)`` keeps tensors for
+    backward (read them back as ``ctx.saved_tensors``); other values can be
+    stored as plain attributes of ctx. ``ctx.needs_input_grad[i]`` says
+    whether argument i needs a gradient, so backward may skip work.
+    """
+
+    def __init__(self) -> None:
+        self.inputs: tuple[Any, ...] = ()  # the arguments of forward (tensors and others)
+        self.needs_input_grad: tuple[bool, ...] = ()
+        self._saved: tuple[Optional[Array], ...] = ()
+        self._freed = False
+        self._retained: Optional[weakref.ref] = None  # the result, when it called retain_grad()
+
+    def save_for_backward(self, *tensors: Optional[Array]) -> None:
+        """Keeps tensors or arrays (or None) for backward."""
+        for t in tensors:
+            if t is not None and not isinstance(t, Array):
+                raise TypeError(f"save_for_backward() takes tensors or None, got {type(t).__name__}")
+        self._saved = tuple(None if t is None else _detached(t) for t in tensors)
+
+    @property
+    def saved_tensors(self) -> tuple[Optional[Array], ...]:
+        if self._freed:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time ({type(self).__name__} has "
+                f"already freed its saved tensors); call .backward(retain_graph=True) the first "
+                f"time if you need to"
+            )
+        return self._saved
+
+    @staticmethod
+    def forward(ctx: Function, *args: Any) -> Array:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Function, grad: Variable) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args: Any) -> Any:
+        """Runs forward on args; records a node when one of them requires a gradient."""
+        # One pass over the arguments finds the first Variable (whose kind the
+        # result takes) and decides whether a node is recorded; when it is not
+        # (grad mode off, or no input requires grad), the op costs little more
+        # than the raw op.
+        grad_enabled = is_grad_enabled()
+        like = None
+        record = False
+        for a in args:
+            if isinstance(a, Variable):
+                if like is None:
+                    like = a
+                if a.requires_grad and grad_enabled:
+                    record = True
+                    break
+        ctx = cls()
+        if grad_enabled:
+            # As `with no_grad():`, without building a context manager.
+            _set_grad_enabled(False)
+            try:
+                out = cls.forward(ctx, *args)
+            finally:
+                _set_grad_enabled(True)
+        else:
+            out = cls.forward(ctx, *args)
+        if like is not None and (not isinstance(out, Variable) or any(out is a for a in args)):
+            out = like._wrap(out)  # never turn an input into its own result
+        if record:
+            ctx.inputs = args
+            ctx.needs_input_grad = tuple(isinstance(a, Variable) and a.requires_grad for a in args)
+            out.requires_grad = True
+            out.grad_fn = ctx
+        return out
+
+
+# ---- backward: walking the graph -----------------------------------------------------------
+
+
+def retain_grad(t: Variable) -> None:
+    """Makes backward fill t.grad although t is not a leaf."""
+    if not t.requires_grad:
+        raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
+    if t.grad_fn is not None:
+        t.grad_fn._retained = weakref.ref(t)
+
+
+def _accumulate(t: Variable, grad: Array) -> None:
+    """t.grad += grad (a fresh contiguous tensor the first time, never an alias of grad)."""
+    t.grad = t._wrap(ops.clone(grad) if t.grad is None else ops.add(t.grad, grad))
+
+
+def _check_grad(node: Function, t: Variable, grad: Any) -> Array:
+    """grad as a gradient of t: same shape (else the rule is wrong), t's dtype."""
+    if not isinstance(grad, Array):
+        raise TypeError(f"{type(node).__name__}.backward returned {type(grad).__name__}, not a Tensor")
+    if grad.shape != t.shape:
+        raise RuntimeError(
+            f"{type(node).__name__}.backward returned a gradient of shape {grad.shape} for an "
+            f"input of shape {t.shape}"
+        )
+    return ops.cast(grad, t.dtype)
+
+
+def _topological_order(root: Function) -> list[Function]:
+    """The nodes reachable from root, each once, every node before the nodes it
+    consumes (reverse post-order of an iterative depth-first search)."""
+    post_order: list[Function] = []
+    visited: set[int] = set()
+    stack: list[tuple[Function, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            post_order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for x in node.inputs:
+            if isinstance(x, Variable) and x.grad_fn is not None and id(x.grad_fn) not in visited:
+                stack.append((x.grad_fn, False))
+    post_order.reverse()
+    return post_order
+
+
+# Callbacks to run once the current backward pass has finished (torch's
+# queue_callback): minitensor.distributed's DistributedDataParallel queues the
+# gradient all-reduce here, when every .grad of the pass has been accumulated.
+_queued_callbacks: list[Callable[[], Any]] = []
+
+
+def queue_callback(fn: Callable[[], Any]) -> None:
+    """Runs fn() at the end of the backward pass that is running now."""
+    _queued_callbacks.append(fn)
+
+
+def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool = False) -> None:
+    """Accumulates d(t)/d(leaf), weighted by gradient, into leaf.grad for every
+    leaf of t's graph that requires a gradient. gradient may be omitted only
+    when t has one element (it is then 1)."""
+    if not t.requires_grad:
+        raise RuntimeError(
+            "backward(): the tensor does not require grad and has no grad_fn (did you create "
+            "the inputs with requires_grad=True, or compute it inside no_grad()?)"
+        )
+    if gradient is None:
+        if t.numel() != 1:
+            raise RuntimeError(
+                f"backward(): grad can be implicitly created only for scalar outputs; this tensor "
+                f"has shape {t.shape}: pass gradient= (a tensor of that shape)"
+            )
+        gradient = ops.fill_(empty(t.shape, t.dtype), 1.0)
+    elif not isinstance(gradient, Array):
+        raise TypeError(f"backward(): gradient must be a Tensor, got {type(gradient).__name__}")
+    elif gradient.shape != t.shape:
+        raise ShapeError(
+            f"backward(): gradient of shape {gradient.shape} does not match the tensor's shape {t.shape}"
+        )
+    gradient = ops.cast(gradient, t.dtype)
+    if t.grad_fn is None:
+        _accumulate(t, gradient)
+        return
+    with no_grad():
+        _queued_callbacks.clear()  # left over from a pass that raised
+        pending: dict[int, Array] = {id(t.grad_fn): gradient}
+        for node in _topological_order(t.grad_fn):
+            grad = t._wrap(pending.pop(id(node)))  # backward sees a Tensor, as forward did
+            retained = node._retained() if node._retained is not None else None
+            if retained is not None:
+                _accumulate(retained, grad)
+            input_grads = node.backward(node, grad)
+            if not isinstance(input_grads, tuple):
+                input_grads = (input_grads,)
+            if len(input_grads) > len(node.inputs) and all(g is None for g in input_grads[len(node.inputs):]):
+                input_grads = input_grads[: len(node.inputs)]  # defaulted arguments (as torch allows)
+            if len(input_grads) != len(node.inputs):
+                raise RuntimeError(
+                    f"{type(node).__name__}.backward returned {len(input_grads)} gradients for "
+                    f"{len(node.inputs)} inputs"
+                )
+            if not retain_graph:
+                node._saved = ()
+                node._freed = True
+            for x, needed, g in zip(node.inputs, node.needs_input_grad, input_grads):
+                if not needed or g is None:
+                    continue
+                g = _check_grad(node, x, g)
+                if x.grad_fn is None:
+                    _accumulate(x, g)
+                else:
+                    key = id(x.grad_fn)
+                    pending[key] = ops.add(pending[key], g) if key in pending else g
+        while _queued_callbacks:
+            _queued_callbacks.pop(0)()

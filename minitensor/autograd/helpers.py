@@ -1,0 +1,53 @@
+"""helpers: what several gradient rules share.
+
+``unbroadcast(grad, shape)`` is the one place where broadcasting is undone;
+every rule of a broadcasting op calls it. The others make small constant
+arrays and pick the Python numbers out of an op's arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import ops
+from .._array import Array, empty
+from .._shape import keepdim_shape
+
+
+def unbroadcast(grad: Array, shape: Sequence[int]) -> Array:
+    """grad summed down to shape: undoes NumPy broadcasting of a tensor of shape to grad.shape.
+
+    The leading dims that broadcasting added are summed away, and so are the
+    dims where shape has 1 but grad does not.
+    """
+    shape = tuple(shape)
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        lead + d for d, size in enumerate(shape) if size == 1 and grad.shape[lead + d] != 1
+    )
+    if dims:
+        grad = ops.reduce_("sum", grad, dims, keepdim=True)
+    return ops.reshape(grad, shape)
+
+
+def expand_reduced(grad: Array, shape: Sequence[int], dims: Sequence[int]) -> Array:
+    """The gradient of a reduction's result, viewed with keepdim and expanded to the input's shape."""
+    return ops.expand(ops.reshape(grad, keepdim_shape(shape, dims)), tuple(shape))
+
+
+def scalar_like(value: float, like: Array) -> Array:
+    """A 0-d tensor holding value, in like's dtype."""
+    return ops.fill_(empty((), like.dtype), value)
+
+
+def zeros(shape: Sequence[int], like: Array) -> Array:
+    """A new tensor of zeros of shape, in like's dtype."""
+    return ops.fill_(empty(tuple(shape), like.dtype), 0.0)
+
+
+def scalars_of(*args: Any) -> tuple[Any, ...]:
+    """The Python numbers among args, None in place of the tensors (those are saved
+    with save_for_backward): rules with an operand that may be either keep both."""
+    return tuple(None if ops.is_array(x) else x for x in args)

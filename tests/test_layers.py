@@ -1,0 +1,135 @@
+"""The package's layers: no module imports from a layer above its own.
+
+LAYERS lists the layers of minitensor/ from the bottom up (docs/architecture.md
+draws them). Every module of the package must belong to one, and may import
+only from its own layer and the ones below; imports inside functions count
+too. The test reads the source (ast) and imports nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "minitensor"
+
+# Bottom to top. A name covers the module of that name and, for a
+# subpackage, every module inside it.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("binding", ["minitensor._lib", "minitensor._errors", "minitensor._dtype"]),
+    ("array", ["minitensor._shape", "minitensor._storage", "minitensor._array", "minitensor._views"]),
+    ("ops", ["minitensor.ops", "minitensor.autotune"]),
+    ("autograd engine", ["minitensor.autograd.engine"]),
+    ("gradient rules", ["minitensor.autograd"]),
+    ("tensor", ["minitensor.tensor", "minitensor._creation", "minitensor._functions"]),
+    ("nn, optim, kernels", ["minitensor.nn", "minitensor.optim", "minitensor.kernels"]),
+    ("distributed", ["minitensor.distributed"]),
+    ("package", ["minitensor"]),
+]
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the most specific name that covers module."""
+    best, best_len = -1, -1
+    for i, (_, names) in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > best_len:
+                best, best_len = i, len(name)
+    if best < 0:
+        raise KeyError(module)
+    return best
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_module(name: str) -> bool:
+    """Whether name is a module or package of minitensor/ (not a name inside one)."""
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, module of minitensor) for every import in source, at any depth."""
+    found = []
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "minitensor"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "minitensor":
+                continue
+            for a in node.names:
+                # `from . import ops` imports a module; `from .tensor import Tensor` a name.
+                sub = f"{target}.{a.name}"
+                found.append((node.lineno, sub if is_module(sub) else target))
+    return found
+
+
+def upward_imports(source: str, module: str, is_package: bool) -> list[str]:
+    """What source imports from a layer above module's, as readable lines."""
+    own = layer_of(module)
+    problems = []
+    for line, target in imported_modules(source, module, is_package):
+        if layer_of(target) > own:
+            problems.append(
+                f"{module} (layer {LAYERS[own][0]!r}) imports {target} (layer "
+                f"{LAYERS[layer_of(target)][0]!r}) at line {line}"
+            )
+    return problems
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_no_module_imports_from_a_layer_above(path: Path) -> None:
+    module = module_name(path)
+    try:
+        layer_of(module)
+    except KeyError:
+        pytest.fail(f"{module} belongs to no layer: add it to LAYERS in tests/test_layers.py")
+    problems = upward_imports(path.read_text(), module, path.name == "__init__.py")
+    assert not problems, "\n".join(problems)
+
+
+# The autograd record and the Tensor API start at the autograd engine: below it
+# (binding, array, ops) no module may name Tensor or Variable, nor read or
+# write these attributes, even without importing anything (duck typing).
+AUTOGRAD_NAMES = {"Tensor", "Variable"}
+AUTOGRAD_ATTRIBUTES = {"requires_grad", "grad", "grad_fn", "_wrap", "new_empty", "_alias", "_new_like"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in MODULES if layer_of(module_name(p)) < layer_of("minitensor.autograd.engine")],
+    ids=lambda p: str(p.relative_to(PACKAGE.parent)),
+)
+def test_the_layers_below_autograd_know_nothing_of_it(path: Path) -> None:
+    used = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in AUTOGRAD_ATTRIBUTES:
+            used.append(f".{node.attr} at line {node.lineno}")
+        elif isinstance(node, ast.Name) and node.id in AUTOGRAD_NAMES:
+            used.append(f"{node.id} at line {node.lineno}")
+    assert not used, f"{module_name(path)} uses " + ", ".join(used)
+
+
+def test_the_check_sees_upward_imports_also_inside_functions() -> None:
+    source = "from . import _lib\n\ndef f():\n    from .tensor import Tensor\n    return Tensor\n"
+    problems = upward_imports(source, "minitensor.ops", False)
+    assert len(problems) == 1 and "minitensor.tensor" in problems[0] and "line 4" in problems[0]
+    assert upward_imports("from .. import ops\n", "minitensor.autograd.engine", False) == []
+    assert upward_imports("from .elementwise import Add\n", "minitensor.autograd.engine", False)
