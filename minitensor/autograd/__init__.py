@@ -24,7 +24,7 @@ from .engine import (
     queue_callback,
     retain_grad,
 )
-from .engine import _topological_order  # noqa: F401 - notebooks/04 draws the order it gives
+from .engine import topological_order  # noqa: F401 - the order backward() walks (notebooks/04 draws it)
 from .helpers import unbroadcast
 from .elementwise import (
     Add,
@@ -85,6 +85,7 @@ __all__ = [
     "no_grad",
     "queue_callback",
     "retain_grad",
+    "topological_order",
     "unbroadcast",
     "Add",
     "Sub",

@@ -223,7 +223,7 @@ def _check_grad(node: Function, t: Variable, grad: Any) -> Array:
     return ops.cast(grad, t.dtype)
 
 
-def _topological_order(root: Function) -> list[Function]:
+def topological_order(root: Function) -> list[Function]:
     """The nodes reachable from root, each once, every node before the nodes it
     consumes (reverse post-order of an iterative depth-first search)."""
     post_order: list[Function] = []
@@ -285,7 +285,7 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
     with no_grad():
         _queued_callbacks.clear()  # left over from a pass that raised
         pending: dict[int, Array] = {id(t.grad_fn): gradient}
-        for node in _topological_order(t.grad_fn):
+        for node in topological_order(t.grad_fn):
             grad = t._wrap(pending.pop(id(node)))  # backward sees a Tensor, as forward did
             retained = node._retained() if node._retained is not None else None
             if retained is not None:

@@ -53,7 +53,7 @@ print("w is a leaf:", w.grad_fn is None, " z.grad_fn:", type(z.grad_fn).__name__
 # `grad_fn` leads to another node; one without is a leaf (a parameter if it
 # requires a gradient, else a constant such as the data). The numbers on the
 # nodes are the order in which `backward` calls them: the library's own
-# ordering function, `autograd._topological_order`, a depth-first search
+# ordering function, `autograd.topological_order`, a depth-first search
 # written as a loop (a recursive one would hit Python's recursion limit on a
 # deep graph).
 
@@ -81,7 +81,7 @@ def graph_of(root, names):
 
 def draw_graph(root, names, title):
     nodes, leaves, edges = graph_of(root, names)
-    order = {id(n): k + 1 for k, n in enumerate(autograd._topological_order(root.grad_fn))}
+    order = {id(n): k + 1 for k, n in enumerate(autograd.topological_order(root.grad_fn))}
     depth = {key: 0 for key in leaves}           # a node's column: longest path from a leaf
     for _ in range(len(nodes) + 1):
         for src, dst, _t in edges:
