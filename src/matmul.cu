@@ -257,9 +257,7 @@ static mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tens
     }
     CUDA_CHECK(scratch->allocate((size_t)(size > 0 ? size : 1) * item));
     dst.data = scratch->as<void>();
-    mt_status status = copy_tensor(dst, src);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(copy_tensor(dst, src));
     *view = dst;
     return MT_OK;
 }
@@ -267,22 +265,6 @@ static mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tens
 /* Products smaller than this (M * N * K) take the tiled kernel by default
  * when warptile would first have to copy an operand. */
 constexpr int64_t kCopyWorthIt = (int64_t)1 << 22;
-
-static int64_t multiprocessor_count(void)
-{
-    static std::atomic<int> cached{0};
-    int count = cached.load();
-    if (count == 0) {
-        int device = 0;
-        cudaDeviceProp prop;
-        if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
-            count = prop.multiProcessorCount;
-        else
-            count = 1;
-        cached.store(count);
-    }
-    return count;
-}
 
 template <typename T>
 static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
@@ -313,17 +295,14 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
     mt_tensor a_view, b_view;
     DeviceScratch a_copy, b_copy;
     mt_status status = prepare_operand(a, transposed_ok, &a_view, &a_copy);
-    if (status == MT_OK)
-        status = prepare_operand(b, transposed_ok, &b_view, &b_copy);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(prepare_operand(b, transposed_ok, &b_view, &b_copy));
     if (algo == MT_MATMUL_VECTORIZED) {
         status = launch_vectorized<T>(out, a_view, b_view);
     } else {
         if (config < 0) {
             const int64_t batches = shape_numel(out.shape, out.ndim - 2);
             config = warptile_default_config(out.shape[out.ndim - 2], out.shape[out.ndim - 1], batches,
-                                             multiprocessor_count(), sizeof(T));
+                                             mt_sm_count(), sizeof(T));
         }
         status = launch_warptile<T>(out, a_view, b_view, config);
     }
@@ -366,19 +345,12 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
                        "default and warptile do; pass -1)",
                        config, algo);
 
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "a", &a);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "b", &b);
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &a, "a", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &b, "b", &out, "out");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_tensor(func, "a", &a));
+    MT_TRY(mt_check_tensor(func, "b", &b));
+    MT_TRY(mt_check_same_dtype(func, &a, "a", &out, "out"));
+    MT_TRY(mt_check_same_dtype(func, &b, "b", &out, "out"));
 
     char a_shape[256];
     char b_shape[256];

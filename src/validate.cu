@@ -144,3 +144,23 @@ mt_status mt_check_broadcast(const char *func, const mt_tensor *small, const cha
     }
     return MT_OK;
 }
+
+mt_status mt_check_id(const char *func, const char *what, int id, int count)
+{
+    if (id >= 0 && id < count)
+        return MT_OK;
+    return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown %s id %d (valid ids are 0..%d)", what, id,
+                   count - 1);
+}
+
+mt_status mt_check_dim(const char *func, const mt_tensor *t, const char *name, int dim)
+{
+    if (dim >= 0 && dim < t->ndim)
+        return MT_OK;
+    if (t->ndim == 0)
+        return mt_fail(MT_ERR_DIM, func, "dim %d is out of range: %s has shape () and no dims", dim,
+                       name);
+    char shape[kShapeBuf];
+    return mt_fail(MT_ERR_DIM, func, "dim %d is out of range for %s of shape %s (valid dims are 0..%d)",
+                   dim, name, mt_shape_str(t, shape, sizeof shape), t->ndim - 1);
+}

@@ -10,6 +10,8 @@ leaves everything else to src/emu/emu.h:
       ->  ::mt_emu::launch("kernel", kernel, grid, block, shared, stream)(args)
   __shared__ float tile[32][33];
       ->  float (&tile)[32][33] = ::mt_emu::block_shared<float[32][33]>(__FILE__, __LINE__);
+  __shared__ BlockScratch<float> scratch;
+      ->  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>(__FILE__, __LINE__);
   extern __shared__ float buf[];
       ->  float *const buf = ::mt_emu::dynamic_shared<float>();
 
@@ -60,7 +62,8 @@ def translate(text: str, path: str) -> str:
             m = SHARED.match(line)
             if m:
                 dims = m["dims"].strip()
-                line = (f"{m['indent']}{m['type']} (&{m['name']}){dims} = "
+                ref = f"(&{m['name']}){dims}" if dims else f"&{m['name']}"
+                line = (f"{m['indent']}{m['type']} {ref} = "
                         f"::mt_emu::block_shared<{m['type']}{dims}>(__FILE__, __LINE__);{m['rest']}")
         code = strip_comments(line)
         if "__shared__" in code or "<<<" in code:

@@ -808,6 +808,20 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
     return cudaSuccess;
 }
 
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
+{
+    if (!value || device != 0)
+        return record_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: bad argument");
+    cudaDeviceProp prop;
+    (void)cudaGetDeviceProperties(&prop, 0);
+    switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = prop.multiProcessorCount; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = prop.major; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = prop.minor; return cudaSuccess;
+    }
+    return record_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
+}
+
 /* No driver or runtime: version 0 says so in messages. */
 cudaError_t cudaDriverGetVersion(int *version)
 {
