@@ -82,9 +82,7 @@ mt_status mt_check_tensor(const char *func, const char *name, const mt_tensor *t
 
 mt_status mt_check_output(const char *func, const char *name, const mt_tensor *t)
 {
-    mt_status status = mt_check_tensor(func, name, t);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_check_tensor(func, name, t));
     /* A stride of 0 makes every index along that dim the same element: the
      * threads that compute different outputs would all write it, and the
      * result would depend on which thread wrote last. */
