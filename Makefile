@@ -27,7 +27,8 @@ NAMES       := $(notdir $(SRCS:.cu=))
 # ---- emulator build: the .cu files, translated, compiled by the host C++ ----
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
 EMU_LIBS     := -lboost_context -pthread
-EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(BUILD)/emu/emu_runtime.o
+EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_scheduler.o
+EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
 
 # ---- CUDA build: nvcc, machine code for each arch plus PTX for the newest ----
@@ -69,7 +70,9 @@ $(BUILD)/emu/%.cpp: src/%.cu tools/cu2emu.py
 $(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
-$(BUILD)/emu/emu_runtime.o: src/emu/emu_runtime.cpp $(HEADERS) $(BUILD)/.deps-ok
+# The emulator's own runtime: emu_runtime.cpp (the CUDA API twins) and
+# emu_scheduler.cpp (fibers, barriers, launches).
+$(EMU_RT_OBJS): $(BUILD)/emu/%.o: src/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 

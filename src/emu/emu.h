@@ -188,7 +188,8 @@ struct BlockCoords {
 extern thread_local const uint3 *tls_thread_idx;
 extern thread_local BlockCoords tls_block;
 
-/* Launching: what `kernel<<<grid, block, shared, stream>>>(args)` becomes. */
+/* Launching: what `kernel<<<grid, block, shared, stream>>>(args)` becomes
+ * (the block scheduler, src/emu/emu_scheduler.cpp). */
 struct LaunchConfig {
     const char *name;
     const void *kernel;
