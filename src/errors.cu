@@ -20,7 +20,7 @@
 
 #include <atomic>
 
-#include "ops_common.h"
+#include "check.h"
 
 /* Long enough for a function name, two shapes of MT_MAX_DIMS dims and a CUDA
  * error string; longer messages are truncated, never overflowed. */

@@ -20,7 +20,8 @@
 #include <mutex>
 #include <string>
 
-#include "ops_common.h"
+#include "check.h"
+#include "launch.h"
 
 /* ---- op names, generated from the op lists of minitensor.h ---------------- */
 

@@ -3,7 +3,7 @@
  *
  * One thread per output element. The kernels use a grid-stride loop: thread
  * t of a grid of G threads handles elements t, t + G, t + 2G, ..., so a grid
- * of any size (we cap it, see ops_common.h) covers a tensor of any size.
+ * of any size (we cap it, see launch.h) covers a tensor of any size.
  *
  * The kernels, from general to fast:
  *   map_strided        any strides (a transposed, sliced or broadcast input).

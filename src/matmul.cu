@@ -178,10 +178,10 @@ mt_status mt_matmul(mt_tensor out, mt_tensor a, mt_tensor b, int algo)
     return mt_matmul_with_config(out, a, b, algo, -1);
 }
 
-mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config)
+/* config is -1 (the library chooses) or a warptile configuration, and only
+ * the algos that have configurations take one. */
+static mt_status check_config(const char *func, int algo, int config)
 {
-    const char *func = "mt_matmul";
-    MT_TRY(mt_check_id(func, "matmul algo", algo, MT_MATMUL_ALGO_COUNT));
     if (config < -1 || config >= warptile_config_count())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "unknown matmul config %d (valid: -1 for the library's choice, or 0..%d)",
@@ -191,14 +191,14 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
                        "matmul config %d given for algo %d, which has no configurations (only "
                        "default and warptile do; pass -1)",
                        config, algo);
+    return MT_OK;
+}
 
-    MT_TRY(mt_ensure_init(func));
-    MT_TRY(mt_check_output(func, "out", &out));
-    MT_TRY(mt_check_tensor(func, "a", &a));
-    MT_TRY(mt_check_tensor(func, "b", &b));
-    MT_TRY(mt_check_same_dtype(func, &a, "a", &out, "out"));
-    MT_TRY(mt_check_same_dtype(func, &b, "b", &out, "out"));
-
+/* out = a @ b is a product: at least 2 dims each, a's columns are b's rows,
+ * out has the product's rows and columns, the batch dims broadcast, out
+ * overlaps neither operand, and the grid can hold the tiles. */
+static mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+{
     char a_shape[256];
     char b_shape[256];
     char out_shape[256];
@@ -245,6 +245,21 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     if ((N + kTile - 1) / kTile > INT_MAX || (M + kTile - 1) / kTile > INT_MAX)
         return mt_fail(MT_ERR_SHAPE, func, "out has shape %s: too many rows or columns for one grid",
                        out_shape);
+    return MT_OK;
+}
+
+mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config)
+{
+    const char *func = "mt_matmul";
+    MT_TRY(mt_check_id(func, "matmul algo", algo, MT_MATMUL_ALGO_COUNT));
+    MT_TRY(check_config(func, algo, config));
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_tensor(func, "a", &a));
+    MT_TRY(mt_check_tensor(func, "b", &b));
+    MT_TRY(mt_check_same_dtype(func, &a, "a", &out, "out"));
+    MT_TRY(mt_check_same_dtype(func, &b, "b", &out, "out"));
+    MT_TRY(check_product(func, out, a, b));
     if (tensor_numel(out) == 0)
         return MT_OK;
 

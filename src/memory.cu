@@ -16,7 +16,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "ops_common.h"
+#include "check.h"
+#include "descriptor.h"
 
 /* Host data, shared by every thread that calls the library: guarded by a
  * mutex. */

@@ -74,7 +74,7 @@ __global__ void reduce_rows_interleaved(mt_tensor out, mt_tensor in_rows, int64_
     }
 }
 
-/* Rung 2: sequential addressing (ops_common.h's block_reduce is this tree). */
+/* Rung 2: sequential addressing (block_reduce.h's block_reduce is this tree). */
 template <typename T, typename R>
 __global__ void reduce_rows_sequential(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
 {

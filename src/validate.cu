@@ -10,7 +10,8 @@
  */
 #include <stdio.h>
 
-#include "ops_common.h"
+#include "check.h"
+#include "descriptor.h"
 
 const char *mt_shape_str(const mt_tensor *t, char *buf, size_t bufsize)
 {

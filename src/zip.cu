@@ -59,7 +59,7 @@ struct zip_pow {
     __device__ T operator()(T a, T b) const { return mt_pow(a, b); }
 };
 
-/* NaN-propagating, like NumPy's maximum/minimum (see mt_max in ops_common.h). */
+/* NaN-propagating, like NumPy's maximum/minimum (see mt_max in device_math.h). */
 template <typename T>
 struct zip_maximum {
     __device__ T operator()(T a, T b) const { return mt_max(a, b); }
