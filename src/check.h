@@ -77,6 +77,10 @@ mt_status mt_check_same_shape(const char *func, const mt_tensor *a, const char *
                               const mt_tensor *b, const char *bname);
 /* 0 <= dim < t->ndim, else MT_ERR_DIM with a message naming t. */
 mt_status mt_check_dim(const char *func, const mt_tensor *t, const char *name, int dim);
+/* The operands of a binary op: out a valid output, a and b valid tensors,
+ * both of out's dtype (checked in that order). */
+mt_status mt_check_binary(const char *func, const mt_tensor *out, const mt_tensor *a, const char *aname,
+                          const mt_tensor *b, const char *bname);
 /* Does `small` broadcast to exactly `big`'s shape? */
 mt_status mt_check_broadcast(const char *func, const mt_tensor *small, const char *sname,
                              const mt_tensor *big, const char *bname);

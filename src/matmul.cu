@@ -254,11 +254,7 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     MT_TRY(mt_check_id(func, "matmul algo", algo, MT_MATMUL_ALGO_COUNT));
     MT_TRY(check_config(func, algo, config));
     MT_TRY(mt_ensure_init(func));
-    MT_TRY(mt_check_output(func, "out", &out));
-    MT_TRY(mt_check_tensor(func, "a", &a));
-    MT_TRY(mt_check_tensor(func, "b", &b));
-    MT_TRY(mt_check_same_dtype(func, &a, "a", &out, "out"));
-    MT_TRY(mt_check_same_dtype(func, &b, "b", &out, "out"));
+    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
     MT_TRY(check_product(func, out, a, b));
     if (tensor_numel(out) == 0)
         return MT_OK;

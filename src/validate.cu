@@ -163,3 +163,13 @@ mt_status mt_check_dim(const char *func, const mt_tensor *t, const char *name, i
     return mt_fail(MT_ERR_DIM, func, "dim %d is out of range for %s of shape %s (valid dims are 0..%d)",
                    dim, name, mt_shape_str(t, shape, sizeof shape), t->ndim - 1);
 }
+
+mt_status mt_check_binary(const char *func, const mt_tensor *out, const mt_tensor *a, const char *aname,
+                          const mt_tensor *b, const char *bname)
+{
+    MT_TRY(mt_check_output(func, "out", out));
+    MT_TRY(mt_check_tensor(func, aname, a));
+    MT_TRY(mt_check_tensor(func, bname, b));
+    MT_TRY(mt_check_same_dtype(func, a, aname, out, "out"));
+    return mt_check_same_dtype(func, b, bname, out, "out");
+}

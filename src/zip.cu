@@ -350,11 +350,7 @@ mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
     const char *func = "mt_zip";
     MT_TRY(mt_check_id(func, "zip op", op, MT_ZIP_OP_COUNT));
     MT_TRY(mt_ensure_init(func));
-    MT_TRY(mt_check_output(func, "out", &out));
-    MT_TRY(mt_check_tensor(func, "a", &a));
-    MT_TRY(mt_check_tensor(func, "b", &b));
-    MT_TRY(mt_check_same_dtype(func, &a, "a", &out, "out"));
-    MT_TRY(mt_check_same_dtype(func, &b, "b", &out, "out"));
+    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
     MT_TRY(mt_check_broadcast(func, &a, "a", &out, "out"));
     MT_TRY(mt_check_broadcast(func, &b, "b", &out, "out"));
     if (tensor_numel(out) == 0)
