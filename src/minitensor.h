@@ -87,7 +87,9 @@ typedef struct {
  * kernel files are all generated from these lists, so they cannot drift
  * apart. To add an op (say softplus): add X(SOFTPLUS, softplus) to
  * MT_MAP_OPS (at the end, so that no existing id changes), write its functor
- * map_softplus in src/map.cu, and bump MT_ABI_VERSION.                       */
+ * map_softplus in src/map.cu, bump MT_ABI_VERSION, and add the name to the
+ * binding's table (minitensor/_lib.py), which it checks against the library
+ * at load time.                                                            */
 
 /* Unary maps, out = f(in), elementwise, same shape. The *_scalar ops use the
  * scalar argument of mt_map (s); fill ignores `in`.                         */
