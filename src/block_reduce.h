@@ -104,7 +104,12 @@ MT_DEVICE Acc warp_reduce(Acc value, Combine combine)
     return value;
 }
 
-/* Thread 0 holds the block's result in `value`; every thread returns it. */
+/* Thread 0 holds the block's result in `value`; every thread returns it.
+ * Thread 0 writes slot[0] at once, so no thread may still be reading the
+ * scratch: the two reductions below call it when every read of theirs is
+ * ordered before by a barrier or by the warp's shuffles (a lane's read comes
+ * before its first shuffle, and thread 0 passes the last shuffle only after
+ * every lane of its warp has reached it). */
 template <typename Acc>
 MT_DEVICE Acc broadcast_from_thread0(BlockScratch<Acc> &scratch, Acc value)
 {
@@ -121,8 +126,8 @@ MT_DEVICE Acc broadcast_from_thread0(BlockScratch<Acc> &scratch, Acc value)
 /* ---- block_reduce_warps: shuffles, then shuffles again --------------------
  *
  * Each warp reduces its 32 values with shuffles, lane 0 of each warp parks
- * the result in slot[warp], and warp 0 reduces those. Two barriers in all
- * (plus the broadcast), instead of one per tree level. `identity` fills the
+ * the result in slot[warp], and warp 0 reduces those. Three barriers in all
+ * (one, then two to pass the result on), instead of one per tree level. `identity` fills the
  * lanes of warp 0 beyond the number of warps. */
 template <typename Acc, typename Combine>
 MT_DEVICE Acc block_reduce_warps(BlockScratch<Acc> &scratch, Acc value, Acc identity, Combine combine)
@@ -139,8 +144,6 @@ MT_DEVICE Acc block_reduce_warps(BlockScratch<Acc> &scratch, Acc value, Acc iden
         value = lane < warps ? scratch.slot[lane] : identity;
         value = warp_reduce(value, combine);
     }
-    /* Warp 0 has read the partials before the broadcast overwrites slot[0]. */
-    __syncthreads();
     return broadcast_from_thread0(scratch, value);
 }
 
@@ -150,7 +153,8 @@ MT_DEVICE Acc block_reduce_warps(BlockScratch<Acc> &scratch, Acc value, Acc iden
  * (stride 16, 8, 4, 2, 1: the 32 values left all live in warp 0) done with
  * warp shuffles instead of shared memory and barriers, Harris's "unroll the
  * last warp". It adds in exactly the order of block_reduce, so it gives the
- * same bits; it saves four barriers. */
+ * same bits, with four barriers fewer: five levels without one, and one
+ * more to pass the result to every thread. */
 template <typename Acc, typename Combine>
 MT_DEVICE Acc block_reduce_last_warp(BlockScratch<Acc> &scratch, Acc value, Combine combine)
 {
@@ -171,8 +175,6 @@ MT_DEVICE Acc block_reduce_last_warp(BlockScratch<Acc> &scratch, Acc value, Comb
     }
     if (tid < 32)
         value = warp_reduce(value, combine);
-    /* Warp 0 has read its slots before the broadcast overwrites slot[0]. */
-    __syncthreads();
     return broadcast_from_thread0(scratch, value);
 }
 
