@@ -31,10 +31,10 @@ __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_1d(mt_tensor out
     constexpr int BM = C::BM, BN = C::BN, BK = C::BK, TM = C::TM;
     __shared__ T a_tile[C::BM][C::BK];
     __shared__ T b_tile[C::BK][C::BN];
-    const MatmulViews<T> v = batch_views<T>(batch_start + blockIdx.z, out, a, b);
-    const int64_t M = v.out.rows;
-    const int64_t N = v.out.cols;
-    const int64_t K = v.a.cols;
+    const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+    const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+    const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+    const int64_t M = A.rows, N = B.cols, K = A.cols; /* out is M x N */
 
     const int tid = threadIdx.x;
     const int64_t row0 = (row_tile_start + blockIdx.y) * BM;
@@ -54,8 +54,8 @@ __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_1d(mt_tensor out
     for (int64_t k0 = 0; k0 < K; k0 += BK) {
         const int64_t ar = row0 + a_r, ak = k0 + a_c;
         const int64_t bk = k0 + b_r, bc = col0 + b_c;
-        a_tile[a_r][a_c] = (ar < M && ak < K) ? v.a.at(ar, ak) : T(0);
-        b_tile[b_r][b_c] = (bk < K && bc < N) ? v.b.at(bk, bc) : T(0);
+        a_tile[a_r][a_c] = (ar < M && ak < K) ? A.at(ar, ak) : T(0);
+        b_tile[b_r][b_c] = (bk < K && bc < N) ? B.at(bk, bc) : T(0);
         __syncthreads(); /* the tiles are complete */
         MT_UNROLL for (int k = 0; k < BK; ++k) {
             const T b_value = b_tile[k][thread_col]; /* one load, TM uses */
@@ -65,11 +65,12 @@ __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_1d(mt_tensor out
         __syncthreads(); /* everyone is done reading before the next load */
     }
 
+    const MatrixView<T> Out = matrix_view<T>(out, start.out);
     const int64_t col = col0 + thread_col;
     MT_UNROLL for (int i = 0; i < TM; ++i) {
         const int64_t row = row0 + thread_row * TM + i;
         if (row < M && col < N)
-            v.out.at(row, col) = acc[i];
+            Out.at(row, col) = acc[i];
     }
 }
 

@@ -26,10 +26,10 @@ __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_2d(mt_tensor out
     constexpr int kThreads = C::kThreads;
     __shared__ T a_tile[C::BM][C::BK];
     __shared__ T b_tile[C::BK][C::BN];
-    const MatmulViews<T> v = batch_views<T>(batch_start + blockIdx.z, out, a, b);
-    const int64_t M = v.out.rows;
-    const int64_t N = v.out.cols;
-    const int64_t K = v.a.cols;
+    const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+    const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+    const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+    const int64_t M = A.rows, N = B.cols, K = A.cols; /* out is M x N */
 
     const int tid = threadIdx.x;
     const int64_t row0 = (row_tile_start + blockIdx.y) * BM;
@@ -50,12 +50,12 @@ __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_2d(mt_tensor out
         for (int e = tid; e < BM * BK; e += kThreads) {
             const int r = e / BK, c = e % BK;
             const int64_t ar = row0 + r, ak = k0 + c;
-            a_tile[r][c] = (ar < M && ak < K) ? v.a.at(ar, ak) : T(0);
+            a_tile[r][c] = (ar < M && ak < K) ? A.at(ar, ak) : T(0);
         }
         for (int e = tid; e < BK * BN; e += kThreads) {
             const int r = e / BN, c = e % BN;
             const int64_t bk = k0 + r, bc = col0 + c;
-            b_tile[r][c] = (bk < K && bc < N) ? v.b.at(bk, bc) : T(0);
+            b_tile[r][c] = (bk < K && bc < N) ? B.at(bk, bc) : T(0);
         }
         __syncthreads();
         MT_UNROLL for (int k = 0; k < BK; ++k) {
@@ -71,12 +71,13 @@ __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_2d(mt_tensor out
         __syncthreads();
     }
 
+    const MatrixView<T> Out = matrix_view<T>(out, start.out);
     MT_UNROLL for (int i = 0; i < TM; ++i) {
         const int64_t row = row0 + thread_row * TM + i;
         MT_UNROLL for (int j = 0; j < TN; ++j) {
             const int64_t col = col0 + thread_col * TN + j;
             if (row < M && col < N)
-                v.out.at(row, col) = acc[i][j];
+                Out.at(row, col) = acc[i][j];
         }
     }
 }

@@ -97,6 +97,13 @@ inline bool gemm_operand_transposed(const mt_tensor &x)
     return !(cs == 1 || cols == 1);
 }
 
+/* The leading dimension of an operand that gemm_operand_ok accepted: the
+ * stride between rows (row-major) or between columns (column-major). */
+inline int64_t leading_dim(const mt_tensor &x, bool transposed)
+{
+    return transposed ? x.strides[x.ndim - 1] : x.strides[x.ndim - 2];
+}
+
 /* Can out take Pack stores (store_row's vec_out)? Row-major rows, and a row
  * stride, an offset and batch strides that keep every Pack aligned. */
 inline bool out_vector_ok(const mt_tensor &out)

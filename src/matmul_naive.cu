@@ -14,17 +14,20 @@
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads) matmul_naive(mt_tensor out, mt_tensor a, mt_tensor b, int64_t col_tile_start, int64_t batch_start)
 {
-    const MatmulViews<T> v = batch_views<T>(batch_start + blockIdx.z, out, a, b);
+    const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+    const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+    const MatrixView<const T> B = matrix_view<const T>(b, start.b);
     const int64_t row = (int64_t)blockIdx.x * C::BM + threadIdx.x;
     const int64_t col = (col_tile_start + blockIdx.y) * C::BN + threadIdx.y;
 
     /* The grid is rounded up to whole tiles, so the last blocks have threads
      * past the edge of the matrix; they must not write. */
-    if (row < v.out.rows && col < v.out.cols) {
+    if (row < A.rows && col < B.cols) {
         T acc = T(0);
-        for (int64_t k = 0; k < v.a.cols; ++k)
-            acc += v.a.at(row, k) * v.b.at(k, col);
-        v.out.at(row, col) = acc;
+        for (int64_t k = 0; k < A.cols; ++k)
+            acc += A.at(row, k) * B.at(k, col);
+        const MatrixView<T> Out = matrix_view<T>(out, start.out);
+        Out.at(row, col) = acc;
     }
 }
 

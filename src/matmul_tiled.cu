@@ -12,10 +12,10 @@ __global__ void __launch_bounds__(C::kThreads) matmul_tiled(mt_tensor out, mt_te
     static_assert(C::BM == C::BK && C::BN == C::BK, "each thread loads one element of each tile");
     __shared__ T a_tile[C::BM][C::BK];
     __shared__ T b_tile[C::BK][C::BN];
-    const MatmulViews<T> v = batch_views<T>(batch_start + blockIdx.z, out, a, b);
-    const int64_t M = v.out.rows;
-    const int64_t N = v.out.cols;
-    const int64_t K = v.a.cols;
+    const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+    const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+    const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+    const int64_t M = A.rows, N = B.cols, K = A.cols; /* out is M x N */
 
     const int tx = threadIdx.x;
     const int ty = threadIdx.y;
@@ -35,8 +35,8 @@ __global__ void __launch_bounds__(C::kThreads) matmul_tiled(mt_tensor out, mt_te
          * previous tile. */
         const int64_t a_col = k0 + tx;
         const int64_t b_row = k0 + ty;
-        a_tile[ty][tx] = (row < M && a_col < K) ? v.a.at(row, a_col) : T(0);
-        b_tile[ty][tx] = (b_row < K && col < N) ? v.b.at(b_row, col) : T(0);
+        a_tile[ty][tx] = (row < M && a_col < K) ? A.at(row, a_col) : T(0);
+        b_tile[ty][tx] = (b_row < K && col < N) ? B.at(b_row, col) : T(0);
         /* Each thread is about to read a whole row of a_tile and column of
          * b_tile, loaded by 2 * 32 other threads: all loads must be done. */
         __syncthreads();
@@ -47,8 +47,9 @@ __global__ void __launch_bounds__(C::kThreads) matmul_tiled(mt_tensor out, mt_te
         __syncthreads();
     }
 
+    const MatrixView<T> Out = matrix_view<T>(out, start.out);
     if (row < M && col < N)
-        v.out.at(row, col) = acc;
+        Out.at(row, col) = acc;
 }
 
 template <typename T>

@@ -21,8 +21,10 @@ struct VectorizedTiles {
     static constexpr int kThreads = (BM / TM) * (BN / TN); /* 256 */
 };
 
+/* lda, ldb: the row strides of a and b (leading_dim), kernel parameters
+ * rather than view fields so that they take no registers. */
 template <typename T, typename C>
-__global__ void __launch_bounds__(C::kThreads) matmul_vectorized(mt_tensor out, mt_tensor a, mt_tensor b, bool vec_out, int64_t row_tile_start, int64_t batch_start)
+__global__ void __launch_bounds__(C::kThreads) matmul_vectorized(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start)
 {
     constexpr int BM = C::BM, BN = C::BN, BK = C::BK, TM = C::TM, TN = C::TN;
     constexpr int kThreads = C::kThreads;
@@ -31,10 +33,10 @@ __global__ void __launch_bounds__(C::kThreads) matmul_vectorized(mt_tensor out, 
      * then 8 consecutive elements, read as whole Packs. */
     __shared__ __align__(16) T a_tile[C::BK][C::BM];
     __shared__ __align__(16) T b_tile[C::BK][C::BN];
-    const MatmulViews<T> v = batch_views<T>(batch_start + blockIdx.z, out, a, b);
-    const int64_t M = v.out.rows;
-    const int64_t N = v.out.cols;
-    const int64_t K = v.a.cols;
+    const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+    const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+    const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+    const int64_t M = A.rows, N = B.cols, K = A.cols; /* out is M x N */
 
     const int tid = threadIdx.x;
     const int64_t row0 = (row_tile_start + blockIdx.y) * BM;
@@ -53,14 +55,14 @@ __global__ void __launch_bounds__(C::kThreads) matmul_vectorized(mt_tensor out, 
         /* A: BM rows of BK / W Packs each, stored transposed. */
         for (int p = tid; p < BM * BK / W; p += kThreads) {
             const int r = p / (BK / W), c = (p % (BK / W)) * W;
-            const Pack<T> x = load_pack(v.a.data, row0 + r, M, k0 + c, K, v.a.row_stride);
+            const Pack<T> x = load_pack(A.data, row0 + r, M, k0 + c, K, lda);
             MT_UNROLL for (int w = 0; w < W; ++w)
                 a_tile[c + w][r] = x.v[w];
         }
         /* B: BK rows of BN / W Packs each, stored as they are. */
         for (int p = tid; p < BK * BN / W; p += kThreads) {
             const int r = p / (BN / W), c = (p % (BN / W)) * W;
-            *reinterpret_cast<Pack<T> *>(&b_tile[r][c]) = load_pack(v.b.data, k0 + r, K, col0 + c, N, v.b.row_stride);
+            *reinterpret_cast<Pack<T> *>(&b_tile[r][c]) = load_pack(B.data, k0 + r, K, col0 + c, N, ldb);
         }
         __syncthreads();
         MT_UNROLL for (int k = 0; k < BK; ++k) {
@@ -81,17 +83,20 @@ __global__ void __launch_bounds__(C::kThreads) matmul_vectorized(mt_tensor out, 
         __syncthreads();
     }
 
+    const MatrixView<T> Out = matrix_view<T>(out, start.out);
     MT_UNROLL for (int i = 0; i < TM; ++i)
-        store_row<T, TN>(v.out, acc[i], row0 + thread_row * TM + i, col0 + thread_col * TN, vec_out);
+        store_row<T, TN>(Out, acc[i], row0 + thread_row * TM + i, col0 + thread_col * TN, vec_out);
 }
 
 template <typename T>
 mt_status launch_vectorized(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     using C = VectorizedTiles;
+    const int64_t lda = leading_dim(a, false);
+    const int64_t ldb = leading_dim(b, false);
     const bool vec_out = out_vector_ok(out);
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_vectorized<T, C><<<grid, C::kThreads>>>(out, a, b, vec_out, y0, b0);
+        matmul_vectorized<T, C><<<grid, C::kThreads>>>(out, a, b, lda, ldb, vec_out, y0, b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });

@@ -4,10 +4,17 @@
  * Every rung computes, for each batch ordinal z of out,
  *     out[z] (M x N) = a[za] (M x K) @ b[zb] (K x N)
  * where za and zb are z broadcast into a's and b's batch dims (a (5, M, K)
- * times b (K, N) is five products with the same b). batch_views works out,
- * once per block, where batch z's three matrices start and how their rows
- * and columns are laid out, so that a kernel reads element (i, k) of A as
- * v.a.at(i, k) and shows only its own idea.
+ * times b (K, N) is five products with the same b). batch_starts works out,
+ * once per block, where batch z's three matrices start, and matrix_view
+ * gives each as a MatrixView (base pointer, rows, columns, row and column
+ * strides), so that a kernel reads element (i, k) of A as A.at(i, k) and
+ * shows only its own idea:
+ *
+ *     const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+ *     const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+ *     const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+ *     ... the product: M = A.rows, K = A.cols, N = B.cols ...
+ *     const MatrixView<T> Out = matrix_view<T>(out, start.out);
  *
  * Also here: for_each_out_tile, the grid of a rung (x: column tiles, y: row
  * tiles, z: batches, launched in chunks), and the 16-byte loads and stores
@@ -34,33 +41,18 @@ struct MatrixView {
     MT_DEVICE T &at(int64_t i, int64_t j) const { return data[i * row_stride + j * col_stride]; }
 };
 
-/* The three matrices of one batch of out = a @ b: a is M x K, b K x N,
- * out M x N. */
-template <typename T>
-struct MatmulViews {
-    MatrixView<const T> a;
-    MatrixView<const T> b;
-    MatrixView<T> out;
+/* Where batch z's matrix starts in each operand (a storage position,
+ * offset included). */
+struct BatchStarts {
+    int64_t a;
+    int64_t b;
+    int64_t out;
 };
 
-/* The last two dims of x, starting at storage position `start`. */
-template <typename T, typename Ptr>
-MT_DEVICE MatrixView<T> matrix_view(Ptr data, int64_t start, const mt_tensor &x)
-{
-    MatrixView<T> m;
-    m.data = static_cast<T *>(data) + start;
-    m.rows = x.shape[x.ndim - 2];
-    m.cols = x.shape[x.ndim - 1];
-    m.row_stride = x.strides[x.ndim - 2];
-    m.col_stride = x.strides[x.ndim - 1];
-    return m;
-}
-
-/* Batch ordinal -> the three matrices of that batch. The batch dims are the
- * leading ndim - 2 dims; a and b may have fewer of them, or size 1 where
+/* Batch ordinal -> where that batch's matrices start. The batch dims are
+ * the leading ndim - 2 dims; a and b may have fewer of them, or size 1 where
  * out's are larger (broadcast), which broadcast_index resolves. */
-template <typename T>
-MT_DEVICE MatmulViews<T> batch_views(int64_t batch, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+MT_DEVICE BatchStarts batch_starts(int64_t batch, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     int64_t out_index[MT_MAX_DIMS];
     int64_t a_index[MT_MAX_DIMS];
@@ -71,11 +63,29 @@ MT_DEVICE MatmulViews<T> batch_views(int64_t batch, const mt_tensor &out, const 
     to_index(batch, out.shape, out_batch_dims, out_index);
     broadcast_index(out_index, out_batch_dims, a.shape, a_batch_dims, a_index);
     broadcast_index(out_index, out_batch_dims, b.shape, b_batch_dims, b_index);
-    MatmulViews<T> v;
-    v.a = matrix_view<const T>(a.data, a.offset + index_to_position(a_index, a.strides, a_batch_dims), a);
-    v.b = matrix_view<const T>(b.data, b.offset + index_to_position(b_index, b.strides, b_batch_dims), b);
-    v.out = matrix_view<T>(out.data, out.offset + index_to_position(out_index, out.strides, out_batch_dims), out);
-    return v;
+    BatchStarts start;
+    start.a = a.offset + index_to_position(a_index, a.strides, a_batch_dims);
+    start.b = b.offset + index_to_position(b_index, b.strides, b_batch_dims);
+    start.out = out.offset + index_to_position(out_index, out.strides, out_batch_dims);
+    return start;
+}
+
+/* The matrix of x (its last two dims) that starts at storage position
+ * `start`. A kernel builds the views of A and B first and the view of out
+ * only after its main loop: every field of a view takes a register from
+ * where it is built, and out's pointer and strides would otherwise take
+ * registers from the loop (while out's descriptor, a kernel parameter,
+ * costs none until then). */
+template <typename T>
+MT_DEVICE MatrixView<T> matrix_view(const mt_tensor &x, int64_t start)
+{
+    MatrixView<T> m;
+    m.data = static_cast<T *>(x.data) + start;
+    m.rows = x.shape[x.ndim - 2];
+    m.cols = x.shape[x.ndim - 1];
+    m.row_stride = x.strides[x.ndim - 2];
+    m.col_stride = x.strides[x.ndim - 1];
+    return m;
 }
 
 /* The grid of a rung whose blocks compute bm x bn tiles of out: x walks the

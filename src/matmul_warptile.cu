@@ -37,7 +37,10 @@
  *
  * kATrans / kBTrans: the operand is a column-major (transposed) view. Then
  * A's 16-byte loads run along M (and store straight into the transposed
- * a_tile) and B's along K (stored transposed into b_tile).
+ * a_tile) and B's along K (stored transposed into b_tile). lda / ldb: the
+ * stride between the rows of the Packs (leading_dim: A's row stride, or its
+ * column stride when kATrans; likewise for B), kernel parameters rather
+ * than view fields so that they take no registers.
  */
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_>
 struct WarptileConfig {
@@ -69,7 +72,7 @@ constexpr int warptile_min_blocks()
 }
 
 template <typename T, typename C, bool kATrans, bool kBTrans>
-__global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) matmul_warptile(mt_tensor out, mt_tensor a, mt_tensor b, bool vec_out, int64_t row_tile_start, int64_t batch_start)
+__global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) matmul_warptile(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start)
 {
     constexpr int W = Pack<T>::kWidth;
     constexpr int BM = C::BM;
@@ -87,16 +90,12 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) ma
     __shared__ __align__(16) T a_tile[2][BK][BM + kWarptilePad];
     __shared__ __align__(16) T b_tile[2][BK][BN + kWarptilePad];
 
-    const MatmulViews<T> v = batch_views<T>(batch_start + blockIdx.z, out, a, b);
-    const int64_t M = v.out.rows;
-    const int64_t N = v.out.cols;
-    const int64_t K = v.a.cols;
-    const T *a_data = v.a.data;
-    const T *b_data = v.b.data;
-    /* The stride between the rows of the Packs: between A's rows, or its
-     * columns when A is stored column-major (kATrans); likewise for B. */
-    const int64_t lda = kATrans ? v.a.col_stride : v.a.row_stride;
-    const int64_t ldb = kBTrans ? v.b.col_stride : v.b.row_stride;
+    const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+    const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+    const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+    const int64_t M = A.rows, N = B.cols, K = A.cols; /* out is M x N */
+    const T *a_data = A.data;
+    const T *b_data = B.data;
 
     const int tid = threadIdx.x;
     const int warp = tid / 32;
@@ -209,11 +208,12 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) ma
         __syncthreads();
     }
 
+    const MatrixView<T> Out = matrix_view<T>(out, start.out);
     MT_UNROLL for (int im = 0; im < MI; ++im)
         MT_UNROLL for (int i = 0; i < 4; ++i) {
             const int64_t row = row0 + warp_row + im * 32 + lane_row + i;
             MT_UNROLL for (int in = 0; in < NI; ++in)
-                store_row<T, 4>(v.out, acc[im][in][i], row, col0 + warp_col + in * 16 + lane_col, vec_out);
+                store_row<T, 4>(Out, acc[im][in][i], row, col0 + warp_col + in * 16 + lane_col, vec_out);
         }
 }
 
@@ -272,9 +272,11 @@ int warptile_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_co
 template <typename T, typename C, bool kATrans, bool kBTrans>
 static mt_status launch_warptile_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
+    const int64_t lda = leading_dim(a, kATrans);
+    const int64_t ldb = leading_dim(b, kBTrans);
     const bool vec_out = out_vector_ok(out);
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_warptile<T, C, kATrans, kBTrans><<<grid, C::kThreads>>>(out, a, b, vec_out, y0, b0);
+        matmul_warptile<T, C, kATrans, kBTrans><<<grid, C::kThreads>>>(out, a, b, lda, ldb, vec_out, y0, b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
