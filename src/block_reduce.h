@@ -106,7 +106,7 @@ MT_DEVICE Acc warp_reduce(Acc value, Combine combine)
 
 /* Thread 0 holds the block's result in `value`; every thread returns it.
  * Thread 0 writes slot[0] at once, so no thread may still be reading the
- * scratch: the two reductions below call it when every read of theirs is
+ * scratch: block_reduce_last_warp calls it when every read of its is
  * ordered before by a barrier or by the warp's shuffles (a lane's read comes
  * before its first shuffle, and thread 0 passes the last shuffle only after
  * every lane of its warp has reached it). */
@@ -127,8 +127,8 @@ MT_DEVICE Acc broadcast_from_thread0(BlockScratch<Acc> &scratch, Acc value)
  *
  * Each warp reduces its 32 values with shuffles, lane 0 of each warp parks
  * the result in slot[warp], and warp 0 reduces those. Three barriers in all
- * (one, then two to pass the result on), instead of one per tree level. `identity` fills the
- * lanes of warp 0 beyond the number of warps. */
+ * (one, then two to pass the result on), instead of one per tree level.
+ * `identity` fills the lanes of warp 0 beyond the number of warps. */
 template <typename Acc, typename Combine>
 MT_DEVICE Acc block_reduce_warps(BlockScratch<Acc> &scratch, Acc value, Acc identity, Combine combine)
 {
@@ -143,8 +143,17 @@ MT_DEVICE Acc block_reduce_warps(BlockScratch<Acc> &scratch, Acc value, Acc iden
     if (warp == 0) {
         value = lane < warps ? scratch.slot[lane] : identity;
         value = warp_reduce(value, combine);
+        /* Every lane has read its slot before its first shuffle, so lane 0
+         * may overwrite slot[0] once the shuffles are done. */
+        if (lane == 0)
+            scratch.slot[0] = value;
     }
-    return broadcast_from_thread0(scratch, value);
+    /* slot[0] is written before anyone reads it. */
+    __syncthreads();
+    Acc result = scratch.slot[0];
+    /* Everyone has read slot[0] before a caller may write the scratch again. */
+    __syncthreads();
+    return result;
 }
 
 /* ---- block_reduce_last_warp: the tree, its last warp by shuffles ----------
