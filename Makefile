@@ -27,7 +27,8 @@ NAMES       := $(notdir $(SRCS:.cu=))
 # ---- emulator build: the .cu files, translated, compiled by the host C++ ----
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
 EMU_LIBS     := -lboost_context -pthread
-EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(BUILD)/emu/emu_runtime.o
+EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_scheduler.o
+EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
 
 # ---- CUDA build: nvcc, machine code for each arch plus PTX for the newest ----
@@ -69,7 +70,9 @@ $(BUILD)/emu/%.cpp: src/%.cu tools/cu2emu.py
 $(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
-$(BUILD)/emu/emu_runtime.o: src/emu/emu_runtime.cpp $(HEADERS) $(BUILD)/.deps-ok
+# The emulator's own runtime: emu_runtime.cpp (the CUDA API twins) and
+# emu_scheduler.cpp (fibers, barriers, launches).
+$(EMU_RT_OBJS): $(BUILD)/emu/%.o: src/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
@@ -131,15 +134,20 @@ bench-emu: $(BUILD)/bench/emu_barrier_cost
 # ---- distributed: collectives over MPI (emulator) and NCCL (CUDA) ----------
 # A library of its own (src/dist/, docs/distributed.md), so that the core
 # never depends on MPI or NCCL:
-#   build/libminitensor_dist_emu.so    src/dist/comm.cu through cu2emu.py and
-#                                      g++ with OpenMPI's flags (mpicxx --showme),
-#                                      linked with the emulator core library
-#   build/libminitensor_dist_cuda.so   nvcc, -lnccl; built when nvcc and
-#                                      nccl.h are found
+#   build/libminitensor_dist_emu.so    src/dist/comm.cu and comm_mpi.cu through
+#                                      cu2emu.py and g++ with OpenMPI's flags
+#                                      (mpicxx --showme), linked with the
+#                                      emulator core library
+#   build/libminitensor_dist_cuda.so   src/dist/comm.cu and comm_nccl.cu: nvcc,
+#                                      -lnccl; built when nvcc and nccl.h are
+#                                      found
 #   make dist        both (what this machine can build)
 #   make test-dist   the distributed tests only (tests/test_distributed.py)
 # `make test` runs those tests too (test-py needs the dist libraries).
-DIST_HEADERS  := src/dist/minitensor_dist.h src/minitensor.h
+DIST_HEADERS  := src/dist/minitensor_dist.h src/dist/comm_internal.h src/minitensor.h
+DIST_EMU_OBJS := $(BUILD)/dist/emu/comm.o $(BUILD)/dist/emu/comm_mpi.o
+DIST_CUDA_OBJS := $(BUILD)/dist/cuda/comm.o $(BUILD)/dist/cuda/comm_nccl.o
+.SECONDARY: $(DIST_EMU_OBJS:.o=.cpp)
 DIST_EMU_LIB  := $(BUILD)/libminitensor_dist_emu.so
 DIST_CUDA_LIB := $(BUILD)/libminitensor_dist_cuda.so
 # NCCL: nccl.h and libnccl from NCCL_HOME (e.g. pip's nvidia/nccl folder) when
@@ -164,23 +172,23 @@ $(BUILD)/.deps-mpi-ok: tools/setup.sh
 	@bash tools/setup.sh mpi
 	@mkdir -p $(BUILD) && touch $@
 
-$(BUILD)/dist/emu/comm.cpp: src/dist/comm.cu tools/cu2emu.py
+$(BUILD)/dist/emu/%.cpp: src/dist/%.cu tools/cu2emu.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) tools/cu2emu.py $< $@
 
 # mpicxx's flags are asked for in the recipe, after setup.sh has installed it.
-$(BUILD)/dist/emu/comm.o: $(BUILD)/dist/emu/comm.cpp $(DIST_HEADERS) $(BUILD)/.deps-mpi-ok
+$(BUILD)/dist/emu/%.o: $(BUILD)/dist/emu/%.cpp $(DIST_HEADERS) $(BUILD)/.deps-mpi-ok
 	$(CXX) $(EMU_CXXFLAGS) -DOMPI_SKIP_MPICXX=1 -Isrc/dist $$(mpicxx --showme:compile) -c $< -o $@
 
-$(DIST_EMU_LIB): $(BUILD)/dist/emu/comm.o $(EMU_LIB)
-	$(CXX) -shared -o $@ $< -L$(BUILD) -Wl,--no-as-needed -lminitensor_emu -Wl,--as-needed $$(mpicxx --showme:link) -Wl,-rpath,'$$ORIGIN'
+$(DIST_EMU_LIB): $(DIST_EMU_OBJS) $(EMU_LIB)
+	$(CXX) -shared -o $@ $(DIST_EMU_OBJS) -L$(BUILD) -Wl,--no-as-needed -lminitensor_emu -Wl,--as-needed $$(mpicxx --showme:link) -Wl,-rpath,'$$ORIGIN'
 
-$(BUILD)/dist/cuda/comm.o: src/dist/comm.cu $(DIST_HEADERS)
+$(BUILD)/dist/cuda/%.o: src/dist/%.cu $(DIST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O2 -Isrc -Isrc/dist $(NCCL_INC) -Xcompiler -fPIC -Xcompiler -Wall -c $< -o $@
 
-$(DIST_CUDA_LIB): $(BUILD)/dist/cuda/comm.o $(CUDA_LIB)
-	$(NVCC) -shared -o $@ $< -L$(BUILD) -lminitensor_cuda -Xlinker $(NCCL_LIBFILE) \
+$(DIST_CUDA_LIB): $(DIST_CUDA_OBJS) $(CUDA_LIB)
+	$(NVCC) -shared -o $@ $(DIST_CUDA_OBJS) -L$(BUILD) -lminitensor_cuda -Xlinker $(NCCL_LIBFILE) \
 	    -Xlinker -rpath -Xlinker $(dir $(NCCL_LIBFILE)) -Xlinker -rpath -Xlinker '$$ORIGIN'
 
 test-dist: $(LIBS) $(DIST_LIBS) $(VENV)/.ok

@@ -57,7 +57,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -125,6 +125,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_last_error": (c_char_p, []),
     "mt_init": (c_int, []),
     "mt_device_info": (c_int, [c_char_p, c_size_t]),
+    "mt_device_key": (c_int, [c_char_p, c_size_t]),
     "mt_set_sync_debug": (c_int, [c_int]),
     "mt_synchronize": (c_int, []),
     "mt_malloc": (c_int, [POINTER(c_void_p), c_size_t]),
@@ -387,6 +388,13 @@ def backend_name() -> str:
 def device_info() -> str:
     buf = ctypes.create_string_buffer(512)
     check(lib().mt_device_info(buf, len(buf)), "mt_device_info")
+    return buf.value.decode(errors="replace")
+
+
+def device_key() -> str:
+    """A short key for the current device ("<name>|sm_90|132sm"), cached in C."""
+    buf = ctypes.create_string_buffer(512)
+    check(lib().mt_device_key(buf, len(buf)), "mt_device_key")
     return buf.value.decode(errors="replace")
 
 

@@ -128,9 +128,17 @@ def _gpu_timer(run: Callable[[], None], config: int) -> float:
     return best
 
 
+_device_keys: dict[int, str] = {}  # device index -> mt_device_key
+
+
 def _device_key() -> str:
-    """The device, as mt_device_info names it, without driver versions."""
-    return _lib.device_info().split(", CUDA driver")[0]
+    """The device's key (name, compute capability, SM count), asked of the
+    library once per device index."""
+    index = _lib.get_device()
+    key = _device_keys.get(index)
+    if key is None:
+        key = _device_keys[index] = _lib.device_key()
+    return key
 
 
 def _pow2(n: int) -> int:

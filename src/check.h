@@ -2,8 +2,15 @@
  * check.h: the library's one error idiom.
  *
  * A failing function records a message with mt_fail / mt_fail_cuda and
- * returns the status; nothing exits, aborts or prints. CUDA_CHECK wraps every
- * CUDA runtime call, and after every launch
+ * returns the status; nothing exits, aborts or prints. MT_TRY passes a failed
+ * mt_status up to the caller, so an entry point reads as its checks, one per
+ * line, then its work:
+ *
+ *     MT_TRY(mt_ensure_init(func));
+ *     MT_TRY(mt_check_output(func, "out", &out));
+ *     MT_TRY(mt_check_tensor(func, "in", &in));
+ *
+ * CUDA_CHECK wraps every CUDA runtime call, and after every launch
  *
  *     kernel<<<grid, block>>>(...);
  *     CUDA_CHECK(mt_launch_status());
@@ -32,6 +39,15 @@ mt_status mt_fail_cuda(cudaError_t err, const char *expr, const char *file, int 
 /* cudaGetLastError(), plus a device synchronize in sync-debug mode. */
 cudaError_t mt_launch_status(void);
 
+/* Returns the mt_status of expr from the enclosing function unless it is
+ * MT_OK (expr has already recorded the message). */
+#define MT_TRY(expr)                                                      \
+    do {                                                                  \
+        mt_status mt_try_ = (expr);                                       \
+        if (mt_try_ != MT_OK)                                             \
+            return mt_try_;                                               \
+    } while (0)
+
 #define CUDA_CHECK(call)                                                  \
     do {                                                                  \
         cudaError_t mt_err_ = (call);                                     \
@@ -39,14 +55,32 @@ cudaError_t mt_launch_status(void);
             return mt_fail_cuda(mt_err_, #call, __FILE__, __LINE__);      \
     } while (0)
 
+/* Names the entry point in the messages of mt_fail_cuda (src/errors.cu);
+ * mt_ensure_init sets it, as the first thing every entry point does. */
+void mt_set_current_call(const char *func);
+
+/* "CUDA driver 13.0, runtime 13.0" (or "none" for a missing one): most
+ * failures to load or launch come from the two disagreeing, so messages say
+ * which met (src/errors.cu). */
+void mt_cuda_versions(char *buf, size_t size);
+
 /* Argument checks shared by the ops (src/validate.cu). Each returns MT_OK or
  * records a message naming `func` and the argument, and returns its status. */
+/* 0 <= id < count, else "unknown <what> id 7 (valid ids are 0..5)";
+ * what is "map op", "matmul algo", ... */
+mt_status mt_check_id(const char *func, const char *what, int id, int count);
 mt_status mt_check_tensor(const char *func, const char *name, const mt_tensor *t);
 mt_status mt_check_output(const char *func, const char *name, const mt_tensor *t);
 mt_status mt_check_same_dtype(const char *func, const mt_tensor *a, const char *aname,
                               const mt_tensor *b, const char *bname);
 mt_status mt_check_same_shape(const char *func, const mt_tensor *a, const char *aname,
                               const mt_tensor *b, const char *bname);
+/* 0 <= dim < t->ndim, else MT_ERR_DIM with a message naming t. */
+mt_status mt_check_dim(const char *func, const mt_tensor *t, const char *name, int dim);
+/* The operands of a binary op: out a valid output, a and b valid tensors,
+ * both of out's dtype (checked in that order). */
+mt_status mt_check_binary(const char *func, const mt_tensor *out, const mt_tensor *a, const char *aname,
+                          const mt_tensor *b, const char *bname);
 /* Does `small` broadcast to exactly `big`'s shape? */
 mt_status mt_check_broadcast(const char *func, const mt_tensor *small, const char *sname,
                              const mt_tensor *big, const char *bname);

@@ -20,7 +20,7 @@
 
 #include <atomic>
 
-#include "ops_common.h"
+#include "check.h"
 
 /* Long enough for a function name, two shapes of MT_MAX_DIMS dims and a CUDA
  * error string; longer messages are truncated, never overflowed. */
@@ -47,6 +47,23 @@ static bool sync_debug_from_env()
 /* Read once, when the library is loaded; atomic because any thread may flip
  * it while another launches. */
 static std::atomic<bool> g_sync_debug{sync_debug_from_env()};
+
+/* Versions as "13.0" for CUDA's encoding 13000 ("12.4" for 12040); "none"
+ * for 0, which cudaDriverGetVersion reports when no driver is installed. */
+void mt_cuda_versions(char *buf, size_t size)
+{
+    int driver = 0;
+    int runtime = 0;
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    char d[16] = "none";
+    char r[16] = "none";
+    if (driver > 0)
+        snprintf(d, sizeof d, "%d.%d", driver / 1000, (driver % 1000) / 10);
+    if (runtime > 0)
+        snprintf(r, sizeof r, "%d.%d", runtime / 1000, (runtime % 1000) / 10);
+    snprintf(buf, size, "CUDA driver %s, runtime %s", d, r);
+}
 
 const char *mt_last_error(void)
 {
@@ -118,7 +135,7 @@ mt_status mt_fail_cuda(cudaError_t err, const char *expr, const char *file, int 
          * driver cannot load) come from driver and runtime disagreeing, so
          * say which versions met. */
         char versions[64];
-        cuda_versions(versions, sizeof versions);
+        mt_cuda_versions(versions, sizeof versions);
         snprintf(rest, room, " (%s)", versions);
     }
     return status;
@@ -145,9 +162,7 @@ mt_status mt_set_sync_debug(int on)
 
 mt_status mt_synchronize(void)
 {
-    mt_status status = mt_ensure_init("mt_synchronize");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init("mt_synchronize"));
     CUDA_CHECK(cudaDeviceSynchronize());
     return MT_OK;
 }

@@ -156,6 +156,17 @@ static mt_status check_fits(const char *func, const mt_tensor &small, const char
     return MT_OK;
 }
 
+/* a and b have the same number of dims. */
+static mt_status check_same_rank(const char *func, const mt_tensor &a, const char *aname, const mt_tensor &b, const char *bname)
+{
+    if (a.ndim == b.ndim)
+        return MT_OK;
+    char ashape[256];
+    char bshape[256];
+    return mt_fail(MT_ERR_SHAPE, func, "%s has shape %s but %s has shape %s: they need the same rank", aname,
+                   mt_shape_str(&a, ashape, sizeof ashape), bname, mt_shape_str(&b, bshape, sizeof bshape));
+}
+
 static mt_status check_no_overlap(const char *func, const mt_tensor &out, const mt_tensor &t, const char *name)
 {
     if (tensors_overlap(out, t))
@@ -167,9 +178,7 @@ static mt_status check_no_overlap(const char *func, const mt_tensor &out, const 
 template <typename T, typename TI>
 static mt_status run_gather(const mt_tensor &out, const mt_tensor &in, const mt_tensor &index, int dim)
 {
-    mt_status status = check_indices<TI>("mt_gather", index, dim, in.shape[dim]);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(check_indices<TI>("mt_gather", index, dim, in.shape[dim]));
     const int64_t n = tensor_numel(out);
     gather_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize>>>(out, in, index, dim, n);
     CUDA_CHECK(mt_launch_status());
@@ -179,9 +188,7 @@ static mt_status run_gather(const mt_tensor &out, const mt_tensor &in, const mt_
 template <typename T, typename TI>
 static mt_status run_scatter_add(const mt_tensor &out, const mt_tensor &index, const mt_tensor &src, int dim)
 {
-    mt_status status = check_indices<TI>("mt_scatter_add", index, dim, out.shape[dim]);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(check_indices<TI>("mt_scatter_add", index, dim, out.shape[dim]));
     const int64_t n = tensor_numel(src);
     scatter_add_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize>>>(out, index, src, dim, n);
     CUDA_CHECK(mt_launch_status());
@@ -191,34 +198,17 @@ static mt_status run_scatter_add(const mt_tensor &out, const mt_tensor &index, c
 mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
 {
     const char *func = "mt_gather";
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "in", &in);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "index", &index);
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &in, "in", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_same_shape(func, &index, "index", &out, "out");
-    if (status == MT_OK)
-        status = check_dim(func, in, "in", dim);
-    if (status == MT_OK && in.ndim != index.ndim) {
-        char ishape[256];
-        char xshape[256];
-        status = mt_fail(MT_ERR_SHAPE, func, "in has shape %s but index has shape %s: they need the same rank",
-                         mt_shape_str(&in, ishape, sizeof ishape),
-                         mt_shape_str(&index, xshape, sizeof xshape));
-    }
-    if (status == MT_OK)
-        status = check_fits(func, index, "index", in, "in", dim);
-    if (status == MT_OK)
-        status = check_no_overlap(func, out, in, "in");
-    if (status == MT_OK)
-        status = check_no_overlap(func, out, index, "index");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_tensor(func, "in", &in));
+    MT_TRY(mt_check_tensor(func, "index", &index));
+    MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    MT_TRY(mt_check_same_shape(func, &index, "index", &out, "out"));
+    MT_TRY(mt_check_dim(func, &in, "in", dim));
+    MT_TRY(check_same_rank(func, in, "in", index, "index"));
+    MT_TRY(check_fits(func, index, "index", in, "in", dim));
+    MT_TRY(check_no_overlap(func, out, in, "in"));
+    MT_TRY(check_no_overlap(func, out, index, "index"));
     if (tensor_numel(out) == 0)
         return MT_OK;
 
@@ -235,34 +225,17 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
 mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
 {
     const char *func = "mt_scatter_add";
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "index", &index);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "src", &src);
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &src, "src", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_same_shape(func, &index, "index", &src, "src");
-    if (status == MT_OK)
-        status = check_dim(func, out, "out", dim);
-    if (status == MT_OK && out.ndim != src.ndim) {
-        char oshape[256];
-        char sshape[256];
-        status = mt_fail(MT_ERR_SHAPE, func, "out has shape %s but src has shape %s: they need the same rank",
-                         mt_shape_str(&out, oshape, sizeof oshape),
-                         mt_shape_str(&src, sshape, sizeof sshape));
-    }
-    if (status == MT_OK)
-        status = check_fits(func, src, "src", out, "out", dim);
-    if (status == MT_OK)
-        status = check_no_overlap(func, out, src, "src");
-    if (status == MT_OK)
-        status = check_no_overlap(func, out, index, "index");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_tensor(func, "index", &index));
+    MT_TRY(mt_check_tensor(func, "src", &src));
+    MT_TRY(mt_check_same_dtype(func, &src, "src", &out, "out"));
+    MT_TRY(mt_check_same_shape(func, &index, "index", &src, "src"));
+    MT_TRY(mt_check_dim(func, &out, "out", dim));
+    MT_TRY(check_same_rank(func, out, "out", src, "src"));
+    MT_TRY(check_fits(func, src, "src", out, "out", dim));
+    MT_TRY(check_no_overlap(func, out, src, "src"));
+    MT_TRY(check_no_overlap(func, out, index, "index"));
     if (tensor_numel(src) == 0)
         return MT_OK;
 

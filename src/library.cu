@@ -8,51 +8,33 @@
  *     call that needs it, never when the library is loaded, so that importing
  *     the package on a machine without a GPU works and a GPU-less CUDA build
  *     fails with a message that says so;
- *   - mt_device_info: name, compute capability, driver and runtime versions.
+ *   - mt_device_info: name, compute capability, driver and runtime versions;
+ *     mt_device_key: a short cached key for caches per device;
+ *   - mt_sm_count: the number of SMs, which launch sizes depend on;
+ *   - mt_set_device / mt_get_device.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <atomic>
 #include <mutex>
+#include <string>
 
-#include "ops_common.h"
+#include "check.h"
+#include "launch.h"
 
-/* ---- op names, in the order of the enums of minitensor.h ------------------ */
+/* ---- op names, generated from the op lists of minitensor.h ---------------- */
 
-static const char *const kMapNames[] = {
-    "copy", "neg", "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt", "reciprocal",
-    "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar", "fill",
-};
-static const char *const kZipNames[] = {
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-    "eq", "ne", "lt", "le", "gt", "ge", "relu_backward",
-};
-static const char *const kReduceNames[] = {
-    "sum", "prod", "max", "min", "argmax", "argmin",
-};
-static const char *const kMatmulNames[] = {
-    "default", "naive", "coalesced", "tiled", "blocktile_1d", "blocktile_2d", "vectorized", "warptile",
-};
-static const char *const kReduceAlgoNames[] = {
-    "default", "interleaved", "sequential", "first_add", "warp_shuffle", "vectorized",
-};
-static const char *const kCopyAlgoNames[] = {
-    "default", "naive", "tiled", "tiled_padded",
-};
+#define MT_OP_NAME_(id, name) #name,
+static const char *const kMapNames[] = {MT_MAP_OPS(MT_OP_NAME_)};
+static const char *const kZipNames[] = {MT_ZIP_OPS(MT_OP_NAME_)};
+static const char *const kReduceNames[] = {MT_REDUCE_OPS(MT_OP_NAME_)};
+static const char *const kMatmulNames[] = {MT_MATMUL_ALGOS(MT_OP_NAME_)};
+static const char *const kReduceAlgoNames[] = {MT_REDUCE_ALGOS(MT_OP_NAME_)};
+static const char *const kCopyAlgoNames[] = {MT_COPY_ALGOS(MT_OP_NAME_)};
+#undef MT_OP_NAME_
 
-/* A new enum value without a name here (or the reverse) fails the build. */
 #define MT_COUNT_OF(table) ((int)(sizeof(table) / sizeof((table)[0])))
-static_assert(MT_COUNT_OF(kMapNames) == MT_MAP_OP_COUNT, "kMapNames out of step with mt_map_op");
-static_assert(MT_COUNT_OF(kZipNames) == MT_ZIP_OP_COUNT, "kZipNames out of step with mt_zip_op");
-static_assert(MT_COUNT_OF(kReduceNames) == MT_REDUCE_OP_COUNT,
-              "kReduceNames out of step with mt_reduce_op");
-static_assert(MT_COUNT_OF(kMatmulNames) == MT_MATMUL_ALGO_COUNT,
-              "kMatmulNames out of step with mt_matmul_algo");
-static_assert(MT_COUNT_OF(kReduceAlgoNames) == MT_REDUCE_ALGO_COUNT,
-              "kReduceAlgoNames out of step with mt_reduce_algo");
-static_assert(MT_COUNT_OF(kCopyAlgoNames) == MT_COPY_ALGO_COUNT,
-              "kCopyAlgoNames out of step with mt_copy_algo");
 
 struct OpFamily {
     const char *family;
@@ -125,6 +107,25 @@ static std::atomic<bool> g_initialised{false};
 static std::atomic<int> g_device{0};
 static thread_local int t_device = -1;
 
+/* Makes `device` current for this thread and sets up its memory pool: the
+ * stream-ordered pool that mt_malloc draws from gives memory back to the
+ * driver at every synchronization by default, so a training loop that
+ * synchronizes each step would pay for fresh device allocations every step.
+ * Keeping freed memory in the pool (as PyTorch's caching allocator does)
+ * makes mt_malloc cheap after the first step. (The emulator has no pool:
+ * there these calls do nothing.) Called with g_init_mutex held. */
+static mt_status use_device(int device)
+{
+    CUDA_CHECK(cudaSetDevice(device));
+    cudaMemPool_t pool;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t keep_everything = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    g_device.store(device);
+    t_device = device;
+    return MT_OK;
+}
+
 mt_status mt_ensure_init(const char *func)
 {
     mt_set_current_call(func);
@@ -148,7 +149,7 @@ mt_status mt_ensure_init(const char *func)
          * error"; clear it so that no later mt_launch_status reports it. */
         (void)cudaGetLastError();
         char versions[64];
-        cuda_versions(versions, sizeof versions);
+        mt_cuda_versions(versions, sizeof versions);
         /* Not cached: a later call retries, which costs little and gives a
          * GPU that appears later (a driver reload) a chance. */
         return mt_fail(MT_ERR_NO_DEVICE, func,
@@ -157,19 +158,7 @@ mt_status mt_ensure_init(const char *func)
                        "build (build/libminitensor_emu.so)",
                        err != cudaSuccess ? cudaGetErrorString(err) : "0 devices found", versions);
     }
-    CUDA_CHECK(cudaSetDevice(g_device.load()));
-
-    /* The stream-ordered pool that mt_malloc draws from gives memory back to
-     * the driver at every synchronization by default, so a training loop
-     * that synchronizes each step would pay for fresh device allocations
-     * every step. Keeping freed memory in the pool (as PyTorch's caching
-     * allocator does) makes mt_malloc cheap after the first step. (The
-     * emulator has no pool: there these calls do nothing.) */
-    cudaMemPool_t pool;
-    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, g_device.load()));
-    uint64_t keep_everything = UINT64_MAX;
-    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
-
+    MT_TRY(use_device(g_device.load()));
     g_initialised.store(true);
     return MT_OK;
 }
@@ -179,21 +168,43 @@ mt_status mt_init(void)
     return mt_ensure_init("mt_init");
 }
 
+/* ---- what the device is ----------------------------------------------------- */
+
+/* Per-device caches below hold this many devices; a process with a larger
+ * device number simply queries every time. */
+constexpr int kCachedDevices = 64;
+
+int mt_sm_count(void)
+{
+    /* Each slot is written once with the value every thread would compute;
+     * atomics make the concurrent first calls well defined. */
+    static std::atomic<int> cached[kCachedDevices];
+    const int device = g_device.load();
+    int count = device < kCachedDevices ? cached[device].load() : 0;
+    if (count > 0)
+        return count;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count < 1) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    if (device < kCachedDevices)
+        cached[device].store(count);
+    return count;
+}
+
 mt_status mt_device_info(char *buf, size_t bufsize)
 {
     if (buf == nullptr || bufsize == 0)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_device_info", "buf is null or bufsize is 0");
     buf[0] = '\0';
-    mt_status status = mt_ensure_init("mt_device_info");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init("mt_device_info"));
 
     int device = 0;
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     char versions[64];
-    cuda_versions(versions, sizeof versions);
+    mt_cuda_versions(versions, sizeof versions);
     snprintf(buf, bufsize,
              "%s (compute capability %d.%d, %d SMs, %.1f GiB), %s, "
              "backend %s",
@@ -203,39 +214,76 @@ mt_status mt_device_info(char *buf, size_t bufsize)
     return MT_OK;
 }
 
+/* "<name>|sm_<major><minor>|<SMs>sm" of `device`. cudaGetDeviceProperties
+ * fills a large struct and can take milliseconds (it queries every
+ * attribute), which is why the key is built once per device and cached. */
+static mt_status build_device_key(int device, std::string *key)
+{
+    cudaDeviceProp prop;
+    int major = 0;
+    int minor = 0;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device)); /* for the name only */
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    char buf[320];
+    snprintf(buf, sizeof buf, "%s|sm_%d%d|%dsm", prop.name, major, minor, mt_sm_count());
+    *key = buf;
+    return MT_OK;
+}
+
+mt_status mt_device_key(char *buf, size_t bufsize)
+{
+    const char *func = "mt_device_key";
+    if (buf == nullptr || bufsize == 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "buf is null or bufsize is 0");
+    buf[0] = '\0';
+    MT_TRY(mt_ensure_init(func));
+
+    static std::mutex keys_mutex;
+    static std::string keys[kCachedDevices]; /* "" until built */
+    const int device = g_device.load();
+    std::string key;
+    {
+        std::lock_guard<std::mutex> lock(keys_mutex);
+        if (device < kCachedDevices && !keys[device].empty()) {
+            key = keys[device];
+        } else {
+            MT_TRY(build_device_key(device, &key));
+            if (device < kCachedDevices)
+                keys[device] = key;
+        }
+    }
+    if (key.size() + 1 > bufsize)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "bufsize %zu is too small for the key (%zu bytes)",
+                       bufsize, key.size() + 1);
+    memcpy(buf, key.c_str(), key.size() + 1);
+    return MT_OK;
+}
+
 /* ---- device placement ------------------------------------------------------ */
 
 mt_status mt_set_device(int device)
 {
+    const char *func = "mt_set_device";
     if (device < 0)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_set_device", "device %d is negative", device);
-    mt_status status = mt_ensure_init("mt_set_device");
-    if (status != MT_OK)
-        return status;
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "device %d is negative", device);
+    MT_TRY(mt_ensure_init(func));
     if (device == g_device.load())
         return MT_OK;
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
     if (device >= count)
-        return mt_fail(MT_ERR_NO_DEVICE, "mt_set_device", "device %d does not exist (%d device%s: 0..%d)",
+        return mt_fail(MT_ERR_NO_DEVICE, func, "device %d does not exist (%d device%s: 0..%d)",
                        device, count, count == 1 ? "" : "s", count - 1);
     int64_t in_use = 0;
     (void)mt_memory_in_use(&in_use);
     if (in_use != 0)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_set_device",
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "%lld bytes are allocated on device %d; choose the device (%d) before the "
                        "first tensor is created",
                        (long long)in_use, g_device.load(), device);
-    /* Same set-up as mt_ensure_init's, for the new device. */
     std::lock_guard<std::mutex> lock(g_init_mutex);
-    CUDA_CHECK(cudaSetDevice(device));
-    cudaMemPool_t pool;
-    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-    uint64_t keep_everything = UINT64_MAX;
-    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
-    g_device.store(device);
-    t_device = device;
-    return MT_OK;
+    return use_device(device);
 }
 
 mt_status mt_get_device(int *device)

@@ -3,7 +3,7 @@
  *
  * One thread per output element. The kernels use a grid-stride loop: thread
  * t of a grid of G threads handles elements t, t + G, t + 2G, ..., so a grid
- * of any size (we cap it, see ops_common.h) covers a tensor of any size.
+ * of any size (we cap it, see launch.h) covers a tensor of any size.
  *
  * The kernels, from general to fast:
  *   map_strided        any strides (a transposed, sliced or broadcast input).
@@ -31,47 +31,49 @@
  * accesses are serialized); one padding element per row shifts each row by a
  * bank, so a column spans all 32 banks.
  *
- * The op is a functor passed as a template argument: the compiler inlines
+ * The op is a functor passed as a template argument (map_<name> for each op
+ * of MT_MAP_OPS in minitensor.h): the compiler inlines
  * op(x) into the loop, so one kernel source serves every op and both dtypes
  * with no switch inside the loop. MT_MAP_COPY may convert between float32
  * and float64 (TOut and TIn differ only for it): that is how casts and
  * .contiguous() are done.
  */
 #include <type_traits>
+#include <utility>
 
 #include "ops_common.h"
 
 /* ---- the ops ------------------------------------------------------------- */
 
 template <typename T>
-struct MapCopy {
+struct map_copy {
     __device__ T operator()(T x) const { return x; }
 };
 
 template <typename T>
-struct MapNeg {
+struct map_neg {
     __device__ T operator()(T x) const { return -x; }
 };
 
 template <typename T>
-struct MapExp {
+struct map_exp {
     __device__ T operator()(T x) const { return mt_exp(x); }
 };
 
 template <typename T>
-struct MapLog {
+struct map_log {
     __device__ T operator()(T x) const { return mt_log(x); }
 };
 
 template <typename T>
-struct MapRelu {
+struct map_relu {
     /* Written so that NaN passes through (NaN < 0 is false), as in PyTorch:
      * a NaN in the activations should not be hidden by the ReLU. */
     __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
 
 template <typename T>
-struct MapSigmoid {
+struct map_sigmoid {
     __device__ T operator()(T x) const
     {
         /* 1 / (1 + exp(-x)) overflows exp for large negative x; each branch
@@ -84,27 +86,27 @@ struct MapSigmoid {
 };
 
 template <typename T>
-struct MapTanh {
+struct map_tanh {
     __device__ T operator()(T x) const { return mt_tanh(x); }
 };
 
 template <typename T>
-struct MapAbs {
+struct map_abs {
     __device__ T operator()(T x) const { return mt_fabs(x); }
 };
 
 template <typename T>
-struct MapSqrt {
+struct map_sqrt {
     __device__ T operator()(T x) const { return mt_sqrt(x); }
 };
 
 template <typename T>
-struct MapReciprocal {
+struct map_reciprocal {
     __device__ T operator()(T x) const { return T(1) / x; }
 };
 
 template <typename T>
-struct MapSign {
+struct map_sign {
     /* 0 (and -0) and NaN fall through to themselves. */
     __device__ T operator()(T x) const
     {
@@ -117,28 +119,52 @@ struct MapSign {
 };
 
 template <typename T>
-struct MapAddScalar {
+struct map_add_scalar {
     T s;
     __device__ T operator()(T x) const { return x + s; }
 };
 
 template <typename T>
-struct MapMulScalar {
+struct map_mul_scalar {
     T s;
     __device__ T operator()(T x) const { return x * s; }
 };
 
 template <typename T>
-struct MapPowScalar {
+struct map_pow_scalar {
     T s;
     __device__ T operator()(T x) const { return mt_pow(x, s); }
 };
 
 template <typename T>
-struct MapRpowScalar {
+struct map_rpow_scalar {
     T s;
     __device__ T operator()(T x) const { return mt_pow(s, x); }
 };
+
+/* mt_map runs fill as mt_fill (which never reads `in`); the functor is here
+ * so that every op of MT_MAP_OPS has one. */
+template <typename T>
+struct map_fill {
+    T s;
+    __device__ T operator()(T) const { return s; }
+};
+
+/* A functor of the *_scalar ops (and fill) holds the scalar in a member `s`;
+ * the others are empty. make_map_op builds either kind from the scalar. */
+template <typename Op, typename = void>
+struct takes_scalar : std::false_type {};
+template <typename Op>
+struct takes_scalar<Op, decltype((void)std::declval<Op &>().s)> : std::true_type {};
+
+template <typename Op, typename T>
+static Op make_map_op(T s)
+{
+    if constexpr (takes_scalar<Op>::value)
+        return Op{s};
+    else
+        return Op{};
+}
 
 /* ---- kernels ------------------------------------------------------------- */
 
@@ -305,50 +331,26 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     }
-    if constexpr (std::is_same<Op, MapCopy<TIn>>::value) {
+    if constexpr (std::is_same<Op, map_copy<TIn>>::value) {
         if (transposed_copy_layout(out, in))
             return launch_copy_transposed<TOut, TIn, 1>(out, in);
     }
     return launch_map_strided<TOut, TIn, Op>(out, in, op);
 }
 
-/* op id -> functor, for ops whose input and output dtypes agree. */
+/* op id -> functor, for ops whose input and output dtypes agree: a case
+ * per op of MT_MAP_OPS (minitensor.h), running the functor map_<name>. */
 template <typename T>
 static mt_status map_same_dtype(int op, const mt_tensor &out, const mt_tensor &in, T s)
 {
     switch (op) {
-    case MT_MAP_COPY:
-        return launch_map<T, T>(out, in, MapCopy<T>{});
-    case MT_MAP_NEG:
-        return launch_map<T, T>(out, in, MapNeg<T>{});
-    case MT_MAP_EXP:
-        return launch_map<T, T>(out, in, MapExp<T>{});
-    case MT_MAP_LOG:
-        return launch_map<T, T>(out, in, MapLog<T>{});
-    case MT_MAP_RELU:
-        return launch_map<T, T>(out, in, MapRelu<T>{});
-    case MT_MAP_SIGMOID:
-        return launch_map<T, T>(out, in, MapSigmoid<T>{});
-    case MT_MAP_TANH:
-        return launch_map<T, T>(out, in, MapTanh<T>{});
-    case MT_MAP_ABS:
-        return launch_map<T, T>(out, in, MapAbs<T>{});
-    case MT_MAP_SQRT:
-        return launch_map<T, T>(out, in, MapSqrt<T>{});
-    case MT_MAP_RECIPROCAL:
-        return launch_map<T, T>(out, in, MapReciprocal<T>{});
-    case MT_MAP_SIGN:
-        return launch_map<T, T>(out, in, MapSign<T>{});
-    case MT_MAP_ADD_SCALAR:
-        return launch_map<T, T>(out, in, MapAddScalar<T>{s});
-    case MT_MAP_MUL_SCALAR:
-        return launch_map<T, T>(out, in, MapMulScalar<T>{s});
-    case MT_MAP_POW_SCALAR:
-        return launch_map<T, T>(out, in, MapPowScalar<T>{s});
-    case MT_MAP_RPOW_SCALAR:
-        return launch_map<T, T>(out, in, MapRpowScalar<T>{s});
+#define MT_MAP_CASE_(id, name) \
+    case MT_MAP_##id:          \
+        return launch_map<T, T>(out, in, make_map_op<map_##name<T>>(s));
+        MT_MAP_OPS(MT_MAP_CASE_)
+#undef MT_MAP_CASE_
     default:
-        /* mt_map checked the id; FILL never gets here. */
+        /* mt_map checked the id. */
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_map", "map op %d has no kernel", op);
     }
 }
@@ -371,11 +373,8 @@ static mt_status launch_fill(const mt_tensor &out, T value)
 /* mt_fill, and mt_map with MT_MAP_FILL, which ignores its input. */
 static mt_status fill(const char *func, const mt_tensor &out, double value)
 {
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (out.dtype == MT_FLOAT32)
@@ -391,31 +390,23 @@ mt_status mt_fill(mt_tensor out, double value)
 mt_status mt_map(int op, mt_tensor out, mt_tensor in, double scalar)
 {
     const char *func = "mt_map";
-    if (op < 0 || op >= MT_MAP_OP_COUNT)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown map op id %d (valid ids are 0..%d)",
-                       op, MT_MAP_OP_COUNT - 1);
+    MT_TRY(mt_check_id(func, "map op", op, MT_MAP_OP_COUNT));
     if (op == MT_MAP_FILL)
         return fill(func, out, scalar);
 
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "in", &in);
-    if (status == MT_OK)
-        status = mt_check_same_shape(func, &in, "in", &out, "out");
-    /* Only a copy may change the dtype. */
-    if (status == MT_OK && op != MT_MAP_COPY)
-        status = mt_check_same_dtype(func, &in, "in", &out, "out");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_tensor(func, "in", &in));
+    MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
+    if (op != MT_MAP_COPY) /* only a copy may change the dtype */
+        MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
     if (tensor_numel(out) == 0)
         return MT_OK;
 
     if (out.dtype == MT_FLOAT32 && in.dtype == MT_FLOAT64)
-        return launch_map<float, double>(out, in, MapCopy<double>{});
+        return launch_map<float, double>(out, in, map_copy<double>{});
     if (out.dtype == MT_FLOAT64 && in.dtype == MT_FLOAT32)
-        return launch_map<double, float>(out, in, MapCopy<float>{});
+        return launch_map<double, float>(out, in, map_copy<float>{});
     if (out.dtype == MT_FLOAT32)
         return map_same_dtype<float>(op, out, in, (float)scalar);
     return map_same_dtype<double>(op, out, in, scalar);
@@ -426,12 +417,12 @@ mt_status copy_tensor(const mt_tensor &out, const mt_tensor &in)
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (out.dtype == MT_FLOAT32 && in.dtype == MT_FLOAT64)
-        return launch_map<float, double>(out, in, MapCopy<double>{});
+        return launch_map<float, double>(out, in, map_copy<double>{});
     if (out.dtype == MT_FLOAT64 && in.dtype == MT_FLOAT32)
-        return launch_map<double, float>(out, in, MapCopy<float>{});
+        return launch_map<double, float>(out, in, map_copy<float>{});
     if (out.dtype == MT_FLOAT32)
-        return launch_map<float, float>(out, in, MapCopy<float>{});
-    return launch_map<double, double>(out, in, MapCopy<double>{});
+        return launch_map<float, float>(out, in, map_copy<float>{});
+    return launch_map<double, double>(out, in, map_copy<double>{});
 }
 
 /* One rung of the transpose ladder for out = in. */
@@ -451,24 +442,17 @@ static mt_status copy_variant_typed(int algo, const mt_tensor &out, const mt_ten
     default:
         break;
     }
-    return launch_map_strided<TOut, TIn>(out, in, MapCopy<TIn>{});
+    return launch_map_strided<TOut, TIn>(out, in, map_copy<TIn>{});
 }
 
 mt_status mt_copy_variant(mt_tensor out, mt_tensor in, int algo)
 {
     const char *func = "mt_copy_variant";
-    if (algo < 0 || algo >= MT_COPY_ALGO_COUNT)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown copy algo id %d (valid ids are 0..%d)",
-                       algo, MT_COPY_ALGO_COUNT - 1);
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "in", &in);
-    if (status == MT_OK)
-        status = mt_check_same_shape(func, &in, "in", &out, "out");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_check_id(func, "copy algo", algo, MT_COPY_ALGO_COUNT));
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_tensor(func, "in", &in));
+    MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (algo == MT_COPY_ALGO_DEFAULT)

@@ -7,6 +7,8 @@
  * The kernel ladder, one readable kernel per idea, each selectable by name
  * (mt_matmul_algo) so that bench/run.py can show what each step buys:
  *
+ * Each rung is a file of its own, src/matmul_<name>.cu:
+ *
  *   1 naive         one thread per output; the threads of a warp take 32
  *                   consecutive ROWS of out. Each warp load of A then touches
  *                   32 rows (32 separate memory transactions), and every
@@ -19,8 +21,12 @@
  *   3 tiled         the threads of a 32 x 32 block stage 32 x 32 tiles of A
  *                   and B in shared memory and compute from there: each
  *                   element loaded from global memory is used 32 times.
- *   4-7             register blocking: blocktile_1d, blocktile_2d,
- *                   vectorized, warptile; see src/matmul_blocktile.cu.
+ *   4 blocktile_1d  each thread computes 8 outputs of one column: one B
+ *                   value loaded from shared memory serves 8 FMAs.
+ *   5 blocktile_2d  each thread computes an 8 x 8 block: 4 FMAs per load.
+ *   6 vectorized    as 5, with 16-byte global loads and stores.
+ *   7 warptile      warp tiles, double buffering, several tile
+ *                   configurations for the autotuner.
  *
  * MT_MATMUL_DEFAULT is warptile, the fastest rung, with the tile
  * configuration the caller (the autotuner) passes to mt_matmul_with_config,
@@ -49,137 +55,7 @@
  */
 #include <limits.h>
 
-#include <atomic>
-
 #include "matmul_internal.h"
-
-/* Tile width of rungs 1-3, and their block shape (kTile x kTile threads).
- * 32 makes one warp exactly one row of the block: in rungs 2 and 3 its 32
- * threads read 32 consecutive elements of a B row (one coalesced load) and
- * all read the same A element (a broadcast). Two tiles of 32 x 32 doubles
- * are 16 KiB of shared memory per block. __launch_bounds__ on the kernels
- * tells the compiler that blocks have kTile * kTile = 1024 threads, so it
- * keeps each thread within the 64 registers that leaves (65536 per SM /
- * 1024); without it, a compiler that chose more would make every launch fail
- * with "too many resources". */
-constexpr int kTile = 32;
-
-/* ---- rung 1: naive --------------------------------------------------------- */
-
-/* threadIdx.x walks ROWS: the 32 threads of a warp (same threadIdx.y, x =
- * 0..31) read A(row .. row + 31, k), 32 elements a whole row apart, and
- * write a column of out: every access of the warp is its own transaction. */
-template <typename T>
-__global__ void __launch_bounds__(kTile * kTile) matmul_naive(mt_tensor out, mt_tensor a, mt_tensor b, int64_t col_tile_start, int64_t batch_start)
-{
-    const int64_t M = out.shape[out.ndim - 2];
-    const int64_t N = out.shape[out.ndim - 1];
-    const int64_t K = a.shape[a.ndim - 1];
-    const int64_t a_row_stride = a.strides[a.ndim - 2];
-    const int64_t a_col_stride = a.strides[a.ndim - 1];
-    const int64_t b_row_stride = b.strides[b.ndim - 2];
-    const int64_t b_col_stride = b.strides[b.ndim - 1];
-
-    const int64_t row = (int64_t)blockIdx.x * kTile + threadIdx.x;
-    const int64_t col = (col_tile_start + blockIdx.y) * kTile + threadIdx.y;
-    const BatchStart start = batch_start_of(batch_start + blockIdx.z, out, a, b);
-    const T *a_data = static_cast<const T *>(a.data);
-    const T *b_data = static_cast<const T *>(b.data);
-    T *out_data = static_cast<T *>(out.data);
-
-    /* The grid is rounded up to whole tiles, so the last blocks have threads
-     * past the edge of the matrix; they must not write. */
-    if (row < M && col < N) {
-        T acc = T(0);
-        for (int64_t k = 0; k < K; ++k)
-            acc += a_data[start.a + row * a_row_stride + k * a_col_stride] * b_data[start.b + k * b_row_stride + col * b_col_stride];
-        out_data[start.out + row * out.strides[out.ndim - 2] + col * out.strides[out.ndim - 1]] = acc;
-    }
-}
-
-/* ---- rung 2: coalesced ------------------------------------------------------ */
-
-/* The naive kernel with the roles of threadIdx.x and threadIdx.y swapped:
- * threadIdx.x walks COLUMNS, so a warp reads 32 neighbouring elements of a B
- * row and writes 32 neighbouring outputs. */
-template <typename T>
-__global__ void __launch_bounds__(kTile * kTile) matmul_coalesced(mt_tensor out, mt_tensor a, mt_tensor b, int64_t row_tile_start, int64_t batch_start)
-{
-    const int64_t M = out.shape[out.ndim - 2];
-    const int64_t N = out.shape[out.ndim - 1];
-    const int64_t K = a.shape[a.ndim - 1];
-    const int64_t a_row_stride = a.strides[a.ndim - 2];
-    const int64_t a_col_stride = a.strides[a.ndim - 1];
-    const int64_t b_row_stride = b.strides[b.ndim - 2];
-    const int64_t b_col_stride = b.strides[b.ndim - 1];
-
-    const int64_t row = (row_tile_start + blockIdx.y) * kTile + threadIdx.y;
-    const int64_t col = (int64_t)blockIdx.x * kTile + threadIdx.x;
-    const BatchStart start = batch_start_of(batch_start + blockIdx.z, out, a, b);
-    const T *a_data = static_cast<const T *>(a.data);
-    const T *b_data = static_cast<const T *>(b.data);
-    T *out_data = static_cast<T *>(out.data);
-
-    if (row < M && col < N) {
-        T acc = T(0);
-        for (int64_t k = 0; k < K; ++k)
-            acc += a_data[start.a + row * a_row_stride + k * a_col_stride] * b_data[start.b + k * b_row_stride + col * b_col_stride];
-        out_data[start.out + row * out.strides[out.ndim - 2] + col * out.strides[out.ndim - 1]] = acc;
-    }
-}
-
-/* ---- rung 3: shared-memory tiles ------------------------------------------ */
-
-template <typename T>
-__global__ void __launch_bounds__(kTile * kTile) matmul_tiled(mt_tensor out, mt_tensor a, mt_tensor b, int64_t row_tile_start, int64_t batch_start)
-{
-    __shared__ T a_tile[kTile][kTile];
-    __shared__ T b_tile[kTile][kTile];
-    const int64_t M = out.shape[out.ndim - 2];
-    const int64_t N = out.shape[out.ndim - 1];
-    const int64_t K = a.shape[a.ndim - 1];
-    const int64_t a_row_stride = a.strides[a.ndim - 2];
-    const int64_t a_col_stride = a.strides[a.ndim - 1];
-    const int64_t b_row_stride = b.strides[b.ndim - 2];
-    const int64_t b_col_stride = b.strides[b.ndim - 1];
-
-    const int tx = threadIdx.x;
-    const int ty = threadIdx.y;
-    const int64_t row = (row_tile_start + blockIdx.y) * kTile + ty;
-    const int64_t col = (int64_t)blockIdx.x * kTile + tx;
-    const BatchStart start = batch_start_of(batch_start + blockIdx.z, out, a, b);
-    const T *a_data = static_cast<const T *>(a.data);
-    const T *b_data = static_cast<const T *>(b.data);
-    T *out_data = static_cast<T *>(out.data);
-
-    T acc = T(0);
-    /* K is the same for the whole block, so every thread runs this loop
-     * equally often and reaches each barrier; threads outside the matrix
-     * stay in the loop (no early return) because their loads are needed. */
-    for (int64_t k0 = 0; k0 < K; k0 += kTile) {
-        /* This thread loads A(row, k0 + tx) and B(k0 + ty, col). Near the
-         * edges (M, N or K not a multiple of kTile) those may lie outside the
-         * matrix: the thread stores 0 instead. A zero adds nothing to a dot
-         * product, so the loop below can always run over the full tile, and
-         * no thread reads a stale value left in shared memory by the
-         * previous tile. */
-        const int64_t a_col = k0 + tx;
-        const int64_t b_row = k0 + ty;
-        a_tile[ty][tx] = (row < M && a_col < K) ? a_data[start.a + row * a_row_stride + a_col * a_col_stride] : T(0);
-        b_tile[ty][tx] = (b_row < K && col < N) ? b_data[start.b + b_row * b_row_stride + col * b_col_stride] : T(0);
-        /* Each thread is about to read a whole row of a_tile and column of
-         * b_tile, loaded by 2 * kTile other threads: all loads must be done. */
-        __syncthreads();
-        for (int k = 0; k < kTile; ++k)
-            acc += a_tile[ty][k] * b_tile[k][tx];
-        /* The next iteration overwrites both tiles: every thread must have
-         * finished reading this pair first. */
-        __syncthreads();
-    }
-
-    if (row < M && col < N)
-        out_data[start.out + row * out.strides[out.ndim - 2] + col * out.strides[out.ndim - 1]] = acc;
-}
 
 /* ---- host side ------------------------------------------------------------ */
 
@@ -197,32 +73,6 @@ static bool batch_broadcasts(const mt_tensor &small, const mt_tensor &out)
             return false;
     }
     return true;
-}
-
-/* Rungs 1-3: 32 x 32 threads per block. */
-template <typename T>
-static mt_status launch_simple(int algo, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
-{
-    const int64_t M = out.shape[out.ndim - 2];
-    const int64_t N = out.shape[out.ndim - 1];
-    const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-    const int64_t row_tiles = (M + kTile - 1) / kTile;
-    const int64_t col_tiles = (N + kTile - 1) / kTile;
-    const dim3 block(kTile, kTile);
-    if (algo == MT_MATMUL_NAIVE)
-        return for_each_grid_chunk(row_tiles, col_tiles, batches, [&](dim3 grid, int64_t y0, int64_t b0) {
-            matmul_naive<T><<<grid, block>>>(out, a, b, y0, b0);
-            CUDA_CHECK(mt_launch_status());
-            return MT_OK;
-        });
-    return for_each_grid_chunk(col_tiles, row_tiles, batches, [&](dim3 grid, int64_t y0, int64_t b0) {
-        if (algo == MT_MATMUL_COALESCED)
-            matmul_coalesced<T><<<grid, block>>>(out, a, b, y0, b0);
-        else
-            matmul_tiled<T><<<grid, block>>>(out, a, b, y0, b0);
-        CUDA_CHECK(mt_launch_status());
-        return MT_OK;
-    });
 }
 
 /* Makes x readable by the vectorised kernels (gemm_operand_ok): x itself when
@@ -257,9 +107,7 @@ static mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tens
     }
     CUDA_CHECK(scratch->allocate((size_t)(size > 0 ? size : 1) * item));
     dst.data = scratch->as<void>();
-    mt_status status = copy_tensor(dst, src);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(copy_tensor(dst, src));
     *view = dst;
     return MT_OK;
 }
@@ -267,22 +115,6 @@ static mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tens
 /* Products smaller than this (M * N * K) take the tiled kernel by default
  * when warptile would first have to copy an operand. */
 constexpr int64_t kCopyWorthIt = (int64_t)1 << 22;
-
-static int64_t multiprocessor_count(void)
-{
-    static std::atomic<int> cached{0};
-    int count = cached.load();
-    if (count == 0) {
-        int device = 0;
-        cudaDeviceProp prop;
-        if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
-            count = prop.multiProcessorCount;
-        else
-            count = 1;
-        cached.store(count);
-    }
-    return count;
-}
 
 template <typename T>
 static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
@@ -297,9 +129,11 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
     }
     switch (algo) {
     case MT_MATMUL_NAIVE:
+        return launch_naive<T>(out, a, b);
     case MT_MATMUL_COALESCED:
+        return launch_coalesced<T>(out, a, b);
     case MT_MATMUL_TILED:
-        return launch_simple<T>(algo, out, a, b);
+        return launch_tiled<T>(out, a, b);
     case MT_MATMUL_BLOCKTILE_1D:
         return launch_blocktile_1d<T>(out, a, b);
     case MT_MATMUL_BLOCKTILE_2D:
@@ -312,23 +146,18 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
     const bool transposed_ok = algo == MT_MATMUL_WARPTILE && float32;
     mt_tensor a_view, b_view;
     DeviceScratch a_copy, b_copy;
-    mt_status status = prepare_operand(a, transposed_ok, &a_view, &a_copy);
-    if (status == MT_OK)
-        status = prepare_operand(b, transposed_ok, &b_view, &b_copy);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(prepare_operand(a, transposed_ok, &a_view, &a_copy));
+    MT_TRY(prepare_operand(b, transposed_ok, &b_view, &b_copy));
     if (algo == MT_MATMUL_VECTORIZED) {
-        status = launch_vectorized<T>(out, a_view, b_view);
+        MT_TRY(launch_vectorized<T>(out, a_view, b_view));
     } else {
         if (config < 0) {
             const int64_t batches = shape_numel(out.shape, out.ndim - 2);
             config = warptile_default_config(out.shape[out.ndim - 2], out.shape[out.ndim - 1], batches,
-                                             multiprocessor_count(), sizeof(T));
+                                             mt_sm_count(), sizeof(T));
         }
-        status = launch_warptile<T>(out, a_view, b_view, config);
+        MT_TRY(launch_warptile<T>(out, a_view, b_view, config));
     }
-    if (status != MT_OK)
-        return status;
     CUDA_CHECK(a_copy.release());
     CUDA_CHECK(b_copy.release());
     return MT_OK;
@@ -349,13 +178,10 @@ mt_status mt_matmul(mt_tensor out, mt_tensor a, mt_tensor b, int algo)
     return mt_matmul_with_config(out, a, b, algo, -1);
 }
 
-mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config)
+/* config is -1 (the library chooses) or a warptile configuration, and only
+ * the algos that have configurations take one. */
+static mt_status check_config(const char *func, int algo, int config)
 {
-    const char *func = "mt_matmul";
-    if (algo < 0 || algo >= MT_MATMUL_ALGO_COUNT)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "unknown matmul algo id %d (valid ids are 0..%d)", algo,
-                       MT_MATMUL_ALGO_COUNT - 1);
     if (config < -1 || config >= warptile_config_count())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "unknown matmul config %d (valid: -1 for the library's choice, or 0..%d)",
@@ -365,21 +191,14 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
                        "matmul config %d given for algo %d, which has no configurations (only "
                        "default and warptile do; pass -1)",
                        config, algo);
+    return MT_OK;
+}
 
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "a", &a);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "b", &b);
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &a, "a", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &b, "b", &out, "out");
-    if (status != MT_OK)
-        return status;
-
+/* out = a @ b is a product: at least 2 dims each, a's columns are b's rows,
+ * out has the product's rows and columns, the batch dims broadcast, out
+ * overlaps neither operand, and the grid can hold the tiles. */
+static mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+{
     char a_shape[256];
     char b_shape[256];
     char out_shape[256];
@@ -419,10 +238,24 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
                            "out must be a separate buffer",
                            names[i], names[i]);
     }
-    /* gridDim.x takes column tiles (row tiles for naive), at most 2^31 - 1. */
+    /* gridDim.x takes column tiles (row tiles for naive), at most 2^31 - 1;
+     * the smallest tiles are those of rungs 1-3. */
+    constexpr int kTile = SimpleTiles::BM;
+    static_assert(SimpleTiles::BN == kTile, "square tiles");
     if ((N + kTile - 1) / kTile > INT_MAX || (M + kTile - 1) / kTile > INT_MAX)
         return mt_fail(MT_ERR_SHAPE, func, "out has shape %s: too many rows or columns for one grid",
                        out_shape);
+    return MT_OK;
+}
+
+mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config)
+{
+    const char *func = "mt_matmul";
+    MT_TRY(mt_check_id(func, "matmul algo", algo, MT_MATMUL_ALGO_COUNT));
+    MT_TRY(check_config(func, algo, config));
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(check_product(func, out, a, b));
     if (tensor_numel(out) == 0)
         return MT_OK;
 

@@ -1,18 +1,13 @@
 /*
- * matmul_internal.h: what the two matmul source files share.
+ * matmul_internal.h: what the matmul source files share.
  *
- *   src/matmul.cu            mt_matmul: argument checks, the choice of a
- *                            kernel, operand preparation, and rungs 1-3 of
- *                            the ladder (naive, coalesced, tiled);
- *   src/matmul_blocktile.cu  rungs 4-7 (blocktile_1d, blocktile_2d,
- *                            vectorized, warptile) and the tile
- *                            configurations of warptile (autotuning).
- *
- * Every kernel computes, for each batch ordinal z of out,
- *     out[z] (M x N) = a[za] (M x K) @ b[zb] (K x N)
- * where za and zb are z broadcast into a's and b's batch dims. Where each
- * batch's matrix starts is worked out per block by batch_start_of; inside a
- * matrix, element (i, j) of x is at start + i * x.strides[-2] + j * x.strides[-1].
+ *   src/matmul.cu               mt_matmul: argument checks, the choice of a
+ *                               kernel, operand preparation;
+ *   src/matmul_<rung>.cu        one file per rung of the ladder: naive,
+ *                               coalesced, tiled, blocktile_1d, blocktile_2d,
+ *                               vectorized, warptile (with the tile
+ *                               configurations the autotuner chooses from);
+ *   src/matmul_view.h           one batch's matrices as the kernels see them.
  *
  * This header declares no __shared__ arrays and launches nothing (it is not
  * passed through tools/cu2emu.py, only the .cu files are).
@@ -20,42 +15,40 @@
 #ifndef MT_MATMUL_INTERNAL_H
 #define MT_MATMUL_INTERNAL_H
 
-#include "ops_common.h"
+#include "matmul_view.h"
 
-/* Where one batch's matrix starts in each operand, offset included. */
-struct BatchStart {
-    int64_t out;
-    int64_t a;
-    int64_t b;
+/* Tiles of rungs 1-3 (naive, coalesced, tiled): blocks of 32 x 32 threads,
+ * one per output of a 32 x 32 tile. 32 makes one warp exactly one row of the
+ * block: in rungs 2 and 3 its 32 threads read 32 consecutive elements of a B
+ * row (one coalesced load) and all read the same A element (a broadcast).
+ * Two tiles of 32 x 32 doubles are 16 KiB of shared memory per block.
+ * __launch_bounds__(kThreads) on the kernels tells the compiler that blocks
+ * have 1024 threads, so it keeps each thread within the 64 registers that
+ * leaves (65536 per SM / 1024); without it, a compiler that chose more would
+ * make every launch fail with "too many resources".
+ *
+ * Every rung's tile parameters are static constexpr members of a struct
+ * like this one (BM x BN outputs per block, BK of K per step, kThreads per
+ * block), passed to its kernel as the template parameter C. */
+struct SimpleTiles {
+    static constexpr int BM = 32;
+    static constexpr int BN = 32;
+    static constexpr int BK = 32;
+    static constexpr int kThreads = BM * BN;
 };
 
-/* Batch ordinal -> start of that batch's matrix in out, a and b. The batch
- * dims are the leading ndim - 2 dims; a and b may have fewer of them, or size
- * 1 where out's are larger (broadcast), which broadcast_index resolves. */
-MT_DEVICE BatchStart batch_start_of(int64_t batch, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
-{
-    int64_t out_index[MT_MAX_DIMS];
-    int64_t a_index[MT_MAX_DIMS];
-    int64_t b_index[MT_MAX_DIMS];
-    const int out_batch_dims = out.ndim - 2;
-    const int a_batch_dims = a.ndim - 2;
-    const int b_batch_dims = b.ndim - 2;
-    to_index(batch, out.shape, out_batch_dims, out_index);
-    broadcast_index(out_index, out_batch_dims, a.shape, a_batch_dims, a_index);
-    broadcast_index(out_index, out_batch_dims, b.shape, b_batch_dims, b_index);
-    BatchStart start;
-    start.out = out.offset + index_to_position(out_index, out.strides, out_batch_dims);
-    start.a = a.offset + index_to_position(a_index, a.strides, a_batch_dims);
-    start.b = b.offset + index_to_position(b_index, b.strides, b_batch_dims);
-    return start;
-}
-
-/* ---- rungs 4-7 (src/matmul_blocktile.cu) ---------------------------------
- * Each launcher runs one kernel over every batch of a validated, non-empty
- * product with K > 0. blocktile_1d and blocktile_2d take any strides.
- * vectorized and warptile need operands the vector loads can read (see
- * gemm_operand_ok): mt_matmul copies any other operand to a contiguous
- * buffer first. `config` picks a warptile tile configuration (0 .. count-1). */
+/* ---- the rungs ------------------------------------------------------------
+ * Each launcher runs its rung's kernel over every batch of a validated,
+ * non-empty product with K > 0 (T is float or double). Rungs 1-5 take any
+ * strides. vectorized and warptile need operands the vector loads can read
+ * (gemm_operand_ok): mt_matmul copies any other operand to a contiguous
+ * buffer first. `config` picks a warptile tile configuration (0..count-1). */
+template <typename T>
+mt_status launch_naive(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+template <typename T>
+mt_status launch_coalesced(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+template <typename T>
+mt_status launch_tiled(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
 mt_status launch_blocktile_1d(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
@@ -102,6 +95,29 @@ inline bool gemm_operand_transposed(const mt_tensor &x)
     const int64_t cols = x.shape[x.ndim - 1];
     const int64_t cs = x.strides[x.ndim - 1];
     return !(cs == 1 || cols == 1);
+}
+
+/* The leading dimension of an operand that gemm_operand_ok accepted: the
+ * stride between rows (row-major) or between columns (column-major). */
+inline int64_t leading_dim(const mt_tensor &x, bool transposed)
+{
+    return transposed ? x.strides[x.ndim - 1] : x.strides[x.ndim - 2];
+}
+
+/* Can out take Pack stores (store_row's vec_out)? Row-major rows, and a row
+ * stride, an offset and batch strides that keep every Pack aligned. */
+inline bool out_vector_ok(const mt_tensor &out)
+{
+    const int64_t width = (int64_t)(16 / dtype_size(out.dtype));
+    if (out.strides[out.ndim - 1] != 1 || (uintptr_t)out.data % 16 != 0 || out.offset % width != 0)
+        return false;
+    if (out.shape[out.ndim - 2] > 1 && out.strides[out.ndim - 2] % width != 0)
+        return false;
+    for (int d = 0; d < out.ndim - 2; ++d) {
+        if (out.shape[d] != 1 && out.strides[d] % width != 0)
+            return false;
+    }
+    return true;
 }
 
 #endif /* MT_MATMUL_INTERNAL_H */

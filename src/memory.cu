@@ -16,7 +16,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "ops_common.h"
+#include "check.h"
+#include "descriptor.h"
 
 /* Host data, shared by every thread that calls the library: guarded by a
  * mutex. */
@@ -32,9 +33,7 @@ mt_status mt_malloc(void **ptr, size_t bytes)
     /* An empty tensor needs no storage; a null pointer stands for it. */
     if (bytes == 0)
         return MT_OK;
-    mt_status status = mt_ensure_init("mt_malloc");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init("mt_malloc"));
 
     void *p = nullptr;
     CUDA_CHECK(cudaMallocAsync(&p, bytes, 0));
@@ -49,9 +48,7 @@ mt_status mt_free(void *ptr)
 {
     if (ptr == nullptr)
         return MT_OK;
-    mt_status status = mt_ensure_init("mt_free");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init("mt_free"));
 
     std::lock_guard<std::mutex> lock(g_alloc_mutex);
     auto it = g_alloc_sizes.find(ptr);
@@ -87,9 +84,7 @@ mt_status mt_memcpy_h2d(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return MT_OK;
-    mt_status status = check_copy("mt_memcpy_h2d", dst, src, bytes);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(check_copy("mt_memcpy_h2d", dst, src, bytes));
     /* cudaMemcpy from pageable host memory returns once the source has been
      * read, so the caller may reuse its host buffer straight away. */
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
@@ -100,9 +95,7 @@ mt_status mt_memcpy_d2h(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return MT_OK;
-    mt_status status = check_copy("mt_memcpy_d2h", dst, src, bytes);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(check_copy("mt_memcpy_d2h", dst, src, bytes));
     /* Synchronous: it waits for the kernels queued before it that produce
      * src, and returns only when the host may read dst. */
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -113,9 +106,7 @@ mt_status mt_memcpy_d2d(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return MT_OK;
-    mt_status status = check_copy("mt_memcpy_d2d", dst, src, bytes);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(check_copy("mt_memcpy_d2d", dst, src, bytes));
     /* Ordered on stream 0 with the kernels around it; the host need not
      * wait for it. */
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 3
+#define MT_ABI_VERSION 4
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -80,96 +80,112 @@ typedef struct {
     int64_t strides[MT_MAX_DIMS];
 } mt_tensor;
 
-/* ---- unary maps: out = f(in) (elementwise, same shape) ------------------ */
-/* The *_SCALAR ops use the scalar argument of mt_map; FILL ignores `in`.    */
-typedef enum {
-    MT_MAP_COPY = 0,        /* in (out may have another dtype: a cast)    */
-    MT_MAP_NEG,             /* -in                                        */
-    MT_MAP_EXP,
-    MT_MAP_LOG,
-    MT_MAP_RELU,
-    MT_MAP_SIGMOID,
-    MT_MAP_TANH,
-    MT_MAP_ABS,
-    MT_MAP_SQRT,
-    MT_MAP_RECIPROCAL,      /* 1 / in                                     */
-    MT_MAP_SIGN,            /* -1, 0 or 1                                 */
-    MT_MAP_ADD_SCALAR,      /* in + s                                     */
-    MT_MAP_MUL_SCALAR,      /* in * s                                     */
-    MT_MAP_POW_SCALAR,      /* in ** s                                    */
-    MT_MAP_RPOW_SCALAR,     /* s ** in                                    */
-    MT_MAP_FILL,            /* s                                          */
-    MT_MAP_OP_COUNT
-} mt_map_op;
+/* ---- op vocabularies ------------------------------------------------------
+ * Each family of op ids is written once, as an "X-macro": a list of
+ * X(ID, name) entries, in id order. The enums below, the name tables that
+ * mt_op_name reports (src/library.cu) and the id -> functor dispatch of the
+ * kernel files are all generated from these lists, so they cannot drift
+ * apart. To add an op (say softplus): add X(SOFTPLUS, softplus) to
+ * MT_MAP_OPS (at the end, so that no existing id changes), write its functor
+ * map_softplus in src/map.cu, bump MT_ABI_VERSION, and add the name to the
+ * binding's table (minitensor/_lib.py), which it checks against the library
+ * at load time.                                                            */
 
-/* ---- binary zips: out = f(a, b) with NumPy broadcasting ------------------ */
-/* Comparisons give 1.0 or 0.0 in the output dtype.                           */
-typedef enum {
-    MT_ZIP_ADD = 0,
-    MT_ZIP_SUB,
-    MT_ZIP_MUL,
-    MT_ZIP_DIV,
-    MT_ZIP_POW,
-    MT_ZIP_MAXIMUM,
-    MT_ZIP_MINIMUM,
-    MT_ZIP_EQ,
-    MT_ZIP_NE,
-    MT_ZIP_LT,
-    MT_ZIP_LE,
-    MT_ZIP_GT,
-    MT_ZIP_GE,
-    MT_ZIP_RELU_BACKWARD,   /* a = incoming gradient, b = input: b > 0 ? a : 0 */
-    MT_ZIP_OP_COUNT
-} mt_zip_op;
+/* Unary maps, out = f(in), elementwise, same shape. The *_scalar ops use the
+ * scalar argument of mt_map (s); fill ignores `in`.                         */
+#define MT_MAP_OPS(X)                                                         \
+    X(COPY, copy)               /* in (out may have another dtype: a cast) */ \
+    X(NEG, neg)                 /* -in                                     */ \
+    X(EXP, exp)                                                               \
+    X(LOG, log)                                                               \
+    X(RELU, relu)                                                             \
+    X(SIGMOID, sigmoid)                                                       \
+    X(TANH, tanh)                                                             \
+    X(ABS, abs)                                                               \
+    X(SQRT, sqrt)                                                             \
+    X(RECIPROCAL, reciprocal)   /* 1 / in                                  */ \
+    X(SIGN, sign)               /* -1, 0 or 1                              */ \
+    X(ADD_SCALAR, add_scalar)   /* in + s                                  */ \
+    X(MUL_SCALAR, mul_scalar)   /* in * s                                  */ \
+    X(POW_SCALAR, pow_scalar)   /* in ** s                                 */ \
+    X(RPOW_SCALAR, rpow_scalar) /* s ** in                                 */ \
+    X(FILL, fill)               /* s                                       */
 
-/* ---- reductions along one dimension, or over everything ------------------ */
-typedef enum {
-    MT_REDUCE_SUM = 0,      /* identity 0                                 */
-    MT_REDUCE_PROD,         /* identity 1                                 */
-    MT_REDUCE_MAX,          /* identity -inf                              */
-    MT_REDUCE_MIN,          /* identity +inf                              */
-    MT_REDUCE_ARGMAX,       /* index of the first maximum, as a float (exact to 2^24 in float32) */
-    MT_REDUCE_ARGMIN,       /* index of the first minimum, as a float     */
-    MT_REDUCE_OP_COUNT
-} mt_reduce_op;
+/* Binary zips, out = f(a, b) with NumPy broadcasting. Comparisons give 1.0
+ * or 0.0 in the output dtype.                                               */
+#define MT_ZIP_OPS(X)                                                         \
+    X(ADD, add)                                                               \
+    X(SUB, sub)                                                               \
+    X(MUL, mul)                                                               \
+    X(DIV, div)                                                               \
+    X(POW, pow)                                                               \
+    X(MAXIMUM, maximum)                                                       \
+    X(MINIMUM, minimum)                                                       \
+    X(EQ, eq)                                                                 \
+    X(NE, ne)                                                                 \
+    X(LT, lt)                                                                 \
+    X(LE, le)                                                                 \
+    X(GT, gt)                                                                 \
+    X(GE, ge)                                                                 \
+    X(RELU_BACKWARD, relu_backward) /* a = incoming gradient, b = input:      \
+                                       b > 0 ? a : 0                       */
 
-/* ---- matrix product algorithms (the kernel ladder) ---------------------- */
-/* Each rung is one kernel; src/matmul.cu and src/matmul_blocktile.cu say
- * what each changes and why it is faster. All take any shapes and strides
- * (vectorized and warptile copy an operand they cannot read with 16-byte
- * loads to a contiguous buffer first).                                       */
-typedef enum {
-    MT_MATMUL_DEFAULT = 0,  /* the fastest correct kernel: warptile       */
-    MT_MATMUL_NAIVE,        /* 1 thread per output, warps walk rows       */
-    MT_MATMUL_COALESCED,    /* 1 thread per output, warps walk columns    */
-    MT_MATMUL_TILED,        /* shared-memory tiles of A and B             */
-    MT_MATMUL_BLOCKTILE_1D, /* 8 outputs per thread (a column strip)      */
-    MT_MATMUL_BLOCKTILE_2D, /* 8 x 8 outputs per thread                   */
-    MT_MATMUL_VECTORIZED,   /* + 16-byte loads and stores                 */
-    MT_MATMUL_WARPTILE,     /* + warp tiles, double buffering, tunable    */
-    MT_MATMUL_ALGO_COUNT
-} mt_matmul_algo;
+/* Reductions along one dimension, or over everything.                      */
+#define MT_REDUCE_OPS(X)                                                      \
+    X(SUM, sum)       /* identity 0                                        */ \
+    X(PROD, prod)     /* identity 1                                        */ \
+    X(MAX, max)       /* identity -inf                                     */ \
+    X(MIN, min)       /* identity +inf                                     */ \
+    X(ARGMAX, argmax) /* index of the first maximum, as a float (exact to    \
+                         2^24 in float32)                                  */ \
+    X(ARGMIN, argmin) /* index of the first minimum, as a float            */
 
-/* ---- reduction algorithms (the reduction ladder, for mt_reduce_variant) -- */
-/* How one block combines the values of a row; see src/reduce.cu.           */
-typedef enum {
-    MT_REDUCE_ALGO_DEFAULT = 0,    /* the fastest for the layout           */
-    MT_REDUCE_ALGO_INTERLEAVED,    /* tree, thread t active if t % 2s == 0 */
-    MT_REDUCE_ALGO_SEQUENTIAL,     /* tree, threads 0..s-1 active          */
-    MT_REDUCE_ALGO_FIRST_ADD,      /* + accumulate many values during load */
-    MT_REDUCE_ALGO_WARP_SHUFFLE,   /* + the last 32 by warp shuffles       */
-    MT_REDUCE_ALGO_VECTORIZED,     /* + 16-byte loads, shuffle-only finish */
-    MT_REDUCE_ALGO_COUNT
-} mt_reduce_algo;
+/* Matrix product algorithms (the kernel ladder). Each rung is one kernel in
+ * a file of its own (src/matmul_<name>.cu) that says what it changes and why
+ * it is faster. All take any shapes and strides (vectorized and warptile
+ * copy an operand they cannot read with 16-byte loads to a contiguous buffer
+ * first).                                                                   */
+#define MT_MATMUL_ALGOS(X)                                                    \
+    X(DEFAULT, default)           /* the fastest correct kernel: warptile  */ \
+    X(NAIVE, naive)               /* 1 thread per output, warps walk rows  */ \
+    X(COALESCED, coalesced)       /* ... warps walk columns                */ \
+    X(TILED, tiled)               /* shared-memory tiles of A and B        */ \
+    X(BLOCKTILE_1D, blocktile_1d) /* 8 outputs per thread (a column strip) */ \
+    X(BLOCKTILE_2D, blocktile_2d) /* 8 x 8 outputs per thread              */ \
+    X(VECTORIZED, vectorized)     /* + 16-byte loads and stores            */ \
+    X(WARPTILE, warptile)         /* + warp tiles, double buffering, tunable */
 
-/* ---- copy algorithms (the transpose ladder, for mt_copy_variant) --------- */
-typedef enum {
-    MT_COPY_ALGO_DEFAULT = 0,      /* what mt_map(MT_MAP_COPY) does        */
-    MT_COPY_ALGO_NAIVE,            /* one thread per element, any strides  */
-    MT_COPY_ALGO_TILED,            /* 32 x 32 shared tile, bank conflicts  */
-    MT_COPY_ALGO_TILED_PADDED,     /* 32 x 33 shared tile, no conflicts    */
-    MT_COPY_ALGO_COUNT
-} mt_copy_algo;
+/* Reduction algorithms (the reduction ladder, for mt_reduce_variant): how
+ * one block combines the values of a row; see src/reduce_ladder.cu.        */
+#define MT_REDUCE_ALGOS(X)                                                    \
+    X(DEFAULT, default)           /* the fastest for the layout            */ \
+    X(INTERLEAVED, interleaved)   /* tree, thread t active if t % 2s == 0  */ \
+    X(SEQUENTIAL, sequential)     /* tree, threads 0..s-1 active           */ \
+    X(FIRST_ADD, first_add)       /* + accumulate many values during load  */ \
+    X(WARP_SHUFFLE, warp_shuffle) /* + the last 32 by warp shuffles        */ \
+    X(VECTORIZED, vectorized)     /* + 16-byte loads, shuffle-only finish  */
+
+/* Copy algorithms (the transpose ladder, for mt_copy_variant).             */
+#define MT_COPY_ALGOS(X)                                                      \
+    X(DEFAULT, default)           /* what mt_map(MT_MAP_COPY) does         */ \
+    X(NAIVE, naive)               /* one thread per element, any strides   */ \
+    X(TILED, tiled)               /* 32 x 32 shared tile, bank conflicts   */ \
+    X(TILED_PADDED, tiled_padded) /* 32 x 33 shared tile, no conflicts     */
+
+/* The enums: MT_MAP_COPY = 0, MT_MAP_NEG = 1, ..., then the count. */
+#define MT_MAP_ID_(id, name) MT_MAP_##id,
+#define MT_ZIP_ID_(id, name) MT_ZIP_##id,
+#define MT_REDUCE_ID_(id, name) MT_REDUCE_##id,
+#define MT_MATMUL_ID_(id, name) MT_MATMUL_##id,
+#define MT_REDUCE_ALGO_ID_(id, name) MT_REDUCE_ALGO_##id,
+#define MT_COPY_ALGO_ID_(id, name) MT_COPY_ALGO_##id,
+
+typedef enum { MT_MAP_OPS(MT_MAP_ID_) MT_MAP_OP_COUNT } mt_map_op;
+typedef enum { MT_ZIP_OPS(MT_ZIP_ID_) MT_ZIP_OP_COUNT } mt_zip_op;
+typedef enum { MT_REDUCE_OPS(MT_REDUCE_ID_) MT_REDUCE_OP_COUNT } mt_reduce_op;
+typedef enum { MT_MATMUL_ALGOS(MT_MATMUL_ID_) MT_MATMUL_ALGO_COUNT } mt_matmul_algo;
+typedef enum { MT_REDUCE_ALGOS(MT_REDUCE_ALGO_ID_) MT_REDUCE_ALGO_COUNT } mt_reduce_algo;
+typedef enum { MT_COPY_ALGOS(MT_COPY_ALGO_ID_) MT_COPY_ALGO_COUNT } mt_copy_algo;
 
 /* ---- library information ----------------------------------------------- */
 int mt_abi_version(void);
@@ -191,6 +207,11 @@ mt_status mt_init(void);
 /* Fills `buf` with the device name, compute capability and driver/runtime
  * versions, for error messages and benchmark reports. */
 mt_status mt_device_info(char *buf, size_t bufsize);
+/* Fills `buf` with a short key naming the device, for caches keyed by
+ * device (the autotuner's): "<name>|sm_<major><minor>|<SMs>sm", e.g.
+ * "NVIDIA H100 80GB HBM3|sm_90|132sm". Built from a few device attributes,
+ * once per process and device; later calls copy the cached key. */
+mt_status mt_device_key(char *buf, size_t bufsize);
 /* When on, every launch is followed by a device synchronize, so a fault in a
  * kernel is reported by the call that launched it. Off by default; the
  * environment variable MINITENSOR_SYNC=1 turns it on at load. */

@@ -44,7 +44,7 @@ struct CombineSum {
 template <typename T>
 __global__ void softmax_rows(mt_tensor out_rows, mt_tensor in_rows, int64_t len, int64_t in_stride, int64_t out_stride, int64_t rows, int log_softmax)
 {
-    __shared__ T scratch[kBlockSize];
+    __shared__ BlockScratch<T> scratch;
     T *out_data = static_cast<T *>(out_rows.data);
     const T *in_data = static_cast<const T *>(in_rows.data);
     /* `row` is the same for every thread of the block: all of them run the
@@ -91,7 +91,7 @@ __global__ void softmax_rows(mt_tensor out_rows, mt_tensor in_rows, int64_t len,
 template <typename T, int kPacks>
 __global__ void __launch_bounds__(512) softmax_rows_registers(T *out, const T *in, int64_t len, int64_t rows, bool vec, int log_softmax)
 {
-    __shared__ T scratch[32];
+    __shared__ BlockScratch<T> scratch;
     constexpr int W = Pack<T>::kWidth;
     const int64_t B = blockDim.x;
     const int64_t t = threadIdx.x;
@@ -228,19 +228,12 @@ static mt_status launch_softmax(const mt_tensor &out, const mt_tensor &in, int d
 mt_status mt_softmax(mt_tensor out, mt_tensor in, int dim, int log)
 {
     const char *func = "mt_softmax";
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "in", &in);
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &in, "in", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_same_shape(func, &in, "in", &out, "out");
-    if (status == MT_OK)
-        status = check_dim(func, in, "in", dim);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_tensor(func, "in", &in));
+    MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
+    MT_TRY(mt_check_dim(func, &in, "in", dim));
     /* A row of length 0 has nothing to normalise, and then out is empty. */
     if (tensor_numel(out) == 0)
         return MT_OK;

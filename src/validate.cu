@@ -10,7 +10,8 @@
  */
 #include <stdio.h>
 
-#include "ops_common.h"
+#include "check.h"
+#include "descriptor.h"
 
 const char *mt_shape_str(const mt_tensor *t, char *buf, size_t bufsize)
 {
@@ -82,9 +83,7 @@ mt_status mt_check_tensor(const char *func, const char *name, const mt_tensor *t
 
 mt_status mt_check_output(const char *func, const char *name, const mt_tensor *t)
 {
-    mt_status status = mt_check_tensor(func, name, t);
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_check_tensor(func, name, t));
     /* A stride of 0 makes every index along that dim the same element: the
      * threads that compute different outputs would all write it, and the
      * result would depend on which thread wrote last. */
@@ -143,4 +142,34 @@ mt_status mt_check_broadcast(const char *func, const mt_tensor *small, const cha
                        mt_shape_str(big, bshape, sizeof bshape));
     }
     return MT_OK;
+}
+
+mt_status mt_check_id(const char *func, const char *what, int id, int count)
+{
+    if (id >= 0 && id < count)
+        return MT_OK;
+    return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown %s id %d (valid ids are 0..%d)", what, id,
+                   count - 1);
+}
+
+mt_status mt_check_dim(const char *func, const mt_tensor *t, const char *name, int dim)
+{
+    if (dim >= 0 && dim < t->ndim)
+        return MT_OK;
+    if (t->ndim == 0)
+        return mt_fail(MT_ERR_DIM, func, "dim %d is out of range: %s has shape () and no dims", dim,
+                       name);
+    char shape[kShapeBuf];
+    return mt_fail(MT_ERR_DIM, func, "dim %d is out of range for %s of shape %s (valid dims are 0..%d)",
+                   dim, name, mt_shape_str(t, shape, sizeof shape), t->ndim - 1);
+}
+
+mt_status mt_check_binary(const char *func, const mt_tensor *out, const mt_tensor *a, const char *aname,
+                          const mt_tensor *b, const char *bname)
+{
+    MT_TRY(mt_check_output(func, "out", out));
+    MT_TRY(mt_check_tensor(func, aname, a));
+    MT_TRY(mt_check_tensor(func, bname, b));
+    MT_TRY(mt_check_same_dtype(func, a, aname, out, "out"));
+    return mt_check_same_dtype(func, b, bname, out, "out");
 }

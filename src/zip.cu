@@ -35,73 +35,73 @@
 /* ---- the ops ------------------------------------------------------------- */
 
 template <typename T>
-struct ZipAdd {
+struct zip_add {
     __device__ T operator()(T a, T b) const { return a + b; }
 };
 
 template <typename T>
-struct ZipSub {
+struct zip_sub {
     __device__ T operator()(T a, T b) const { return a - b; }
 };
 
 template <typename T>
-struct ZipMul {
+struct zip_mul {
     __device__ T operator()(T a, T b) const { return a * b; }
 };
 
 template <typename T>
-struct ZipDiv {
+struct zip_div {
     __device__ T operator()(T a, T b) const { return a / b; }
 };
 
 template <typename T>
-struct ZipPow {
+struct zip_pow {
     __device__ T operator()(T a, T b) const { return mt_pow(a, b); }
 };
 
-/* NaN-propagating, like NumPy's maximum/minimum (see mt_max in ops_common.h). */
+/* NaN-propagating, like NumPy's maximum/minimum (see mt_max in device_math.h). */
 template <typename T>
-struct ZipMaximum {
+struct zip_maximum {
     __device__ T operator()(T a, T b) const { return mt_max(a, b); }
 };
 
 template <typename T>
-struct ZipMinimum {
+struct zip_minimum {
     __device__ T operator()(T a, T b) const { return mt_min(a, b); }
 };
 
 template <typename T>
-struct ZipEq {
+struct zip_eq {
     __device__ T operator()(T a, T b) const { return a == b ? T(1) : T(0); }
 };
 
 template <typename T>
-struct ZipNe {
+struct zip_ne {
     __device__ T operator()(T a, T b) const { return a != b ? T(1) : T(0); }
 };
 
 template <typename T>
-struct ZipLt {
+struct zip_lt {
     __device__ T operator()(T a, T b) const { return a < b ? T(1) : T(0); }
 };
 
 template <typename T>
-struct ZipLe {
+struct zip_le {
     __device__ T operator()(T a, T b) const { return a <= b ? T(1) : T(0); }
 };
 
 template <typename T>
-struct ZipGt {
+struct zip_gt {
     __device__ T operator()(T a, T b) const { return a > b ? T(1) : T(0); }
 };
 
 template <typename T>
-struct ZipGe {
+struct zip_ge {
     __device__ T operator()(T a, T b) const { return a >= b ? T(1) : T(0); }
 };
 
 template <typename T>
-struct ZipReluBackward {
+struct zip_relu_backward {
     __device__ T operator()(T grad, T input) const { return input > T(0) ? grad : T(0); }
 };
 
@@ -328,39 +328,17 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
     return MT_OK;
 }
 
-/* op id -> functor. */
+/* op id -> functor: a case per op of MT_ZIP_OPS (minitensor.h), running
+ * the functor zip_<name>. */
 template <typename T>
 static mt_status zip_typed(int op, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     switch (op) {
-    case MT_ZIP_ADD:
-        return launch_zip<T, ZipAdd<T>>(out, a, b);
-    case MT_ZIP_SUB:
-        return launch_zip<T, ZipSub<T>>(out, a, b);
-    case MT_ZIP_MUL:
-        return launch_zip<T, ZipMul<T>>(out, a, b);
-    case MT_ZIP_DIV:
-        return launch_zip<T, ZipDiv<T>>(out, a, b);
-    case MT_ZIP_POW:
-        return launch_zip<T, ZipPow<T>>(out, a, b);
-    case MT_ZIP_MAXIMUM:
-        return launch_zip<T, ZipMaximum<T>>(out, a, b);
-    case MT_ZIP_MINIMUM:
-        return launch_zip<T, ZipMinimum<T>>(out, a, b);
-    case MT_ZIP_EQ:
-        return launch_zip<T, ZipEq<T>>(out, a, b);
-    case MT_ZIP_NE:
-        return launch_zip<T, ZipNe<T>>(out, a, b);
-    case MT_ZIP_LT:
-        return launch_zip<T, ZipLt<T>>(out, a, b);
-    case MT_ZIP_LE:
-        return launch_zip<T, ZipLe<T>>(out, a, b);
-    case MT_ZIP_GT:
-        return launch_zip<T, ZipGt<T>>(out, a, b);
-    case MT_ZIP_GE:
-        return launch_zip<T, ZipGe<T>>(out, a, b);
-    case MT_ZIP_RELU_BACKWARD:
-        return launch_zip<T, ZipReluBackward<T>>(out, a, b);
+#define MT_ZIP_CASE_(id, name) \
+    case MT_ZIP_##id:          \
+        return launch_zip<T, zip_##name<T>>(out, a, b);
+        MT_ZIP_OPS(MT_ZIP_CASE_)
+#undef MT_ZIP_CASE_
     default:
         /* mt_zip checked the id. */
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_zip", "zip op %d has no kernel", op);
@@ -370,27 +348,11 @@ static mt_status zip_typed(int op, const mt_tensor &out, const mt_tensor &a, con
 mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
 {
     const char *func = "mt_zip";
-    if (op < 0 || op >= MT_ZIP_OP_COUNT)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown zip op id %d (valid ids are 0..%d)",
-                       op, MT_ZIP_OP_COUNT - 1);
-
-    mt_status status = mt_ensure_init(func);
-    if (status == MT_OK)
-        status = mt_check_output(func, "out", &out);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "a", &a);
-    if (status == MT_OK)
-        status = mt_check_tensor(func, "b", &b);
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &a, "a", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_same_dtype(func, &b, "b", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_broadcast(func, &a, "a", &out, "out");
-    if (status == MT_OK)
-        status = mt_check_broadcast(func, &b, "b", &out, "out");
-    if (status != MT_OK)
-        return status;
+    MT_TRY(mt_check_id(func, "zip op", op, MT_ZIP_OP_COUNT));
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(mt_check_broadcast(func, &a, "a", &out, "out"));
+    MT_TRY(mt_check_broadcast(func, &b, "b", &out, "out"));
     if (tensor_numel(out) == 0)
         return MT_OK;
 

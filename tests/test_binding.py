@@ -74,10 +74,31 @@ def parse_prototypes() -> dict[str, tuple[str, list[str]]]:
     return protos
 
 
+def _expand_op_lists(text: str) -> str:
+    """Expands the header's X-macro op lists in enum bodies: with
+    `#define MT_MAP_OPS(X) X(COPY, copy) X(NEG, neg)` and
+    `#define MT_MAP_ID_(id, name) MT_MAP_##id,`, the enum body
+    `MT_MAP_OPS(MT_MAP_ID_)` becomes `MT_MAP_COPY, MT_MAP_NEG,`."""
+    text = text.replace("\\\n", " ")
+    lists = {
+        m.group(1): re.findall(r"\bX\(\s*(\w+)\s*,", m.group(2))
+        for m in re.finditer(r"#define\s+(\w+)\(X\)(.*)", text)
+    }
+    prefixes = {
+        m.group(1): m.group(2) for m in re.finditer(r"#define\s+(\w+)\(\s*id\s*,\s*name\s*\)\s*(\w+)##id\s*,", text)
+    }
+
+    def expand(m: re.Match) -> str:
+        return "".join(f"{prefixes[m.group(2)]}{op_id}, " for op_id in lists[m.group(1)])
+
+    return re.sub(r"\b(\w+)\((\w+)\)", lambda m: expand(m) if m.group(1) in lists and m.group(2) in prefixes else m.group(0), text)
+
+
 def parse_enums() -> dict[str, dict[str, int]]:
     """typedef name -> {enumerator: value} of every enum in the header."""
     enums = {}
-    for m in re.finditer(r"typedef\s+enum\s*\{(.*?)\}\s*(\w+)\s*;", _header(), flags=re.DOTALL):
+    body = _expand_op_lists(_header())
+    for m in re.finditer(r"typedef\s+enum\s*\{(.*?)\}\s*(\w+)\s*;", body, flags=re.DOTALL):
         values: dict[str, int] = {}
         nxt = 0
         for entry in m.group(1).split(","):

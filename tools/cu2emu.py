@@ -10,6 +10,8 @@ leaves everything else to src/emu/emu.h:
       ->  ::mt_emu::launch("kernel", kernel, grid, block, shared, stream)(args)
   __shared__ float tile[32][33];
       ->  float (&tile)[32][33] = ::mt_emu::block_shared<float[32][33]>(__FILE__, __LINE__);
+  __shared__ BlockScratch<float> scratch;
+      ->  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>(__FILE__, __LINE__);
   extern __shared__ float buf[];
       ->  float *const buf = ::mt_emu::dynamic_shared<float>();
 
@@ -88,12 +90,15 @@ def translate(text: str, path: str) -> str:
             m = SHARED.match(code)
             if m:
                 dims = m["dims"].strip()
-                line = (f"{m['indent']}{m['type']} (&{m['name']}){dims} = "
+                ref = f"(&{m['name']}){dims}" if dims else f"&{m['name']}"
+                line = (f"{m['indent']}{m['type']} {ref} = "
                         f"::mt_emu::block_shared<{m['type']}{dims}>(__FILE__, __LINE__);"
                         f"{line[m.start('rest'):]}")
             elif "__shared__" in code or "<<<" in code:
                 raise SystemExit(
-                    f"{path}:{number}: cu2emu cannot translate this line for the emulator:\n  {line.strip()}\n"
+                    f"{path}:{number}: cu2emu cannot translate this line for the emulator:
+  {line.strip()}
+"
                     "Write shared memory as `__shared__ T name[N];` or `extern __shared__ T name[];` on one "
                     "line, and launches as `kernel<<<grid, block>>>(args);`.")
         out.append(line)

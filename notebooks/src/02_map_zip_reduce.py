@@ -30,19 +30,19 @@ print("backend:", mt.backend())
 # %% [markdown]
 # ## The launch of an elementwise kernel
 # `launch_map` in `src/map.cu` launches `grid_size(n, kBlockSize)` blocks of
-# `kBlockSize` threads, both defined in `src/ops_common.h`. The cell below
+# `kBlockSize` threads, both defined in `src/launch.h`. The cell below
 # reads the two constants from that file, so this notebook follows the
 # source if they change, and transcribes `grid_size`:
 
 # %%
-ops_common = (repo / "src" / "ops_common.h").read_text()
-kBlockSize = int(re.search(r"constexpr int kBlockSize = (\d+);", ops_common).group(1))
-kMaxGridBlocks = int(re.search(r"constexpr int64_t kMaxGridBlocks = (\d+);", ops_common).group(1))
+launch_h = (repo / "src" / "launch.h").read_text()
+kBlockSize = int(re.search(r"constexpr int kBlockSize = (\d+);", launch_h).group(1))
+kMaxGridBlocks = int(re.search(r"constexpr int64_t kMaxGridBlocks = (\d+);", launch_h).group(1))
 print(f"kBlockSize = {kBlockSize}, kMaxGridBlocks = {kMaxGridBlocks}")
 
 
 def grid_size(n, block, max_blocks=kMaxGridBlocks):
-    """src/ops_common.h grid_size: blocks for n items, at least 1, at most max_blocks."""
+    """src/launch.h grid_size: blocks for n items, at least 1, at most max_blocks."""
     blocks = (n + block - 1) // block
     return min(max(blocks, 1), max_blocks)
 
@@ -243,7 +243,7 @@ for name, (a, b) in cases.items():
 # %% [markdown]
 # ## Reduce: one block per output, then a tree in shared memory
 # `x.sum(dim=0)` of a 1-D tensor calls `mt_reduce`, which launches
-# `reduce_rows_warp` (`src/reduce.cu`, the `warp_shuffle` rung of the
+# `reduce_rows_warp` (`src/reduce_ladder.cu`, the `warp_shuffle` rung of the
 # reduction ladder, see `docs/kernels.md`) with one block per output element
 # and `row_block_size(len)` threads: the smallest power of two that covers
 # the row, at least 32, at most `kBlockSize`. The block then works in two
@@ -253,13 +253,13 @@ for name, (a, b) in cases.items():
 #    in that order (`B` = threads in the block), starting from the identity
 #    (0 for a sum); the kernel issues eight loads at a time before adding
 #    them, but adds them in order;
-# 2. `block_reduce_last_warp` (`src/ops_common.h`) writes each thread's
+# 2. `block_reduce_last_warp` (`src/block_reduce.h`) writes each thread's
 #    value into `scratch[t]`, then for `stride = B/2, B/4, ..., 1`: every
 #    thread with `t < stride` does `scratch[t] = scratch[t] + scratch[t + stride]`,
 #    with a `__syncthreads()` after each level down to stride 32; the last
 #    five levels (stride 16 to 1, the 32 values left all in warp 0) are done
 #    with warp shuffles, which add the same pairs. Thread 0's value is the
-#    result.
+#    result, which it passes to every thread of the block.
 #
 # These are the additions, in the same order, of `block_reduce`, the plain
 # shared-memory tree (the `sequential` and `first_add` rungs use it), so all
@@ -270,7 +270,7 @@ for name, (a, b) in cases.items():
 
 # %%
 def row_block_size(length):
-    """src/ops_common.h row_block_size."""
+    """src/launch.h row_block_size."""
     block = 32
     while block < kBlockSize and block < length:
         block *= 2
@@ -444,7 +444,7 @@ kMaxPartials = int(re.search(r"constexpr int64_t kMaxPartials = (\d+);",
 
 
 def block_reduce(values):
-    """src/ops_common.h block_reduce (= block_reduce_last_warp) over one block's per-thread values (a sum)."""
+    """src/block_reduce.h block_reduce (= block_reduce_last_warp) over one block's per-thread values (a sum)."""
     scratch = values.astype(np.float32)
     stride = len(scratch) // 2
     while stride > 0:
@@ -487,7 +487,7 @@ plt.show()
 
 # %% [markdown]
 # The same tree serves max, min, prod, argmax and argmin (only the identity
-# and the combine differ; see the reducers in `src/reduce.cu`). The fused
+# and the combine differ; see the reducers in `src/reduce.h`). The fused
 # softmax (`src/softmax.cu`) reduces twice per row, once for the row's
 # maximum and once for the sum of the exponentials: for a contiguous row of
 # up to 32768 floats, `softmax_rows_registers` keeps the row in registers and

@@ -7,8 +7,9 @@
  *                                     (OpenMPI); tensor memory is host memory
  *   build/libminitensor_dist_cuda.so  CUDA build, collectives over NCCL;
  *                                     tensor memory is device memory
- * Each is built from src/dist/comm.cu (see the Makefile's "distributed"
- * section) and loaded by minitensor/distributed/_comm_lib.py.
+ * Each is built from src/dist/comm.cu and a backend, comm_mpi.cu or
+ * comm_nccl.cu (see the Makefile's "distributed" section) and loaded by
+ * minitensor/distributed/_comm_lib.py.
  *
  * Conventions (the same as minitensor.h)
  *   - Every function returns a status (mtd_status: 0 is success, 1..7 mean

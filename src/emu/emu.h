@@ -105,6 +105,13 @@ enum cudaMemPoolAttr {
     cudaMemPoolAttrReleaseThreshold = 4
 };
 
+/* The attributes cudaDeviceGetAttribute answers (CUDA's values). */
+enum cudaDeviceAttr {
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76
+};
+
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUmemPool_st *cudaMemPool_t;
 typedef struct CUevent_st *cudaEvent_t;
@@ -145,6 +152,7 @@ cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDriverGetVersion(int *version);
 cudaError_t cudaRuntimeGetVersion(int *version);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
@@ -180,7 +188,8 @@ struct BlockCoords {
 extern thread_local const uint3 *tls_thread_idx;
 extern thread_local BlockCoords tls_block;
 
-/* Launching: what `kernel<<<grid, block, shared, stream>>>(args)` becomes. */
+/* Launching: what `kernel<<<grid, block, shared, stream>>>(args)` becomes
+ * (the block scheduler, src/emu/emu_scheduler.cpp). */
 struct LaunchConfig {
     const char *name;
     const void *kernel;

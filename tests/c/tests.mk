@@ -14,7 +14,7 @@
 TEST_C_NAMES   := test_map test_zip test_reduce test_softmax test_gather test_matmul test_memory_errors
 TEST_C_CC      := gcc
 TEST_C_CFLAGS  := -std=c11 -O2 -g -Wall -Wextra -Isrc -Itests/c
-TEST_C_HEADERS := tests/c/test_util.h src/minitensor.h src/indexing.h
+TEST_C_HEADERS := $(wildcard tests/c/*.h) src/minitensor.h src/indexing.h
 TEST_C_RPATH   := -Wl,-rpath,'$$ORIGIN/../..'
 
 TEST_C_EMU_DIR   := $(BUILD)/tests/emu

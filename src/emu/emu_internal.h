@@ -1,0 +1,54 @@
+/*
+ * emu_internal.h: what the two halves of the emulator's runtime share
+ * (not part of the interface the translated .cu files see, which is emu.h).
+ *
+ *   emu_runtime.cpp    the runtime API twins host code calls (cudaMalloc,
+ *                      cudaMemcpy, cudaGetLastError, ...), the settings read
+ *                      from the environment, and the per-thread error state;
+ *   emu_scheduler.cpp  the block scheduler: fibers, barriers, warp
+ *                      exchanges, shared memory, and launching a kernel.
+ */
+#ifndef MT_EMU_INTERNAL_H
+#define MT_EMU_INTERNAL_H
+
+#include "emu.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace mt_emu {
+
+/* MINITENSOR_EMU_* environment variables, read once (docs/emulator.md). */
+struct Settings {
+    bool shuffle = true;
+    bool poison = true;
+    uint64_t seed = 0;
+    int os_threads = 1;
+    size_t stack_bytes = 64 * 1024;
+};
+const Settings &settings();
+
+/* Hardware limits the emulator enforces: those of a current GPU. */
+constexpr size_t kStaticSharedLimit = 48 * 1024;
+constexpr size_t kSharedOptinLimit = 227 * 1024;
+
+/* The CUDA runtime's error state, per host thread. */
+extern thread_local cudaError_t last_error;
+extern thread_local cudaError_t detail_code;
+extern thread_local std::string detail_text;
+
+/* Records an error; the detail (which names the kernel) is what
+ * cudaGetErrorString returns for it, after the plain CUDA text. */
+cudaError_t record_error(cudaError_t err, const std::string &detail);
+
+/* printf into a std::string (up to 1023 characters). */
+std::string format(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+} /* namespace mt_emu */
+
+#endif /* MT_EMU_INTERNAL_H */

@@ -1,0 +1,561 @@
+/*
+ * emu_scheduler.cpp: the block scheduler of the CPU emulator (see emu.h);
+ * the runtime API twins (cudaMalloc, ...) are in emu_runtime.cpp.
+ *
+ * A launch runs its blocks on one or more OS threads. Within a block, every
+ * CUDA thread is a Boost.Context fiber: a coroutine with its own stack that
+ * can stop in the middle of the kernel (at a barrier) and be resumed later.
+ * The scheduler of a block works in rounds:
+ *
+ *   1. resume every runnable thread (in a shuffled order) until it reaches a
+ *      barrier or returns from the kernel;
+ *   2. when none is runnable, release the barrier everyone is waiting at:
+ *      first warp-level meetings whose lanes have all arrived, else the
+ *      block-wide __syncthreads() once every thread of the block is there;
+ *   3. if nothing can be released, the threads wait at different barriers
+ *      (or some exited while others wait): report the divergence, name the
+ *      kernel and unwind the block instead of hanging.
+ *
+ * A fiber switch costs a few nanoseconds (docs/emulator.md has the measured
+ * cost of a __syncthreads()), so one OS thread per CUDA thread, whose switches
+ * cost microseconds, is avoided.
+ */
+#include "emu_internal.h"
+
+#include <boost/context/fiber.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace ctx = boost::context;
+
+namespace mt_emu {
+
+thread_local const uint3 *tls_thread_idx = nullptr;
+thread_local BlockCoords tls_block;
+
+namespace {
+
+/* ---- fibers and their stacks ------------------------------------------- */
+
+/* Stacks are reused from block to block: allocating one per CUDA thread per
+ * block would cost more than running most kernels. Stack tops are staggered
+ * by a few cache lines ("colouring"): tops exactly 64 KiB apart all fall into
+ * the same L1 cache set, and every switch would then miss the cache. */
+struct StackPool {
+    size_t size = 0;
+    unsigned colour = 0;
+    std::vector<void *> spare;
+    ~StackPool()
+    {
+        for (void *p : spare)
+            std::free(p);
+    }
+};
+
+struct PooledStack {
+    StackPool *pool;
+    static constexpr size_t kColours = 61, kLine = 64;
+    ctx::stack_context allocate()
+    {
+        ctx::stack_context sc;
+        if (!pool->spare.empty()) {
+            void *p = pool->spare.back();
+            pool->spare.pop_back();
+            /* A reused stack keeps its colour: it is stored just below the top. */
+            size_t extent = *static_cast<size_t *>(p);
+            sc.size = extent - sizeof(size_t) * 2;
+            sc.sp = static_cast<char *>(p) + extent;
+            return sc;
+        }
+        size_t extent = pool->size + (pool->colour++ % kColours) * kLine;
+        void *p = std::malloc(pool->size + kColours * kLine);
+        if (!p)
+            throw std::bad_alloc();
+        *static_cast<size_t *>(p) = extent;
+        sc.size = extent - sizeof(size_t) * 2;
+        sc.sp = static_cast<char *>(p) + extent;
+        return sc;
+    }
+    void deallocate(ctx::stack_context &sc) noexcept
+    {
+        char *top = static_cast<char *>(sc.sp);
+        size_t extent = sc.size + sizeof(size_t) * 2;
+        pool->spare.push_back(top - extent);
+    }
+};
+
+enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
+
+struct EmuThread {
+    uint3 idx{};
+    int linear = 0;
+    State state = State::Runnable;
+    unsigned warp_mask = 0;
+    int ballot = 0;
+    alignas(16) unsigned char exchange[16];
+    ctx::fiber fiber;     /* the CUDA thread, suspended */
+    ctx::fiber scheduler; /* the way back, while the thread runs */
+};
+
+/* Thrown inside a CUDA thread to unwind it when its block has failed. */
+struct KernelAbort {};
+/* Thrown inside a CUDA thread by a runtime check (e.g. shared memory use). */
+struct KernelError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct SharedSlot {
+    const char *file;
+    int line;
+    size_t offset;
+};
+
+/* Runs blocks of one launch on the current OS thread. */
+class BlockRunner {
+public:
+    BlockRunner() { shared_.resize(kSharedOptinLimit + 16); }
+
+    void begin_launch(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
+    {
+        cfg_ = &cfg;
+        body_ = body;
+        kctx_ = kctx;
+        pool_.size = settings().stack_bytes;
+        size_t n = (size_t)cfg.block.x * cfg.block.y * cfg.block.z;
+        threads_.clear();
+        threads_.resize(n);
+        order_.resize(n);
+        tls_block.block_dim = cfg.block;
+        tls_block.grid_dim = cfg.grid;
+    }
+
+    /* Runs one block to completion; false (and error()) when it failed. */
+    bool run_block(uint3 block_idx)
+    {
+        tls_block.block_idx = block_idx;
+        error_.clear();
+        aborting_ = false;
+        start_shared_memory();
+        rng_ = settings().seed * 0x9E3779B97F4A7C15ull +
+               ((uint64_t)block_idx.x << 42 ^ (uint64_t)block_idx.y << 21 ^ block_idx.z) + 1;
+
+        const dim3 b = cfg_->block;
+        for (size_t i = 0; i < threads_.size(); ++i) {
+            EmuThread &t = threads_[i];
+            t.linear = (int)i;
+            t.idx = uint3{(unsigned)(i % b.x), (unsigned)(i / b.x % b.y), (unsigned)(i / (b.x * b.y))};
+            t.state = State::Runnable;
+            t.fiber = ctx::fiber(std::allocator_arg, PooledStack{&pool_},
+                                 [this, &t](ctx::fiber &&sched) { return thread_main(t, std::move(sched)); });
+            order_[i] = (int)i;
+        }
+
+        for (;;) {
+            run_round();
+            if (!error_.empty()) {
+                abort_block();
+                return false;
+            }
+            if (!release_barrier()) {
+                abort_block();
+                return false;
+            }
+            if (all_done())
+                return true;
+        }
+    }
+
+    const std::string &error() const { return error_; }
+
+    /* ---- called from inside a CUDA thread -------------------------------- */
+
+    void wait(State why, unsigned mask)
+    {
+        EmuThread &t = *current_;
+        t.state = why;
+        t.warp_mask = mask;
+        t.scheduler = std::move(t.scheduler).resume();
+        if (aborting_)
+            throw KernelAbort{};
+    }
+
+    EmuThread &current() { return *current_; }
+    EmuThread *thread_at(int linear)
+    {
+        return linear >= 0 && (size_t)linear < threads_.size() ? &threads_[(size_t)linear] : nullptr;
+    }
+
+    void *shared_alloc(const char *file, int line, size_t bytes)
+    {
+        for (const SharedSlot &s : slots_)
+            if (s.line == line && (s.file == file || std::strcmp(s.file, file) == 0))
+                return shared_.data() + s.offset;
+        size_t offset = (static_used_ + dynamic_bytes_ + 15) & ~size_t(15);
+        size_t static_bytes = offset - dynamic_bytes_ + bytes;
+        if (static_bytes > kStaticSharedLimit)
+            throw KernelError(format("kernel '%s' declares %zu bytes of __shared__ arrays; a block may "
+                                     "have at most %zu (%s:%d)",
+                                     cfg_->name, static_bytes, kStaticSharedLimit, file, line));
+        if (offset + bytes > kSharedOptinLimit)
+            throw KernelError(format("kernel '%s' uses %zu bytes of shared memory in all; a block may "
+                                     "have at most %zu", cfg_->name, offset + bytes, kSharedOptinLimit));
+        if (settings().poison)
+            std::memset(shared_.data() + offset, 0xFF, bytes);
+        slots_.push_back(SharedSlot{file, line, offset});
+        static_used_ = offset - dynamic_bytes_ + bytes;
+        return shared_.data() + offset;
+    }
+
+    void *dynamic_shared() { return shared_.data(); }
+
+private:
+    ctx::fiber thread_main(EmuThread &t, ctx::fiber &&sched)
+    {
+        t.scheduler = std::move(sched);
+        if (!aborting_) {
+            try {
+                body_(kctx_);
+            } catch (const KernelAbort &) {
+                /* the block failed elsewhere; this thread just unwinds */
+            } catch (const std::exception &e) {
+                if (error_.empty())
+                    error_ = e.what();
+            }
+        }
+        t.state = State::Done;
+        return std::move(t.scheduler);
+    }
+
+    void resume(EmuThread &t)
+    {
+        current_ = &t;
+        tls_thread_idx = &t.idx;
+        t.fiber = std::move(t.fiber).resume();
+        current_ = nullptr;
+    }
+
+    void start_shared_memory()
+    {
+        slots_.clear();
+        static_used_ = 0;
+        dynamic_bytes_ = (cfg_->shared_bytes + 15) & ~size_t(15);
+        /* Poison, because real shared memory holds whatever the last block
+         * left there: a kernel that reads before it writes must not pass. */
+        if (settings().poison && cfg_->shared_bytes > 0)
+            std::memset(shared_.data(), 0xFF, cfg_->shared_bytes);
+    }
+
+    uint64_t next_random()
+    {
+        rng_ ^= rng_ << 13;
+        rng_ ^= rng_ >> 7;
+        rng_ ^= rng_ << 17;
+        return rng_;
+    }
+
+    /* A uniform pick in [0, n) without a division (Lemire's method). */
+    size_t below(size_t n) { return (size_t)(((unsigned __int128)next_random() * n) >> 64); }
+
+    void run_round()
+    {
+        if (settings().shuffle)
+            for (size_t i = order_.size(); i > 1; --i)
+                std::swap(order_[i - 1], order_[below(i)]);
+        for (int i : order_) {
+            EmuThread &t = threads_[(size_t)i];
+            if (t.state == State::Runnable)
+                resume(t);
+            if (!error_.empty())
+                return;
+        }
+    }
+
+    bool all_done() const
+    {
+        for (const EmuThread &t : threads_)
+            if (t.state != State::Done)
+                return false;
+        return true;
+    }
+
+    std::string where(const EmuThread &t) const
+    {
+        const uint3 &bi = tls_block.block_idx;
+        return format("kernel '%s', block (%u, %u, %u), thread (%u, %u, %u)", cfg_->name, bi.x, bi.y,
+                      bi.z, t.idx.x, t.idx.y, t.idx.z);
+    }
+
+    /* Called when no thread is runnable. Returns false after recording an
+     * error when the waiting threads can never all meet. */
+    bool release_barrier()
+    {
+        size_t n = threads_.size();
+        bool released = false;
+        for (size_t base = 0; base < n; base += 32) {
+            size_t lanes = std::min<size_t>(32, n - base);
+            unsigned exists = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
+            unsigned waiting = 0, done = 0, wanted = 0;
+            for (size_t l = 0; l < lanes; ++l) {
+                const EmuThread &t = threads_[base + l];
+                if (t.state == State::AtWarpBarrier) {
+                    waiting |= 1u << l;
+                    wanted |= t.warp_mask;
+                } else if (t.state == State::Done) {
+                    done |= 1u << l;
+                }
+            }
+            if (!waiting)
+                continue;
+            wanted &= exists;
+            if (wanted & done) {
+                int lane = __builtin_ctz(wanted & done);
+                int waiter = __builtin_ctz(waiting);
+                error_ = format("warp-level divergence in %s: lane %d of warp %zu has exited, but lane "
+                                "%d waits for it at a warp shuffle/sync with mask 0x%08x",
+                                where(threads_[base + (size_t)waiter]).c_str(), lane, base / 32, waiter,
+                                threads_[base + (size_t)waiter].warp_mask);
+                return false;
+            }
+            if ((wanted & waiting) == wanted) {
+                for (size_t l = 0; l < lanes; ++l)
+                    if (waiting & (1u << l))
+                        threads_[base + l].state = State::Runnable;
+                released = true;
+            }
+        }
+        if (released)
+            return true;
+
+        size_t at_block = 0, done = 0;
+        const EmuThread *first_done = nullptr, *first_block = nullptr, *first_warp = nullptr;
+        for (const EmuThread &t : threads_) {
+            if (t.state == State::AtBlockBarrier) {
+                ++at_block;
+                if (!first_block)
+                    first_block = &t;
+            } else if (t.state == State::Done) {
+                ++done;
+                if (!first_done)
+                    first_done = &t;
+            } else if (t.state == State::AtWarpBarrier && !first_warp) {
+                first_warp = &t;
+            }
+        }
+        if (at_block == 0)
+            return true; /* everybody has returned: the block is finished */
+        if (at_block == n) {
+            for (EmuThread &t : threads_)
+                t.state = State::Runnable;
+            return true;
+        }
+        if (first_done && !first_warp) {
+            error_ = format("barrier divergence in %s: %zu of %zu threads wait at __syncthreads(), but "
+                            "%zu threads of the block have exited (e.g. thread (%u, %u, %u)); every "
+                            "thread of a block must reach each __syncthreads()",
+                            where(*first_block).c_str(), at_block, n, done, first_done->idx.x,
+                            first_done->idx.y, first_done->idx.z);
+        } else {
+            const EmuThread *w = first_warp ? first_warp : first_block;
+            error_ = format("barrier divergence in %s: %zu of %zu threads wait at __syncthreads() "
+                            "while thread (%u, %u, %u) waits at a warp shuffle/sync; the threads can "
+                            "never all meet",
+                            where(*first_block).c_str(), at_block, n, w->idx.x, w->idx.y, w->idx.z);
+        }
+        return false;
+    }
+
+    /* Resume every suspended thread with aborting_ set: each one throws
+     * KernelAbort out of its barrier and unwinds its own stack. */
+    void abort_block()
+    {
+        aborting_ = true;
+        for (EmuThread &t : threads_)
+            if (t.state != State::Done && t.fiber)
+                resume(t);
+        aborting_ = false;
+    }
+
+    const LaunchConfig *cfg_ = nullptr;
+    void (*body_)(void *) = nullptr;
+    void *kctx_ = nullptr;
+    StackPool pool_;
+    std::vector<EmuThread> threads_;
+    std::vector<int> order_;
+    std::vector<unsigned char> shared_;
+    std::vector<SharedSlot> slots_;
+    size_t static_used_ = 0;
+    size_t dynamic_bytes_ = 0;
+    EmuThread *current_ = nullptr;
+    bool aborting_ = false;
+    std::string error_;
+    uint64_t rng_ = 1;
+};
+
+thread_local BlockRunner *tls_runner = nullptr;
+
+BlockRunner &runner_of_this_thread()
+{
+    static thread_local BlockRunner runner;
+    return runner;
+}
+
+BlockRunner &running()
+{
+    if (!tls_runner)
+        throw std::logic_error("a device function (__syncthreads, a shuffle, __shared__) was called "
+                               "outside a kernel");
+    return *tls_runner;
+}
+
+std::mutex attribute_mutex;
+std::unordered_map<const void *, size_t> max_dynamic_shared;
+
+size_t dynamic_shared_limit(const void *kernel)
+{
+    std::lock_guard<std::mutex> lock(attribute_mutex);
+    auto it = max_dynamic_shared.find(kernel);
+    return it == max_dynamic_shared.end() ? kStaticSharedLimit : it->second;
+}
+
+} /* namespace */
+
+/* ---- launching ------------------------------------------------------------ */
+
+void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
+{
+    const dim3 g = cfg.grid, b = cfg.block;
+    uint64_t per_block = (uint64_t)b.x * b.y * b.z;
+    if (per_block == 0 || per_block > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.x == 0 ||
+        g.y == 0 || g.z == 0 || g.x > INT_MAX || g.y > 65535 || g.z > 65535) {
+        /* CUDA 13 answers every bad configuration with cudaErrorInvalidValue
+         * (older runtimes said cudaErrorInvalidConfiguration); so does the
+         * emulator, to match the toolchain the project builds with. */
+        record_error(cudaErrorInvalidValue,
+                     format("bad launch configuration: kernel '%s' launched with grid (%u, %u, %u) and block (%u, %u, %u); a block "
+                            "has 1 to 1024 threads (z at most 64), and no grid or block dimension may be 0",
+                            cfg.name, g.x, g.y, g.z, b.x, b.y, b.z));
+        return;
+    }
+    size_t limit = dynamic_shared_limit(cfg.kernel);
+    if (cfg.shared_bytes > limit) {
+        record_error(cudaErrorInvalidValue,
+                     format("kernel '%s' launched with %zu bytes of dynamic shared memory; its limit is %zu "
+                            "(raise it with cudaFuncSetAttribute)", cfg.name, cfg.shared_bytes, limit));
+        return;
+    }
+
+    uint64_t blocks = (uint64_t)g.x * g.y * g.z;
+    /* Small launches stay on the calling thread: starting an OS thread costs
+     * more than emulating a few thousand CUDA threads. */
+    uint64_t workers = blocks * per_block < 32768 ? 1 : std::min<uint64_t>(blocks, settings().os_threads);
+
+    std::atomic<uint64_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::string first_error;
+
+    auto work = [&] {
+        BlockRunner &runner = runner_of_this_thread();
+        BlockRunner *outer = tls_runner;
+        tls_runner = &runner;
+        try {
+            runner.begin_launch(cfg, body, kctx);
+            while (!failed.load()) {
+                uint64_t i = next.fetch_add(1);
+                if (i >= blocks)
+                    break;
+                uint3 bi{(unsigned)(i % g.x), (unsigned)(i / g.x % g.y), (unsigned)(i / ((uint64_t)g.x * g.y))};
+                if (!runner.run_block(bi)) {
+                    std::lock_guard<std::mutex> lock(error_mutex);
+                    if (!failed.exchange(true))
+                        first_error = runner.error();
+                }
+            }
+        } catch (const std::exception &e) {
+            std::lock_guard<std::mutex> lock(error_mutex);
+            if (!failed.exchange(true))
+                first_error = format("kernel '%s' could not run: %s", cfg.name, e.what());
+        }
+        tls_runner = outer;
+    };
+
+    std::vector<std::thread> helpers;
+    for (uint64_t w = 1; w < workers; ++w)
+        helpers.emplace_back(work);
+    work();
+    for (std::thread &t : helpers)
+        t.join();
+
+    if (failed.load())
+        record_error(cudaErrorLaunchFailure, first_error);
+}
+
+cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes)
+{
+    if (bytes < 0 || (size_t)bytes > kSharedOptinLimit)
+        return record_error(cudaErrorInvalidValue,
+                            format("cudaFuncSetAttribute: %d bytes of dynamic shared memory asked for; "
+                                   "at most %zu", bytes, kSharedOptinLimit));
+    std::lock_guard<std::mutex> lock(attribute_mutex);
+    max_dynamic_shared[kernel] = (size_t)bytes;
+    return cudaSuccess;
+}
+
+/* ---- inside kernels -------------------------------------------------------- */
+
+void sync_block(void) { running().wait(State::AtBlockBarrier, 0); }
+
+void warp_exchange(unsigned mask, const void *value, void *out, size_t bytes, int src_lane)
+{
+    BlockRunner &r = running();
+    EmuThread &me = r.current();
+    std::memcpy(me.exchange, value, bytes);
+    /* First meeting: every lane has published its value. */
+    r.wait(State::AtWarpBarrier, mask);
+    if (src_lane >= 0) {
+        EmuThread *src = r.thread_at((me.linear & ~31) + src_lane);
+        if (src)
+            std::memcpy(out, src->exchange, bytes);
+    }
+    /* Second meeting: nobody overwrites its slot before everyone has read. */
+    r.wait(State::AtWarpBarrier, mask);
+}
+
+unsigned warp_ballot(unsigned mask, int predicate)
+{
+    BlockRunner &r = running();
+    EmuThread &me = r.current();
+    me.ballot = predicate != 0;
+    r.wait(State::AtWarpBarrier, mask);
+    unsigned bits = 0;
+    int base = me.linear & ~31;
+    for (int l = 0; l < 32; ++l) {
+        EmuThread *t = r.thread_at(base + l);
+        if (t && (mask & (1u << l)) && t->ballot)
+            bits |= 1u << l;
+    }
+    r.wait(State::AtWarpBarrier, mask);
+    return bits;
+}
+
+int lane_id(void) { return running().current().linear & 31; }
+
+void *block_shared_alloc(const char *file, int line, size_t bytes)
+{
+    return running().shared_alloc(file, line, bytes);
+}
+
+void *dynamic_shared_ptr(void) { return running().dynamic_shared(); }
+
+} /* namespace mt_emu */

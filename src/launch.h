@@ -1,0 +1,112 @@
+/*
+ * launch.h: launch geometry, shared by the kernel files.
+ *
+ *   - the block size and the capped grid of the grid-stride loops that every
+ *     elementwise kernel uses (grid_size), the block of a one-block-per-row
+ *     kernel (row_block_size), and for_each_grid_chunk for 2-D/3-D grids
+ *     whose y and z exceed 65535;
+ *   - Pack<T>: 16 bytes of T, the unit of the vectorised (LDG.128) kernels;
+ *   - mt_sm_count: how many SMs the device has, for launch sizes that must
+ *     fill the GPU;
+ *   - MT_DEVICE and MT_UNROLL, the spellings of device helpers and unrolled
+ *     loops.
+ *
+ * Compiled as it is by nvcc and by the emulator build (only the .cu files go
+ * through tools/cu2emu.py), so it declares no __shared__ arrays and launches
+ * no kernels itself.
+ */
+#ifndef MT_LAUNCH_H
+#define MT_LAUNCH_H
+
+#include <stdint.h>
+
+#include "check.h"
+
+#define MT_DEVICE __device__ __forceinline__
+
+/* `MT_UNROLL for (...)`: asks nvcc to unroll a loop with a compile-time trip
+ * count. Kernels that keep arrays in registers need it: a register array
+ * indexed by a loop counter that is not a constant after unrolling is moved
+ * to (slow) local memory. The emulator's host compiler needs no hint. */
+#if defined(__CUDACC__)
+#define MT_UNROLL _Pragma("unroll")
+#define MT_UNROLL4 _Pragma("unroll 4")
+#else
+#define MT_UNROLL
+#define MT_UNROLL4
+#endif
+
+/* ---- launch geometry ------------------------------------------------------ */
+
+/* Threads per block of the elementwise and reduction kernels. A power of two,
+ * which block_reduce (block_reduce.h) relies on. */
+constexpr int kBlockSize = 256;
+static_assert((kBlockSize & (kBlockSize - 1)) == 0, "block_reduce needs a power-of-two block");
+
+/* Elementwise kernels walk their elements with a grid-stride loop, so any
+ * number of blocks gives the right answer. We cap the grid: 65535 blocks of
+ * 256 threads is far more than a GPU runs at once (an H100 holds about 2000
+ * threads on each of its 132 SMs), every GPU accepts it, and beyond it each
+ * thread simply handles several elements. */
+constexpr int64_t kMaxGridBlocks = 65535;
+
+/* Blocks for n work items with `block` threads each, at least 1 (callers
+ * launch nothing when n == 0) and at most kMaxGridBlocks. */
+inline unsigned int grid_size(int64_t n, int64_t block)
+{
+    int64_t blocks = (n + block - 1) / block;
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks > kMaxGridBlocks)
+        blocks = kMaxGridBlocks;
+    return (unsigned int)blocks;
+}
+
+/* The limit of gridDim.y and gridDim.z. */
+constexpr int64_t kMaxGridYZ = 65535;
+
+/* 16 bytes of T (4 floats or 2 doubles), aligned so that one load or store
+ * of a Pack is a single 16-byte memory instruction (LDG.128 / LDS.128). The
+ * vectorised kernels read and write through it. */
+template <typename T>
+struct __align__(16) Pack {
+    static constexpr int kWidth = 16 / (int)sizeof(T);
+    T v[16 / sizeof(T)];
+};
+
+/* A grid of x_tiles x y_tiles x batches blocks, cut into launches that keep
+ * gridDim.y and gridDim.z within 65535. launch(grid, y_start, batch_start)
+ * is called once per piece; it returns an mt_status. */
+template <typename Launch>
+mt_status for_each_grid_chunk(int64_t x_tiles, int64_t y_tiles, int64_t batches, Launch launch)
+{
+    for (int64_t batch0 = 0; batch0 < batches; batch0 += kMaxGridYZ) {
+        const int64_t batch_count = batches - batch0 < kMaxGridYZ ? batches - batch0 : kMaxGridYZ;
+        for (int64_t y0 = 0; y0 < y_tiles; y0 += kMaxGridYZ) {
+            const int64_t y_count = y_tiles - y0 < kMaxGridYZ ? y_tiles - y0 : kMaxGridYZ;
+            const dim3 grid((unsigned int)x_tiles, (unsigned int)y_count, (unsigned int)batch_count);
+            mt_status status = launch(grid, y0, batch0);
+            if (status != MT_OK)
+                return status;
+        }
+    }
+    return MT_OK;
+}
+
+/* Threads per block for one block per row of length `len`: the smallest power
+ * of two that covers the row, at least one warp (32) and at most kBlockSize.
+ * A row of 5 elements then gets 32 threads rather than 256, 251 of them idle. */
+inline int row_block_size(int64_t len)
+{
+    int block = 32;
+    while (block < kBlockSize && block < len)
+        block *= 2;
+    return block;
+}
+
+/* The number of SMs (streaming multiprocessors) of the device this process
+ * uses, queried once per device and cached (src/library.cu); 1 if the query
+ * fails. Call it after mt_ensure_init. */
+int mt_sm_count(void);
+
+#endif /* MT_LAUNCH_H */

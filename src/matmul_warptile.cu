@@ -1,0 +1,333 @@
+/*
+ * matmul_warptile.cu: rung 7 of the matmul ladder, the library's default
+ * matmul kernel, and its tile configurations (what the autotuner,
+ * minitensor/autotune.py, times per shape).
+ *
+ * Rung 6 (vectorized) gives each thread an 8 x 8 block of outputs. Here the
+ * block's 128 x 128 tile is split into one tile per warp, and each thread's
+ * outputs into 4 x 4 pieces spread over its warp's tile, so the 32 lanes of
+ * a warp read few, contiguous shared-memory addresses (no bank conflicts,
+ * many broadcasts); the next K-tile is loaded from global memory into
+ * registers while the current one is computed (double buffering, one
+ * barrier per K-tile); and the tile shape is a template with several
+ * configurations.
+ *
+ * Operands: row-major, or (float32) column-major, with aligned rows
+ * (gemm_operand_ok); mt_matmul copies any other operand to a contiguous
+ * buffer first. float64 runs the same templates: a 16-byte Pack holds 2
+ * doubles instead of 4 floats, and the K-tile is halved so that its shared
+ * memory stays within 48 KiB.
+ */
+#include "matmul_internal.h"
+
+/*
+ * The block tile BM x BN is split into warp tiles WM x WN. Inside a warp the
+ * 32 lanes form an 8 x 4 grid (lane / 4, lane % 4); lane (r, c) computes the
+ * 4 x 4 pieces at rows  wm + im * 32 + r * 4 .. + 3  (im < WM / 32) and
+ * columns  wn + in * 16 + c * 4 .. + 3  (in < WN / 16). Per k a lane loads
+ * WM / 32 + WN / 16 Packs of 4 values from shared memory and does
+ * (WM / 32) * (WN / 16) * 16 FMAs with them; the 8 distinct A addresses and 4
+ * distinct B addresses a warp reads are contiguous, so each load is served in
+ * the minimum number of shared-memory wavefronts, the rest broadcast.
+ *
+ * Double buffering: two shared-memory stages. While the warps compute on
+ * stage s, each thread has already issued the global loads of the next
+ * K-tile into registers; after the computation it stores them into stage
+ * s ^ 1, and one barrier per K-tile separates the two uses of each stage.
+ *
+ * kATrans / kBTrans: the operand is a column-major (transposed) view. Then
+ * A's 16-byte loads run along M (and store straight into the transposed
+ * a_tile) and B's along K (stored transposed into b_tile). lda / ldb: the
+ * stride between the rows of the Packs (leading_dim: A's row stride, or its
+ * column stride when kATrans; likewise for B), kernel parameters rather
+ * than view fields so that they take no registers.
+ */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_>
+struct WarptileConfig {
+    static constexpr int BM = BM_;
+    static constexpr int BN = BN_;
+    static constexpr int BK = BK_; /* for float; float64 halves it */
+    static constexpr int WM = WM_;
+    static constexpr int WN = WN_;
+    static constexpr int kMinBlocks = kMinBlocks_;
+    static constexpr int kWarps = (BM / WM) * (BN / WN);
+    static constexpr int kThreads = kWarps * 32;
+    static constexpr int kMIter = WM / 32; /* 4 x 4 pieces per lane along M */
+    static constexpr int kNIter = WN / 16; /* ... and along N */
+    static_assert(BM % WM == 0 && BN % WN == 0, "whole warp tiles");
+    static_assert(WM % 32 == 0 && WN % 16 == 0, "a warp's 8 x 4 lanes cover 32 x 16 per piece");
+};
+
+/* Shared-memory padding of a row, in elements: 4 keeps rows 16-byte aligned
+ * and halves the bank conflicts of the transposing stores. */
+constexpr int kWarptilePad = 4;
+
+/* float64 halves BK but keeps the thread tile, whose accumulators alone take
+ * 2 registers each: it gets the whole register file (one block per SM
+ * guaranteed) rather than spilling. */
+template <typename T, typename C>
+constexpr int warptile_min_blocks()
+{
+    return sizeof(T) == sizeof(double) ? 1 : C::kMinBlocks;
+}
+
+template <typename T, typename C, bool kATrans, bool kBTrans>
+__global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) matmul_warptile(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start)
+{
+    constexpr int W = Pack<T>::kWidth;
+    constexpr int BM = C::BM;
+    constexpr int BN = C::BN;
+    constexpr int BK = C::BK * 4 / (int)sizeof(T); /* the same 64 bytes of K per row */
+    constexpr int kThreads = C::kThreads;
+    constexpr int MI = C::kMIter;
+    constexpr int NI = C::kNIter;
+    /* Packs each thread loads per K-tile. */
+    constexpr int kAPacks = BM * BK / W / kThreads;
+    constexpr int kBPacks = BK * BN / W / kThreads;
+    static_assert(kAPacks * W * kThreads == BM * BK && kBPacks * W * kThreads == BK * BN, "whole Packs per thread");
+    static_assert(2 * BK * (BM + BN + 2 * kWarptilePad) * sizeof(T) <= 48 * 1024, "static shared memory limit");
+
+    __shared__ __align__(16) T a_tile[2][BK][BM + kWarptilePad];
+    __shared__ __align__(16) T b_tile[2][BK][BN + kWarptilePad];
+
+    const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+    const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+    const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+    const int64_t M = A.rows, N = B.cols, K = A.cols; /* out is M x N */
+    const T *a_data = A.data;
+    const T *b_data = B.data;
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int64_t row0 = (row_tile_start + blockIdx.y) * BM;
+    const int64_t col0 = (int64_t)blockIdx.x * BN;
+    const int warp_row = (warp / (BN / C::WN)) * C::WM; /* the warp tile's corner in the block tile */
+    const int warp_col = (warp % (BN / C::WN)) * C::WN;
+    const int lane_row = (lane / 4) * 4;
+    const int lane_col = (lane % 4) * 4;
+
+    /* Staging registers for the next K-tile's global loads. */
+    Pack<T> a_stage[kAPacks];
+    Pack<T> b_stage[kBPacks];
+
+    /* Global -> registers, for the K-tile starting at k0. */
+    auto load_tile = [&](int64_t k0) {
+        MT_UNROLL for (int i = 0; i < kAPacks; ++i) {
+            const int p = tid + i * kThreads;
+            if (kATrans) { /* A(m, k) at k * lda + m: Packs run along m */
+                const int r = p / (BM / W), c = (p % (BM / W)) * W;
+                a_stage[i] = load_pack(a_data, k0 + r, K, row0 + c, M, lda);
+            } else { /* A(m, k) at m * lda + k: Packs run along k */
+                const int r = p / (BK / W), c = (p % (BK / W)) * W;
+                a_stage[i] = load_pack(a_data, row0 + r, M, k0 + c, K, lda);
+            }
+        }
+        MT_UNROLL for (int i = 0; i < kBPacks; ++i) {
+            const int p = tid + i * kThreads;
+            if (kBTrans) { /* B(k, n) at n * ldb + k: Packs run along k */
+                const int r = p / (BK / W), c = (p % (BK / W)) * W;
+                b_stage[i] = load_pack(b_data, col0 + r, N, k0 + c, K, ldb);
+            } else { /* B(k, n) at k * ldb + n: Packs run along n */
+                const int r = p / (BN / W), c = (p % (BN / W)) * W;
+                b_stage[i] = load_pack(b_data, k0 + r, K, col0 + c, N, ldb);
+            }
+        }
+    };
+    /* Registers -> shared stage s, a_tile[s][k][m] and b_tile[s][k][n]. */
+    auto store_tile = [&](int s) {
+        MT_UNROLL for (int i = 0; i < kAPacks; ++i) {
+            const int p = tid + i * kThreads;
+            if (kATrans) {
+                const int r = p / (BM / W), c = (p % (BM / W)) * W;
+                *reinterpret_cast<Pack<T> *>(&a_tile[s][r][c]) = a_stage[i];
+            } else {
+                const int r = p / (BK / W), c = (p % (BK / W)) * W;
+                MT_UNROLL for (int w = 0; w < W; ++w)
+                    a_tile[s][c + w][r] = a_stage[i].v[w];
+            }
+        }
+        MT_UNROLL for (int i = 0; i < kBPacks; ++i) {
+            const int p = tid + i * kThreads;
+            if (kBTrans) {
+                const int r = p / (BK / W), c = (p % (BK / W)) * W;
+                MT_UNROLL for (int w = 0; w < W; ++w)
+                    b_tile[s][c + w][r] = b_stage[i].v[w];
+            } else {
+                const int r = p / (BN / W), c = (p % (BN / W)) * W;
+                *reinterpret_cast<Pack<T> *>(&b_tile[s][r][c]) = b_stage[i];
+            }
+        }
+    };
+
+    T acc[MI][NI][4][4];
+    MT_UNROLL for (int im = 0; im < MI; ++im)
+        MT_UNROLL for (int in = 0; in < NI; ++in)
+            MT_UNROLL for (int i = 0; i < 4; ++i)
+                MT_UNROLL for (int j = 0; j < 4; ++j)
+                    acc[im][in][i][j] = T(0);
+
+    const int64_t k_tiles = (K + BK - 1) / BK;
+    load_tile(0);
+    store_tile(0);
+    __syncthreads();
+    /* The loop count is the same for every thread: all reach each barrier. */
+    for (int64_t t = 0; t < k_tiles; ++t) {
+        const int s = (int)(t & 1);
+        const bool more = t + 1 < k_tiles;
+        if (more)
+            load_tile((t + 1) * BK); /* in flight while we compute */
+        MT_UNROLL for (int k = 0; k < BK; ++k) {
+            T a_reg[MI][4];
+            T b_reg[NI][4];
+            MT_UNROLL for (int im = 0; im < MI; ++im)
+                MT_UNROLL for (int v = 0; v < 4; v += W) {
+                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&a_tile[s][k][warp_row + im * 32 + lane_row + v]);
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        a_reg[im][v + w] = p.v[w];
+                }
+            MT_UNROLL for (int in = 0; in < NI; ++in)
+                MT_UNROLL for (int v = 0; v < 4; v += W) {
+                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&b_tile[s][k][warp_col + in * 16 + lane_col + v]);
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        b_reg[in][v + w] = p.v[w];
+                }
+            MT_UNROLL for (int im = 0; im < MI; ++im)
+                MT_UNROLL for (int in = 0; in < NI; ++in)
+                    MT_UNROLL for (int i = 0; i < 4; ++i)
+                        MT_UNROLL for (int j = 0; j < 4; ++j)
+                            acc[im][in][i][j] += a_reg[im][i] * b_reg[in][j];
+        }
+        /* Stage s ^ 1 was last read in iteration t - 1, which ended with the
+         * barrier below: it is free to overwrite. */
+        if (more)
+            store_tile(s ^ 1);
+        /* Stage s ^ 1 is complete before anyone reads it (next iteration),
+         * and everyone has finished reading stage s before iteration t + 1
+         * overwrites it. */
+        __syncthreads();
+    }
+
+    const MatrixView<T> Out = matrix_view<T>(out, start.out);
+    MT_UNROLL for (int im = 0; im < MI; ++im)
+        MT_UNROLL for (int i = 0; i < 4; ++i) {
+            const int64_t row = row0 + warp_row + im * 32 + lane_row + i;
+            MT_UNROLL for (int in = 0; in < NI; ++in)
+                store_row<T, 4>(Out, acc[im][in][i], row, col0 + warp_col + in * 16 + lane_col, vec_out);
+        }
+}
+
+/* ---- the warptile configurations (what the autotuner chooses from) --------
+ * Block tile BM x BN x BK (BK for float32; float64 uses half), warp tile
+ * WM x WN, and the blocks per SM the compiler must leave room for
+ * (__launch_bounds__: 2 blocks of 256 threads cap a thread at 128
+ * registers; 1 lets it take up to 255, fewer warps but no spills). */
+using Cfg0 = WarptileConfig<128, 128, 16, 64, 32, 2>; /* 256 threads, 8 x 8 per thread */
+using Cfg1 = WarptileConfig<128, 128, 16, 64, 32, 1>; /* the same, up to 255 registers */
+using Cfg2 = WarptileConfig<128, 64, 16, 64, 32, 3>;  /* 128 threads, 8 x 8 */
+using Cfg3 = WarptileConfig<64, 64, 16, 32, 32, 4>;   /* 128 threads, 4 x 8: many blocks for small products */
+using Cfg4 = WarptileConfig<64, 128, 16, 32, 64, 3>;  /* 128 threads, 4 x 16 */
+using Cfg5 = WarptileConfig<128, 128, 8, 64, 32, 2>;  /* 256 threads, shorter K-tile */
+using Cfg6 = WarptileConfig<64, 64, 32, 32, 32, 4>;   /* 128 threads, long K-tile: fewer barriers */
+using Cfg7 = WarptileConfig<256, 128, 8, 64, 64, 1>;  /* 256 threads, 8 x 16 per thread (cuBLAS's float32 shape) */
+
+static const char *const kWarptileConfigNames[] = {
+    "128x128x16 warp 64x32 (256 threads, 2 blocks/SM)",
+    "128x128x16 warp 64x32 (256 threads, 1 block/SM)",
+    "128x64x16 warp 64x32 (128 threads)",
+    "64x64x16 warp 32x32 (128 threads)",
+    "64x128x16 warp 32x64 (128 threads)",
+    "128x128x8 warp 64x32 (256 threads)",
+    "64x64x32 warp 32x32 (128 threads)",
+    "256x128x8 warp 64x64 (256 threads, 1 block/SM)",
+};
+constexpr int kWarptileConfigs = (int)(sizeof(kWarptileConfigNames) / sizeof(kWarptileConfigNames[0]));
+
+int warptile_config_count(void)
+{
+    return kWarptileConfigs;
+}
+
+const char *warptile_config_name(int config)
+{
+    return config >= 0 && config < kWarptileConfigs ? kWarptileConfigNames[config] : nullptr;
+}
+
+/* Without a tuned choice (measured on an H100, bench/run.py): the biggest
+ * tile that still gives every SM a block, since bigger tiles load less per
+ * multiply-add; the 8 x 16-per-thread tile only for float32 (in float64 its
+ * 128 accumulators alone would fill the register file). */
+int warptile_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_count, size_t itemsize)
+{
+    auto tiles = [&](int64_t bm, int64_t bn) { return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * batches; };
+    if (itemsize == sizeof(float) && tiles(256, 128) >= sm_count)
+        return 7;
+    if (tiles(128, 128) >= sm_count)
+        return 1;
+    if (tiles(128, 64) >= sm_count)
+        return 2;
+    return 3;
+}
+
+template <typename T, typename C, bool kATrans, bool kBTrans>
+static mt_status launch_warptile_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+{
+    const int64_t lda = leading_dim(a, kATrans);
+    const int64_t ldb = leading_dim(b, kBTrans);
+    const bool vec_out = out_vector_ok(out);
+    return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
+        matmul_warptile<T, C, kATrans, kBTrans><<<grid, C::kThreads>>>(out, a, b, lda, ldb, vec_out, y0, b0);
+        CUDA_CHECK(mt_launch_status());
+        return MT_OK;
+    });
+}
+
+/* float32 has kernels for transposed operands; float64 operands are made
+ * row-major by mt_matmul (fewer kernels to compile). */
+template <typename T, typename C>
+static mt_status launch_warptile_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+{
+    const bool at = gemm_operand_transposed(a);
+    const bool bt = gemm_operand_transposed(b);
+    if constexpr (sizeof(T) == sizeof(float)) {
+        if (at && bt)
+            return launch_warptile_typed<T, C, true, true>(out, a, b);
+        if (at)
+            return launch_warptile_typed<T, C, true, false>(out, a, b);
+        if (bt)
+            return launch_warptile_typed<T, C, false, true>(out, a, b);
+    } else {
+        if (at || bt)
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "warptile: float64 operands must be row-major here");
+    }
+    return launch_warptile_typed<T, C, false, false>(out, a, b);
+}
+
+template <typename T>
+mt_status launch_warptile(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config)
+{
+    switch (config) {
+    case 0:
+        return launch_warptile_layouts<T, Cfg0>(out, a, b);
+    case 1:
+        return launch_warptile_layouts<T, Cfg1>(out, a, b);
+    case 2:
+        return launch_warptile_layouts<T, Cfg2>(out, a, b);
+    case 3:
+        return launch_warptile_layouts<T, Cfg3>(out, a, b);
+    case 4:
+        return launch_warptile_layouts<T, Cfg4>(out, a, b);
+    case 5:
+        return launch_warptile_layouts<T, Cfg5>(out, a, b);
+    case 6:
+        return launch_warptile_layouts<T, Cfg6>(out, a, b);
+    case 7:
+        return launch_warptile_layouts<T, Cfg7>(out, a, b);
+    default:
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "warptile config %d has no kernel", config);
+    }
+}
+
+
+template mt_status launch_warptile<float>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int);
+template mt_status launch_warptile<double>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int);

@@ -1,0 +1,164 @@
+/*
+ * reduce.h: what src/reduce.cu (the library's reductions) and
+ * src/reduce_ladder.cu (the reduction ladder) share.
+ *
+ * A reduction is a small struct (a "reducer"): its accumulator type Acc, the
+ * identity, lift (an element and its index -> Acc), operator() (combine two
+ * Accs), result (Acc -> the value written). The identity is what an empty
+ * row reduces to: sum 0, prod 1, max -inf, min +inf. argmax/argmin have no
+ * identity, so an empty row is an error, reported before any launch.
+ *
+ * Reducer reduce_<name> implements op <name> of MT_REDUCE_OPS (minitensor.h);
+ * with_reducer turns an op id into one.
+ *
+ * This header declares no __shared__ arrays and launches nothing (it is not
+ * passed through tools/cu2emu.py, only the .cu files are).
+ */
+#ifndef MT_REDUCE_H
+#define MT_REDUCE_H
+
+#include "ops_common.h"
+
+/* ---- reducers -------------------------------------------------------------- */
+
+template <typename T>
+struct reduce_sum {
+    using Acc = T;
+    __device__ Acc identity() const { return T(0); }
+    __device__ Acc lift(T x, int64_t) const { return x; }
+    __device__ Acc operator()(Acc a, Acc b) const { return a + b; }
+    __device__ T result(Acc acc) const { return acc; }
+};
+
+template <typename T>
+struct reduce_prod {
+    using Acc = T;
+    __device__ Acc identity() const { return T(1); }
+    __device__ Acc lift(T x, int64_t) const { return x; }
+    __device__ Acc operator()(Acc a, Acc b) const { return a * b; }
+    __device__ T result(Acc acc) const { return acc; }
+};
+
+/* max and min let NaN win (mt_max, mt_min), as NumPy and PyTorch do. */
+template <typename T>
+struct reduce_max {
+    using Acc = T;
+    __device__ Acc identity() const { return -mt_infinity<T>(); }
+    __device__ Acc lift(T x, int64_t) const { return x; }
+    __device__ Acc operator()(Acc a, Acc b) const { return mt_max(a, b); }
+    __device__ T result(Acc acc) const { return acc; }
+};
+
+template <typename T>
+struct reduce_min {
+    using Acc = T;
+    __device__ Acc identity() const { return mt_infinity<T>(); }
+    __device__ Acc lift(T x, int64_t) const { return x; }
+    __device__ Acc operator()(Acc a, Acc b) const { return mt_min(a, b); }
+    __device__ T result(Acc acc) const { return acc; }
+};
+
+/* An argmax candidate: a value and where it was found. */
+template <typename T>
+struct ValueIndex {
+    T value;
+    int64_t index;
+};
+
+/* argmax (kMax true) or argmin. The tree combines candidates in no fixed
+ * order, so the combine must itself pick "the first best" to be order-free:
+ * a NaN beats every number (NumPy and PyTorch report the first NaN), then the
+ * better value wins, and between equal values the smaller index wins. The
+ * identity (an infinity with the largest possible index) loses to, or ties
+ * and then loses to, every real element. */
+template <typename T, bool kMax>
+struct ReduceArg {
+    using Acc = ValueIndex<T>;
+    __device__ Acc identity() const
+    {
+        return Acc{kMax ? -mt_infinity<T>() : mt_infinity<T>(), INT64_MAX};
+    }
+    __device__ Acc lift(T x, int64_t index) const { return Acc{x, index}; }
+    __device__ Acc operator()(Acc a, Acc b) const
+    {
+        bool a_nan = mt_isnan(a.value);
+        bool b_nan = mt_isnan(b.value);
+        if (a_nan != b_nan)
+            return a_nan ? a : b;
+        if (!a_nan && a.value != b.value) {
+            bool a_better = kMax ? a.value > b.value : a.value < b.value;
+            return a_better ? a : b;
+        }
+        return a.index < b.index ? a : b;
+    }
+    /* The index as a float: exact up to 2^24 in float32, 2^53 in float64. */
+    __device__ T result(Acc acc) const { return (T)acc.index; }
+};
+
+template <typename T>
+using reduce_argmax = ReduceArg<T, true>;
+template <typename T>
+using reduce_argmin = ReduceArg<T, false>;
+
+/* The argmax candidate through a warp shuffle: its two fields one by one
+ * (found by argument-dependent lookup from warp_reduce in block_reduce.h). */
+template <typename T>
+MT_DEVICE ValueIndex<T> shfl_down(ValueIndex<T> v, int delta)
+{
+    v.value = __shfl_down_sync(0xffffffffu, v.value, delta);
+    v.index = (int64_t)__shfl_down_sync(0xffffffffu, (long long)v.index, delta);
+    return v;
+}
+
+/* op id -> reducer: calls launch(reduce_<name><T>{}) for the op of
+ * MT_REDUCE_OPS (minitensor.h) with that id, and returns what it returns. */
+template <typename T, typename Launch>
+mt_status with_reducer(const char *func, int op, Launch launch)
+{
+    switch (op) {
+#define MT_REDUCE_CASE_(id, name) \
+    case MT_REDUCE_##id:          \
+        return launch(reduce_##name<T>{});
+        MT_REDUCE_OPS(MT_REDUCE_CASE_)
+#undef MT_REDUCE_CASE_
+    default:
+        /* The entry points checked the id. */
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "reduce op %d has no kernel", op);
+    }
+}
+
+/* acc combined, in order, with the elements k = first_k, first_k + step, ...
+ * (< len) of a row whose element k is at row[k * stride]. Loads are issued
+ * eight at a time before they are combined, so eight are in flight per
+ * thread (a loop that loads and adds one element at a time waits for each
+ * load); the combines still run in the order of k, so the result has the
+ * same bits as the one-at-a-time loop. */
+template <typename T, typename R>
+MT_DEVICE typename R::Acc accumulate_strided(const T *row, int64_t first_k, int64_t step, int64_t len, int64_t stride, typename R::Acc acc, const R &reducer)
+{
+    constexpr int kBatch = 8;
+    int64_t k = first_k;
+    for (; k + (kBatch - 1) * step < len; k += kBatch * step) {
+        T x[kBatch];
+        MT_UNROLL for (int u = 0; u < kBatch; ++u)
+            x[u] = row[(k + u * step) * stride];
+        MT_UNROLL for (int u = 0; u < kBatch; ++u)
+            acc = reducer(acc, reducer.lift(x[u], k + u * step));
+    }
+    for (; k < len; k += step)
+        acc = reducer(acc, reducer.lift(row[k * stride], k));
+    return acc;
+}
+
+/* Rung 4: first add during load, then the tree of rung 3 with its last five
+ * levels done by warp shuffles (block_reduce_last_warp): the same additions
+ * in the same order as rungs 2 and 3, so the same bits, with five barriers
+ * fewer. mt_reduce's default for rows: a teacher (or a notebook) can mirror
+ * it exactly in NumPy. */
+
+/* One rung of the reduction ladder (algo: an mt_reduce_algo other than
+ * DEFAULT) for reduce op `op` of validated, non-empty tensors: out is in
+ * reduced along dim, keepdim (src/reduce_ladder.cu). */
+mt_status reduce_rows_variant(const char *func, int algo, int op, const mt_tensor &out, const mt_tensor &in, int dim);
+
+#endif /* MT_REDUCE_H */

@@ -1,0 +1,231 @@
+/*
+ * reduce_ladder.cu: the reduction ladder, mt_reduce_variant's rungs. Each is
+ * a kernel of its own, one block per row, and every one gives the same
+ * results (the reducers are in src/reduce.h; mt_reduce's default path for a
+ * layout is in src/reduce.cu, and uses the warp_shuffle rung for rows).
+ *
+ * The reduction ladder (mt_reduce_variant selects a rung; each is a kernel
+ * of its own, one block per row, and every one gives the same results):
+ *
+ *   interleaved    the textbook tree. Each thread loads ONE element into
+ *                  shared memory; at level s thread t adds element t + s
+ *                  into t when t % 2s == 0. Active threads are scattered
+ *                  over every warp, so all warps stay busy (divergent) while
+ *                  most of their threads idle, and the % is slow. A row
+ *                  longer than the block takes one whole tree per chunk.
+ *   sequential     at level s threads 0..s-1 add element t + s into t: the
+ *                  active threads are packed into the first warps, whole
+ *                  warps retire, and neighbouring threads touch neighbouring
+ *                  banks. Still one tree (log2(B) barriers) per chunk.
+ *   first_add      each thread first accumulates its block-strided share of
+ *                  the row in a register (t, t + B, t + 2B, ...: coalesced),
+ *                  so the row is read in one sweep and there is ONE tree per
+ *                  row, not one per B elements (Harris's "first add during
+ *                  load", taken to many adds per thread).
+ *   warp_shuffle   as first_add, but the last five levels of the tree (the
+ *                  32 values left, all in warp 0) are done with warp shuffles,
+ *                  register to register, without shared memory or barriers.
+ *                  The same additions in the same order as first_add: the
+ *                  same bits. The default for rows (mt_reduce).
+ *   vectorized     16-byte loads (a Pack of 4 floats per load: a quarter of
+ *                  the load instructions) and a finish by shuffles only
+ *                  (each warp, then warp 0: two barriers). Each thread now
+ *                  adds 4 neighbouring elements at a time, so the order of
+ *                  the additions, and the last bits of a sum, differ.
+ *
+ */
+#include "reduce.h"
+
+/* ---- the reduction ladder: one block per row ------------------------------
+ *
+ * All four kernels share the row layout: in_rows is `in` with shape[dim]
+ * set to 1, so ordinal r of it is the first element of row r, and element k
+ * of the row is k * stride further on; out has that same shape (keepdim).
+ * Rows go to blocks in a grid-stride loop. `row` is the same for every
+ * thread of a block, so all of them run each loop equally often and meet
+ * the same barriers. blockDim.x is a power of two (row_block_size). */
+
+/* Rung 1: interleaved addressing. */
+template <typename T, typename R>
+__global__ void reduce_rows_interleaved(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
+{
+    __shared__ typename R::Acc scratch[kBlockSize]; /* its own tree, not block_reduce */
+    T *out_data = static_cast<T *>(out.data);
+    const T *in_data = static_cast<const T *>(in_rows.data);
+    const unsigned int tid = threadIdx.x;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t first = ordinal_to_position(row, &in_rows);
+        typename R::Acc total = reducer.identity(); /* meaningful in thread 0 */
+        for (int64_t base = 0; base < len; base += blockDim.x) {
+            const int64_t k = base + tid;
+            scratch[tid] = k < len ? reducer.lift(in_data[first + k * stride], k) : reducer.identity();
+            __syncthreads(); /* the whole chunk is in shared memory */
+            for (unsigned int s = 1; s < blockDim.x; s *= 2) {
+                if (tid % (2 * s) == 0)
+                    scratch[tid] = reducer(scratch[tid], scratch[tid + s]);
+                __syncthreads(); /* level done before the next reads it */
+            }
+            if (tid == 0)
+                total = reducer(total, scratch[0]);
+            __syncthreads(); /* scratch[0] read before the next chunk overwrites it */
+        }
+        if (tid == 0)
+            out_data[ordinal_to_position(row, &out)] = reducer.result(total);
+    }
+}
+
+/* Rung 2: sequential addressing (block_reduce.h's block_reduce is this tree). */
+template <typename T, typename R>
+__global__ void reduce_rows_sequential(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
+{
+    __shared__ BlockScratch<typename R::Acc> scratch;
+    T *out_data = static_cast<T *>(out.data);
+    const T *in_data = static_cast<const T *>(in_rows.data);
+    const unsigned int tid = threadIdx.x;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t first = ordinal_to_position(row, &in_rows);
+        typename R::Acc total = reducer.identity();
+        for (int64_t base = 0; base < len; base += blockDim.x) {
+            const int64_t k = base + tid;
+            const typename R::Acc value = k < len ? reducer.lift(in_data[first + k * stride], k) : reducer.identity();
+            total = reducer(total, block_reduce(scratch, value, reducer));
+        }
+        if (tid == 0)
+            out_data[ordinal_to_position(row, &out)] = reducer.result(total);
+    }
+}
+
+/* Rung 3: first add during load, then one sequential tree per row. */
+template <typename T, typename R>
+__global__ void reduce_rows_first_add(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
+{
+    __shared__ BlockScratch<typename R::Acc> scratch;
+    T *out_data = static_cast<T *>(out.data);
+    const T *in_data = static_cast<const T *>(in_rows.data);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t first = ordinal_to_position(row, &in_rows);
+        typename R::Acc acc = reducer.identity();
+        /* Neighbouring threads take neighbouring elements, so a row that is
+         * contiguous in memory is read with coalesced loads. A thread with
+         * nothing to do (len < blockDim.x) keeps the identity and still joins
+         * the tree below. */
+        for (int64_t k = threadIdx.x; k < len; k += blockDim.x)
+            acc = reducer(acc, reducer.lift(in_data[first + k * stride], k));
+        acc = block_reduce(scratch, acc, reducer);
+        if (threadIdx.x == 0)
+            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+    }
+}
+
+template <typename T, typename R>
+__global__ void reduce_rows_warp(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
+{
+    __shared__ BlockScratch<typename R::Acc> scratch;
+    T *out_data = static_cast<T *>(out.data);
+    const T *in_data = static_cast<const T *>(in_rows.data);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t first = ordinal_to_position(row, &in_rows);
+        typename R::Acc acc = reducer.identity();
+        acc = accumulate_strided<T>(in_data + first, threadIdx.x, blockDim.x, len, stride, acc, reducer);
+        acc = block_reduce_last_warp(scratch, acc, reducer);
+        if (threadIdx.x == 0)
+            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+    }
+}
+
+/* Rung 5: every load moves a 16-byte Pack (when `vec`: stride 1, every row
+ * start aligned, len a multiple of the Pack width; else single elements),
+ * and the finish is shuffles only (block_reduce_warps: each warp reduces its
+ * 32 values, then warp 0 the per-warp results: two barriers). Thread t now
+ * takes elements 4t..4t+3, 4(t+B).. rather than t, t+B, ..., so the sum is
+ * added in another order than rungs 1-4 (a few ulps apart). */
+template <typename T, typename R>
+__global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec, R reducer)
+{
+    __shared__ BlockScratch<typename R::Acc> scratch;
+    constexpr int W = Pack<T>::kWidth;
+    T *out_data = static_cast<T *>(out.data);
+    const T *in_data = static_cast<const T *>(in_rows.data);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t first = ordinal_to_position(row, &in_rows);
+        typename R::Acc acc = reducer.identity();
+        if (vec) {
+            /* Four Packs (16 floats) in flight per thread, then combined. */
+            const Pack<T> *packs = reinterpret_cast<const Pack<T> *>(in_data + first);
+            const int64_t count = len / W;
+            const int64_t B = blockDim.x;
+            int64_t c = threadIdx.x;
+            for (; c + 3 * B < count; c += 4 * B) {
+                Pack<T> p[4];
+                MT_UNROLL for (int u = 0; u < 4; ++u)
+                    p[u] = packs[c + u * B];
+                MT_UNROLL for (int u = 0; u < 4; ++u)
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        acc = reducer(acc, reducer.lift(p[u].v[w], (c + u * B) * W + w));
+            }
+            for (; c < count; c += B) {
+                const Pack<T> p = packs[c];
+                MT_UNROLL for (int w = 0; w < W; ++w)
+                    acc = reducer(acc, reducer.lift(p.v[w], c * W + w));
+            }
+        } else {
+            acc = accumulate_strided<T>(in_data + first, threadIdx.x, blockDim.x, len, stride, acc, reducer);
+        }
+        acc = block_reduce_warps(scratch, acc, reducer.identity(), reducer);
+        if (threadIdx.x == 0)
+            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+    }
+}
+
+/* ---- host side ------------------------------------------------------------ */
+
+template <typename T, typename R>
+static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_tensor &in, int dim)
+{
+    mt_tensor in_rows = in;
+    in_rows.shape[dim] = 1;
+    const int64_t len = in.shape[dim];
+    const int64_t stride = in.strides[dim];
+    const int64_t rows = tensor_numel(out);
+    const int block = row_block_size(len);
+    const unsigned int grid = grid_size(rows, 1);
+    switch (algo) {
+    case MT_REDUCE_ALGO_INTERLEAVED:
+        reduce_rows_interleaved<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        break;
+    case MT_REDUCE_ALGO_SEQUENTIAL:
+        reduce_rows_sequential<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        break;
+    case MT_REDUCE_ALGO_FIRST_ADD:
+        reduce_rows_first_add<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        break;
+    case MT_REDUCE_ALGO_WARP_SHUFFLE:
+        reduce_rows_warp<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        break;
+    case MT_REDUCE_ALGO_VECTORIZED:
+    default: {
+        /* Packs need stride 1 and every row start aligned: a contiguous
+         * input whose rows are a whole number of Packs, from an aligned start. */
+        const int64_t width = Pack<T>::kWidth;
+        const T *first = static_cast<const T *>(in.data) + in.offset;
+        const bool vec = (stride == 1 || len == 1) && is_contiguous(in) && dim == in.ndim - 1 &&
+                         len % width == 0 && aligned16(first);
+        reduce_rows_vectorized<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, vec, R{});
+        break;
+    }
+    }
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+/* reduce_columns over a contiguous in and out, dim not the last. */
+mt_status reduce_rows_variant(const char *func, int algo, int op, const mt_tensor &out, const mt_tensor &in, int dim)
+{
+    if (in.dtype == MT_FLOAT32)
+        return with_reducer<float>(func, op, [&](auto reducer) {
+            return launch_reduce_rows<float, decltype(reducer)>(algo, out, in, dim);
+        });
+    return with_reducer<double>(func, op, [&](auto reducer) {
+        return launch_reduce_rows<double, decltype(reducer)>(algo, out, in, dim);
+    });
+}
