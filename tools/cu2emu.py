@@ -96,9 +96,7 @@ def translate(text: str, path: str) -> str:
                         f"{line[m.start('rest'):]}")
             elif "__shared__" in code or "<<<" in code:
                 raise SystemExit(
-                    f"{path}:{number}: cu2emu cannot translate this line for the emulator:
-  {line.strip()}
-"
+                    f"{path}:{number}: cu2emu cannot translate this line for the emulator:\n  {line.strip()}\n"
                     "Write shared memory as `__shared__ T name[N];` or `extern __shared__ T name[];` on one "
                     "line, and launches as `kernel<<<grid, block>>>(args);`.")
         out.append(line)
