@@ -21,6 +21,7 @@ import atexit
 import numpy as np
 
 from . import _lib
+from ._errors import ShapeError
 
 
 def _release(ptr: int) -> None:
@@ -38,8 +39,11 @@ class Storage:
     _shutting_down = False
 
     def __init__(self, nbytes: int) -> None:
-        self.nbytes = nbytes
         self.ptr = 0  # set first, so that __del__ works if malloc raises
+        if not 0 <= nbytes < 2**63:
+            # ctypes would wrap a size_t silently: never let such a count through.
+            raise ShapeError(f"cannot allocate {nbytes} bytes: not a size in [0, 2**63)")
+        self.nbytes = nbytes
         if nbytes > 0:
             self.ptr = _lib.malloc(nbytes)
 

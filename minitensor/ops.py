@@ -434,26 +434,29 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         )
     if algo not in _lib.op_names("matmul"):
         raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul')}")
+    # Every shape check comes before the casts, which allocate.
+    a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
+    b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2:
+        raise ShapeError(
+            f"matmul(): shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})"
+        )
+    try:
+        batch = broadcast_shapes(a_shape[:-2], b_shape[:-2], "matmul()")
+    except ShapeError:
+        raise ShapeError(
+            f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
+        ) from None
     dtype = promote(a.dtype, b.dtype)
+    check_new_shape(batch + (m, n), "matmul()", dtype.itemsize)
     a2 = cast(a, dtype)
     b2 = cast(b, dtype)
     if a.ndim == 1:
         a2 = unsqueeze(a2, 0)
     if b.ndim == 1:
         b2 = unsqueeze(b2, 1)
-    m, k = a2.shape[-2:]
-    k2, n = b2.shape[-2:]
-    if k != k2:
-        raise ShapeError(
-            f"matmul(): shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})"
-        )
-    try:
-        batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2], "matmul()")
-    except ShapeError:
-        raise ShapeError(
-            f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
-        ) from None
-    check_new_shape(batch + (m, n), "matmul()")
     shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
     if out is None:
         out = empty(shape, dtype)
