@@ -21,6 +21,7 @@ docs/api.md.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -356,27 +357,27 @@ class Tensor(Variable):
     def __rmatmul__(self, other: Any) -> Tensor:
         return autograd.MatMul.apply(other, self)
 
+    # Comparisons are elementwise against a tensor, a number, or a list or
+    # NumPy array (converted with this tensor's dtype), in either order; the
+    # result holds 1.0 and 0.0 in the promoted dtype.
+
     def __lt__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("lt", self, other))
+        return _compare("lt", self, other)
 
     def __le__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("le", self, other))
+        return _compare("le", self, other)
 
     def __gt__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("gt", self, other))
+        return _compare("gt", self, other)
 
     def __ge__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("ge", self, other))
+        return _compare("ge", self, other)
 
     def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        if not (isinstance(other, Array) or ops.is_scalar(other)):
-            return NotImplemented
-        return Tensor._from_array(ops.zip_("eq", self, other))
+        return _compare("eq", self, other)
 
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        if not (isinstance(other, Array) or ops.is_scalar(other)):
-            return NotImplemented
-        return Tensor._from_array(ops.zip_("ne", self, other))
+        return _compare("ne", self, other)
 
     def add(self, other: Any) -> Tensor:
         """self + other."""
@@ -460,12 +461,22 @@ class Tensor(Variable):
         """Product over dim (None: everything; an int or a tuple of ints)."""
         return autograd.Prod.apply(self, dim, keepdim)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Maximum over dim. Values only: torch returns (values, indices) when dim is given."""
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """The maximum of every element (a tensor) or, as torch, over an int dim a named
+        pair (values, indices), indices as whole numbers in floats. Over a tuple of dims:
+        the values only (torch's amax)."""
+        return _extremum(self, autograd.Max, "argmax", return_types.max, dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """The minimum; like max(): a tensor, or (values, indices) over an int dim."""
+        return _extremum(self, autograd.Min, "argmin", return_types.min, dim, keepdim)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The maximum over dim (None: everything; an int or a tuple): values only."""
         return autograd.Max.apply(self, dim, keepdim)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Minimum over dim. Values only: torch returns (values, indices) when dim is given."""
+    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The minimum over dim (None: everything; an int or a tuple): values only."""
         return autograd.Min.apply(self, dim, keepdim)
 
     def argmax(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
@@ -516,6 +527,35 @@ def _writable(x: Tensor, func: str) -> Tensor:
             f"are recorded; use an out-of-place op, or wrap the update in minitensor.no_grad()"
         )
     return x
+
+
+class return_types:  # noqa: N801 - torch's name (torch.return_types)
+    """The named pairs that max and min over a dim return, as torch's."""
+
+    max = namedtuple("max", ["values", "indices"])
+    min = namedtuple("min", ["values", "indices"])
+
+
+def _extremum(x: Tensor, rule: Any, arg_op: str, pair: Any, dim: Any, keepdim: bool) -> Any:
+    values = rule.apply(x, dim, keepdim)
+    if dim is None or isinstance(dim, (tuple, list)):
+        return values
+    return pair(values, Tensor._from_array(ops.reduce_(arg_op, x, dim, keepdim)))
+
+
+def _compare(op: str, x: Tensor, other: Any) -> Any:
+    """x op other elementwise; NotImplemented for an operand that is no tensor,
+    number, list, tuple or NumPy array (so that == with None or a string is False)."""
+    if isinstance(other, (list, tuple, np.ndarray)):
+        try:
+            host = np.array(other, dtype=x._dtype.np_dtype, order="C")
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"{op}(): cannot compare a tensor with {type(other).__name__} {other!r}: {e}") from None
+        other = _array.empty(host.shape, x._dtype, f"{op}()")
+        _array.upload(other, host)
+    elif not (isinstance(other, Array) or ops.is_scalar(other)):
+        return NotImplemented
+    return Tensor._from_array(ops.zip_(op, x, other))
 
 
 def _t_dims(x: Tensor) -> tuple[int, ...]:
