@@ -166,6 +166,11 @@ def alias(x: Array, shape: tuple[int, ...], strides: tuple[int, ...], offset: in
     return Array(x._storage, shape, strides, offset, x._dtype)
 
 
+def bump_version(x: Array) -> None:
+    """Records an in-place write into x's storage (see Storage.version)."""
+    x._storage.version += 1
+
+
 def shares_storage(a: Array, b: Array) -> bool:
     """Whether a and b are views of one Storage (so a write to one may change the other)."""
     return a._storage is b._storage

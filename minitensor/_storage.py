@@ -38,6 +38,13 @@ class Storage:
     # Set by _mark_shutdown (an atexit hook): from then on __del__ frees nothing.
     _shutting_down = False
 
+    # The version counter of torch: every in-place write into this storage
+    # (ops.fill_, copy_, scatter_add_, the in-place arithmetic) adds one, so
+    # the tensor and all its views share it. Autograd notes it when it saves
+    # a tensor for backward and refuses a backward that would read a saved
+    # tensor changed since.
+    version = 0
+
     def __init__(self, nbytes: int) -> None:
         self.ptr = 0  # set first, so that __del__ works if malloc raises
         if not 0 <= nbytes < 2**63:
