@@ -48,6 +48,7 @@ from ._errors import (  # noqa: E402
 from .tensor import (  # noqa: E402
     Tensor,
     is_tensor,
+    return_types,
 )
 from ._creation import (  # noqa: E402
     arange,
@@ -68,6 +69,8 @@ from ._creation import (  # noqa: E402
 )
 from ._functions import (  # noqa: E402
     abs,
+    amax,
+    amin,
     argmax,
     argmin,
     cat,
@@ -146,6 +149,8 @@ __all__ = [
     "ShapeError",
     "Tensor",
     "abs",
+    "amax",
+    "amin",
     "arange",
     "argmax",
     "argmin",
@@ -167,6 +172,7 @@ __all__ = [
     "gather",
     "is_grad_enabled",
     "is_tensor",
+    "return_types",
     "log",
     "log_softmax",
     "logsumexp",

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _lib
 from ._dtype import DType
-from ._shape import contiguous_strides, is_contiguous, numel
+from ._shape import INT64_LIMIT, check_layout, check_new_shape, contiguous_strides, is_contiguous, numel
 from ._storage import Storage
 
 
@@ -131,21 +131,44 @@ class Array:
 # ---- making arrays: new memory, or a new view of the same memory -------------------
 
 
-def empty(shape: tuple[int, ...], dtype: DType) -> Array:
-    """A new contiguous, uninitialised Array (shape already checked by the caller)."""
-    return Array(Storage(numel(shape) * dtype.itemsize), shape, contiguous_strides(shape), 0, dtype)
+def empty(shape: tuple[int, ...], dtype: DType, func: str = "empty()") -> Array:
+    """A new contiguous, uninitialised Array.
+
+    The last check before memory is asked for: every size and the byte count
+    must fit an int64 (ShapeError naming func and the shape otherwise).
+    """
+    check_new_shape(shape, func, dtype.itemsize)
+    strides = contiguous_strides(shape)
+    if strides and strides[0] >= INT64_LIMIT:  # only with no elements: (2**62, 2**62, 0)
+        check_layout(shape, strides, 0, dtype.itemsize, func)
+    return Array(Storage(numel(shape) * dtype.itemsize), shape, strides, 0, dtype)
 
 
 def empty_like(x: Array) -> Array:
-    """A new contiguous, uninitialised Array of x's shape and dtype."""
+    """A new contiguous, uninitialised Array of x's shape and dtype.
+
+    x's sizes are checked already, but an expanded view of few bytes may have
+    more elements than an int64 can count bytes of (ShapeError then).
+    """
     shape = x._shape
     dtype = x._dtype
-    return Array(Storage(numel(shape) * dtype.itemsize), shape, contiguous_strides(shape), 0, dtype)
+    nbytes = numel(shape) * dtype.itemsize
+    if nbytes >= INT64_LIMIT:
+        check_new_shape(shape, "allocating a result", dtype.itemsize)
+    return Array(Storage(nbytes), shape, contiguous_strides(shape), 0, dtype)
 
 
-def alias(x: Array, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Array:
-    """A view of x's storage with another shape, strides and offset."""
+def alias(x: Array, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+          func: str = "view") -> Array:
+    """A view of x's storage with another shape, strides and offset (checked:
+    every number an int64, every byte it addresses below 2**63)."""
+    check_layout(shape, strides, offset, x._dtype.itemsize, func)
     return Array(x._storage, shape, strides, offset, x._dtype)
+
+
+def bump_version(x: Array) -> None:
+    """Records an in-place write into x's storage (see Storage.version)."""
+    x._storage.version += 1
 
 
 def shares_storage(a: Array, b: Array) -> bool:

@@ -7,12 +7,14 @@ uploads host data) and hands it over as a Tensor.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import numpy as np
 
 from . import _array, ops
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
+from ._errors import OutOfMemoryError
 from ._shape import as_shape, check_new_shape
 from .tensor import Tensor
 
@@ -116,20 +118,32 @@ def manual_seed(seed: int) -> None:
     _generator = np.random.default_rng(seed)
 
 
+def _random(shape: tuple[int, ...], dtype: DType, requires_grad: bool, func: str, draw: Any) -> Tensor:
+    """A new tensor of numbers from draw (a method of the generator), made on the
+    host: the device memory is allocated first, so a shape too large fails there
+    (ShapeError, OutOfMemoryError) and not in NumPy."""
+    out = _new(shape, dtype, func)
+    try:
+        host = draw(shape, dtype=dtype.np_dtype)
+    except MemoryError:
+        raise OutOfMemoryError(f"{func}: the host cannot hold the {out.numel()} numbers of shape {shape}") from None
+    _array.upload(out, host)
+    out.requires_grad = requires_grad
+    return out
+
+
 def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform random numbers in [0, 1)."""
     dtype = default_dtype if dtype is None else to_dtype(dtype)
     shape = as_shape(shape, "rand()")
-    check_new_shape(shape, "rand()")
-    return _from_numpy(_generator.random(shape, dtype=dtype.np_dtype), dtype, requires_grad)
+    return _random(shape, dtype, requires_grad, "rand()", _generator.random)
 
 
 def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal random numbers."""
     dtype = default_dtype if dtype is None else to_dtype(dtype)
     shape = as_shape(shape, "randn()")
-    check_new_shape(shape, "randn()")
-    return _from_numpy(_generator.standard_normal(shape, dtype=dtype.np_dtype), dtype, requires_grad)
+    return _random(shape, dtype, requires_grad, "randn()", _generator.standard_normal)
 
 
 def rand_like(x: Tensor, dtype: Any = None) -> Tensor:
@@ -155,4 +169,22 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: An
             raise TypeError(f"arange(): {name} must be a number, got {type(value).__name__}")
     if step == 0:
         raise ValueError("arange(): step must be non-zero")
-    return tensor(np.arange(start, end, step, dtype=np.float64), dtype=dtype or default_dtype)
+    dtype = default_dtype if dtype is None else to_dtype(dtype)
+    try:
+        count = max(0, math.ceil((float(end) - float(start)) / float(step)))
+    except (ValueError, OverflowError):
+        raise ValueError(
+            f"arange(): start {start}, end {end} and step {step} do not give a finite number of values"
+        ) from None
+    check_new_shape((count,), "arange()", dtype.itemsize)
+    out = _new((count,), dtype, "arange()")  # a count too large fails here, on the device
+    if count == 0:
+        return out
+    try:
+        host = np.arange(start, end, step, dtype=np.float64)
+    except (ValueError, MemoryError) as e:
+        raise OutOfMemoryError(f"arange(): {count} values do not fit on the host ({e})") from None
+    if host.shape != out.shape:  # NumPy rounded the count the other way
+        return _from_numpy(host, dtype)
+    _array.upload(out, np.ascontiguousarray(host, dtype=dtype.np_dtype))
+    return out

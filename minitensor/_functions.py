@@ -106,14 +106,24 @@ def prod(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     return _check(x, "prod").prod(dim, keepdim)
 
 
-def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Maximum over dim (values only)."""
+def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """Maximum: a tensor, or (values, indices) over an int dim (see Tensor.max)."""
     return _check(x, "max").max(dim, keepdim)
 
 
-def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Minimum over dim (values only)."""
+def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """Minimum: a tensor, or (values, indices) over an int dim (see Tensor.min)."""
     return _check(x, "min").min(dim, keepdim)
+
+
+def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Maximum over dim, values only."""
+    return _check(x, "amax").amax(dim, keepdim)
+
+
+def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Minimum over dim, values only."""
+    return _check(x, "amin").amin(dim, keepdim)
 
 
 def argmax(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:

@@ -113,14 +113,68 @@ def as_shape(shape: Any, func: str) -> Shape:
     return tuple(result)
 
 
-def check_new_shape(shape: Shape, func: str) -> None:
-    """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims."""
-    if any(size < 0 for size in shape):
-        raise ShapeError(f"{func}: negative dimension in shape {shape}")
+# Every size, stride, offset and byte count the engine sees is an int64 (and
+# ctypes wraps a larger Python int silently): the checks below keep each one,
+# and the largest byte an array can address, below this limit.
+INT64_LIMIT = 2**63
+
+
+def check_new_shape(shape: Shape, func: str, itemsize: int = 0) -> None:
+    """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims, each
+    size an int64; with itemsize, numel * itemsize bytes must fit an int64 too."""
+    for size in shape:
+        if size < 0:
+            raise ShapeError(f"{func}: negative dimension {size} in shape {shape}")
+        if size >= INT64_LIMIT:
+            raise ShapeError(f"{func}: size {size} in shape {shape} does not fit in an int64")
     if len(shape) > MAX_DIMS:
         raise ShapeError(
             f"{func}: shape {shape} has {len(shape)} dims; minitensor supports at most {MAX_DIMS}"
         )
+    if itemsize and numel(shape) * itemsize >= INT64_LIMIT:
+        raise ShapeError(
+            f"{func}: shape {shape} has {numel(shape)} elements, {numel(shape) * itemsize} bytes "
+            f"at {itemsize} bytes each; more than an int64 can count (2**63 - 1)"
+        )
+
+
+def check_layout(shape: Shape, strides: Shape, offset: int, itemsize: int, func: str) -> int:
+    """Checks the layout of a view and returns the bytes it spans from the
+    storage's start (0 for a view with no elements).
+
+    Each size, stride and the offset must be an int64, the offset and the
+    lowest element address non-negative, and the byte just past the highest
+    element (offset + sum((size_i - 1) * stride_i) + 1, times itemsize) below
+    2**63, so that no address computation in the engine can overflow.
+    """
+    check_new_shape(shape, func)
+    if len(strides) != len(shape):
+        raise ShapeError(f"{func}: {len(strides)} strides {strides} for the {len(shape)} dims of shape {shape}")
+    for stride in strides:
+        if not -INT64_LIMIT <= stride < INT64_LIMIT:
+            raise ShapeError(f"{func}: stride {stride} in strides {strides} does not fit in an int64")
+    if not 0 <= offset < INT64_LIMIT:
+        raise ShapeError(f"{func}: storage offset {offset} is out of range (0 <= offset < 2**63)")
+    if any(size == 0 for size in shape):
+        return 0
+    low = high = offset
+    for size, stride in zip(shape, strides):
+        if stride > 0:
+            high += (size - 1) * stride
+        else:
+            low += (size - 1) * stride
+    if low < 0:
+        raise ShapeError(
+            f"{func}: shape {shape}, strides {strides} and offset {offset} address an element "
+            f"before the start of the storage"
+        )
+    end = (high + 1) * itemsize
+    if end >= INT64_LIMIT:
+        raise ShapeError(
+            f"{func}: shape {shape}, strides {strides} and offset {offset} address byte {end - 1}, "
+            f"beyond what an int64 can count (2**63 - 1)"
+        )
+    return end
 
 
 def broadcast_shapes(a: Shape, b: Shape, func: str) -> Shape:

@@ -21,6 +21,7 @@ import atexit
 import numpy as np
 
 from . import _lib
+from ._errors import ShapeError
 
 
 def _release(ptr: int) -> None:
@@ -37,9 +38,19 @@ class Storage:
     # Set by _mark_shutdown (an atexit hook): from then on __del__ frees nothing.
     _shutting_down = False
 
+    # The version counter of torch: every in-place write into this storage
+    # (ops.fill_, copy_, scatter_add_, the in-place arithmetic) adds one, so
+    # the tensor and all its views share it. Autograd notes it when it saves
+    # a tensor for backward and refuses a backward that would read a saved
+    # tensor changed since.
+    version = 0
+
     def __init__(self, nbytes: int) -> None:
-        self.nbytes = nbytes
         self.ptr = 0  # set first, so that __del__ works if malloc raises
+        if not 0 <= nbytes < 2**63:
+            # ctypes would wrap a size_t silently: never let such a count through.
+            raise ShapeError(f"cannot allocate {nbytes} bytes: not a size in [0, 2**63)")
+        self.nbytes = nbytes
         if nbytes > 0:
             self.ptr = _lib.malloc(nbytes)
 

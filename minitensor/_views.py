@@ -17,14 +17,33 @@ import numpy as np
 
 from ._array import Array, alias
 from ._errors import DimError, ShapeError
-from ._shape import as_shape, check_new_shape, infer_shape, normalize_dim, view_strides
+from ._shape import INT64_LIMIT, as_shape, check_layout, check_new_shape, infer_shape, normalize_dim, view_strides
 
 
 def as_strided(x: Array, shape: Sequence[int], strides: Sequence[int], offset: Optional[int] = None) -> Array:
-    """A view of x's storage with the given shape, strides and storage offset."""
-    shape = tuple(shape)
-    check_new_shape(shape, "as_strided()")
-    return alias(x, shape, tuple(strides), x.storage_offset() if offset is None else offset)
+    """A view of x's storage with the given shape, strides and storage offset.
+
+    As in torch, strides and the offset must not be negative, and every
+    element must lie inside x's storage (ShapeError naming all three).
+    """
+    shape = as_shape(shape, "as_strided()")
+    strides = as_shape(strides, "as_strided(): strides")
+    if offset is None:
+        offset = x.storage_offset()
+    elif isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"as_strided(): storage_offset must be an int, got {type(offset).__name__}")
+    offset = int(offset)
+    if any(s < 0 for s in strides):
+        raise ShapeError(f"as_strided(): negative strides {strides} are not supported")
+    if offset < 0:
+        raise ShapeError(f"as_strided(): negative storage offset {offset}")
+    end = check_layout(shape, strides, offset, x.dtype.itemsize, "as_strided()")
+    if end > x._storage.nbytes:
+        raise ShapeError(
+            f"as_strided(): shape {shape}, strides {strides} and storage offset {offset} need "
+            f"{end} bytes, but the storage holds {x._storage.nbytes}"
+        )
+    return alias(x, shape, strides, offset, "as_strided()")
 
 
 def view(x: Array, shape: Sequence[int]) -> Array:
@@ -37,7 +56,7 @@ def view(x: Array, shape: Sequence[int]) -> Array:
             f"{x.strides} of the input (at least one dim spans two contiguous chunks); "
             f"use .reshape(...) instead"
         )
-    return alias(x, shape, strides, x.storage_offset())
+    return alias(x, shape, strides, x.storage_offset(), "view()")
 
 
 def permute(x: Array, dims: Sequence[int]) -> Array:
@@ -74,6 +93,12 @@ def expand(x: Array, shape: Sequence[int]) -> Array:
             f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape}, "
             f"which has fewer dims"
         )
+    for d, size in enumerate(shape):
+        if size < -1:
+            raise ShapeError(
+                f"expand(): invalid size {size} for dim {d} in shape {shape} (sizes are >= 0, "
+                f"or -1 to keep a dim's size)"
+            )
     check_new_shape(tuple(abs(s) for s in shape), "expand()")
     lead = len(shape) - x.ndim
     new_shape = []
@@ -97,7 +122,7 @@ def expand(x: Array, shape: Sequence[int]) -> Array:
                 f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape} "
                 f"(dim {d}: {old} -> {size}; only size-1 dims can be expanded)"
             )
-    return alias(x, tuple(new_shape), tuple(new_strides), x.storage_offset())
+    return alias(x, tuple(new_shape), tuple(new_strides), x.storage_offset(), "expand()")
 
 
 def unsqueeze(x: Array, dim: int) -> Array:
@@ -125,6 +150,10 @@ def squeeze(x: Array, dim: Any = None) -> Array:
 def narrow(x: Array, dim: int, start: int, length: int) -> Array:
     """A view of elements start..start+length-1 along dim."""
     d = normalize_dim(dim, x.ndim, "narrow()")
+    for name, v in (("start", start), ("length", length)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"narrow(): {name} must be an int, got {type(v).__name__}")
+    start, length = int(start), int(length)
     if start < 0:
         start += x.shape[d]
     if not (0 <= start and length >= 0 and start + length <= x.shape[d]):
@@ -133,7 +162,7 @@ def narrow(x: Array, dim: int, start: int, length: int) -> Array:
             f"of size {x.shape[d]}"
         )
     shape = x.shape[:d] + (length,) + x.shape[d + 1 :]
-    return alias(x, shape, x.strides, x.storage_offset() + start * x.strides[d])
+    return alias(x, shape, x.strides, x.storage_offset() + start * x.strides[d], "narrow()")
 
 
 def index(x: Array, key: Any) -> Array:
@@ -170,9 +199,15 @@ def index(x: Array, key: Any) -> Array:
             strides.append(1)
         elif isinstance(k, slice):
             size, stride = x.shape[d], x.strides[d]
+            for name in ("start", "stop", "step"):
+                v = getattr(k, name)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+                    raise TypeError(f"slice {name} must be an int or None, got {type(v).__name__}")
             if k.step is not None and operator.index(k.step) <= 0:
                 raise ValueError(f"slice step must be positive, got {k.step} (negative strides are not supported)")
             start, stop, step = k.indices(size)
+            if step >= INT64_LIMIT:
+                raise ValueError(f"slice step {step} does not fit in an int64")
             length = len(range(start, stop, step))
             if length > 0:
                 offset += start * stride
@@ -186,5 +221,4 @@ def index(x: Array, key: Any) -> Array:
                 raise DimError(f"index {i} is out of bounds for dim {d} with size {size}")
             offset += (i % size) * x.strides[d]
             d += 1
-    check_new_shape(tuple(shape), "indexing")
-    return alias(x, tuple(shape), tuple(strides), offset)
+    return alias(x, tuple(shape), tuple(strides), offset, "indexing")

@@ -37,7 +37,7 @@ import numbers
 from typing import Any, Sequence, Union
 
 from . import _lib, autotune
-from ._array import Array, alias, empty, empty_like, shares_storage
+from ._array import Array, alias, bump_version, empty, empty_like, shares_storage
 from ._array import to_numpy  # noqa: F401 - part of the ops API (an Array as a NumPy copy)
 from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permute, ...)
     as_strided,
@@ -51,7 +51,7 @@ from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permu
     view,
 )
 from ._dtype import DType, promote, to_dtype
-from ._errors import DimError, DTypeError, MinitensorError, ShapeError
+from ._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
 from ._shape import (
     as_shape,
     broadcast_shapes,
@@ -108,10 +108,18 @@ def _require_array(x: Any, func: str, name: str = "input") -> None:
         raise TypeError(f"{func}: {name} must be a Tensor, got {type(x).__name__}")
 
 
+def as_float(value: Scalar, func: str) -> float:
+    """A Python number as the double the engine takes (ValueError if it has none)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise InvalidArgumentError(f"{func}: the number {value} is too large for a double") from None
+
+
 def _scalar_tensor(value: Scalar, dtype: DType, like: Array) -> Array:
     """A new 0-d tensor holding value."""
     out = empty((), dtype)
-    _lib.fill(out, float(value))
+    _lib.fill(out, as_float(value, "a scalar operand"))
     return out
 
 
@@ -165,8 +173,10 @@ def fill_(out: Array, value: Scalar) -> Array:
     if not is_scalar(value):
         raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
     check_writable(out, "fill_()")
+    value = as_float(value, "fill_()")
+    bump_version(out)
     if out.numel() > 0:
-        _lib.fill(out, float(value))
+        _lib.fill(out, value)
     return out
 
 
@@ -182,6 +192,7 @@ def copy_(dst: Array, src: Any) -> Array:
         raise ShapeError(
             f"copy_(): a tensor of shape {src.shape} cannot be broadcast to the destination shape {dst.shape}"
         ) from None
+    bump_version(dst)
     if dst.numel() == 0:
         return dst
     if shares_storage(src, dst):
@@ -227,9 +238,10 @@ def contiguous(x: Array) -> Array:
 def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
     """A new tensor op(x) elementwise; op is an mt_map_op name ("exp", "add_scalar", ...)."""
     _require_array(x, f"{op}()")
+    scalar = as_float(scalar, f"{op}()")
     out = empty_like(x)
     if out.numel() > 0:
-        _lib.map_(op, out, x, float(scalar))
+        _lib.map_(op, out, x, scalar)
     return out
 
 
@@ -249,6 +261,57 @@ def zip_(op: str, a: Any, b: Any) -> Array:
     if out.numel() > 0:
         _lib.zip_(op, out, a, b)
     return out
+
+
+def check_inplace_shape(x: Array, other: Any, func: str) -> None:
+    """x op= other must keep x's shape: other broadcasts to x, not x to more."""
+    if is_array(other):
+        shape = broadcast_shapes(x.shape, other.shape, func)
+    elif is_scalar(other):
+        shape = x.shape
+    else:
+        raise TypeError(
+            f"{func}: unsupported operand type {type(other).__name__}; use a Tensor or a "
+            f"Python number (convert arrays with minitensor.tensor(...))"
+        )
+    if shape != x.shape:
+        raise ShapeError(f"{func}: output with shape {x.shape} doesn't match the broadcast shape {shape}")
+
+
+def inplace_(op: str, x: Array, other: Any) -> Array:
+    """x = x op other in x's memory (op: "add", "sub", "mul", "div"), so that every
+    view of x sees it; other broadcasts to x's shape, and the result is cast to
+    x's dtype (a float64 other is combined in float64 first, as torch does)."""
+    func = f"{op}_()"
+    _require_array(x, func)
+    check_inplace_shape(x, other, func)
+    check_writable(x, func)
+    if is_scalar(other) and op != "div":
+        value = as_float(other, func)
+        bump_version(x)
+        if x.numel() > 0:
+            if op == "mul":
+                _lib.map_("mul_scalar", x, x, value)
+            else:
+                _lib.map_("add_scalar", x, x, -value if op == "sub" else value)
+        return x
+    if is_scalar(other):
+        other = _scalar_tensor(other, x.dtype, x)
+    if other.dtype is not x.dtype:
+        result = zip_(op, x, other)  # in the promoted dtype, then cast into x
+        bump_version(x)
+        if x.numel() > 0:
+            _lib.map_("copy", x, result)
+        return x
+    if shares_storage(other, x) and not (
+        other.shape == x.shape and other.strides == x.strides
+        and other.storage_offset() == x.storage_offset()
+    ):
+        other = clone(other)  # an overlapping view: read it all before writing
+    bump_version(x)
+    if x.numel() > 0:
+        _lib.zip_(op, x, x, other)
+    return x
 
 
 def add(a: Any, b: Any) -> Array:
@@ -434,26 +497,29 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         )
     if algo not in _lib.op_names("matmul"):
         raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul')}")
+    # Every shape check comes before the casts, which allocate.
+    a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
+    b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2:
+        raise ShapeError(
+            f"matmul(): shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})"
+        )
+    try:
+        batch = broadcast_shapes(a_shape[:-2], b_shape[:-2], "matmul()")
+    except ShapeError:
+        raise ShapeError(
+            f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
+        ) from None
     dtype = promote(a.dtype, b.dtype)
+    check_new_shape(batch + (m, n), "matmul()", dtype.itemsize)
     a2 = cast(a, dtype)
     b2 = cast(b, dtype)
     if a.ndim == 1:
         a2 = unsqueeze(a2, 0)
     if b.ndim == 1:
         b2 = unsqueeze(b2, 1)
-    m, k = a2.shape[-2:]
-    k2, n = b2.shape[-2:]
-    if k != k2:
-        raise ShapeError(
-            f"matmul(): shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})"
-        )
-    try:
-        batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2], "matmul()")
-    except ShapeError:
-        raise ShapeError(
-            f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
-        ) from None
-    check_new_shape(batch + (m, n), "matmul()")
     shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
     if out is None:
         out = empty(shape, dtype)
@@ -530,6 +596,7 @@ def scatter_add_(out: Array, dim: int, index: Array, src: Array) -> Array:
                 f"scatter_add_(): index of shape {index.shape} is larger than the output of "
                 f"shape {out.shape} in dim {k}"
             )
+    bump_version(out)
     if index.numel() > 0:
         if shares_storage(src, out):
             src = clone(src)

@@ -9,9 +9,8 @@ minitensor/autograd/ (``Rule.apply``, which runs the raw op of
 minitensor/ops.py and records the graph); the others call ops.py directly
 and wrap the Array it returns as a Tensor (``Tensor._from_array``: cheap, it
 copies five fields). Comparisons, argmax, argmin and sign have no gradient:
-their results never require one. In-place methods refuse a tensor that
-requires a gradient while gradients are being recorded (wrap
-optimizer-style updates in ``mt.no_grad()``).
+their results never require one. In-place methods write into the tensor's
+memory and follow torch's autograd rules (see "in-place ops" below).
 
 The creation functions (tensor, zeros, randn, ...) are in _creation.py, the
 torch-style free functions (mt.exp, mt.cat, ...) in _functions.py. Where
@@ -21,6 +20,7 @@ docs/api.md.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -277,37 +277,52 @@ class Tensor(Variable):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Writes a number or a broadcastable tensor into the basic-index view self[key]."""
-        ops.setitem(_writable(self, "__setitem__"), key, value)
+        _overwrite(self, key, value, "__setitem__")
 
     # ---- in place ----
+    # As in torch: the write goes into this tensor's memory, so its views (and
+    # the tensors it is a view of) see it, and the version counter goes up.
+    # On a leaf that requires grad this is an error while gradients are
+    # recorded (update parameters inside minitensor.no_grad()); on any other
+    # tensor in a graph the op is recorded and becomes the tensor's grad_fn.
 
     def fill_(self, value: float) -> Tensor:
         """Sets every element to value."""
-        return ops.fill_(_writable(self, "fill_()"), value)
+        return _overwrite(self, Ellipsis, value, "fill_()")
 
     def zero_(self) -> Tensor:
         """Sets every element to 0."""
-        return ops.fill_(_writable(self, "zero_()"), 0.0)
+        return _overwrite(self, Ellipsis, 0.0, "zero_()")
 
     def copy_(self, src: Any) -> Tensor:
         """Copies src (broadcast, cast to this dtype) into this tensor."""
-        return ops.copy_(_writable(self, "copy_()"), src)
+        return _overwrite(self, Ellipsis, src, "copy_()")
 
     def add_(self, other: Any) -> Tensor:
-        """self += other, in place (computed out of place, then copied in)."""
-        return ops.copy_(_writable(self, "add_()"), ops.add(self, other))
+        """self += other, in place (other broadcast to self's shape; cast to self's dtype)."""
+        return _inplace(self, "add", autograd.Add, other)
 
     def sub_(self, other: Any) -> Tensor:
         """self -= other, in place."""
-        return ops.copy_(_writable(self, "sub_()"), ops.sub(self, other))
+        return _inplace(self, "sub", autograd.Sub, other)
 
     def mul_(self, other: Any) -> Tensor:
         """self *= other, in place."""
-        return ops.copy_(_writable(self, "mul_()"), ops.mul(self, other))
+        return _inplace(self, "mul", autograd.Mul, other)
 
     def div_(self, other: Any) -> Tensor:
         """self /= other, in place."""
-        return ops.copy_(_writable(self, "div_()"), ops.div(self, other))
+        return _inplace(self, "div", autograd.Div, other)
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+    @property
+    def _version(self) -> int:
+        """The version counter (torch's t._version): in-place writes into this tensor's memory."""
+        return self._storage.version
 
     # ---- elementwise ----
 
@@ -356,27 +371,27 @@ class Tensor(Variable):
     def __rmatmul__(self, other: Any) -> Tensor:
         return autograd.MatMul.apply(other, self)
 
+    # Comparisons are elementwise against a tensor, a number, or a list or
+    # NumPy array (converted with this tensor's dtype), in either order; the
+    # result holds 1.0 and 0.0 in the promoted dtype.
+
     def __lt__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("lt", self, other))
+        return _compare("lt", self, other)
 
     def __le__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("le", self, other))
+        return _compare("le", self, other)
 
     def __gt__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("gt", self, other))
+        return _compare("gt", self, other)
 
     def __ge__(self, other: Any) -> Tensor:
-        return Tensor._from_array(ops.zip_("ge", self, other))
+        return _compare("ge", self, other)
 
     def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        if not (isinstance(other, Array) or ops.is_scalar(other)):
-            return NotImplemented
-        return Tensor._from_array(ops.zip_("eq", self, other))
+        return _compare("eq", self, other)
 
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        if not (isinstance(other, Array) or ops.is_scalar(other)):
-            return NotImplemented
-        return Tensor._from_array(ops.zip_("ne", self, other))
+        return _compare("ne", self, other)
 
     def add(self, other: Any) -> Tensor:
         """self + other."""
@@ -460,12 +475,22 @@ class Tensor(Variable):
         """Product over dim (None: everything; an int or a tuple of ints)."""
         return autograd.Prod.apply(self, dim, keepdim)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Maximum over dim. Values only: torch returns (values, indices) when dim is given."""
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """The maximum of every element (a tensor) or, as torch, over an int dim a named
+        pair (values, indices), indices as whole numbers in floats. Over a tuple of dims:
+        the values only (torch's amax)."""
+        return _extremum(self, autograd.Max, "argmax", return_types.max, dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """The minimum; like max(): a tensor, or (values, indices) over an int dim."""
+        return _extremum(self, autograd.Min, "argmin", return_types.min, dim, keepdim)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The maximum over dim (None: everything; an int or a tuple): values only."""
         return autograd.Max.apply(self, dim, keepdim)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Minimum over dim. Values only: torch returns (values, indices) when dim is given."""
+    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The minimum over dim (None: everything; an int or a tuple): values only."""
         return autograd.Min.apply(self, dim, keepdim)
 
     def argmax(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
@@ -504,18 +529,101 @@ class Tensor(Variable):
 
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """Adds src at index along dim, in place; repeated indices add up."""
-        return ops.scatter_add_(_writable(self, "scatter_add_()"), dim, index, src)
+        _check_leaf(self, "scatter_add_()")
+        if _records(self, src):
+            result = autograd.ScatterAdd.apply(autograd.Clone.apply(_previous(self)), dim, index, src)
+            return _rebase(self, result)
+        return ops.scatter_add_(self, dim, index, src)
 
 
-def _writable(x: Tensor, func: str) -> Tensor:
-    """x, after checking that an in-place op may change it: not while gradients are
-    recorded for it (torch would track the change; minitensor's autograd does not)."""
-    if x.requires_grad and autograd.is_grad_enabled():
+# ---- in-place ops and autograd -----------------------------------------------------------
+
+
+def _check_leaf(x: Tensor, func: str) -> None:
+    """torch's rule: a leaf that requires grad may change in place only under no_grad."""
+    if x.requires_grad and x.grad_fn is None and autograd.is_grad_enabled():
         raise RuntimeError(
-            f"{func}: a tensor that requires grad cannot be changed in place while gradients "
-            f"are recorded; use an out-of-place op, or wrap the update in minitensor.no_grad()"
+            f"{func}: a leaf Variable that requires grad is being used in an in-place operation; "
+            f"change it in place only inside minitensor.no_grad() (as optimizers do)"
         )
+
+
+def _records(x: Tensor, other: Any) -> bool:
+    """Whether an in-place op on x with other must be recorded in the graph."""
+    return autograd.is_grad_enabled() and (
+        x.requires_grad or (isinstance(other, Variable) and other.requires_grad)
+    )
+
+
+def _previous(x: Tensor) -> Tensor:
+    """x's value and autograd record before an in-place op, as a separate object
+    (same memory): the input of the node that will become x's grad_fn."""
+    old = Tensor._from_array(x)
+    old.requires_grad = x.requires_grad
+    old.grad_fn = x.grad_fn
+    return old
+
+
+def _rebase(x: Tensor, result: Tensor) -> Tensor:
+    """Writes result (computed out of place, recorded) into x and gives x its history."""
+    ops.copy_(x, result)  # cast to x's dtype; bumps the version
+    x.requires_grad = result.requires_grad
+    x.grad_fn = result.grad_fn
     return x
+
+
+def _inplace(x: Tensor, op: str, rule: Any, other: Any) -> Tensor:
+    """x op= other in x's memory; recorded in the graph when x or other requires grad."""
+    func = f"{op}_()"
+    _check_leaf(x, func)
+    if _records(x, other):
+        ops.check_inplace_shape(x, other, func)
+        ops.check_writable(x, func)
+        # The rule sees a copy of x's old value: the write below must not change
+        # what it saved for backward.
+        return _rebase(x, rule.apply(autograd.Clone.apply(_previous(x)), other))
+    return ops.inplace_(op, x, other)
+
+
+def _overwrite(x: Tensor, key: Any, value: Any, func: str) -> Tensor:
+    """x[key] = value (fill_, zero_, copy_, setitem); recorded as autograd.Overwrite."""
+    _check_leaf(x, func)
+    if _records(x, value):
+        ops.check_writable(x, func)
+        return _rebase(x, autograd.Overwrite.apply(_previous(x), key, value))
+    if key is Ellipsis:
+        return ops.copy_(x, value)
+    ops.setitem(x, key, value)
+    return x
+
+
+class return_types:  # noqa: N801 - torch's name (torch.return_types)
+    """The named pairs that max and min over a dim return, as torch's."""
+
+    max = namedtuple("max", ["values", "indices"])
+    min = namedtuple("min", ["values", "indices"])
+
+
+def _extremum(x: Tensor, rule: Any, arg_op: str, pair: Any, dim: Any, keepdim: bool) -> Any:
+    values = rule.apply(x, dim, keepdim)
+    if dim is None or isinstance(dim, (tuple, list)):
+        return values
+    return pair(values, Tensor._from_array(ops.reduce_(arg_op, x, dim, keepdim)))
+
+
+def _compare(op: str, x: Tensor, other: Any) -> Any:
+    """x op other elementwise; NotImplemented for an operand that is no tensor,
+    number, list, tuple or NumPy array (so that == with None or a string is False)."""
+    if isinstance(other, (list, tuple, np.ndarray)):
+        try:
+            host = np.array(other, dtype=x._dtype.np_dtype, order="C")
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"{op}(): cannot compare a tensor with {type(other).__name__} {other!r}: {e}") from None
+        other = _array.empty(host.shape, x._dtype, f"{op}()")
+        _array.upload(other, host)
+    elif not (isinstance(other, Array) or ops.is_scalar(other)):
+        return NotImplemented
+    return Tensor._from_array(ops.zip_(op, x, other))
 
 
 def _t_dims(x: Tensor) -> tuple[int, ...]:

@@ -37,7 +37,7 @@ class Api:
 
 
 def values(result: Any) -> Any:
-    """torch's max(dim)/min(dim) return (values, indices); minitensor returns the values."""
+    """The values of max(dim)/min(dim), which return (values, indices) in both libraries."""
     return result[0] if isinstance(result, tuple) else result
 
 

@@ -229,3 +229,20 @@ def test_empty_tensors_pass_through() -> None:
     assert mt.exp(e).shape == (0, 3)
     assert (e * mt.ones(3)).shape == (0, 3)
     assert (mt.ones(2, 1) + mt.zeros(0)).shape == (2, 0)
+
+
+def test_comparisons_with_lists_and_numpy_arrays_are_elementwise() -> None:
+    t = mt.tensor([1.0, 2.0, 3.0])
+    a = np.array([1.0, 0.0, 3.0])
+    assert (t == a).tolist() == [1.0, 0.0, 1.0]
+    assert (a == t).tolist() == [1.0, 0.0, 1.0]  # NumPy defers to the tensor
+    assert (t != [1, 0, 3]).tolist() == [0.0, 1.0, 0.0]
+    assert (t < [2, 2, 2]).tolist() == [1.0, 0.0, 0.0]
+    assert (a > t).tolist() == [0.0, 0.0, 0.0]
+    assert (t >= (3, 3, 3)).tolist() == [0.0, 0.0, 1.0]
+    assert (t == 2).tolist() == [0.0, 1.0, 0.0]
+    m = mt.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=mt.float64)
+    assert (m == [1, 4]).tolist() == [[1.0, 0.0], [0.0, 1.0]]  # broadcast, in m's dtype
+    with pytest.raises(mt.ShapeError, match=r"\(0,\)"):
+        t != []
+    assert (t == None) is False  # noqa: E711 - not a tensor operand: identity, as torch

@@ -20,8 +20,8 @@ REDUCTIONS: dict[str, tuple[Callable, Callable]] = {
     "sum": (lambda t, d, k: t.sum(d, k), lambda a, d, k: np.sum(a, axis=d, keepdims=k)),
     "mean": (lambda t, d, k: t.mean(d, k), lambda a, d, k: np.mean(a, axis=d, keepdims=k)),
     "prod": (lambda t, d, k: t.prod(d, k), lambda a, d, k: np.prod(a, axis=d, keepdims=k)),
-    "max": (lambda t, d, k: t.max(d, k), lambda a, d, k: np.max(a, axis=d, keepdims=k)),
-    "min": (lambda t, d, k: t.min(d, k), lambda a, d, k: np.min(a, axis=d, keepdims=k)),
+    "max": (lambda t, d, k: t.amax(d, k), lambda a, d, k: np.max(a, axis=d, keepdims=k)),
+    "min": (lambda t, d, k: t.amin(d, k), lambda a, d, k: np.min(a, axis=d, keepdims=k)),
     "argmax": (lambda t, d, k: t.argmax(d, k), lambda a, d, k: _np_arg(np.argmax, a, d, k)),
     "argmin": (lambda t, d, k: t.argmin(d, k), lambda a, d, k: _np_arg(np.argmin, a, d, k)),
 }
@@ -86,14 +86,15 @@ def test_reduce_awkward_lengths(length: int, dtype: mt.DType) -> None:
     assert_close(t.sum(0), a.sum(0), dtype, n=rows)
     assert_close(t.sum(), a.sum(), dtype, n=rows * n)
     assert_close(t.mean(-1, keepdim=True), a.mean(-1, keepdims=True), dtype, n=n)
-    assert_close(t.max(1), a.max(1), dtype)
+    assert_close(t.max(1).values, a.max(1), dtype)
+    np.testing.assert_array_equal(t.max(1).indices.numpy(), a.argmax(1))
     assert_close(t.min(), a.min(), dtype)
     np.testing.assert_array_equal(t.argmax(1).numpy(), a.argmax(1))
     np.testing.assert_array_equal(t.argmin(1).numpy(), a.argmin(1))
     np.testing.assert_array_equal(t.argmax().numpy(), a.argmax())
     # the reduced dim not last: a transposed view
     assert_close(t.T.sum(0), a.sum(1), dtype, n=n)
-    assert_close(t.T.max(0), a.max(1), dtype)
+    assert_close(t.T.max(0).values, a.max(1), dtype)
     # softmax along rows of awkward length
     assert_close(mt.softmax(t, 1), _np_softmax(a, 1), dtype, n=n)
 
@@ -117,7 +118,7 @@ def test_reduce_keepdim_shapes() -> None:
     assert t.mean((0, 1, 2)).item() == 1.0
     assert t.argmax(2).shape == (2, 3)
     assert t.argmax(keepdim=True).shape == (1, 1, 1)
-    assert mt.sum(t, 0).shape == (3, 4) and mt.max(t, 1).shape == (2, 4)
+    assert mt.sum(t, 0).shape == (3, 4) and mt.max(t, 1).values.shape == (2, 4)
 
 
 def test_reductions_of_empty_dims() -> None:
@@ -131,12 +132,12 @@ def test_reductions_of_empty_dims() -> None:
         e.max(0)
     with pytest.raises(IndexError):
         e.argmax()
-    assert e.max(1).shape == (0,)
+    assert e.max(1).values.shape == (0,)
 
 
 def test_zero_dim_reductions() -> None:
     s = mt.tensor(2.5)
-    assert s.sum().item() == 2.5 and s.max(0).item() == 2.5 and s.sum(-1).item() == 2.5
+    assert s.sum().item() == 2.5 and s.max(0).values.item() == 2.5 and s.sum(-1).item() == 2.5
     assert s.argmax().item() == 0.0
     assert s.mean().item() == 2.5
 
@@ -194,3 +195,16 @@ def test_logsumexp_extremes() -> None:
     assert np.isclose(got[2], 1e30 + np.log(2))
     assert got[3] == 0.0
     assert mt.logsumexp(mt.ones(2, 3), (0, 1)).shape == ()
+
+
+def test_max_and_min_over_a_dim_return_values_and_indices_as_torch() -> None:
+    t = mt.tensor([[1.0, 5.0, 5.0], [7.0, 0.0, 2.0]])
+    v, i = t.max(dim=1)  # batch size 2: must not unpack rows
+    assert v.tolist() == [5.0, 7.0] and i.tolist() == [1.0, 0.0]
+    r = mt.min(t, 0, keepdim=True)
+    assert type(r).__name__ == "min" and r.values.tolist() == [[1.0, 0.0, 2.0]]
+    assert r.indices.tolist() == [[0.0, 1.0, 1.0]]
+    assert isinstance(t.max(), mt.Tensor) and t.max().item() == 7.0
+    assert isinstance(t.max(dim=(0, 1)), mt.Tensor)  # a tuple of dims: values only (amax)
+    assert t.amax(1).tolist() == [5.0, 7.0] and mt.amin(t, 0).tolist() == [1.0, 0.0, 2.0]
+    assert isinstance(mt.return_types.max(v, i), tuple)

@@ -72,6 +72,7 @@ from .shaping import (
     Cast,
     Gather,
     ScatterAdd,
+    Overwrite,
     Cat,
     Stack,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "Cast",
     "Gather",
     "ScatterAdd",
+    "Overwrite",
     "Cat",
     "Stack",
 ]

@@ -27,6 +27,14 @@ sees (results, saved tensors, gradients) over as a Variable of the kind of
 its inputs, through ``Variable._wrap`` (a Tensor's results are Tensors).
 Gradients are not themselves differentiable (no ``create_graph``).
 
+In-place ops are recorded as torch records them (minitensor/tensor.py): the
+tensor's ``grad_fn`` is replaced by the node of the op, whose input is the
+tensor's previous record. Each Storage has a version counter, bumped by every
+in-place write into it (and so shared by a tensor and its views);
+``save_for_backward`` notes the version of each tensor it keeps and
+``saved_tensors`` raises RuntimeError if it changed since: backward would
+otherwise compute with the changed values.
+
 Tensors saved for backward are stored as detached aliases (same storage, no
 ``grad_fn``), so a result never refers to itself through its node and is
 freed by reference counting, without waiting for the cycle collector.
@@ -128,8 +136,13 @@ class Function:
 
     def __init__(self) -> None:
         self.inputs: tuple[Any, ...] = ()  # the arguments of forward (tensors and others)
+        # The grad_fn of each input when this node was recorded: the graph's
+        # edges. An in-place op later gives the input tensor a new grad_fn;
+        # this node must still send its gradient to the old one.
+        self.input_fns: tuple[Optional[Function], ...] = ()
         self.needs_input_grad: tuple[bool, ...] = ()
         self._saved: tuple[Optional[Array], ...] = ()
+        self._versions: tuple[int, ...] = ()  # the version of each saved tensor's storage, when saved
         self._freed = False
         self._retained: Optional[weakref.ref] = None  # the result, when it called retain_grad()
 
@@ -139,6 +152,7 @@ class Function:
             if t is not None and not isinstance(t, Array):
                 raise TypeError(f"save_for_backward() takes tensors or None, got {type(t).__name__}")
         self._saved = tuple(None if t is None else _detached(t) for t in tensors)
+        self._versions = tuple(0 if t is None else t._storage.version for t in tensors)
 
     @property
     def saved_tensors(self) -> tuple[Optional[Array], ...]:
@@ -148,6 +162,15 @@ class Function:
                 f"already freed its saved tensors); call .backward(retain_graph=True) the first "
                 f"time if you need to"
             )
+        for i, (t, version) in enumerate(zip(self._saved, self._versions)):
+            if t is not None and t._storage.version != version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: the tensor of shape {t.shape} that {type(self).__name__} "
+                    f"saved (saved tensor {i}) is at version {t._storage.version}; expected version "
+                    f"{version} instead. Compute the changed value out of place (y = y + 1, not "
+                    f"y += 1), or clone() it before changing it"
+                )
         return self._saved
 
     @staticmethod
@@ -189,6 +212,7 @@ class Function:
             out = like._wrap(out)  # never turn an input into its own result
         if record:
             ctx.inputs = args
+            ctx.input_fns = tuple(a.grad_fn if isinstance(a, Variable) else None for a in args)
             ctx.needs_input_grad = tuple(isinstance(a, Variable) and a.requires_grad for a in args)
             out.requires_grad = True
             out.grad_fn = ctx
@@ -223,6 +247,14 @@ def _check_grad(node: Function, t: Variable, grad: Any) -> Array:
     return ops.cast(grad, t.dtype)
 
 
+def _input_fns(node: Function) -> tuple[Optional[Function], ...]:
+    """The grad_fn of each input of node, as recorded (or, for a node built by
+    hand, as the inputs have them now)."""
+    if node.input_fns or not node.inputs:
+        return node.input_fns
+    return tuple(x.grad_fn if isinstance(x, Variable) else None for x in node.inputs)
+
+
 def topological_order(root: Function) -> list[Function]:
     """The nodes reachable from root, each once, every node before the nodes it
     consumes (reverse post-order of an iterative depth-first search)."""
@@ -238,9 +270,9 @@ def topological_order(root: Function) -> list[Function]:
             continue
         visited.add(id(node))
         stack.append((node, True))
-        for x in node.inputs:
-            if isinstance(x, Variable) and x.grad_fn is not None and id(x.grad_fn) not in visited:
-                stack.append((x.grad_fn, False))
+        for fn in _input_fns(node):
+            if fn is not None and id(fn) not in visited:
+                stack.append((fn, False))
     post_order.reverse()
     return post_order
 
@@ -303,14 +335,14 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
             if not retain_graph:
                 node._saved = ()
                 node._freed = True
-            for x, needed, g in zip(node.inputs, node.needs_input_grad, input_grads):
+            for x, fn, needed, g in zip(node.inputs, _input_fns(node), node.needs_input_grad, input_grads):
                 if not needed or g is None:
                     continue
                 g = _check_grad(node, x, g)
-                if x.grad_fn is None:
+                if fn is None:
                     _accumulate(x, g)
                 else:
-                    key = id(x.grad_fn)
+                    key = id(fn)
                     pending[key] = ops.add(pending[key], g) if key in pending else g
         while _queued_callbacks:
             _queued_callbacks.pop(0)()

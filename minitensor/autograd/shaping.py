@@ -171,6 +171,30 @@ class Gather(Function):
         return ops.scatter_add_(zeros(x.shape, grad), ctx.dim, index, grad), None, None
 
 
+class Overwrite(Function):
+    """old with old[key] = value (a number or a tensor broadcast to old[key]): how
+    copy_, fill_, zero_ and setitem are recorded on a tensor in a graph. The
+    gradient of old is grad with the overwritten elements zeroed; value's is
+    grad[key] summed down to value's shape."""
+
+    @staticmethod
+    def forward(ctx, old, key, value):
+        out = ops.clone(old)
+        ops.setitem(out, key, value)
+        ctx.key = key
+        ctx.value_shape = value.shape if ops.is_array(value) else None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        g_old = ops.clone(grad)
+        ops.fill_(ops.index(g_old, ctx.key), 0.0)
+        g_value = None
+        if ctx.value_shape is not None and ctx.needs_input_grad[2]:
+            g_value = unbroadcast(ops.index(grad, ctx.key), ctx.value_shape)
+        return g_old, None, g_value
+
+
 class ScatterAdd(Function):
     """A copy of x with src added at index along dim."""
 

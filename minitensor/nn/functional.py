@@ -55,6 +55,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     by ``minitensor.manual_seed``), so a seed repeats it on every backend.
     With training=False, or p=0, x is returned as it is.
     """
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise TypeError(f"dropout(): p must be a number, got {type(p).__name__}")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout(): p must be in [0, 1], got {p}")
     if not training or p == 0.0:
@@ -158,6 +160,11 @@ def embedding(indices: Any, weight: Tensor) -> Tensor:
     """Rows of weight (num_embeddings, dim) picked by indices of any shape: the result
     has shape indices.shape + (dim,). The backward adds into the picked rows
     (scatter_add), so repeated indices accumulate."""
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        raise ValueError(
+            f"embedding(): weight must be a 2-D Tensor (num_embeddings, embedding_dim), got "
+            f"{weight.shape if isinstance(weight, Tensor) else type(weight).__name__}"
+        )
     if isinstance(indices, Tensor):
         index = indices.detach().to(weight.dtype)
     else:

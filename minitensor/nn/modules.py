@@ -312,6 +312,8 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None) -> None:
         super().__init__()
+        _check_size(in_features, "Linear", "in_features")
+        _check_size(out_features, "Linear", "out_features")
         self.in_features = in_features
         self.out_features = out_features
         dtype = default_dtype if dtype is None else to_dtype(dtype)
@@ -394,12 +396,22 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
 
 
+def _check_size(value: Any, module: str, name: str) -> None:
+    """A layer size: a non-negative int (the error names the argument, as torch's do)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{module}(): {name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{module}(): {name} must be non-negative, got {value}")
+
+
 class Embedding(Module):
     """A table of num_embeddings vectors of size embedding_dim (initialized N(0, 1), as
     torch); calling it with indices of any shape gives indices.shape + (embedding_dim,)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None) -> None:
         super().__init__()
+        _check_size(num_embeddings, "Embedding", "num_embeddings")
+        _check_size(embedding_dim, "Embedding", "embedding_dim")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         dtype = default_dtype if dtype is None else to_dtype(dtype)
