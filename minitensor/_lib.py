@@ -57,7 +57,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -89,7 +89,7 @@ OP_FAMILIES: tuple[str, ...] = ("map", "zip", "reduce", "matmul", "reduce_algo",
 REQUIRED_OPS: dict[str, tuple[str, ...]] = {
     "map": (
         "copy", "neg", "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt",
-        "reciprocal", "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar",
+        "reciprocal", "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar", "softplus",
     ),
     "zip": (
         "add", "sub", "mul", "div", "pow", "maximum", "minimum",

@@ -24,6 +24,8 @@ MT_DEVICE float mt_sqrt(float x) { return sqrtf(x); }
 MT_DEVICE double mt_sqrt(double x) { return sqrt(x); }
 MT_DEVICE float mt_fabs(float x) { return fabsf(x); }
 MT_DEVICE double mt_fabs(double x) { return fabs(x); }
+MT_DEVICE float mt_log1p(float x) { return log1pf(x); }
+MT_DEVICE double mt_log1p(double x) { return log1p(x); }
 MT_DEVICE float mt_pow(float x, float y) { return powf(x, y); }
 MT_DEVICE double mt_pow(double x, double y) { return pow(x, y); }
 

@@ -142,6 +142,14 @@ struct map_rpow_scalar {
     __device__ T operator()(T x) const { return mt_pow(s, x); }
 };
 
+/* softplus(x) = log(1 + exp(x)). exp overflows for x above ~88 (float), so
+ * write it as max(x, 0) + log(1 + exp(-|x|)): exp now only sees numbers <= 0,
+ * and log1p keeps the digits that log(1 + tiny) would lose for large |x|. */
+template <typename T>
+struct map_softplus {
+    __device__ T operator()(T x) const { return (x > T(0) ? x : T(0)) + mt_log1p(mt_exp(-mt_fabs(x))); }
+};
+
 /* mt_map runs fill as mt_fill (which never reads `in`); the functor is here
  * so that every op of MT_MAP_OPS has one. */
 template <typename T>

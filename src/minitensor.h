@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 4
+#define MT_ABI_VERSION 5
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -85,11 +85,9 @@ typedef struct {
  * X(ID, name) entries, in id order. The enums below, the name tables that
  * mt_op_name reports (src/library.cu) and the id -> functor dispatch of the
  * kernel files are all generated from these lists, so they cannot drift
- * apart. To add an op (say softplus): add X(SOFTPLUS, softplus) to
- * MT_MAP_OPS (at the end, so that no existing id changes), write its functor
- * map_softplus in src/map.cu, bump MT_ABI_VERSION, and add the name to the
- * binding's table (minitensor/_lib.py), which it checks against the library
- * at load time.                                                            */
+ * apart. Adding an op is one line here (at the end of its list, so that no
+ * existing id changes), its functor in the kernel file, and MT_ABI_VERSION
+ * bumped: docs/kernels.md, "Add an op", takes softplus through every layer. */
 
 /* Unary maps, out = f(in), elementwise, same shape. The *_scalar ops use the
  * scalar argument of mt_map (s); fill ignores `in`.                         */
@@ -109,7 +107,8 @@ typedef struct {
     X(MUL_SCALAR, mul_scalar)   /* in * s                                  */ \
     X(POW_SCALAR, pow_scalar)   /* in ** s                                 */ \
     X(RPOW_SCALAR, rpow_scalar) /* s ** in                                 */ \
-    X(FILL, fill)               /* s                                       */
+    X(FILL, fill)               /* s                                       */ \
+    X(SOFTPLUS, softplus)       /* log(1 + exp(in)), without overflow      */
 
 /* Binary zips, out = f(a, b) with NumPy broadcasting. Comparisons give 1.0
  * or 0.0 in the output dtype.                                               */

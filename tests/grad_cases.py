@@ -84,6 +84,7 @@ CASES = [
     Case("log_sliced", lambda m, x: x[1:, ::2].log(), ((3, 5),), **POS),
     Case("relu_expanded", lambda m, x: x.expand(3, 4).relu() * 2.0, ((1, 4),)),
     Case("sigmoid", lambda m, x: x.sigmoid(), ((2, 3),)),
+    Case("softplus", lambda m, x: m.nn.functional.softplus(x), ((2, 3),)),
     Case("tanh_transposed", lambda m, x: x.transpose(0, 1).tanh(), ((3, 2),)),
     Case("abs", lambda m, x: x.abs(), ((5,),)),
     Case("sqrt_stepped", lambda m, x: x[::2].sqrt(), ((5, 2),), **POS),

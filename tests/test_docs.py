@@ -96,3 +96,45 @@ def test_relative_links_exist(path: Path) -> None:
         if not (path.parent / file_part).exists():
             missing.append(target)
     assert not missing, f"{path.relative_to(ROOT)} links to files that do not exist: {missing}"
+
+
+# ---- docs/kernels.md, "Add an op": the tutorial quotes the code as it is -------------
+
+TUTORIAL = ROOT / "docs" / "kernels.md"
+QUOTED_FROM = re.compile(r"In\s+`([^`]+)`:\s*$")
+
+
+def tutorial_quotes() -> list[tuple[int, str, str]]:
+    """(line, file, quoted code) of every c/py block of the "Add an op" section,
+    the file being the one its introducing sentence names ("In `src/map.cu`:")."""
+    text = TUTORIAL.read_text()
+    start = text.index("## Add an op")
+    end = text.index("\n## ", start + 1)
+    first_line = text[:start].count("\n") + 1
+    quotes = []
+    for line, lang, code in code_blocks(TUTORIAL):
+        if not first_line <= line < first_line + text[start:end].count("\n") or lang not in ("c", "py"):
+            continue
+        before = "\n".join(text.splitlines()[: line - 1]).rstrip()
+        match = QUOTED_FROM.search(before)
+        assert match, f"docs/kernels.md:{line}: the block does not follow 'In `file`:'"
+        quotes.append((line, match.group(1), code))
+    return quotes
+
+
+def test_the_tutorial_quotes_blocks() -> None:
+    assert len(tutorial_quotes()) >= 7
+
+
+@pytest.mark.parametrize("line, file, code", tutorial_quotes(), ids=lambda v: str(v) if isinstance(v, int) else None)
+def test_tutorial_quote_is_in_its_file(line: int, file: str, code: str) -> None:
+    """Each quoted line stands in the named file, in the quoted order."""
+    source = [l.strip() for l in (ROOT / file).read_text().splitlines()]
+    at = 0
+    for quoted in (l.strip() for l in code.splitlines()):
+        if not quoted:
+            continue
+        try:
+            at = source.index(quoted, at) + 1
+        except ValueError:
+            pytest.fail(f"docs/kernels.md:{line} quotes a line that {file} does not have (after line {at}): {quoted!r}")

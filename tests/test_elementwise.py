@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minitensor as mt
+import minitensor.nn.functional as F
 from helpers import (
     assert_close,
     broadcastable_shapes,
@@ -33,6 +34,7 @@ UNARY: dict[str, tuple[Callable, Callable, Any]] = {
     "sqrt": (mt.sqrt, np.sqrt, (0.0, 5.0)),
     "reciprocal": (lambda t: t.reciprocal(), lambda a: 1.0 / a, (0.1, 3.0)),
     "sign": (lambda t: t.sign(), np.sign, None),
+    "softplus": (F.softplus, lambda a: np.logaddexp(0.0, a), None),
 }
 
 
@@ -59,6 +61,11 @@ def test_unary_special_values() -> None:
     with np.errstate(all="ignore"):
         assert_close(mt.log(t), np.log([0.0, -1.0, np.inf, -np.inf, np.nan]), mt.float64)
     assert_close(mt.sigmoid(mt.tensor([-1000.0, 1000.0])), [0.0, 1.0], mt.float32)
+    # log(1 + exp(x)) written naively overflows at x = 1000 (exp is inf) and
+    # loses everything at x = -1000; softplus's kernel does neither.
+    assert_close(F.softplus(mt.tensor([-1000.0, 0.0, 1000.0])), [0.0, np.log(2.0), 1000.0], mt.float32)
+    with pytest.raises(ValueError, match="beta=2"):
+        F.softplus(mt.ones(2), beta=2)
     assert_close(mt.relu(t), [0.0, 0.0, np.inf, 0.0, np.nan], mt.float64)
 
 

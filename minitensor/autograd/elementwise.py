@@ -226,6 +226,18 @@ class Sigmoid(Function):
         return ops.mul(grad, ops.mul(out, ops.sub(1.0, out)))
 
 
+class Softplus(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ops.map_("softplus", x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return ops.mul(grad, ops.map_("sigmoid", x))  # d/dx log(1 + e^x) = sigmoid(x)
+
+
 class Tanh(Function):
     @staticmethod
     def forward(ctx, x):

@@ -1,7 +1,8 @@
 """nn.functional: the stateless building blocks that the modules of minitensor.nn use.
 
 Every function here is composed of Tensor methods, so autograd records it
-like any other expression; none has a hand-written backward of its own.
+like any other expression, or applies one gradient rule of minitensor.autograd
+(softplus, whose rule docs/kernels.md's "Add an op" writes).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .._creation import rand, tensor
+from .. import autograd
 from ..tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -30,6 +32,22 @@ def tanh(x: Tensor) -> Tensor:
 def sigmoid(x: Tensor) -> Tensor:
     """1 / (1 + exp(-x)), elementwise."""
     return x.sigmoid()
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(x)), elementwise: a smooth relu whose gradient is sigmoid(x).
+
+    Only torch's defaults are supported (beta 1; above the threshold 20
+    torch returns x itself, which log(1 + exp(x)) equals to float precision).
+    """
+    if beta != 1.0 or threshold != 20.0:
+        raise ValueError(
+            f"softplus(): only beta=1 and threshold=20 (torch's defaults) are supported, "
+            f"got beta={beta!r}, threshold={threshold!r}"
+        )
+    if not isinstance(x, Tensor):
+        raise TypeError(f"softplus(): input must be a Tensor, got {type(x).__name__}")
+    return autograd.Softplus.apply(x)
 
 
 def softmax(x: Tensor, dim: int) -> Tensor:

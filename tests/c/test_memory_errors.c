@@ -16,6 +16,8 @@
  *   make build/tests/emu/test_memory_errors && build/tests/emu/test_memory_errors
  *   MT_TEST_SEED=42 build/tests/emu/test_memory_errors     (replay a run)
  */
+#include <ctype.h>
+
 #include "test_util.h"
 #include "tt_calls.h"
 
@@ -318,30 +320,45 @@ static void test_memory(void)
 /* Library information                                                       */
 /* ======================================================================== */
 
-static const char *MAP_NAMES[MT_MAP_OP_COUNT] = {
-    "copy", "neg", "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt", "reciprocal", "sign",
-    "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar", "fill"};
-static const char *ZIP_NAMES[MT_ZIP_OP_COUNT] = {
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-    "relu_backward"};
-static const char *REDUCE_NAMES[MT_REDUCE_OP_COUNT] = {"sum", "prod", "max", "min", "argmax", "argmin"};
-static const char *MATMUL_NAMES[MT_MATMUL_ALGO_COUNT] = {
-    "default", "naive", "coalesced", "tiled", "blocktile_1d", "blocktile_2d", "vectorized", "warptile"};
-static const char *REDUCE_ALGO_NAMES[MT_REDUCE_ALGO_COUNT] = {"default", "interleaved", "sequential",
-                                                              "first_add", "warp_shuffle", "vectorized"};
-static const char *COPY_ALGO_NAMES[MT_COPY_ALGO_COUNT] = {"default", "naive", "tiled", "tiled_padded"};
+/* Each op list of minitensor.h as (ENUM_ID, name) pairs, e.g. {"SOFTPLUS",
+ * "softplus"}: generated from the lists themselves, so that a new op needs
+ * no edit here. */
+typedef struct {
+    const char *id;
+    const char *name;
+} op_entry;
+#define TT_OP_ENTRY_(id, name) {#id, #name},
+static const op_entry MAP_OPS[] = {MT_MAP_OPS(TT_OP_ENTRY_)};
+static const op_entry ZIP_OPS[] = {MT_ZIP_OPS(TT_OP_ENTRY_)};
+static const op_entry REDUCE_OPS[] = {MT_REDUCE_OPS(TT_OP_ENTRY_)};
+static const op_entry MATMUL_ALGOS[] = {MT_MATMUL_ALGOS(TT_OP_ENTRY_)};
+static const op_entry REDUCE_ALGOS[] = {MT_REDUCE_ALGOS(TT_OP_ENTRY_)};
+static const op_entry COPY_ALGOS[] = {MT_COPY_ALGOS(TT_OP_ENTRY_)};
+#undef TT_OP_ENTRY_
 
-/* The library's table for `family` matches the enum of the header: the same
- * count and, for each id, the enum's name in lower case. */
-static void check_table(const char *family, const char **names, int count)
+/* name is ID in lower case ("RELU_BACKWARD" -> "relu_backward"). */
+static int is_lower_case_of(const char *name, const char *id)
 {
-    tt_case("mt_op_count/mt_op_name(\"%s\") match the enum of minitensor.h", family);
+    for (; *name && *id; ++name, ++id)
+        if (*name != tolower((unsigned char)*id))
+            return 0;
+    return *name == *id;
+}
+
+/* The library's table for `family` matches the op list of the header: the
+ * same count and, for each id, the list's name, which is the enum's id in
+ * lower case. */
+static void check_table(const char *family, const op_entry *ops, int count)
+{
+    tt_case("mt_op_count/mt_op_name(\"%s\") match the op list of minitensor.h", family);
     TT_CHECK(mt_op_count(family) == count, "mt_op_count(\"%s\") = %d, header says %d", family,
              mt_op_count(family), count);
     for (int op = 0; op < count; ++op) {
         const char *name = mt_op_name(family, op);
-        TT_CHECK(name && strcmp(name, names[op]) == 0, "mt_op_name(\"%s\", %d) = \"%s\", expected \"%s\"",
-                 family, op, name ? name : "(null)", names[op]);
+        TT_CHECK(is_lower_case_of(ops[op].name, ops[op].id), "the header lists X(%s, %s): the name must be the id in lower case",
+                 ops[op].id, ops[op].name);
+        TT_CHECK(name && strcmp(name, ops[op].name) == 0, "mt_op_name(\"%s\", %d) = \"%s\", expected \"%s\"",
+                 family, op, name ? name : "(null)", ops[op].name);
     }
     TT_CHECK(mt_op_name(family, -1) == NULL, "a name for id -1");
     TT_CHECK(mt_op_name(family, count) == NULL, "a name for id %d (the count)", count);
@@ -353,12 +370,12 @@ static void test_info(void)
     TT_CHECK(mt_abi_version() == MT_ABI_VERSION, "library %d, header %d", mt_abi_version(), MT_ABI_VERSION);
     TT_CHECK(mt_max_dims() == MT_MAX_DIMS, "library %d, header %d", mt_max_dims(), MT_MAX_DIMS);
 
-    check_table("map", MAP_NAMES, MT_MAP_OP_COUNT);
-    check_table("zip", ZIP_NAMES, MT_ZIP_OP_COUNT);
-    check_table("reduce", REDUCE_NAMES, MT_REDUCE_OP_COUNT);
-    check_table("matmul", MATMUL_NAMES, MT_MATMUL_ALGO_COUNT);
-    check_table("reduce_algo", REDUCE_ALGO_NAMES, MT_REDUCE_ALGO_COUNT);
-    check_table("copy_algo", COPY_ALGO_NAMES, MT_COPY_ALGO_COUNT);
+    check_table("map", MAP_OPS, MT_MAP_OP_COUNT);
+    check_table("zip", ZIP_OPS, MT_ZIP_OP_COUNT);
+    check_table("reduce", REDUCE_OPS, MT_REDUCE_OP_COUNT);
+    check_table("matmul", MATMUL_ALGOS, MT_MATMUL_ALGO_COUNT);
+    check_table("reduce_algo", REDUCE_ALGOS, MT_REDUCE_ALGO_COUNT);
+    check_table("copy_algo", COPY_ALGOS, MT_COPY_ALGO_COUNT);
 
     tt_case("mt_op_count/mt_op_name of an unknown family");
     TT_CHECK(mt_op_count("nonsense") == -1, "got %d", mt_op_count("nonsense"));
