@@ -1,6 +1,6 @@
 """autotune: chooses the matmul tile configuration by measurement, and remembers it.
 
-The fastest matmul kernel (warptile, src/matmul_blocktile.cu) comes in several
+The fastest matmul kernel (warptile, src/matmul_warptile.cu) comes in several
 tile configurations (``_lib.matmul_config_count()``, named by
 ``_lib.matmul_config_name(i)``): big 128 x 128 tiles do the most work per byte
 loaded, small 64 x 64 tiles give a small product enough blocks to fill the GPU,
