@@ -21,12 +21,12 @@ Backends (docs/distributed.md):
     LOCAL_RANK. Rank 0 makes the NCCL unique id and hands it to the others
     over TCP at MASTER_ADDR:MASTER_PORT (the launcher sets them).
 
-The collectives run in C (src/dist/comm.cu with comm_mpi.cu or
-comm_nccl.cu, bound in _comm_lib.py); each waits for completion with a
-timeout (``timeout=`` or MINITENSOR_DIST_TIMEOUT, seconds, default 300), so a dead rank makes the others fail with
-DistributedTimeoutError instead of hanging. An uncaught exception in a rank
-prints its traceback and aborts the whole job (MPI_Abort / ncclCommAbort).
-"""
+The collectives run in C (src/dist/comm.cu with comm_mpi.cu or comm_nccl.cu,
+bound in _comm_lib.py); each waits for completion with a timeout
+(``timeout=`` or MINITENSOR_DIST_TIMEOUT, seconds, default 300), so a dead
+rank makes the others fail with DistributedTimeoutError instead of hanging.
+An uncaught exception in a rank prints its traceback and aborts the whole
+job (MPI_Abort / ncclCommAbort). """
 
 from __future__ import annotations
 
