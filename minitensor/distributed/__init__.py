@@ -26,7 +26,8 @@ bound in _comm_lib.py); each waits for completion with a timeout
 (``timeout=`` or MINITENSOR_DIST_TIMEOUT, seconds, default 300), so a dead
 rank makes the others fail with DistributedTimeoutError instead of hanging.
 An uncaught exception in a rank prints its traceback and aborts the whole
-job (MPI_Abort / ncclCommAbort). """
+job (MPI_Abort / ncclCommAbort).
+"""
 
 from __future__ import annotations
 
