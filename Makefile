@@ -1,15 +1,20 @@
 # minitensor: build the engine twice from the same sources, run the tests.
 #
 #   make            build/libminitensor_emu.so (always) and
-#                   build/libminitensor_cuda.so (when nvcc is found)
+#                   build/libminitensor_cuda.so (where nvcc and a GPU are found)
+#   make cuda       build/libminitensor_cuda.so, GPU or not
+#   make cuda-check nvcc compiles the kernels for one GPU (CHECK_ARCH) and
+#                   links them, to catch compile errors on a machine without
+#                   a GPU (make test does this where nvcc has no GPU to run on)
 #   make test-c     C tests of the kernels (emulator; CUDA too on a GPU machine)
 #   make test       everything CI runs: C tests, then the Python suite
 #   make demo       the main job: train a digit classifier
 #
 # Variables a user may override:
 #   CUDA_ARCHS="75 80 86 89 90"   machine code generated for these GPUs (+PTX)
+#   CHECK_ARCH=90                 the GPU that cuda-check compiles for
 #   PYTHON=python3                interpreter used to make the virtualenv
-#   JOBS=2                        parallel compile jobs
+#   JOBS=<cores>                  parallel jobs (make -j); default: every core
 
 SHELL       := /bin/bash
 BUILD       := build
@@ -18,6 +23,11 @@ NVCC        ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvc
 CXX         ?= g++
 CUDA_ARCHS  ?= 75 80 86 89 90
 VENV        := .venv
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+# Sub-makes (make test runs some) share the top make's jobs.
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS   += -j$(JOBS)
+endif
 VPY         := $(VENV)/bin/python
 
 SRCS        := $(wildcard src/*.cu)
@@ -35,25 +45,24 @@ EMU_LIB      := $(BUILD)/libminitensor_emu.so
 LAST_ARCH    := $(lastword $(CUDA_ARCHS))
 GENCODE      := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
                 -gencode=arch=compute_$(LAST_ARCH),code=compute_$(LAST_ARCH)
-NVCC_FLAGS   := -std=c++17 -O3 -lineinfo -Isrc -Xcompiler -fPIC -Xcompiler -Wall --threads 0 $(GENCODE)
+NVCC_BASE    := -std=c++17 -O3 -lineinfo -Isrc -Xcompiler -fPIC -Xcompiler -Wall --threads 0
+NVCC_FLAGS   := $(NVCC_BASE) $(GENCODE)
 CUDA_OBJS    := $(NAMES:%=$(BUILD)/cuda/%.o)
 CUDA_LIB     := $(BUILD)/libminitensor_cuda.so
+CHECK_ARCH   ?= 90
 
+# The libraries a program runs on here: the CUDA build only where there is a
+# GPU to run it. Elsewhere nvcc for five GPUs would cost minutes of every
+# first build (and of every edit of a kernel) for a library nothing can load;
+# `make test` compiles the kernels for one GPU instead (cuda-check), so that
+# a change that breaks nvcc is still caught on a machine without a GPU.
+HAVE_GPU := $(if $(NVCC),$(shell nvidia-smi -L >/dev/null 2>&1 && echo yes))
 LIBS := $(EMU_LIB)
-ifneq ($(NVCC),)
+ifneq ($(HAVE_GPU),)
 LIBS += $(CUDA_LIB)
 endif
 
-# The libraries a program will run on here: the CUDA build only where there
-# is a GPU to run it (the demo need not wait for nvcc on a laptop without one).
-RUN_LIBS := $(EMU_LIB)
-ifneq ($(NVCC),)
-ifeq ($(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu),gpu)
-RUN_LIBS += $(CUDA_LIB)
-endif
-endif
-
-.PHONY: all emu cuda test test-c test-py demo clean FORCE
+.PHONY: all emu cuda cuda-check test test-c test-py demo clean FORCE
 all: $(LIBS)
 emu: $(EMU_LIB)
 cuda: $(CUDA_LIB)
@@ -87,6 +96,19 @@ $(BUILD)/cuda/.archs: FORCE
 $(BUILD)/cuda/%.o: src/%.cu $(HEADERS) $(BUILD)/cuda/.archs
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
+# cuda-check: the same sources, one GPU, a library of its own that nothing loads.
+CUDA_CHECK_DIR  := $(BUILD)/cuda-check
+CUDA_CHECK_OBJS := $(NAMES:%=$(CUDA_CHECK_DIR)/%.o)
+$(CUDA_CHECK_DIR)/%.o: src/%.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_BASE) -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -c $< -o $@
+
+$(CUDA_CHECK_DIR)/libminitensor_cuda.so: $(CUDA_CHECK_OBJS)
+	$(NVCC) -shared -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -o $@ $^
+
+cuda-check: $(CUDA_CHECK_DIR)/libminitensor_cuda.so
+	@echo "cuda-check: the kernels compile and link with nvcc for sm_$(CHECK_ARCH)"
+
 $(CUDA_LIB): $(CUDA_OBJS)
 	@echo "CUDA build: machine code for $(CUDA_ARCHS:%=sm_%) and PTX for compute_$(LAST_ARCH) (override: make CUDA_ARCHS=\"...\")"
 	$(NVCC) -shared $(GENCODE) -o $@ $^
@@ -106,11 +128,21 @@ $(VENV)/.ok: requirements.txt
 test-py: $(LIBS) $(VENV)/.ok
 	$(VPY) -m pytest -q tests
 
-test: test-c test-py
+# One after the other (each builds in parallel): the C tests first, whose
+# output is short, then the Python suite; then, on a machine whose nvcc has
+# no GPU, the compile check.
+test:
+	@$(MAKE) --no-print-directory test-c
+	@$(MAKE) --no-print-directory test-py
+ifneq ($(NVCC),)
+ifeq ($(HAVE_GPU),)
+	@$(MAKE) --no-print-directory cuda-check
+endif
+endif
 
 # The main job: train an MLP on the 8x8 digits (data/digits.csv.gz) and check
 # its held-out accuracy; saves build/digits_mlp.npz. See examples/train_digits.py.
-demo: $(RUN_LIBS) $(VENV)/.ok
+demo: $(LIBS) $(VENV)/.ok
 	$(VPY) examples/train_digits.py
 
 # Rebuild notebooks/*.ipynb from their sources in notebooks/src/ and execute
@@ -158,7 +190,7 @@ NCCL_H        := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/n
 NCCL_LIBFILE  := $(firstword $(wildcard $(foreach d,$(if $(NCCL_HOME),$(NCCL_HOME)/lib) /usr/lib/x86_64-linux-gnu $(CUDA_HOME_DIR)/lib $(CUDA_HOME_DIR)/lib64,$(d)/libnccl.so $(d)/libnccl.so.2)))
 NCCL_INC      := $(if $(NCCL_H),-I$(dir $(NCCL_H)))
 DIST_LIBS     := $(DIST_EMU_LIB)
-ifneq ($(NVCC),)
+ifneq ($(HAVE_GPU),)
 ifneq ($(and $(NCCL_H),$(NCCL_LIBFILE)),)
 DIST_LIBS     += $(DIST_CUDA_LIB)
 endif
