@@ -22,10 +22,12 @@
  * an address is found with one upper_bound (O(log n)). Every kernel call
  * looks up one to three addresses and allocations are rarer, so the map is
  * guarded by a shared_mutex: lookups take the reader side and run in
- * parallel, mt_malloc/mt_free/register take the writer side.
+ * parallel, mt_malloc/mt_free/register take the writer side. In front of it,
+ * each thread remembers the last few buffers it found (mt_find_buffer).
  */
 #include <errno.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -49,6 +51,35 @@ struct Entry {
 std::shared_mutex g_table_mutex;
 std::map<uintptr_t, Entry> g_buffers; /* base address -> entry; never empty ranges */
 int64_t g_bytes_in_use = 0;           /* mt_malloc allocations only */
+
+/* Bumped, under the writer lock, whenever an entry leaves the table. */
+std::atomic<uint64_t> g_generation{0};
+
+/* Each thread remembers the last few buffers it found (a kernel call looks
+ * up each of its operands, usually the same few buffers call after call).
+ * A remembered buffer is still valid while g_generation has not moved:
+ * entries are only ever added meanwhile, and an added entry cannot overlap
+ * one that is there. The hit costs an atomic load and a few compares
+ * instead of the lock and the tree walk. */
+struct Remembered {
+    uint64_t generation = UINT64_MAX; /* never a generation: empty slot */
+    uintptr_t base = 0;
+    size_t bytes = 0;
+    bool foreign = false;
+};
+constexpr int kRemembered = 4;
+/* initial-exec: a plain offset from the thread pointer, not a call to
+ * __tls_get_addr on every access (this library is loaded with dlopen, but
+ * these few bytes fit the static TLS space the loader keeps for that).
+ * nvcc's front end does not pass the attribute on, so the CUDA build keeps
+ * the default model. */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define MT_FAST_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define MT_FAST_TLS
+#endif
+thread_local Remembered t_remembered[kRemembered] MT_FAST_TLS;
+thread_local int t_next_slot MT_FAST_TLS = 0;
 
 /* The entry whose [base, base + bytes) holds p, or end(); the caller holds
  * the lock. */
@@ -79,13 +110,23 @@ std::map<uintptr_t, Entry>::const_iterator overlapping_locked(uintptr_t p, size_
 
 bool mt_find_buffer(const void *p, mt_buffer *found)
 {
+    const uintptr_t a = (uintptr_t)p;
+    const uint64_t now = g_generation.load(std::memory_order_acquire);
+    for (const Remembered &r : t_remembered) {
+        if (r.generation == now && a - r.base < r.bytes) {
+            *found = mt_buffer{r.base, r.bytes, r.foreign};
+            return true;
+        }
+    }
     std::shared_lock<std::shared_mutex> lock(g_table_mutex);
-    auto it = find_locked((uintptr_t)p);
+    auto it = find_locked(a);
     if (it == g_buffers.end())
         return false;
-    found->base = it->first;
-    found->bytes = it->second.bytes;
-    found->foreign = it->second.foreign;
+    *found = mt_buffer{it->first, it->second.bytes, it->second.foreign};
+    Remembered &slot = t_remembered[t_next_slot];
+    t_next_slot = (t_next_slot + 1) % kRemembered;
+    slot = Remembered{g_generation.load(std::memory_order_relaxed), it->first, it->second.bytes,
+                      it->second.foreign};
     return true;
 }
 
@@ -127,6 +168,7 @@ mt_status mt_free(void *ptr)
     CUDA_CHECK(cudaFreeAsync(ptr, 0));
     g_bytes_in_use -= (int64_t)it->second.bytes;
     g_buffers.erase(it);
+    g_generation.fetch_add(1, std::memory_order_release);
     return MT_OK;
 }
 
@@ -226,6 +268,7 @@ mt_status mt_unregister_buffer(void *ptr)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "pointer %p is not a registered buffer%s", ptr,
                        it == g_buffers.end() ? "" : " (it is an mt_malloc allocation: mt_free it)");
     g_buffers.erase(it);
+    g_generation.fetch_add(1, std::memory_order_release);
     return MT_OK;
 }
 

@@ -560,6 +560,28 @@ static void test_register(void)
     tt_expect_ok(mt_free(d), "mt_free");
 }
 
+/* The library remembers the last buffers each thread found (memory.cu); a
+ * freed or unregistered buffer must be forgotten at once. */
+static void test_freed_buffers_are_forgotten(void)
+{
+    tt_case("a buffer used, then freed, is unknown to the next call (the lookup cache forgets it)");
+    void *p = NULL, *q = NULL;
+    if (!tt_expect_ok(mt_malloc(&p, 64), "mt_malloc") || !tt_expect_ok(mt_malloc(&q, 64), "mt_malloc"))
+        return;
+    mt_tensor t = {.data = p, .dtype = MT_FLOAT32, .ndim = 1, .shape = {16}, .strides = {1}};
+    mt_tensor u = t;
+    u.data = q;
+    tt_expect_ok(mt_fill(t, 1.0), "mt_fill");
+    tt_expect_ok(mt_map(MT_MAP_NEG, u, t, 0.0), "mt_map");
+    tt_expect_ok(mt_free(p), "mt_free");
+    if (!known(p)) {
+        expect_rejected(mt_fill(t, 2.0), "mt_fill", "out", NULL);
+        expect_rejected(mt_map(MT_MAP_NEG, u, t, 0.0), "mt_map", "in", NULL);
+        expect_rejected(mt_memcpy_d2d(q, p, 64), "mt_memcpy_d2d", "src", NULL);
+    }
+    tt_expect_ok(mt_free(q), "mt_free");
+}
+
 int main(void)
 {
     /* Unlike the other programs, a fixed default seed: the same hostile
@@ -577,5 +599,6 @@ int main(void)
     test_boundaries();
     test_memcpy();
     test_register();
+    test_freed_buffers_are_forgotten();
     return tt_summary();
 }
