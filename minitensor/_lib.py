@@ -131,6 +131,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_malloc": (c_int, [POINTER(c_void_p), c_size_t]),
     "mt_free": (c_int, [c_void_p]),
     "mt_memory_in_use": (c_int, [POINTER(c_int64)]),
+    "mt_register_buffer": (c_int, [c_void_p, c_size_t]),
+    "mt_unregister_buffer": (c_int, [c_void_p]),
+    "mt_find_allocation": (c_int, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
     "mt_memcpy_h2d": (c_int, [c_void_p, c_void_p, c_size_t]),
     "mt_memcpy_d2h": (c_int, [c_void_p, c_void_p, c_size_t]),
     "mt_memcpy_d2d": (c_int, [c_void_p, c_void_p, c_size_t]),
@@ -426,6 +429,23 @@ def memory_in_use() -> int:
     nbytes = c_int64()
     check(lib().mt_memory_in_use(ctypes.byref(nbytes)), "mt_memory_in_use")
     return nbytes.value
+
+
+def register_buffer(ptr: int, nbytes: int) -> None:
+    """Makes memory the library did not allocate known to it (mt_register_buffer)."""
+    check(lib().mt_register_buffer(ptr, nbytes), "mt_register_buffer")
+
+
+def unregister_buffer(ptr: int) -> None:
+    check(lib().mt_unregister_buffer(ptr), "mt_unregister_buffer")
+
+
+def find_allocation(ptr: int) -> Optional[tuple[int, int]]:
+    """(start, nbytes) of the known buffer holding ptr, or None if there is none."""
+    base, nbytes = c_void_p(), c_size_t()
+    if lib().mt_find_allocation(ptr, ctypes.byref(base), ctypes.byref(nbytes)) != MT_OK:
+        return None
+    return base.value or 0, nbytes.value
 
 
 def memcpy_h2d(dst: int, src: np.ndarray) -> None:

@@ -35,7 +35,8 @@ same process (``from_device_pointer``, ``to_device_pointer``).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+import contextlib
+from typing import Any, Iterator, Optional, Sequence, Union
 
 from . import _lib, autotune, ops
 from ._creation import empty
@@ -359,9 +360,11 @@ def from_device_pointer(ptr: int, shape: Sequence[int], dtype: Any = None) -> Te
 
     The elements are read in row-major order, ``numel * itemsize`` bytes from
     ptr, with one device-to-device copy (mt_memcpy_d2d); nothing is shared
-    afterwards. The address is trusted: it must be memory of the device
-    minitensor uses (on the emulator, host memory), and the other library's
-    work on it must be finished (or queued on the same stream).
+    afterwards. The range is registered with the library for the copy
+    (mt_register_buffer), which checks that it is memory of the device
+    minitensor uses (on the emulator, mapped host memory) and raises
+    ValueError otherwise; beyond that the address is trusted: the other
+    library's work on it must be finished (or queued on the same stream).
 
     Args:
         ptr: the device address of the first element.
@@ -372,7 +375,9 @@ def from_device_pointer(ptr: int, shape: Sequence[int], dtype: Any = None) -> Te
     x = empty(*ops.as_shape(tuple(shape), func), dtype=dtype)
     nbytes = x.numel() * x.element_size()
     if nbytes:
-        _lib.memcpy_d2d(x.data_ptr(), _check_ptr(ptr, func), nbytes)
+        ptr = _check_ptr(ptr, func)
+        with _known_to_the_library(ptr, nbytes):
+            _lib.memcpy_d2d(x.data_ptr(), ptr, nbytes)
     return x
 
 
@@ -389,7 +394,24 @@ def to_device_pointer(x: Tensor, ptr: int) -> None:
     nbytes = x.numel() * x.element_size()
     if nbytes:
         src = ops.contiguous(x)  # held until the copy is done: its memory must stay allocated
-        _lib.memcpy_d2d(_check_ptr(ptr, func), src.data_ptr(), nbytes)
+        ptr = _check_ptr(ptr, func)
+        with _known_to_the_library(ptr, nbytes):
+            _lib.memcpy_d2d(ptr, src.data_ptr(), nbytes)
+
+
+@contextlib.contextmanager
+def _known_to_the_library(ptr: int, nbytes: int) -> Iterator[None]:
+    """Registers [ptr, ptr + nbytes) with the library for one copy, unless ptr
+    is already in memory it knows (a minitensor tensor's): the library copies
+    only within buffers it knows, and checks the size against them."""
+    if _lib.find_allocation(ptr) is not None:
+        yield
+        return
+    _lib.register_buffer(ptr, nbytes)
+    try:
+        yield
+    finally:
+        _lib.unregister_buffer(ptr)
 
 
 def _check_ptr(ptr: Any, func: str) -> int:

@@ -89,4 +89,31 @@ const char *mt_shape_str(const mt_tensor *t, char *buf, size_t bufsize);
 /* Makes sure the device is initialised (the lazy first use). */
 mt_status mt_ensure_init(const char *func);
 
+/* ---- memory the library may touch (src/memory.cu, src/validate.cu) ------
+ * Every descriptor an entry point gets, and the device side of every copy,
+ * must lie inside ONE known buffer: a live mt_malloc allocation or a foreign
+ * buffer registered with mt_register_buffer. */
+struct mt_buffer {
+    uintptr_t base;
+    size_t bytes;
+    bool foreign; /* registered, not from mt_malloc */
+};
+/* The known buffer holding address p (false if none): one upper_bound in an
+ * ordered map under a shared (reader) lock. */
+bool mt_find_buffer(const void *p, mt_buffer *found);
+/* [p, p + bytes) lies inside one known buffer, else MT_ERR_INVALID_ARGUMENT
+ * with a message naming func, name, the address, the size and the buffer. */
+mt_status mt_check_range(const char *func, const char *name, const void *p, size_t bytes);
+/* Every byte t can address (tensor_byte_extent, descriptor.h) lies inside the
+ * known buffer holding t->data; an empty tensor addresses nothing and passes.
+ * Call after mt_check_tensor. Exported for the distributed library
+ * (src/dist/comm.cu), which checks its buffers the same way. */
+mt_status mt_check_extent(const char *func, const char *name, const mt_tensor *t);
+/* out may be exactly `in` (the same first byte, dtype, shape and strides over
+ * every dim longer than 1: each element is read, then written, by the same
+ * thread), or share no byte with it; anything between (the byte ranges of
+ * the two extents meet) is MT_ERR_INVALID_ARGUMENT. Call after the extent
+ * checks. */
+mt_status mt_check_alias(const char *func, const mt_tensor *out, const mt_tensor *in, const char *name);
+
 #endif /* MT_CHECK_H */

@@ -202,6 +202,9 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "in", &in));
     MT_TRY(mt_check_tensor(func, "index", &index));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "in", &in));
+    MT_TRY(mt_check_extent(func, "index", &index));
     MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
     MT_TRY(mt_check_same_shape(func, &index, "index", &out, "out"));
     MT_TRY(mt_check_dim(func, &in, "in", dim));
@@ -229,6 +232,9 @@ mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "index", &index));
     MT_TRY(mt_check_tensor(func, "src", &src));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "index", &index));
+    MT_TRY(mt_check_extent(func, "src", &src));
     MT_TRY(mt_check_same_dtype(func, &src, "src", &out, "out"));
     MT_TRY(mt_check_same_shape(func, &index, "index", &src, "src"));
     MT_TRY(mt_check_dim(func, &out, "out", dim));

@@ -383,6 +383,7 @@ static mt_status fill(const char *func, const mt_tensor &out, double value)
 {
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "out", &out));
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (out.dtype == MT_FLOAT32)
@@ -405,9 +406,12 @@ mt_status mt_map(int op, mt_tensor out, mt_tensor in, double scalar)
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "in", &in));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "in", &in));
     MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
     if (op != MT_MAP_COPY) /* only a copy may change the dtype */
         MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    MT_TRY(mt_check_alias(func, &out, &in, "in"));
     if (tensor_numel(out) == 0)
         return MT_OK;
 
@@ -460,7 +464,10 @@ mt_status mt_copy_variant(mt_tensor out, mt_tensor in, int algo)
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "in", &in));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "in", &in));
     MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
+    MT_TRY(mt_check_alias(func, &out, &in, "in"));
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (algo == MT_COPY_ALGO_DEFAULT)

@@ -255,6 +255,9 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     MT_TRY(check_config(func, algo, config));
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "a", &a));
+    MT_TRY(mt_check_extent(func, "b", &b));
     MT_TRY(check_product(func, out, a, b));
     if (tensor_numel(out) == 0)
         return MT_OK;

@@ -1,5 +1,5 @@
 /*
- * memory.cu: device allocations and copies.
+ * memory.cu: device allocations, copies, and the table of known buffers.
  *
  * Allocations come from the runtime's stream-ordered pool (cudaMallocAsync on
  * stream 0): freeing and re-allocating a tensor of the same size, as every
@@ -8,22 +8,127 @@
  * kernel launched after it, and a buffer freed with cudaFreeAsync is only
  * reused after the kernels queued before the free have finished with it.
  *
- * The library keeps a table of its live allocations (pointer -> size). It
- * answers mt_memory_in_use, which tests use to catch leaks, and it lets
- * mt_free reject a pointer it never handed out, or one already freed,
- * instead of corrupting the pool.
+ * The library keeps a table of the buffers it may touch: every live mt_malloc
+ * allocation, and every foreign buffer registered with mt_register_buffer
+ * (another library's memory). It answers mt_memory_in_use, which tests use
+ * to catch leaks; it lets mt_free reject a pointer it never handed out, or
+ * one already freed, instead of corrupting the pool; and every entry point
+ * checks that each descriptor it gets, and the device side of each copy,
+ * lies inside one buffer of the table (mt_check_extent, mt_check_range in
+ * validate.cu), so that a wrong offset, stride or size is an error message
+ * instead of a wild read or write.
+ *
+ * The table is an ordered map from base address to size: the buffer holding
+ * an address is found with one upper_bound (O(log n)). Every kernel call
+ * looks up one to three addresses and allocations are rarer, so the map is
+ * guarded by a shared_mutex: lookups take the reader side and run in
+ * parallel, mt_malloc/mt_free/register take the writer side. In front of it,
+ * each thread remembers the last few buffers it found (mt_find_buffer).
  */
+#include <errno.h>
+
+#include <atomic>
+#include <map>
 #include <mutex>
-#include <unordered_map>
+#include <shared_mutex>
+
+#ifdef MT_EMULATOR
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "check.h"
 #include "descriptor.h"
 
-/* Host data, shared by every thread that calls the library: guarded by a
- * mutex. */
-static std::mutex g_alloc_mutex;
-static std::unordered_map<void *, size_t> g_alloc_sizes;
-static int64_t g_bytes_in_use = 0;
+namespace {
+
+struct Entry {
+    size_t bytes;
+    bool foreign; /* registered with mt_register_buffer, not from mt_malloc */
+};
+
+/* Host data, shared by every thread that calls the library. */
+std::shared_mutex g_table_mutex;
+std::map<uintptr_t, Entry> g_buffers; /* base address -> entry; never empty ranges */
+int64_t g_bytes_in_use = 0;           /* mt_malloc allocations only */
+
+/* Bumped, under the writer lock, whenever an entry leaves the table. */
+std::atomic<uint64_t> g_generation{0};
+
+/* Each thread remembers the last few buffers it found (a kernel call looks
+ * up each of its operands, usually the same few buffers call after call).
+ * A remembered buffer is still valid while g_generation has not moved:
+ * entries are only ever added meanwhile, and an added entry cannot overlap
+ * one that is there. The hit costs an atomic load and a few compares
+ * instead of the lock and the tree walk. */
+struct Remembered {
+    uint64_t generation = UINT64_MAX; /* never a generation: empty slot */
+    uintptr_t base = 0;
+    size_t bytes = 0;
+    bool foreign = false;
+};
+constexpr int kRemembered = 4;
+/* initial-exec: a plain offset from the thread pointer, not a call to
+ * __tls_get_addr on every access (this library is loaded with dlopen, but
+ * these few bytes fit the static TLS space the loader keeps for that).
+ * nvcc's front end does not pass the attribute on, so the CUDA build keeps
+ * the default model. */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define MT_FAST_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define MT_FAST_TLS
+#endif
+thread_local Remembered t_remembered[kRemembered] MT_FAST_TLS;
+thread_local int t_next_slot MT_FAST_TLS = 0;
+
+/* The entry whose [base, base + bytes) holds p, or end(); the caller holds
+ * the lock. */
+std::map<uintptr_t, Entry>::const_iterator find_locked(uintptr_t p)
+{
+    auto it = g_buffers.upper_bound(p); /* the first base above p */
+    if (it == g_buffers.begin())
+        return g_buffers.end();
+    --it;
+    if (p - it->first < it->second.bytes)
+        return it;
+    return g_buffers.end();
+}
+
+/* Does [p, p + bytes) meet any entry? The caller holds the lock. */
+std::map<uintptr_t, Entry>::const_iterator overlapping_locked(uintptr_t p, size_t bytes)
+{
+    auto it = find_locked(p);
+    if (it != g_buffers.end())
+        return it;
+    it = g_buffers.upper_bound(p);
+    if (it != g_buffers.end() && it->first - p < bytes)
+        return it;
+    return g_buffers.end();
+}
+
+} /* namespace */
+
+bool mt_find_buffer(const void *p, mt_buffer *found)
+{
+    const uintptr_t a = (uintptr_t)p;
+    const uint64_t now = g_generation.load(std::memory_order_acquire);
+    for (const Remembered &r : t_remembered) {
+        if (r.generation == now && a - r.base < r.bytes) {
+            *found = mt_buffer{r.base, r.bytes, r.foreign};
+            return true;
+        }
+    }
+    std::shared_lock<std::shared_mutex> lock(g_table_mutex);
+    auto it = find_locked(a);
+    if (it == g_buffers.end())
+        return false;
+    *found = mt_buffer{it->first, it->second.bytes, it->second.foreign};
+    Remembered &slot = t_remembered[t_next_slot];
+    t_next_slot = (t_next_slot + 1) % kRemembered;
+    slot = Remembered{g_generation.load(std::memory_order_relaxed), it->first, it->second.bytes,
+                      it->second.foreign};
+    return true;
+}
 
 mt_status mt_malloc(void **ptr, size_t bytes)
 {
@@ -37,8 +142,8 @@ mt_status mt_malloc(void **ptr, size_t bytes)
 
     void *p = nullptr;
     CUDA_CHECK(cudaMallocAsync(&p, bytes, 0));
-    std::lock_guard<std::mutex> lock(g_alloc_mutex);
-    g_alloc_sizes[p] = bytes;
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    g_buffers[(uintptr_t)p] = Entry{bytes, false};
     g_bytes_in_use += (int64_t)bytes;
     *ptr = p;
     return MT_OK;
@@ -50,14 +155,20 @@ mt_status mt_free(void *ptr)
         return MT_OK;
     MT_TRY(mt_ensure_init("mt_free"));
 
-    std::lock_guard<std::mutex> lock(g_alloc_mutex);
-    auto it = g_alloc_sizes.find(ptr);
-    if (it == g_alloc_sizes.end())
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    auto it = g_buffers.find((uintptr_t)ptr);
+    if (it == g_buffers.end())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_free",
                        "pointer %p was not allocated by mt_malloc, or was already freed", ptr);
+    if (it->second.foreign)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_free",
+                       "pointer %p is a foreign buffer registered with mt_register_buffer; "
+                       "mt_unregister_buffer forgets it (its owner frees it)",
+                       ptr);
     CUDA_CHECK(cudaFreeAsync(ptr, 0));
-    g_bytes_in_use -= (int64_t)it->second;
-    g_alloc_sizes.erase(it);
+    g_bytes_in_use -= (int64_t)it->second.bytes;
+    g_buffers.erase(it);
+    g_generation.fetch_add(1, std::memory_order_release);
     return MT_OK;
 }
 
@@ -65,26 +176,126 @@ mt_status mt_memory_in_use(int64_t *bytes)
 {
     if (bytes == nullptr)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_memory_in_use", "bytes is null");
-    std::lock_guard<std::mutex> lock(g_alloc_mutex);
+    std::shared_lock<std::shared_mutex> lock(g_table_mutex);
     *bytes = g_bytes_in_use;
     return MT_OK;
 }
 
-/* The checks the three copies share: nothing to do for 0 bytes, a null
- * pointer is an error otherwise. */
-static mt_status check_copy(const char *func, void *dst, const void *src, size_t bytes)
+mt_status mt_find_allocation(const void *ptr, void **base, size_t *bytes)
 {
-    if (bytes > 0 && (dst == nullptr || src == nullptr))
+    const char *func = "mt_find_allocation";
+    if (base == nullptr || bytes == nullptr)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s is null", base == nullptr ? "base" : "bytes");
+    *base = nullptr;
+    *bytes = 0;
+    mt_buffer found;
+    if (!mt_find_buffer(ptr, &found))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "pointer %p is in no live mt_malloc allocation or registered buffer", ptr);
+    *base = (void *)found.base;
+    *bytes = found.bytes;
+    return MT_OK;
+}
+
+/* ---- foreign buffers ------------------------------------------------------- */
+
+/* Is [p, p + bytes) memory the kernels can use? CUDA: both ends are device
+ * (or managed) memory of this process's device, by the runtime's pointer
+ * attributes. Emulator: kernels run on the host, so both ends must be mapped
+ * in this process (msync fails with ENOMEM on an unmapped page); whether the
+ * pages are writable is not checked. */
+static mt_status check_foreign_memory(const char *func, uintptr_t p, size_t bytes)
+{
+    const uintptr_t ends[2] = {p, p + bytes - 1};
+#ifdef MT_EMULATOR
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t first = ends[0] / page * page;
+    const uintptr_t last = ends[1] / page * page;
+    if (msync((void *)first, (size_t)(last - first + page), MS_ASYNC) != 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "ptr %p (%zu bytes) is not memory of this process: %s", (void *)p, bytes,
+                       errno == ENOMEM ? "some of its pages are not mapped" : "msync failed");
+#else
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    for (int k = 0; k < 2; ++k) {
+        cudaPointerAttributes attr;
+        cudaError_t err = cudaPointerGetAttributes(&attr, (const void *)ends[k]);
+        if (err != cudaSuccess)
+            (void)cudaGetLastError(); /* not sticky: clear it */
+        const bool device_memory =
+            err == cudaSuccess && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
+        if (!device_memory || attr.device != device)
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                           "%s byte %p of ptr %p (%zu bytes) is not device memory of device %d",
+                           k == 0 ? "the first" : "the last", (void *)ends[k], (void *)p, bytes, device);
+    }
+#endif
+    return MT_OK;
+}
+
+mt_status mt_register_buffer(void *ptr, size_t bytes)
+{
+    const char *func = "mt_register_buffer";
+    const uintptr_t p = (uintptr_t)ptr;
+    if (ptr == nullptr)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "ptr is null");
+    if (bytes == 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "bytes is 0: an empty buffer needs no registering");
+    if (p + bytes < p || bytes > (size_t)INT64_MAX)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "ptr %p + %zu bytes runs past the end of the address space",
+                       ptr, bytes);
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(check_foreign_memory(func, p, bytes));
+
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    auto it = overlapping_locked(p, bytes);
+    if (it != g_buffers.end())
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "ptr %p (%zu bytes) overlaps %s of %zu bytes at %p", ptr, bytes,
+                       it->second.foreign ? "a registered buffer" : "an mt_malloc allocation",
+                       it->second.bytes, (void *)it->first);
+    g_buffers[p] = Entry{bytes, true};
+    return MT_OK;
+}
+
+mt_status mt_unregister_buffer(void *ptr)
+{
+    const char *func = "mt_unregister_buffer";
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    auto it = g_buffers.find((uintptr_t)ptr);
+    if (it == g_buffers.end() || !it->second.foreign)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "pointer %p is not a registered buffer%s", ptr,
+                       it == g_buffers.end() ? "" : " (it is an mt_malloc allocation: mt_free it)");
+    g_buffers.erase(it);
+    g_generation.fetch_add(1, std::memory_order_release);
+    return MT_OK;
+}
+
+/* ---- copies -------------------------------------------------------------- */
+
+/* The checks the three copies share: a null pointer is an error, and each
+ * device side must lie inside one known buffer (dst for h2d, src for d2h,
+ * both for d2d). */
+static mt_status check_copy(const char *func, void *dst, const void *src, size_t bytes, bool dst_device,
+                            bool src_device)
+{
+    if (dst == nullptr || src == nullptr)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s is null but %zu bytes were requested",
                        dst == nullptr ? "dst" : "src", bytes);
-    return mt_ensure_init(func);
+    MT_TRY(mt_ensure_init(func));
+    if (dst_device)
+        MT_TRY(mt_check_range(func, "dst", dst, bytes));
+    if (src_device)
+        MT_TRY(mt_check_range(func, "src", src, bytes));
+    return MT_OK;
 }
 
 mt_status mt_memcpy_h2d(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return MT_OK;
-    MT_TRY(check_copy("mt_memcpy_h2d", dst, src, bytes));
+    MT_TRY(check_copy("mt_memcpy_h2d", dst, src, bytes, true, false));
     /* cudaMemcpy from pageable host memory returns once the source has been
      * read, so the caller may reuse its host buffer straight away. */
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
@@ -95,7 +306,7 @@ mt_status mt_memcpy_d2h(void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return MT_OK;
-    MT_TRY(check_copy("mt_memcpy_d2h", dst, src, bytes));
+    MT_TRY(check_copy("mt_memcpy_d2h", dst, src, bytes, false, true));
     /* Synchronous: it waits for the kernels queued before it that produce
      * src, and returns only when the host may read dst. */
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -104,9 +315,16 @@ mt_status mt_memcpy_d2h(void *dst, const void *src, size_t bytes)
 
 mt_status mt_memcpy_d2d(void *dst, const void *src, size_t bytes)
 {
+    const char *func = "mt_memcpy_d2d";
     if (bytes == 0)
         return MT_OK;
-    MT_TRY(check_copy("mt_memcpy_d2d", dst, src, bytes));
+    MT_TRY(check_copy(func, dst, src, bytes, true, true));
+    /* Both ranges are inside known buffers, so these sums do not wrap. */
+    const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+    if (d != s && d < s + bytes && s < d + bytes)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "dst %p and src %p overlap (%zu bytes each): copy through a temporary", dst, src,
+                       bytes);
     /* Ordered on stream 0 with the kernels around it; the host need not
      * wait for it. */
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));

@@ -18,16 +18,34 @@
  *     a negative stride or offset is MT_ERR_INVALID_ARGUMENT, a rank outside
  *     0..MT_MAX_DIMS or a negative size MT_ERR_SHAPE. Rank 0 is a scalar with
  *     one element. An empty tensor (a size 0) may have a NULL data pointer.
+ *   - Extents: a tensor addresses the bytes from element position `offset`
+ *     to position offset + sum_k (shape[k] - 1) * strides[k], inclusive,
+ *     times the item size; an empty tensor addresses nothing. That whole
+ *     range must lie inside ONE buffer the library knows: a live allocation
+ *     of mt_malloc (data need not be its start: a view into the middle is
+ *     fine) or a buffer registered with mt_register_buffer. A data pointer
+ *     in no known buffer, an extent past the end of its buffer, or one whose
+ *     arithmetic overflows 64 bits is MT_ERR_INVALID_ARGUMENT, with a message
+ *     naming the argument and the numbers. The device side of mt_memcpy_*
+ *     (dst of h2d, src of d2h, both of d2d) is checked the same way. These
+ *     checks cost a lookup in an ordered table under a reader lock.
  *   - Outputs are never broadcast: an output must not have a stride 0 over a
  *     dimension longer than 1, because several threads would write the same
  *     element (MT_ERR_INVALID_ARGUMENT). Every kernel checks its arguments
- *     before it launches anything, so a rejected call leaves its output
- *     untouched.
+ *     before it allocates, casts or launches anything, so a rejected call
+ *     leaves its output untouched.
  *   - Dimension arguments count from 0; negative dims are MT_ERR_DIM (the
  *     Python layer turns -1 into ndim - 1 before calling).
- *   - Aliasing: elementwise ops (map, zip, fill) and softmax may write into
- *     one of their inputs when out is exactly that tensor; matmul, gather and
- *     scatter_add reject an out whose memory overlaps an input.
+ *   - Aliasing: map, zip, copy_variant, softmax and reduce may write into an
+ *     input only when out is exactly that tensor: the same first byte
+ *     (data + offset), dtype and shape, and the same strides over every dim
+ *     longer than 1. Otherwise out must share no memory with any input: if
+ *     the byte ranges of out's extent and an input's extent (above) meet, the
+ *     call is MT_ERR_INVALID_ARGUMENT naming the two operands. The check is
+ *     conservative: two interleaved views that never touch the same element
+ *     (x[0::2] and x[1::2]) still overlap by their ranges and are rejected.
+ *     matmul, gather and scatter_add reject any overlap, even exact aliasing.
+ *     mt_memcpy_d2d rejects partially overlapping dst and src.
  *   - NaN: max, min, maximum and minimum let NaN win, and argmax/argmin
  *     return the index of the first NaN, as NumPy and PyTorch do.
  *   - Index tensors (gather, scatter_add) hold whole numbers in float32 or
@@ -223,6 +241,21 @@ mt_status mt_malloc(void **ptr, size_t bytes);
 mt_status mt_free(void *ptr);
 /* Bytes currently allocated through mt_malloc and not yet freed. */
 mt_status mt_memory_in_use(int64_t *bytes);
+/* Makes a buffer the library did not allocate (another library's device
+ * memory, e.g. a torch tensor's storage) known to it, so that descriptors and
+ * copies may use [ptr, ptr + bytes) until mt_unregister_buffer(ptr). The
+ * library never frees it, and mt_memory_in_use does not count it. Rejected:
+ * NULL, 0 bytes, a range that wraps or meets a known buffer, and memory that
+ * is not the device's (CUDA: both ends must be device or managed memory of
+ * this process's device, by cudaPointerGetAttributes; emulator: both ends
+ * must be mapped in this process). The hook for zero-copy import. */
+mt_status mt_register_buffer(void *ptr, size_t bytes);
+/* Forgets a buffer registered at exactly ptr. */
+mt_status mt_unregister_buffer(void *ptr);
+/* The known buffer (mt_malloc allocation or registered buffer) holding ptr:
+ * its start and size. MT_ERR_INVALID_ARGUMENT when ptr is in none. */
+mt_status mt_find_allocation(const void *ptr, void **base, size_t *bytes);
+/* Copies; the device side must lie inside one known buffer (see Extents). */
 mt_status mt_memcpy_h2d(void *dst, const void *src, size_t bytes);
 mt_status mt_memcpy_d2h(void *dst, const void *src, size_t bytes);
 mt_status mt_memcpy_d2d(void *dst, const void *src, size_t bytes);

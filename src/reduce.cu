@@ -218,7 +218,10 @@ static mt_status check_reduce_args(const char *func, int op, const mt_tensor &ou
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "in", &in));
-    return mt_check_same_dtype(func, &in, "in", &out, "out");
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "in", &in));
+    MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    return mt_check_alias(func, &out, &in, "in");
 }
 
 /* out has in's shape with shape[dim] == 1 (keepdim). */

@@ -231,9 +231,12 @@ mt_status mt_softmax(mt_tensor out, mt_tensor in, int dim, int log)
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "in", &in));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "in", &in));
     MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
     MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
     MT_TRY(mt_check_dim(func, &in, "in", dim));
+    MT_TRY(mt_check_alias(func, &out, &in, "in"));
     /* A row of length 0 has nothing to normalise, and then out is empty. */
     if (tensor_numel(out) == 0)
         return MT_OK;

@@ -173,3 +173,82 @@ mt_status mt_check_binary(const char *func, const mt_tensor *out, const mt_tenso
     MT_TRY(mt_check_same_dtype(func, a, aname, out, "out"));
     return mt_check_same_dtype(func, b, bname, out, "out");
 }
+
+/* ---- extents: the memory a descriptor may touch ----------------------------- */
+
+/* "(12, 4, 1)", like mt_shape_str, for the strides in messages. */
+static const char *strides_str(const mt_tensor *t, char *buf, size_t bufsize)
+{
+    mt_tensor as_shape = *t;
+    for (int d = 0; d < t->ndim && d < MT_MAX_DIMS; ++d)
+        as_shape.shape[d] = t->strides[d];
+    return mt_shape_str(&as_shape, buf, bufsize);
+}
+
+mt_status mt_check_range(const char *func, const char *name, const void *p, size_t bytes)
+{
+    mt_buffer buf;
+    if (!mt_find_buffer(p, &buf))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "%s %p is in no live mt_malloc allocation or registered buffer (a freed "
+                       "buffer, or memory the library does not know)",
+                       name, p);
+    const size_t into = (size_t)((uintptr_t)p - buf.base);
+    if (bytes > buf.bytes - into)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "%s %p + %zu bytes runs past the end of its %s (%zu bytes at %p; %s is %zu "
+                       "bytes into it, so %zu bytes are left)",
+                       name, p, bytes, buf.foreign ? "registered buffer" : "allocation", buf.bytes,
+                       (void *)buf.base, name, into, buf.bytes - into);
+    return MT_OK;
+}
+
+mt_status mt_check_extent(const char *func, const char *name, const mt_tensor *t)
+{
+    uint64_t lo, hi;
+    char shape[kShapeBuf];
+    char strides[kShapeBuf];
+    if (!tensor_byte_extent(*t, &lo, &hi))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "%s has offset %lld, shape %s and strides %s: the byte position of its last "
+                       "element overflows 64 bits, so no allocation can hold it",
+                       name, (long long)t->offset, mt_shape_str(t, shape, sizeof shape),
+                       strides_str(t, strides, sizeof strides));
+    if (hi == 0)
+        return MT_OK; /* empty: addresses nothing, may even have no storage */
+    mt_buffer buf;
+    if (!mt_find_buffer(t->data, &buf))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "%s has data pointer %p, which is in no live mt_malloc allocation or "
+                       "registered buffer (a freed buffer, or memory the library does not know)",
+                       name, t->data);
+    const uint64_t into = (uint64_t)((uintptr_t)t->data - buf.base);
+    const uint64_t left = buf.bytes - into;
+    if (hi > left)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "%s (offset %lld, shape %s, strides %s, %s) addresses bytes %llu..%llu from "
+                       "its data pointer, but its %s holds %llu bytes from there (%zu bytes at %p, "
+                       "data %llu bytes into it)",
+                       name, (long long)t->offset, mt_shape_str(t, shape, sizeof shape),
+                       strides_str(t, strides, sizeof strides), dtype_name(t->dtype),
+                       (unsigned long long)lo, (unsigned long long)hi - 1,
+                       buf.foreign ? "registered buffer" : "allocation", (unsigned long long)left,
+                       buf.bytes, (void *)buf.base, (unsigned long long)into);
+    return MT_OK;
+}
+
+mt_status mt_check_alias(const char *func, const mt_tensor *out, const mt_tensor *in, const char *name)
+{
+    if (!tensors_overlap(*out, *in) || same_view(*out, *in))
+        return MT_OK;
+    char out_shape[kShapeBuf], out_strides[kShapeBuf], in_shape[kShapeBuf], in_strides[kShapeBuf];
+    return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                   "out (offset %lld, shape %s, strides %s, %s) partially overlaps %s (offset %lld, "
+                   "shape %s, strides %s, %s): the result would depend on the order of the threads. "
+                   "out may only be exactly %s (same data, offset, dtype, shape and strides) or "
+                   "share no memory with it; copy %s first",
+                   (long long)out->offset, mt_shape_str(out, out_shape, sizeof out_shape),
+                   strides_str(out, out_strides, sizeof out_strides), dtype_name(out->dtype), name,
+                   (long long)in->offset, mt_shape_str(in, in_shape, sizeof in_shape),
+                   strides_str(in, in_strides, sizeof in_strides), dtype_name(in->dtype), name, name);
+}

@@ -351,8 +351,13 @@ mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
     MT_TRY(mt_check_id(func, "zip op", op, MT_ZIP_OP_COUNT));
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "a", &a));
+    MT_TRY(mt_check_extent(func, "b", &b));
     MT_TRY(mt_check_broadcast(func, &a, "a", &out, "out"));
     MT_TRY(mt_check_broadcast(func, &b, "b", &out, "out"));
+    MT_TRY(mt_check_alias(func, &out, &a, "a"));
+    MT_TRY(mt_check_alias(func, &out, &b, "b"));
     if (tensor_numel(out) == 0)
         return MT_OK;
 

@@ -93,6 +93,19 @@ def collectives() -> None:
         assert "mtd_all_gather" in str(e) and f"rank {r} of {w}" in str(e), e
     else:
         raise AssertionError("a wrong all_gather output size was accepted")
+    # A descriptor that reaches past its allocation is refused by the core's
+    # extent check (src/validate.cu) before this rank sends or receives a byte.
+    from minitensor.distributed import _comm_lib
+
+    z = mt.zeros(4)
+    d = type(z.descriptor()).from_buffer_copy(z.descriptor())
+    d.offset = 2  # 4 elements from element 2: two past the end
+    try:
+        _comm_lib.check(_comm_lib.load().mtd_all_reduce(d, 0), "mtd_all_reduce")
+    except ValueError as e:
+        assert "mtd_all_reduce" in str(e) and "t (offset 2" in str(e) and "allocation" in str(e), e
+    else:
+        raise AssertionError("a descriptor past the end of its allocation was accepted")
     expected_device = f"cuda:{dist.get_local_rank()}" if mt.backend() == "cuda" else "cpu-emulator"
     assert mt.zeros(2).device == expected_device, (mt.zeros(2).device, expected_device)
     dist.barrier()

@@ -37,6 +37,7 @@ C_TO_CTYPES = {
     "const void *": c_void_p,
     "void **": POINTER(c_void_p),
     "int64_t *": POINTER(c_int64),
+    "size_t *": POINTER(c_size_t),
     "int *": POINTER(c_int),
     "mt_tensor": _lib.MtTensor,
 }

@@ -6,6 +6,7 @@ before anything is allocated or cast."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import minitensor as mt
@@ -90,3 +91,67 @@ def test_layer_sizes_are_named():
         mt.nn.Linear(3, -1)
     with pytest.raises(TypeError, match=r"in_features"):
         mt.nn.Linear(2.5, 3)
+
+
+# ---- what only the engine can check: memory the descriptors point at ---------------------------
+# Python's checks stop wrong shapes and sizes; whether an output overlaps an
+# input, and whether an address is memory at all, is checked in C (src/memory.cu,
+# src/validate.cu). These reach those checks through the public API.
+
+K = mt.kernels
+
+
+def test_kernel_outputs_that_partially_overlap_an_input_are_rejected():
+    x = mt.arange(8.0)
+    before = x.tolist()
+    with pytest.raises(mt.InvalidArgumentError, match=r"mt_zip: out .* partially overlaps a"):
+        K.add(x[:-1], mt.ones(7), out=x[1:])
+    with pytest.raises(mt.InvalidArgumentError, match=r"mt_zip: out .* partially overlaps b"):
+        K.add(mt.ones(7), x[1:], out=x[:-1])
+    with pytest.raises(mt.InvalidArgumentError, match=r"mt_softmax: out .* partially overlaps in"):
+        K.softmax(x[:4], out=x[2:6])
+    with pytest.raises(mt.InvalidArgumentError, match=r"interleave|partially overlaps"):
+        K.add(x[0::2], x[0::2], out=x[1::2])  # no shared element, but the ranges meet
+    assert x.tolist() == before  # nothing was written
+    # Exact aliasing is fine: out is the input itself.
+    K.add(x, x, out=x)
+    assert x.tolist() == [2 * v for v in before]
+
+
+def test_inplace_arithmetic_on_overlapping_views_reads_before_writing():
+    x = mt.arange(6.0)
+    x[1:] += x[:-1]  # torch: the right side is read whole first
+    assert x.tolist() == [0.0, 1.0, 3.0, 5.0, 7.0, 9.0]
+    y = mt.arange(6.0)
+    y[:-1] *= y[1:]
+    assert y.tolist() == [0.0, 2.0, 6.0, 12.0, 20.0, 5.0]
+
+
+@pytest.mark.parametrize("ptr", [8, 0x1000, 2**40, 2**62, 2**63 + 8])
+def test_from_and_to_device_pointer_reject_an_address_that_is_not_device_memory(ptr):
+    with pytest.raises(mt.InvalidArgumentError, match=r"mt_register_buffer: ptr 0x[0-9a-f]+ \(16 bytes\)"):
+        K.from_device_pointer(ptr, (4,), mt.float32)
+    with pytest.raises(mt.InvalidArgumentError, match=r"mt_register_buffer"):
+        K.to_device_pointer(mt.ones(4), ptr)
+
+
+def test_device_pointers_into_a_tensor_are_checked_against_its_allocation():
+    t = mt.arange(12.0)
+    inner = K.from_device_pointer(t.data_ptr() + 16, (8,), mt.float32)  # the last 8 elements
+    assert inner.tolist() == list(range(4, 12))
+    with pytest.raises(mt.InvalidArgumentError, match=r"mt_memcpy_d2d: src .* runs past the end of its allocation"):
+        K.from_device_pointer(t.data_ptr() + 16, (9,), mt.float32)
+    with pytest.raises(mt.InvalidArgumentError, match=r"mt_memcpy_d2d: dst .* runs past the end"):
+        K.to_device_pointer(mt.ones(4, dtype=mt.float64), t.data_ptr() + 32)
+    assert t.tolist() == list(range(12))
+
+
+@pytest.mark.skipif(mt.backend() != "emulator", reason="host memory is device memory only on the emulator")
+def test_a_foreign_buffer_is_registered_for_the_copy_only():
+    from minitensor import _lib
+
+    src = np.arange(6, dtype=np.float32)
+    assert K.from_device_pointer(src.ctypes.data, (6,)).tolist() == list(range(6))
+    assert _lib.find_allocation(src.ctypes.data) is None  # unregistered again
+    with pytest.raises(mt.InvalidArgumentError, match=r"no live mt_malloc allocation"):
+        _lib.memcpy_d2h(np.empty(6, np.float32), src.ctypes.data)

@@ -26,6 +26,13 @@
 
 #include "comm_internal.h"
 
+/* From the core library (src/validate.cu, declared in src/check.h): every
+ * byte a descriptor addresses lies inside one buffer the core knows (an
+ * mt_malloc allocation or a registered buffer), so a collective never reads
+ * or writes past a tensor's memory. On failure the core's mt_last_error()
+ * says why, starting with "func: ". */
+mt_status mt_check_extent(const char *func, const char *name, const mt_tensor *t);
+
 namespace mtd {
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -125,6 +132,11 @@ mtd_status check_buffer(const char *func, const char *name, const mt_tensor *t)
     if (n > INT_MAX)
         return fail(MT_ERR_INVALID_ARGUMENT, func, "%s has %lld elements; at most %d per call", name,
                     (long long)n, INT_MAX);
+    if (mt_check_extent(func, name, t) != MT_OK) {
+        const char *why = mt_last_error();
+        const size_t skip = strlen(func) + 2; /* the core's "func: " */
+        return fail(MT_ERR_INVALID_ARGUMENT, func, "%s", strncmp(why, func, skip - 2) == 0 ? why + skip : why);
+    }
     return MT_OK;
 }
 

@@ -20,6 +20,9 @@
  *   - Buffers are mt_tensor descriptors (minitensor.h) of float32 or float64,
  *     C-contiguous (the Python side makes them so); empty tensors are allowed
  *     and move nothing. Every rank must pass the same shapes and dtypes.
+ *     Each buffer must lie inside one buffer the core library knows (an
+ *     mt_malloc allocation or an mt_register_buffer'ed one), checked by the
+ *     core's extent check (minitensor.h, "Extents") before anything is sent.
  *   - Every collective waits for completion, polling, up to the timeout
  *     (mtd_set_timeout; default 300 s or MINITENSOR_DIST_TIMEOUT): a rank
  *     that died or never arrives makes the others fail with MTD_ERR_TIMEOUT

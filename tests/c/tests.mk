@@ -83,3 +83,12 @@ $(TEST_C_CUDA_DIR)/%: $(TEST_C_CUDA_DIR)/%.o $(CUDA_LIB)
 # Keep the objects (they are intermediates of pattern rules).
 .SECONDARY: $(TEST_C_NAMES:%=$(TEST_C_EMU_DIR)/%.o) $(TEST_C_NAMES:%=$(TEST_C_CUDA_DIR)/%.o) \
             $(TEST_C_EMU_DIR)/broken_kernels.cpp
+
+# ---- test_hostile: descriptors and pointers that lie about their memory -----
+# A block of its own (the lists above are expanded where they are defined):
+# the program joins both variants' lists and the runners' prerequisites.
+TEST_C_EMU_BINS  += $(TEST_C_EMU_DIR)/test_hostile
+TEST_C_CUDA_BINS += $(TEST_C_CUDA_DIR)/test_hostile
+test-c-build test-c-emu: $(TEST_C_EMU_DIR)/test_hostile
+test-c-cuda: $(TEST_C_CUDA_DIR)/test_hostile
+.SECONDARY: $(TEST_C_EMU_DIR)/test_hostile.o $(TEST_C_CUDA_DIR)/test_hostile.o
