@@ -57,12 +57,13 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
 MT_OK = 0
-STATUS_ERRORS: dict[int, type[MinitensorError]] = {
+# MT_ERR_INTERRUPTED is Python's own KeyboardInterrupt: Ctrl-C stopped an op.
+STATUS_ERRORS: dict[int, type[BaseException]] = {
     1: InvalidArgumentError,  # MT_ERR_INVALID_ARGUMENT
     2: ShapeError,  # MT_ERR_SHAPE
     3: DimError,  # MT_ERR_DIM
@@ -70,6 +71,7 @@ STATUS_ERRORS: dict[int, type[MinitensorError]] = {
     5: OutOfMemoryError,  # MT_ERR_OUT_OF_MEMORY
     6: CudaError,  # MT_ERR_CUDA
     7: NoDeviceError,  # MT_ERR_NO_DEVICE
+    8: KeyboardInterrupt,  # MT_ERR_INTERRUPTED
 }
 
 # mt_dtype values.
@@ -335,12 +337,14 @@ def is_loaded() -> bool:
 
 
 def raise_status(status: int, func: str, last_error: Optional[bytes],
-                 errors: dict[int, type[MinitensorError]] = STATUS_ERRORS,
+                 errors: dict[int, type[BaseException]] = STATUS_ERRORS,
                  default: type[MinitensorError] = MinitensorError) -> None:
     """Raises the exception that errors maps a failed status to, carrying the
     library's last error message (which already names the C function and the
     argument)."""
     message = (last_error or b"").decode(errors="replace") or f"{func} failed (no message)"
+    if status == 6 and "(cudaErrorInterrupted)" in message:
+        status = 8  # the emulator's Ctrl-C, in an engine that reports it as a CUDA error
     raise errors.get(status, default)(message)
 
 

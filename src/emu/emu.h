@@ -85,7 +85,10 @@ enum cudaError {
     cudaErrorInvalidAddressSpace = 717,
     cudaErrorAssert = 710,
     cudaErrorLaunchFailure = 719,
-    cudaErrorUnknown = 999
+    cudaErrorUnknown = 999,
+    /* The emulator's own (no CUDA runtime has it): a launch abandoned
+     * because the user pressed Ctrl-C while it ran. */
+    cudaErrorInterrupted = 10000
 };
 typedef enum cudaError cudaError_t;
 

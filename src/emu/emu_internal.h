@@ -42,6 +42,10 @@ extern thread_local std::string detail_text;
  * cudaGetErrorString returns for it, after the plain CUDA text. */
 cudaError_t record_error(cudaError_t err, const std::string &detail);
 
+/* Records the error of a kernel that failed while running (also pending
+ * for the next synchronize; see emu_runtime.cpp). */
+cudaError_t record_kernel_error(cudaError_t err, const std::string &detail);
+
 /* printf into a std::string (up to 1023 characters). */
 std::string format(const char *fmt, ...)
 #if defined(__GNUC__)

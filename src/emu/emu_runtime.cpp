@@ -80,6 +80,7 @@ const char *plain_error_string(cudaError_t err)
     case cudaErrorInvalidAddressSpace: return "operation not supported on global/shared address space";
     case cudaErrorAssert: return "device-side assert triggered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorInterrupted: return "interrupted (Ctrl-C)";
     default: return "unknown error";
     }
 }
@@ -92,6 +93,11 @@ cudaError_t record_error(cudaError_t err, const std::string &detail)
     detail_code = err;
     detail_text = std::string(plain_error_string(err)) + " [emulator: " + detail + "]";
     return err;
+}
+
+cudaError_t record_kernel_error(cudaError_t err, const std::string &detail)
+{
+    return record_error(err, detail);
 }
 
 std::string format(const char *fmt, ...)
@@ -211,6 +217,7 @@ const char *cudaGetErrorName(cudaError_t err)
     case cudaErrorInvalidAddressSpace: return "cudaErrorInvalidAddressSpace";
     case cudaErrorAssert: return "cudaErrorAssert";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorInterrupted: return "cudaErrorInterrupted";
     default: return "cudaErrorUnknown";
     }
 }

@@ -37,6 +37,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace ctx = boost::context;
 
 namespace mt_emu {
@@ -115,6 +120,18 @@ struct KernelError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+/* ---- Ctrl-C ---------------------------------------------------------------
+ * While a launch runs on the process's main thread, SIGINT only sets this
+ * flag; the scheduler checks it between blocks and between the threads of a
+ * round, abandons the launch, and then hands the signal to the handler that
+ * was there before (Python's, which raises KeyboardInterrupt). */
+std::atomic<bool> interrupt_flag{false};
+
+extern "C" void on_sigint(int) { interrupt_flag.store(true, std::memory_order_relaxed); }
+
+/* What a launch that installed no handler watches instead: never set. */
+const std::atomic<bool> never_interrupted{false};
+
 struct SharedSlot {
     const char *file;
     int line;
@@ -126,9 +143,11 @@ class BlockRunner {
 public:
     BlockRunner() { shared_.resize(kSharedOptinLimit + 16); }
 
-    void begin_launch(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
+    void begin_launch(const LaunchConfig &cfg, void (*body)(void *), void *kctx,
+                      const std::atomic<bool> *stop)
     {
         cfg_ = &cfg;
+        stop_ = stop;
         body_ = body;
         kctx_ = kctx;
         pool_.size = settings().stack_bytes;
@@ -278,6 +297,10 @@ private:
                 resume(t);
             if (!error_.empty())
                 return;
+            if (stop_->load(std::memory_order_relaxed)) {
+                error_ = format("kernel '%s' interrupted (Ctrl-C)", cfg_->name);
+                return;
+            }
         }
     }
 
@@ -387,6 +410,7 @@ private:
     }
 
     const LaunchConfig *cfg_ = nullptr;
+    const std::atomic<bool> *stop_ = &never_interrupted;
     void (*body_)(void *) = nullptr;
     void *kctx_ = nullptr;
     StackPool pool_;
@@ -455,6 +479,26 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
         return;
     }
 
+    /* Ctrl-C: a handler of our own while the launch runs (see on_sigint);
+     * only on the main thread, whose signal handlers Python runs, and only
+     * over a handler that a program installed (with SIG_DFL, Ctrl-C ends
+     * the process at once anyway; with SIG_IGN it is ignored). */
+    struct sigaction previous;
+    bool handling = false;
+    if (syscall(SYS_gettid) == getpid() && sigaction(SIGINT, nullptr, &previous) == 0 &&
+        !(previous.sa_flags & SA_SIGINFO) && previous.sa_handler != SIG_DFL &&
+        previous.sa_handler != SIG_IGN && previous.sa_handler != on_sigint) {
+        struct sigaction mine;
+        std::memset(&mine, 0, sizeof mine);
+        mine.sa_handler = on_sigint;
+        sigemptyset(&mine.sa_mask);
+        mine.sa_flags = SA_RESTART;
+        interrupt_flag.store(false);
+        handling = sigaction(SIGINT, &mine, nullptr) == 0;
+    }
+
+    const std::atomic<bool> *stop = handling ? &interrupt_flag : &never_interrupted;
+
     uint64_t blocks = (uint64_t)g.x * g.y * g.z;
     /* Small launches stay on the calling thread: starting an OS thread costs
      * more than emulating a few thousand CUDA threads. */
@@ -470,8 +514,14 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
         BlockRunner *outer = tls_runner;
         tls_runner = &runner;
         try {
-            runner.begin_launch(cfg, body, kctx);
+            runner.begin_launch(cfg, body, kctx, stop);
             while (!failed.load()) {
+                if (stop->load(std::memory_order_relaxed)) {
+                    std::lock_guard<std::mutex> lock(error_mutex);
+                    if (!failed.exchange(true))
+                        first_error = format("kernel '%s' interrupted (Ctrl-C)", cfg.name);
+                    break;
+                }
                 uint64_t i = next.fetch_add(1);
                 if (i >= blocks)
                     break;
@@ -497,8 +547,21 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
     for (std::thread &t : helpers)
         t.join();
 
-    if (failed.load())
-        record_error(cudaErrorLaunchFailure, first_error);
+    bool was_interrupted = false;
+    if (handling) {
+        sigaction(SIGINT, &previous, nullptr);
+        was_interrupted = interrupt_flag.exchange(false);
+    }
+    if (was_interrupted) {
+        record_kernel_error(cudaErrorInterrupted,
+                            format("kernel '%s' interrupted (Ctrl-C); the launch was abandoned and "
+                                   "its output is incomplete", cfg.name));
+        /* Hand the Ctrl-C on to the handler that was there (Python raises
+         * KeyboardInterrupt when the call returns). */
+        raise(SIGINT);
+    } else if (failed.load()) {
+        record_kernel_error(cudaErrorLaunchFailure, first_error);
+    }
 }
 
 cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes)

@@ -91,3 +91,68 @@ extern "C" int mt_test_cuda_invalid_value(void)
 {
     return (int)cudaErrorInvalidValue;
 }
+
+/* ======================================================================== */
+/* The emulator's own checks (tests/c/test_emu_checks.c)                      */
+/* ======================================================================== */
+#ifdef MT_EMULATOR
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Legal, but hours of work for the emulator: it must give way to Ctrl-C. */
+__global__ void endless_kernel(float *out)
+{
+    float acc = 0.0f;
+    for (int i = 0; i < 64; ++i) {
+        acc += (float)threadIdx.x;
+        __syncthreads();
+    }
+    if (acc < 0.0f)
+        out[0] = acc;
+}
+
+static volatile sig_atomic_t sigint_calls = 0;
+static void count_sigint(int) { sigint_calls = sigint_calls + 1; }
+
+static void *send_sigint_later(void *)
+{
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kill(getpid(), SIGINT);
+    return NULL;
+}
+
+/* Launches endless_kernel with a SIGINT handler of the program's own in
+ * place, sends SIGINT 0.2 s later; returns the launch's error, the seconds
+ * the launch took, and how often the program's handler ran. */
+extern "C" int mt_test_launch_interrupted(char *msg, size_t msgsize, double *seconds, int *handler_calls)
+{
+    struct sigaction mine, previous;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = count_sigint;
+    sigemptyset(&mine.sa_mask);
+    sigaction(SIGINT, &mine, &previous);
+    sigint_calls = 0;
+
+    float *buf = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, sizeof(float));
+    pthread_t sender;
+    pthread_create(&sender, NULL, send_sigint_later, NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    endless_kernel<<<1 << 30, 256>>>(buf);
+    err = launch_result();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_join(sender, NULL);
+    copy_message(err, msg, msgsize);
+    cudaFree(buf);
+    sigaction(SIGINT, &previous, NULL);
+    *seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    *handler_calls = (int)sigint_calls;
+    return (int)err;
+}
+
+extern "C" int mt_test_cuda_interrupted(void) { return (int)cudaErrorInterrupted; }
+#endif /* MT_EMULATOR */

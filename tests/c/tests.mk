@@ -83,3 +83,15 @@ $(TEST_C_CUDA_DIR)/%: $(TEST_C_CUDA_DIR)/%.o $(CUDA_LIB)
 # Keep the objects (they are intermediates of pattern rules).
 .SECONDARY: $(TEST_C_NAMES:%=$(TEST_C_EMU_DIR)/%.o) $(TEST_C_NAMES:%=$(TEST_C_CUDA_DIR)/%.o) \
             $(TEST_C_EMU_DIR)/broken_kernels.cpp
+
+# ---- the emulator's own checks (emulator only) --------------------------------
+# test_emu_checks.c runs the broken kernels of broken_kernels.cu that are
+# undefined behaviour on a GPU; test-c-emu runs it after the others.
+TEST_C_EMU_ONLY := $(TEST_C_EMU_DIR)/test_emu_checks
+TEST_C_EMU_BINS += $(TEST_C_EMU_ONLY)
+test-c-emu test-c-build: $(TEST_C_EMU_ONLY)
+
+$(TEST_C_EMU_DIR)/test_emu_checks: $(TEST_C_EMU_DIR)/test_emu_checks.o $(TEST_C_EMU_DIR)/broken_kernels.o $(EMU_LIB)
+	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm $(TEST_C_RPATH)
+
+.SECONDARY: $(TEST_C_EMU_DIR)/test_emu_checks.o
