@@ -45,6 +45,9 @@ cudaError_t record_error(cudaError_t err, const std::string &detail);
 /* Records the error of a kernel that failed while running (also pending
  * for the next synchronize; see emu_runtime.cpp). */
 cudaError_t record_kernel_error(cudaError_t err, const std::string &detail);
+extern thread_local cudaError_t pending_kernel_error;
+/* The pending kernel error (cudaSuccess if none), which is then cleared. */
+cudaError_t take_pending_kernel_error();
 
 /* printf into a std::string (up to 1023 characters). */
 std::string format(const char *fmt, ...)

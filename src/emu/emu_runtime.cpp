@@ -95,9 +95,29 @@ cudaError_t record_error(cudaError_t err, const std::string &detail)
     return err;
 }
 
+/* A kernel that failed while running: its error is also pending until the
+ * host reports it, by the next synchronize (device, stream or event) or by
+ * cudaGetLastError, whichever comes first, as on a GPU. (On a GPU such a
+ * fault is sticky: every later call fails. Here, once reported, it is gone
+ * and the process works on; docs/emulator.md.) */
+thread_local cudaError_t pending_kernel_error = cudaSuccess;
+
 cudaError_t record_kernel_error(cudaError_t err, const std::string &detail)
 {
+    pending_kernel_error = err;
     return record_error(err, detail);
+}
+
+/* What a synchronize returns: the pending kernel error, reported once. */
+cudaError_t take_pending_kernel_error()
+{
+    cudaError_t err = pending_kernel_error;
+    if (err != cudaSuccess) {
+        pending_kernel_error = cudaSuccess;
+        if (last_error == err)
+            last_error = cudaSuccess;
+    }
+    return err;
 }
 
 std::string format(const char *fmt, ...)
@@ -178,14 +198,16 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t)
     return cudaMemset(ptr, value, bytes);
 }
 
-/* Every emulated launch has finished when it returns. */
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+/* Every emulated launch has finished when it returns; a synchronize
+ * reports the error of a kernel that failed since the last report. */
+cudaError_t cudaDeviceSynchronize(void) { return mt_emu::take_pending_kernel_error(); }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return mt_emu::take_pending_kernel_error(); }
 
 cudaError_t cudaGetLastError(void)
 {
     cudaError_t err = mt_emu::last_error;
     mt_emu::last_error = cudaSuccess;
+    mt_emu::pending_kernel_error = cudaSuccess;
     return err;
 }
 
@@ -347,7 +369,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    return event ? cudaSuccess : record_error(cudaErrorInvalidValue, "cudaEventSynchronize: null event");
+    if (!event)
+        return record_error(cudaErrorInvalidValue, "cudaEventSynchronize: null event");
+    return mt_emu::take_pending_kernel_error();
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)

@@ -155,4 +155,37 @@ extern "C" int mt_test_launch_interrupted(char *msg, size_t msgsize, double *sec
 }
 
 extern "C" int mt_test_cuda_interrupted(void) { return (int)cudaErrorInterrupted; }
+
+/* Launches divergent_barrier_kernel and asks for its error only through
+ * `how`: 0 cudaDeviceSynchronize, 1 cudaStreamSynchronize, 2
+ * cudaEventSynchronize (of an event recorded after the launch), 3
+ * cudaGetLastError, 4 cudaPeekAtLastError. Returns that call's error (its
+ * message in msg); *then is what a cudaDeviceSynchronize says afterwards. */
+extern "C" int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *then)
+{
+    float *buf = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, 64 * sizeof(float));
+    if (err != cudaSuccess) {
+        copy_message(err, msg, msgsize);
+        return (int)err;
+    }
+    cudaEvent_t done = NULL;
+    cudaEventCreate(&done);
+    divergent_barrier_kernel<<<2, 64>>>(buf);
+    cudaEventRecord(done, 0);
+    switch (how) {
+    case 0: err = cudaDeviceSynchronize(); break;
+    case 1: err = cudaStreamSynchronize(0); break;
+    case 2: err = cudaEventSynchronize(done); break;
+    case 3: err = cudaGetLastError(); break;
+    default: err = cudaPeekAtLastError(); break;
+    }
+    copy_message(err, msg, msgsize);
+    *then = (int)cudaDeviceSynchronize();
+    cudaEventDestroy(done);
+    cudaFree(buf);
+    return (int)err;
+}
+
+extern "C" int mt_test_cuda_launch_failure(void) { return (int)cudaErrorLaunchFailure; }
 #endif /* MT_EMULATOR */

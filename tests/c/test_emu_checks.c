@@ -11,6 +11,8 @@
 /* tests/c/broken_kernels.cu */
 int mt_test_launch_interrupted(char *msg, size_t msgsize, double *seconds, int *handler_calls);
 int mt_test_cuda_interrupted(void);
+int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *then);
+int mt_test_cuda_launch_failure(void);
 
 static void test_interrupt(void)
 {
@@ -26,13 +28,40 @@ static void test_interrupt(void)
 
     tt_case("the library works after the interrupted launch");
     call c = valid_call(F_FILL);
-    tt_expect_ok(run_call(&c), "mt_fill");
+    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
+    free_call(&c);
+}
+
+/* A kernel's error waits for the host: the next synchronize (or
+ * cudaGetLastError) reports it, once; cudaPeekAtLastError leaves it for the
+ * synchronize. */
+static void test_pending_kernel_error(void)
+{
+    static const char *const how[] = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                                      "cudaGetLastError", "cudaPeekAtLastError"};
+    for (int i = 0; i < 5; ++i) {
+        char msg[512];
+        int then = -1;
+        tt_case("a barrier divergence is reported by %s", how[i]);
+        int err = mt_test_kernel_error_reported_by(i, msg, sizeof msg, &then);
+        TT_CHECK(err == mt_test_cuda_launch_failure(), "%s returned %d (%s)", how[i], err, msg);
+        TT_CHECK(strstr(msg, "divergent_barrier_kernel") != NULL, "message \"%s\"", msg);
+        if (i == 4)
+            TT_CHECK(then == err, "after cudaPeekAtLastError, cudaDeviceSynchronize returned %d", then);
+        else
+            TT_CHECK(then == 0, "reported once, but the next cudaDeviceSynchronize returned %d", then);
+    }
+    tt_case("the library works after the reported kernel error");
+    call c = valid_call(F_FILL);
+    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
     free_call(&c);
 }
 
 int main(void)
 {
+    (void)ARG;
     tt_init("test_emu_checks");
     test_interrupt();
+    test_pending_kernel_error();
     return tt_summary();
 }
