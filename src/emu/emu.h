@@ -256,7 +256,7 @@ T *dynamic_shared(void)
 
 /* Barriers. Every thread of the block must reach the same __syncthreads();
  * every lane named in `mask` must reach the warp-level meeting point. */
-void sync_block(void);
+void sync_block(const char *file, int line);
 /* Publishes `bytes` bytes of `value` for the warp, waits for every lane in
  * mask, copies lane src_lane's bytes into `out` (own bytes when src_lane < 0
  * or that lane does not exist), and waits again so no lane races ahead. */
@@ -283,7 +283,9 @@ cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFuncAttribute attr, int val
 constexpr int warpSize = 32;
 
 /* ---- synchronisation ------------------------------------------------------ */
-inline void __syncthreads(void) { ::mt_emu::sync_block(); }
+/* A macro, so that the barrier knows its call site: threads of one block
+ * waiting at two different __syncthreads() statements are divergence. */
+#define __syncthreads() ::mt_emu::sync_block(__FILE__, __LINE__)
 inline void __syncwarp(unsigned mask = 0xffffffffu)
 {
     int dummy = 0;

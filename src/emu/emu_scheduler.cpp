@@ -107,6 +107,8 @@ struct EmuThread {
     int linear = 0;
     State state = State::Runnable;
     unsigned warp_mask = 0;
+    const char *sync_file = nullptr; /* the __syncthreads() it waits at */
+    int sync_line = 0;
     int ballot = 0;
     alignas(16) unsigned char exchange[16];
     ctx::fiber fiber;     /* the CUDA thread, suspended */
@@ -378,6 +380,20 @@ private:
         if (at_block == 0)
             return true; /* everybody has returned: the block is finished */
         if (at_block == n) {
+            /* Every thread must wait at the same __syncthreads() statement
+             * (compute-sanitizer's synccheck says the same). */
+            const EmuThread &a = threads_[0];
+            for (const EmuThread &t : threads_)
+                if (t.sync_line != a.sync_line ||
+                    (t.sync_file != a.sync_file && std::strcmp(t.sync_file, a.sync_file) != 0)) {
+                    const uint3 &bi = tls_block.block_idx;
+                    error_ = format("barrier divergence in kernel '%s' block (%u, %u, %u): thread (%u, %u, %u) "
+                                    "waits at __syncthreads() at %s:%d, thread (%u, %u, %u) at %s:%d; every "
+                                    "thread of a block must reach the same __syncthreads()",
+                                    cfg_->name, bi.x, bi.y, bi.z, a.idx.x, a.idx.y, a.idx.z, a.sync_file,
+                                    a.sync_line, t.idx.x, t.idx.y, t.idx.z, t.sync_file, t.sync_line);
+                    return false;
+                }
             for (EmuThread &t : threads_)
                 t.state = State::Runnable;
             return true;
@@ -577,7 +593,14 @@ cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes)
 
 /* ---- inside kernels -------------------------------------------------------- */
 
-void sync_block(void) { running().wait(State::AtBlockBarrier, 0); }
+void sync_block(const char *file, int line)
+{
+    BlockRunner &r = running();
+    EmuThread &me = r.current();
+    me.sync_file = file;
+    me.sync_line = line;
+    r.wait(State::AtBlockBarrier, 0);
+}
 
 void warp_exchange(unsigned mask, const void *value, void *out, size_t bytes, int src_lane)
 {

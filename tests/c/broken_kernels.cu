@@ -188,4 +188,44 @@ extern "C" int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsi
 }
 
 extern "C" int mt_test_cuda_launch_failure(void) { return (int)cudaErrorLaunchFailure; }
+
+/* ---- one kernel per bug class, each reported at its .cu line --------------
+ * Each kernel stores the __LINE__ of its bug in bug_line (on the same source
+ * line as the bug), so the test can check the line in the message. */
+static int bug_line[2];
+
+/* Even and odd threads wait at different __syncthreads() statements. */
+__global__ void split_barrier_kernel(float *out)
+{
+    if (threadIdx.x % 2 == 0) {
+        out[threadIdx.x] = 1.0f;
+        bug_line[0] = __LINE__; __syncthreads();
+    } else {
+        out[threadIdx.x] = 2.0f;
+        bug_line[1] = __LINE__; __syncthreads();
+    }
+}
+
+/* Runs one broken kernel (which: 0 split_barrier_kernel) on a 64-float
+ * buffer; returns the launch's error, its message, and the bug's lines. */
+extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1)
+{
+    float *buf = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, 64 * sizeof(float));
+    if (err != cudaSuccess) {
+        copy_message(err, msg, msgsize);
+        return (int)err;
+    }
+    bug_line[0] = bug_line[1] = 0;
+    switch (which) {
+    case 0: split_barrier_kernel<<<1, 64>>>(buf); break;
+    default: break;
+    }
+    err = cudaDeviceSynchronize();
+    copy_message(err, msg, msgsize);
+    cudaFree(buf);
+    *line0 = bug_line[0];
+    *line1 = bug_line[1];
+    return (int)err;
+}
 #endif /* MT_EMULATOR */

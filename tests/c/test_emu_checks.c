@@ -13,6 +13,24 @@ int mt_test_launch_interrupted(char *msg, size_t msgsize, double *seconds, int *
 int mt_test_cuda_interrupted(void);
 int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *then);
 int mt_test_cuda_launch_failure(void);
+int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1);
+
+/* Runs broken kernel `which`; checks the error is a launch failure whose
+ * message holds each of `needles` ("%d" in one is the line of the bug). */
+static void expect_bug(int which, const char *const *needles, int count)
+{
+    char msg[1024], want[256];
+    int line0 = 0, line1 = 0;
+    int err = mt_test_launch_bug(which, msg, sizeof msg, &line0, &line1);
+    if (getenv("MT_TEST_VERBOSE"))
+        printf("  message: %s\n", msg);
+    if (!TT_CHECK(err == mt_test_cuda_launch_failure(), "error %d (%s)", err, msg))
+        return;
+    for (int i = 0; i < count; ++i) {
+        snprintf(want, sizeof want, needles[i], i == 0 || !line1 ? line0 : line1);
+        TT_CHECK(strstr(msg, want) != NULL, "no \"%s\" in \"%s\"", want, msg);
+    }
+}
 
 static void test_interrupt(void)
 {
@@ -57,11 +75,22 @@ static void test_pending_kernel_error(void)
     free_call(&c);
 }
 
+static void test_bug_corpus(void)
+{
+    tt_case("threads at different __syncthreads() statements: barrier divergence naming both lines");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "broken_kernels.cu:%d",
+                                       "barrier divergence in kernel 'split_barrier_kernel' block (0, 0, 0)"};
+        expect_bug(0, needles, 3);
+    }
+}
+
 int main(void)
 {
     (void)ARG;
     tt_init("test_emu_checks");
     test_interrupt();
     test_pending_kernel_error();
+    test_bug_corpus();
     return tt_summary();
 }
