@@ -53,6 +53,13 @@ const Settings &settings()
     return s;
 }
 
+/* MINITENSOR_EMU_CHECK=full: read when the library is loaded, before any
+ * kernel runs; the checked shared arrays of emu.h test it on every access. */
+bool check_full = [] {
+    const char *v = std::getenv("MINITENSOR_EMU_CHECK");
+    return v && std::strcmp(v, "full") == 0;
+}();
+
 /* ---- errors (per host thread, as in the CUDA runtime) -------------------- */
 
 thread_local cudaError_t last_error = cudaSuccess;

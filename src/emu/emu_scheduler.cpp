@@ -25,6 +25,7 @@
 #include <boost/context/fiber.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -138,6 +139,25 @@ struct SharedSlot {
     const char *file;
     int line;
     size_t offset;
+    bool has_info;
+    SharedArrayInfo info;
+};
+
+/* Race detection (MINITENSOR_EMU_CHECK=full): what the last accesses to one
+ * 4-byte word of shared memory were. An access is "since the last barrier"
+ * when its epoch is the block's current one; lanes of one warp that have met
+ * (shuffle, __syncwarp, ballot) since an access are ordered after it. */
+struct Access {
+    uint64_t epoch = 0;
+    int tid = -1;
+    int line = 0;
+    uint32_t warp_epoch = 0;
+    const SharedArrayInfo *info = nullptr;
+};
+struct ShadowWord {
+    Access write;
+    Access read;       /* the first reader since the last barrier */
+    Access other_read; /* the latest reader other than that one */
 };
 
 /* Runs blocks of one launch on the current OS thread. */
@@ -156,6 +176,7 @@ public:
         size_t n = (size_t)cfg.block.x * cfg.block.y * cfg.block.z;
         threads_.clear();
         threads_.resize(n);
+        warp_epoch_.assign((n + 31) / 32, 0);
         order_.resize(n);
         tls_block.block_dim = cfg.block;
         tls_block.grid_dim = cfg.grid;
@@ -165,6 +186,7 @@ public:
     bool run_block(uint3 block_idx)
     {
         tls_block.block_idx = block_idx;
+        ++epoch_;
         error_.clear();
         aborting_ = false;
         start_shared_memory();
@@ -217,6 +239,118 @@ public:
         return linear >= 0 && (size_t)linear < threads_.size() ? &threads_[(size_t)linear] : nullptr;
     }
 
+    /* ---- MINITENSOR_EMU_CHECK=full ------------------------------------- */
+
+    const SharedArrayInfo *array_info(const char *name, const char *file, int line, int rank,
+                                      const size_t *dims, size_t elem_size, bool dynamic)
+    {
+        if (dynamic) {
+            dyn_info_ = SharedArrayInfo{name, file, line, 1, {dims[0], 0, 0, 0}, elem_size, shared_.data()};
+            return &dyn_info_;
+        }
+        for (SharedSlot &s : slots_)
+            if (s.line == line && (s.file == file || std::strcmp(s.file, file) == 0)) {
+                if (!s.has_info) {
+                    s.info = SharedArrayInfo{name, file, line, rank, {dims[0], dims[1], dims[2], dims[3]},
+                                             elem_size, shared_.data() + s.offset};
+                    s.has_info = true;
+                }
+                return &s.info;
+            }
+        throw KernelError(format("emulator: no __shared__ array declared at %s:%d", file, line));
+    }
+
+    /* "tile[2][5]": the element at p of the array. */
+    static std::string element_name(const SharedArrayInfo *info, const void *p)
+    {
+        size_t off = (size_t)(static_cast<const unsigned char *>(p) - info->base) / info->elem_size;
+        std::string out = info->name;
+        size_t stride = 1;
+        for (int d = 1; d < info->rank; ++d)
+            stride *= info->dims[d];
+        for (int d = 0; d < info->rank; ++d) {
+            out += format("[%zu]", off / stride);
+            off %= stride;
+            if (d + 1 < info->rank)
+                stride /= info->dims[d + 1];
+        }
+        return out;
+    }
+
+    static std::string declaration(const SharedArrayInfo *info)
+    {
+        std::string out = info->name;
+        for (int d = 0; d < info->rank; ++d)
+            out += format("[%zu]", info->dims[d]);
+        return out;
+    }
+
+    [[noreturn]] void index_error(const SharedArrayInfo *info, const void *sub, int sub_rank, long long index,
+                                  size_t extent, int line)
+    {
+        /* The indices before the bad one, from where the sub-array starts. */
+        int depth = info->rank - sub_rank;
+        size_t off = (size_t)(static_cast<const unsigned char *>(sub) - info->base) / info->elem_size;
+        size_t stride = 1;
+        for (int d = 1; d < info->rank; ++d)
+            stride *= info->dims[d];
+        std::string access = info->name;
+        for (int d = 0; d < depth; ++d) {
+            access += format("[%zu]", off / stride);
+            off %= stride;
+            stride /= info->dims[d + 1];
+        }
+        access += format("[%lld]", index);
+        throw KernelError(format("%s: shared-memory access %s out of bounds at %s:%d: index %lld is outside "
+                                 "[0, %zu) in __shared__ %s (declared at %s:%d)",
+                                 where(*current_).c_str(), access.c_str(), info->file, line, index, extent,
+                                 declaration(info).c_str(), info->file, info->decl_line));
+    }
+
+    void access(const SharedArrayInfo *info, const void *elem, bool write, int line)
+    {
+        if (!info)
+            return;
+        if (shadow_.empty())
+            shadow_.resize((kSharedOptinLimit + 16) / 4);
+        size_t word = (size_t)(static_cast<const unsigned char *>(elem) - shared_.data()) / 4;
+        if (word >= shadow_.size())
+            return;
+        ShadowWord &w = shadow_[word];
+        const EmuThread &me = *current_;
+        int u = me.linear;
+        Access now{epoch_, u, line, warp_epoch_[(size_t)u / 32], info};
+        const Access *hazard = nullptr;
+        const char *kind = nullptr;
+        if (races(w.write, u)) {
+            hazard = &w.write;
+            kind = "written";
+        } else if (write && races(w.read, u)) {
+            hazard = &w.read;
+            kind = "read";
+        } else if (write && races(w.other_read, u)) {
+            hazard = &w.other_read;
+            kind = "read";
+        }
+        if (hazard) {
+            const EmuThread &o = threads_[(size_t)hazard->tid];
+            throw KernelError(format("shared-memory race in %s %s %s at %s:%d, %s by thread (%u, %u, %u) at "
+                                     "line %d with no __syncthreads() between",
+                                     where(me).c_str(), write ? "wrote" : "read", element_name(info, elem).c_str(),
+                                     info->file, line, kind, o.idx.x, o.idx.y, o.idx.z, hazard->line));
+        }
+        if (write) {
+            w.write = now;
+        } else if (w.read.epoch != epoch_) {
+            w.read = now;
+            w.other_read = Access{};
+        } else if (w.read.tid != u) {
+            w.other_read = now;
+        }
+    }
+
+    size_t dynamic_bytes() const { return cfg_->shared_bytes; }
+
     void *shared_alloc(const char *file, int line, size_t bytes)
     {
         for (const SharedSlot &s : slots_)
@@ -233,7 +367,7 @@ public:
                                      "have at most %zu", cfg_->name, offset + bytes, kSharedOptinLimit));
         if (settings().poison)
             std::memset(shared_.data() + offset, 0xFF, bytes);
-        slots_.push_back(SharedSlot{file, line, offset});
+        slots_.push_back(SharedSlot{file, line, offset, false, SharedArrayInfo{}});
         static_used_ = offset - dynamic_bytes_ + bytes;
         return shared_.data() + offset;
     }
@@ -275,6 +409,17 @@ private:
          * left there: a kernel that reads before it writes must not pass. */
         if (settings().poison && cfg_->shared_bytes > 0)
             std::memset(shared_.data(), 0xFF, cfg_->shared_bytes);
+    }
+
+    /* Did access a (by another thread, since the last barrier, not ordered
+     * by a warp meeting of both) conflict with one by thread u now? */
+    bool races(const Access &a, int u) const
+    {
+        if (a.epoch != epoch_ || a.tid < 0 || a.tid == u)
+            return false;
+        if (a.tid / 32 == u / 32 && warp_epoch_[(size_t)u / 32] != a.warp_epoch)
+            return false;
+        return true;
     }
 
     uint64_t next_random()
@@ -353,6 +498,7 @@ private:
                 return false;
             }
             if ((wanted & waiting) == wanted) {
+                ++warp_epoch_[base / 32];
                 for (size_t l = 0; l < lanes; ++l)
                     if (waiting & (1u << l))
                         threads_[base + l].state = State::Runnable;
@@ -394,6 +540,7 @@ private:
                                     a.sync_line, t.idx.x, t.idx.y, t.idx.z, t.sync_file, t.sync_line);
                     return false;
                 }
+            ++epoch_;
             for (EmuThread &t : threads_)
                 t.state = State::Runnable;
             return true;
@@ -433,7 +580,11 @@ private:
     std::vector<EmuThread> threads_;
     std::vector<int> order_;
     std::vector<unsigned char> shared_;
-    std::vector<SharedSlot> slots_;
+    std::deque<SharedSlot> slots_; /* deque: SharedArrayInfo pointers stay valid */
+    SharedArrayInfo dyn_info_{};
+    std::vector<ShadowWord> shadow_;
+    std::vector<uint32_t> warp_epoch_;
+    uint64_t epoch_ = 0;
     size_t static_used_ = 0;
     size_t dynamic_bytes_ = 0;
     EmuThread *current_ = nullptr;
@@ -643,5 +794,24 @@ void *block_shared_alloc(const char *file, int line, size_t bytes)
 }
 
 void *dynamic_shared_ptr(void) { return running().dynamic_shared(); }
+
+size_t dynamic_shared_bytes(void) { return running().dynamic_bytes(); }
+
+const SharedArrayInfo *shared_array_info(const char *name, const char *file, int line, int rank,
+                                         const size_t *dims, size_t elem_size, bool dynamic)
+{
+    return running().array_info(name, file, line, rank, dims, elem_size, dynamic);
+}
+
+void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_rank, long long index,
+                        size_t extent, int line)
+{
+    running().index_error(info, sub, sub_rank, index, extent, line);
+}
+
+void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line)
+{
+    running().access(info, elem, write, line);
+}
 
 } /* namespace mt_emu */

@@ -206,8 +206,37 @@ __global__ void split_barrier_kernel(float *out)
     }
 }
 
-/* Runs one broken kernel (which: 0 split_barrier_kernel) on a 64-float
- * buffer; returns the launch's error, its message, and the bug's lines. */
+/* The classic missing barrier: each thread writes its slot, then reads its
+ * neighbour's, with no __syncthreads() between (MINITENSOR_EMU_CHECK=full). */
+__global__ void missing_barrier_kernel(float *out)
+{
+    __shared__ float tile[64];
+    bug_line[0] = __LINE__; tile[threadIdx.x] = (float)threadIdx.x;
+    bug_line[1] = __LINE__; out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];
+}
+
+/* Two threads write one shared slot between the same two barriers. */
+__global__ void two_writers_kernel(float *out)
+{
+    __shared__ float slot[32];
+    bug_line[0] = __LINE__; slot[threadIdx.x / 2] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = slot[threadIdx.x / 2];
+}
+
+/* A write one past the end of a __shared__ array. */
+__global__ void shared_overflow_kernel(float *out)
+{
+    __shared__ float buf[4][16];
+    bug_line[0] = __LINE__; buf[threadIdx.x / 16][threadIdx.x % 16 + 1] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = buf[0][0];
+}
+
+/* Runs one broken kernel (which: 0 split_barrier_kernel, 1
+ * missing_barrier_kernel, 2 two_writers_kernel, 3 shared_overflow_kernel)
+ * on a 64-float buffer; returns the launch's error, its message, and the
+ * bug's lines. */
 extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1)
 {
     float *buf = NULL;
@@ -219,6 +248,9 @@ extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *lin
     bug_line[0] = bug_line[1] = 0;
     switch (which) {
     case 0: split_barrier_kernel<<<1, 64>>>(buf); break;
+    case 1: missing_barrier_kernel<<<1, 64>>>(buf); break;
+    case 2: two_writers_kernel<<<1, 64>>>(buf); break;
+    case 3: shared_overflow_kernel<<<1, 64>>>(buf); break;
     default: break;
     }
     err = cudaDeviceSynchronize();

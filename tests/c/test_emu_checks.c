@@ -5,6 +5,9 @@
  *
  *   make build/tests/emu/test_emu_checks && build/tests/emu/test_emu_checks
  */
+#define _GNU_SOURCE
+#include <unistd.h>
+
 #include "test_util.h"
 #include "tt_calls.h"
 
@@ -29,6 +32,15 @@ static void expect_bug(int which, const char *const *needles, int count)
     for (int i = 0; i < count; ++i) {
         snprintf(want, sizeof want, needles[i], i == 0 || !line1 ? line0 : line1);
         TT_CHECK(strstr(msg, want) != NULL, "no \"%s\" in \"%s\"", want, msg);
+    }
+    /* Both lines of a two-line bug, whichever the message names first
+     * ("at file.cu:L1, ... at line L2"). */
+    for (int i = 0; i < 2 && line1; ++i) {
+        char at_file[64], at_line[64];
+        snprintf(at_file, sizeof at_file, ".cu:%d", i ? line1 : line0);
+        snprintf(at_line, sizeof at_line, "line %d", i ? line1 : line0);
+        TT_CHECK(strstr(msg, at_file) || strstr(msg, at_line), "line %d not named in \"%s\"",
+                 i ? line1 : line0, msg);
     }
 }
 
@@ -83,11 +95,39 @@ static void test_bug_corpus(void)
                                        "barrier divergence in kernel 'split_barrier_kernel' block (0, 0, 0)"};
         expect_bug(0, needles, 3);
     }
+    tt_case("full check: a read of a slot another thread wrote with no barrier between is a race");
+    {
+        const char *const needles[] = {"shared-memory race in kernel 'missing_barrier_kernel', block (0, 0, 0)",
+                                       "tile[", "with no __syncthreads() between"};
+        expect_bug(1, needles, 3);
+    }
+    tt_case("full check: two threads writing one shared slot between barriers is a race");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "wrote slot[", "written by thread",
+                                       "kernel 'two_writers_kernel'"};
+        expect_bug(2, needles, 4);
+    }
+    tt_case("full check: a shared write one past the end of a row is out of bounds");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "index 16 is outside [0, 16)",
+                                       "kernel 'shared_overflow_kernel'", "__shared__ buf[4][16]"};
+        expect_bug(3, needles, 4);
+    }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     (void)ARG;
+    (void)argc;
+    /* The shared-memory checks need MINITENSOR_EMU_CHECK=full, which the
+     * library reads when it is loaded: run again with it set. */
+    const char *mode = getenv("MINITENSOR_EMU_CHECK");
+    if (!mode || strcmp(mode, "full") != 0) {
+        setenv("MINITENSOR_EMU_CHECK", "full", 1);
+        execv("/proc/self/exe", argv);
+        perror("test_emu_checks: execv /proc/self/exe");
+        return 1;
+    }
     tt_init("test_emu_checks");
     test_interrupt();
     test_pending_kernel_error();

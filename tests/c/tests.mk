@@ -95,3 +95,7 @@ $(TEST_C_EMU_DIR)/test_emu_checks: $(TEST_C_EMU_DIR)/test_emu_checks.o $(TEST_C_
 	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm $(TEST_C_RPATH)
 
 .SECONDARY: $(TEST_C_EMU_DIR)/test_emu_checks.o
+
+# The C tests run with the emulator's full checks (shared-memory bounds and
+# races, guard pages; docs/emulator.md): about twice the time, still seconds.
+test-c-emu: export MINITENSOR_EMU_CHECK := full
