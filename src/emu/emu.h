@@ -30,6 +30,8 @@
  *   MINITENSOR_EMU_SEED=n      seed of the shuffle (default 0: fixed)
  *   MINITENSOR_EMU_THREADS=n   OS threads that run blocks (default: cores;
  *                              1 makes printf output and gdb sessions orderly)
+ *   MINITENSOR_EMU_CHECK=full  shared-memory bounds and race checks, device
+ *                              allocations against a guard page
  */
 #ifndef MT_EMU_H
 #define MT_EMU_H

@@ -49,6 +49,13 @@ extern thread_local cudaError_t pending_kernel_error;
 /* The pending kernel error (cudaSuccess if none), which is then cleared. */
 cudaError_t take_pending_kernel_error();
 
+/* Device memory (emu_runtime.cpp): a mapping per allocation, a guard page
+ * after it, quarantine after cudaFree. */
+void *device_alloc(size_t bytes);
+bool device_free(void *ptr);
+/* "4 bytes past the end of a 4096-byte allocation", ... */
+std::string describe_address(const void *addr);
+
 /* printf into a std::string (up to 1023 characters). */
 std::string format(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -188,6 +188,7 @@ extern "C" int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsi
 }
 
 extern "C" int mt_test_cuda_launch_failure(void) { return (int)cudaErrorLaunchFailure; }
+extern "C" int mt_test_cuda_illegal_address(void) { return (int)cudaErrorIllegalAddress; }
 
 /* ---- one kernel per bug class, each reported at its .cu line --------------
  * Each kernel stores the __LINE__ of its bug in bug_line (on the same source
@@ -233,10 +234,22 @@ __global__ void shared_overflow_kernel(float *out)
     out[threadIdx.x] = buf[0][0];
 }
 
+/* A write one element past the end of the buffer (64 threads, 64 floats). */
+__global__ void global_overflow_kernel(float *out)
+{
+    bug_line[0] = __LINE__; out[threadIdx.x + 1] = 1.0f;
+}
+
+/* Launched on a buffer that was freed before the launch. */
+__global__ void use_after_free_kernel(float *out)
+{
+    bug_line[0] = __LINE__; out[threadIdx.x] = 1.0f;
+}
+
 /* Runs one broken kernel (which: 0 split_barrier_kernel, 1
- * missing_barrier_kernel, 2 two_writers_kernel, 3 shared_overflow_kernel)
- * on a 64-float buffer; returns the launch's error, its message, and the
- * bug's lines. */
+ * missing_barrier_kernel, 2 two_writers_kernel, 3 shared_overflow_kernel,
+ * 4 global_overflow_kernel, 5 use_after_free_kernel) on a 64-float buffer;
+ * returns the launch's error, its message, and the bug's lines. */
 extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1)
 {
     float *buf = NULL;
@@ -251,6 +264,12 @@ extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *lin
     case 1: missing_barrier_kernel<<<1, 64>>>(buf); break;
     case 2: two_writers_kernel<<<1, 64>>>(buf); break;
     case 3: shared_overflow_kernel<<<1, 64>>>(buf); break;
+    case 4: global_overflow_kernel<<<1, 64>>>(buf); break;
+    case 5:
+        cudaFree(buf);
+        use_after_free_kernel<<<1, 64>>>(buf);
+        buf = NULL;
+        break;
     default: break;
     }
     err = cudaDeviceSynchronize();

@@ -16,18 +16,19 @@ int mt_test_launch_interrupted(char *msg, size_t msgsize, double *seconds, int *
 int mt_test_cuda_interrupted(void);
 int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *then);
 int mt_test_cuda_launch_failure(void);
+int mt_test_cuda_illegal_address(void);
 int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1);
 
 /* Runs broken kernel `which`; checks the error is a launch failure whose
  * message holds each of `needles` ("%d" in one is the line of the bug). */
-static void expect_bug(int which, const char *const *needles, int count)
+static void expect_bug(int which, const char *const *needles, int count, int want_err)
 {
     char msg[1024], want[256];
     int line0 = 0, line1 = 0;
     int err = mt_test_launch_bug(which, msg, sizeof msg, &line0, &line1);
     if (getenv("MT_TEST_VERBOSE"))
         printf("  message: %s\n", msg);
-    if (!TT_CHECK(err == mt_test_cuda_launch_failure(), "error %d (%s)", err, msg))
+    if (!TT_CHECK(err == want_err, "error %d (%s), expected %d", err, msg, want_err))
         return;
     for (int i = 0; i < count; ++i) {
         snprintf(want, sizeof want, needles[i], i == 0 || !line1 ? line0 : line1);
@@ -93,26 +94,47 @@ static void test_bug_corpus(void)
     {
         const char *const needles[] = {"broken_kernels.cu:%d", "broken_kernels.cu:%d",
                                        "barrier divergence in kernel 'split_barrier_kernel' block (0, 0, 0)"};
-        expect_bug(0, needles, 3);
+        expect_bug(0, needles, 3, mt_test_cuda_launch_failure());
     }
     tt_case("full check: a read of a slot another thread wrote with no barrier between is a race");
     {
         const char *const needles[] = {"shared-memory race in kernel 'missing_barrier_kernel', block (0, 0, 0)",
                                        "tile[", "with no __syncthreads() between"};
-        expect_bug(1, needles, 3);
+        expect_bug(1, needles, 3, mt_test_cuda_launch_failure());
     }
     tt_case("full check: two threads writing one shared slot between barriers is a race");
     {
         const char *const needles[] = {"broken_kernels.cu:%d", "wrote slot[", "written by thread",
                                        "kernel 'two_writers_kernel'"};
-        expect_bug(2, needles, 4);
+        expect_bug(2, needles, 4, mt_test_cuda_launch_failure());
     }
     tt_case("full check: a shared write one past the end of a row is out of bounds");
     {
         const char *const needles[] = {"broken_kernels.cu:%d", "index 16 is outside [0, 16)",
                                        "kernel 'shared_overflow_kernel'", "__shared__ buf[4][16]"};
-        expect_bug(3, needles, 4);
+        expect_bug(3, needles, 4, mt_test_cuda_launch_failure());
     }
+}
+
+/* Global memory: a fault inside a kernel is the launch's error. */
+static void test_global_memory(void)
+{
+    tt_case("full check: a global write one past the end faults against the guard page, reported");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "illegal memory access in kernel 'global_overflow_kernel'",
+                                       "just past the end of a 256-byte allocation"};
+        expect_bug(4, needles, 3, mt_test_cuda_illegal_address());
+    }
+    tt_case("a kernel writing to freed memory faults, reported as a use after free");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "kernel 'use_after_free_kernel'",
+                                       "inside a 256-byte allocation freed by cudaFree"};
+        expect_bug(5, needles, 3, mt_test_cuda_illegal_address());
+    }
+    tt_case("the library works after the faults");
+    call c = valid_call(F_FILL);
+    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
+    free_call(&c);
 }
 
 int main(int argc, char **argv)
@@ -132,5 +154,6 @@ int main(int argc, char **argv)
     test_interrupt();
     test_pending_kernel_error();
     test_bug_corpus();
+    test_global_memory();
     return tt_summary();
 }
