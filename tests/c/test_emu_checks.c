@@ -45,6 +45,15 @@ static void expect_bug(int which, const char *const *needles, int count, int wan
     }
 }
 
+/* After an emulator error the next call works. */
+static void expect_library_works(const char *after)
+{
+    tt_case("the library works after %s", after);
+    call c = valid_call(F_FILL);
+    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
+    free_call(&c);
+}
+
 static void test_interrupt(void)
 {
     char msg[512];
@@ -57,10 +66,7 @@ static void test_interrupt(void)
     TT_CHECK(seconds < 1.5, "the launch took %.2f s after a SIGINT at 0.2 s", seconds);
     TT_CHECK(calls == 1, "the program's own SIGINT handler ran %d times, expected once", calls);
 
-    tt_case("the library works after the interrupted launch");
-    call c = valid_call(F_FILL);
-    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
-    free_call(&c);
+    expect_library_works("the interrupted launch");
 }
 
 /* A kernel's error waits for the host: the next synchronize (or
@@ -82,10 +88,7 @@ static void test_pending_kernel_error(void)
         else
             TT_CHECK(then == 0, "reported once, but the next cudaDeviceSynchronize returned %d", then);
     }
-    tt_case("the library works after the reported kernel error");
-    call c = valid_call(F_FILL);
-    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
-    free_call(&c);
+    expect_library_works("the reported kernel error");
 }
 
 static void test_bug_corpus(void)
@@ -131,10 +134,7 @@ static void test_global_memory(void)
                                        "inside a 256-byte allocation freed by cudaFree"};
         expect_bug(5, needles, 3, mt_test_cuda_illegal_address());
     }
-    tt_case("the library works after the faults");
-    call c = valid_call(F_FILL);
-    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
-    free_call(&c);
+    expect_library_works("the faults");
 }
 
 int main(int argc, char **argv)
