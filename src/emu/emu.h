@@ -280,13 +280,13 @@ struct SharedRef {
     int line;
     operator T() const
     {
-        if (check_full)
+        if (__builtin_expect(check_full, 0))
             shared_access(info, p, false, line);
         return *p;
     }
     const SharedRef &operator=(T v) const
     {
-        if (check_full)
+        if (__builtin_expect(check_full, 0))
             shared_access(info, p, true, line);
         *p = v;
         return *this;
@@ -346,7 +346,7 @@ struct SharedView<E[N]> {
     template <typename I>
     typename SharedElem<E>::type operator[](I i) const
     {
-        if (check_full && (negative_index(i) || (size_t)i >= extent))
+        if (__builtin_expect(check_full, 0) && (negative_index(i) || (size_t)i >= extent))
             shared_index_error(info, p, (int)std::rank<E[N]>::value, (long long)i, extent, line);
         return SharedElem<E>::make(&(*p)[i], info, line);
     }
