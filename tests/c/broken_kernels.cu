@@ -246,9 +246,28 @@ __global__ void use_after_free_kernel(float *out)
     bug_line[0] = __LINE__; out[threadIdx.x] = 1.0f;
 }
 
+/* Not broken: lanes of one warp ordered by __syncwarp(), and atomics on
+ * shared memory, are no races (the full checks must stay quiet). */
+__global__ void warp_ordered_kernel(float *out)
+{
+    __shared__ float lane_value[32];
+    __shared__ int count[1];
+    if (threadIdx.x == 0)
+        count[0] = 0;
+    __syncthreads();
+    lane_value[threadIdx.x] = (float)threadIdx.x;
+    __syncwarp();
+    out[threadIdx.x] = lane_value[(threadIdx.x + 1) % 32];
+    atomicAdd(&count[0], 1);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        out[0] = (float)count[0];
+}
+
 /* Runs one broken kernel (which: 0 split_barrier_kernel, 1
  * missing_barrier_kernel, 2 two_writers_kernel, 3 shared_overflow_kernel,
- * 4 global_overflow_kernel, 5 use_after_free_kernel) on a 64-float buffer;
+ * 4 global_overflow_kernel, 5 use_after_free_kernel; 6 the correct
+ * warp_ordered_kernel) on a 64-float buffer;
  * returns the launch's error, its message, and the bug's lines. */
 extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1)
 {
@@ -265,6 +284,7 @@ extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *lin
     case 2: two_writers_kernel<<<1, 64>>>(buf); break;
     case 3: shared_overflow_kernel<<<1, 64>>>(buf); break;
     case 4: global_overflow_kernel<<<1, 64>>>(buf); break;
+    case 6: warp_ordered_kernel<<<1, 32>>>(buf); break;
     case 5:
         cudaFree(buf);
         use_after_free_kernel<<<1, 64>>>(buf);

@@ -117,6 +117,8 @@ static void test_bug_corpus(void)
                                        "kernel 'shared_overflow_kernel'", "__shared__ buf[4][16]"};
         expect_bug(3, needles, 4, mt_test_cuda_launch_failure());
     }
+    tt_case("full check: lanes ordered by __syncwarp() and shared atomics are no race");
+    expect_bug(6, NULL, 0, 0);
 }
 
 /* Global memory: a fault inside a kernel is the launch's error. */
