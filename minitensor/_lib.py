@@ -62,7 +62,8 @@ MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
 MT_OK = 0
-STATUS_ERRORS: dict[int, type[MinitensorError]] = {
+# MT_ERR_INTERRUPTED is Python's own KeyboardInterrupt: Ctrl-C stopped an op.
+STATUS_ERRORS: dict[int, type[BaseException]] = {
     1: InvalidArgumentError,  # MT_ERR_INVALID_ARGUMENT
     2: ShapeError,  # MT_ERR_SHAPE
     3: DimError,  # MT_ERR_DIM
@@ -70,6 +71,7 @@ STATUS_ERRORS: dict[int, type[MinitensorError]] = {
     5: OutOfMemoryError,  # MT_ERR_OUT_OF_MEMORY
     6: CudaError,  # MT_ERR_CUDA
     7: NoDeviceError,  # MT_ERR_NO_DEVICE
+    8: KeyboardInterrupt,  # MT_ERR_INTERRUPTED
 }
 
 # mt_dtype values.
@@ -338,7 +340,7 @@ def is_loaded() -> bool:
 
 
 def raise_status(status: int, func: str, last_error: Optional[bytes],
-                 errors: dict[int, type[MinitensorError]] = STATUS_ERRORS,
+                 errors: dict[int, type[BaseException]] = STATUS_ERRORS,
                  default: type[MinitensorError] = MinitensorError) -> None:
     """Raises the exception that errors maps a failed status to, carrying the
     library's last error message (which already names the C function and the

@@ -103,6 +103,11 @@ static bool is_asynchronous_fault(cudaError_t err)
 mt_status mt_fail_cuda(cudaError_t err, const char *expr, const char *file, int line)
 {
     mt_status status = err == cudaErrorMemoryAllocation ? MT_ERR_OUT_OF_MEMORY : MT_ERR_CUDA;
+#ifdef MT_EMULATOR
+    /* Ctrl-C stopped an emulated launch (src/emu: the error exists only there). */
+    if (err == cudaErrorInterrupted)
+        status = MT_ERR_INTERRUPTED;
+#endif
     /* The runtime also keeps a failed call's error as its "last error", which
      * the next mt_launch_status would read and blame on an innocent launch.
      * This error is being reported now, so clear it. (A fault that broke the

@@ -196,6 +196,7 @@ def test_status_enum() -> None:
         "MT_ERR_OUT_OF_MEMORY": mt.OutOfMemoryError,
         "MT_ERR_CUDA": mt.CudaError,
         "MT_ERR_NO_DEVICE": mt.NoDeviceError,
+        "MT_ERR_INTERRUPTED": KeyboardInterrupt,
     }
     assert set(status) == set(expected) | {"MT_OK"}
     for name, cls in expected.items():

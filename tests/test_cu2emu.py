@@ -54,9 +54,27 @@ def test_launch_over_several_lines_keeps_the_line_count():
 
 def test_shared_declarations():
     static, dynamic = translate("  __shared__ float tile[32][33]; // padded\n  extern __shared__ double buf[];")
-    assert static == ("  float (&tile)[32][33] = ::mt_emu::block_shared<float[32][33]>(__FILE__, __LINE__);"
+    assert static == ('  const auto tile = ::mt_emu::shared_array<float[32][33]>("tile", __FILE__, __LINE__);'
                       " // padded")
-    assert dynamic == "  double *const buf = ::mt_emu::dynamic_shared<double>();"
+    assert dynamic == '  const auto buf = ::mt_emu::dynamic_shared_array<double>("buf", __FILE__, __LINE__);'
+
+
+def test_shared_struct_stays_a_reference():
+    (line,) = translate("  __shared__ BlockScratch<float> scratch;")
+    assert line == "  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>(__FILE__, __LINE__);"
+
+
+def test_array_uses_carry_their_line_within_the_declaring_block():
+    source = ("__global__ void k(S s) {\n"
+              "    __shared__ float tile[4][4];\n"
+              "    tile[0][1] = s.tile[2] + p->tile [3]; // tile[9]\n"
+              "    { float x = tile [1][2]; }\n"
+              "}\n"
+              "void h() { tile[0] = 1; }")
+    lines = translate(source)
+    assert lines[2] == "    tile(__LINE__)[0][1] = s.tile[2] + p->tile [3]; // tile[9]"
+    assert lines[3] == "    { float x = tile(__LINE__) [1][2]; }"
+    assert lines[5] == "void h() { tile[0] = 1; }"
 
 
 @pytest.mark.parametrize("source", [
@@ -73,7 +91,7 @@ def test_comments_and_strings_are_left_alone(source):
 def test_a_comment_inside_a_declaration_line_is_kept():
     (line,) = translate("__shared__ int flags[8]; /* one per warp: __shared__ */")
     assert line.endswith("/* one per warp: __shared__ */")
-    assert "block_shared<int[8]>" in line
+    assert "shared_array<int[8]>" in line
 
 
 @pytest.mark.parametrize("source, line", [

@@ -9,11 +9,16 @@ leaves everything else to src/emu/emu.h:
   kernel<<<grid, block, shared, stream>>>(args)
       ->  ::mt_emu::launch("kernel", kernel, grid, block, shared, stream)(args)
   __shared__ float tile[32][33];
-      ->  float (&tile)[32][33] = ::mt_emu::block_shared<float[32][33]>(__FILE__, __LINE__);
+      ->  const auto tile = ::mt_emu::shared_array<float[32][33]>("tile", __FILE__, __LINE__);
   __shared__ BlockScratch<float> scratch;
       ->  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>(__FILE__, __LINE__);
   extern __shared__ float buf[];
-      ->  float *const buf = ::mt_emu::dynamic_shared<float>();
+      ->  const auto buf = ::mt_emu::dynamic_shared_array<float>("buf", __FILE__, __LINE__);
+
+A __shared__ array becomes a view (src/emu/emu.h) that indexes like the
+array and, under MINITENSOR_EMU_CHECK=full, checks bounds and races. So that
+a check can name the line of an access, every later `tile[` in the function
+that declares the array becomes `tile(__LINE__)[`.
 
 Lines are rewritten in place (never added or removed) and a #line directive
 names the original file, so compiler errors and gdb point at the .cu source.
@@ -65,6 +70,34 @@ def unterminated_comment(masked: str) -> bool:
     return "/*" in masked
 
 
+def scope_end(masked: str, start: int) -> int:
+    """Where the block that contains position start closes (or the end)."""
+    depth = 0
+    for i in range(start, len(masked)):
+        c = masked[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+    return len(masked)
+
+
+def tag_array_uses(text: str, masked: str, names: list) -> str:
+    """`name[` -> `name(__LINE__)[` after each array's declaration, up to the
+    end of the block that declares it (code only; not `x.name[`, `p->name[`)."""
+    edits = []
+    for name, decl_end in names:
+        end = scope_end(masked, decl_end)
+        use = re.compile(r"(?<![\w.>:])" + re.escape(name) + r"(?=\s*\[)")
+        for m in use.finditer(masked, decl_end, end):
+            edits.append(m.end())
+    for pos in sorted(edits, reverse=True):
+        text = text[:pos] + "(__LINE__)" + text[pos:]
+    return text
+
+
 def translate(text: str, path: str) -> str:
     masked = mask_non_code(text)
     if unterminated_comment(masked):
@@ -81,26 +114,39 @@ def translate(text: str, path: str) -> str:
         text = text[:m.start()] + replacement + text[m.end():]
     masked = mask_non_code(text)
     out = []
+    arrays = []  # (name, line of its declaration)
     for number, (line, code) in enumerate(zip(text.split("\n"), masked.split("\n")), start=1):
         m = EXTERN_SHARED.match(code)
         if m:
-            line = (f"{m['indent']}{m['type']} *const {m['name']} = "
-                    f"::mt_emu::dynamic_shared<{m['type']}>();{line[m.start('rest'):]}")
+            line = (f"{m['indent']}const auto {m['name']} = ::mt_emu::dynamic_shared_array<{m['type']}>("
+                    f"\"{m['name']}\", __FILE__, __LINE__);{line[m.start('rest'):]}")
+            arrays.append((m["name"], number))
         else:
             m = SHARED.match(code)
             if m:
                 dims = m["dims"].strip()
-                ref = f"(&{m['name']}){dims}" if dims else f"&{m['name']}"
-                line = (f"{m['indent']}{m['type']} {ref} = "
-                        f"::mt_emu::block_shared<{m['type']}{dims}>(__FILE__, __LINE__);"
-                        f"{line[m.start('rest'):]}")
+                if dims:
+                    line = (f"{m['indent']}const auto {m['name']} = ::mt_emu::shared_array<{m['type']}{dims}>("
+                            f"\"{m['name']}\", __FILE__, __LINE__);{line[m.start('rest'):]}")
+                    arrays.append((m["name"], number))
+                else:
+                    line = (f"{m['indent']}{m['type']} &{m['name']} = "
+                            f"::mt_emu::block_shared<{m['type']}>(__FILE__, __LINE__);"
+                            f"{line[m.start('rest'):]}")
             elif "__shared__" in code or "<<<" in code:
                 raise SystemExit(
                     f"{path}:{number}: cu2emu cannot translate this line for the emulator:\n  {line.strip()}\n"
                     "Write shared memory as `__shared__ T name[N];` or `extern __shared__ T name[];` on one "
                     "line, and launches as `kernel<<<grid, block>>>(args);`.")
         out.append(line)
-    return f'#line 1 "{path}"\n' + "\n".join(out)
+    text = "\n".join(out)
+    if arrays:
+        masked = mask_non_code(text)
+        starts = [0]
+        for ln in text.split("\n"):
+            starts.append(starts[-1] + len(ln) + 1)
+        text = tag_array_uses(text, masked, [(name, starts[number]) for name, number in arrays])
+    return f'#line 1 "{path}"\n' + text
 
 
 def main(argv: list) -> int:

@@ -30,6 +30,8 @@
  *   MINITENSOR_EMU_SEED=n      seed of the shuffle (default 0: fixed)
  *   MINITENSOR_EMU_THREADS=n   OS threads that run blocks (default: cores;
  *                              1 makes printf output and gdb sessions orderly)
+ *   MINITENSOR_EMU_CHECK=full  shared-memory bounds and race checks, device
+ *                              allocations against a guard page
  */
 #ifndef MT_EMU_H
 #define MT_EMU_H
@@ -85,7 +87,10 @@ enum cudaError {
     cudaErrorInvalidAddressSpace = 717,
     cudaErrorAssert = 710,
     cudaErrorLaunchFailure = 719,
-    cudaErrorUnknown = 999
+    cudaErrorUnknown = 999,
+    /* The emulator's own (no CUDA runtime has it): a launch abandoned
+     * because the user pressed Ctrl-C while it ran. */
+    cudaErrorInterrupted = 10000
 };
 typedef enum cudaError cudaError_t;
 
@@ -240,6 +245,146 @@ Launcher<Params...> launch(const char *name, void (*kernel)(Params...), dim3 gri
 void *block_shared_alloc(const char *file, int line, size_t bytes);
 void *dynamic_shared_ptr(void);
 
+/* ---- checked shared arrays (MINITENSOR_EMU_CHECK=full) ---------------------
+ * cu2emu.py declares every __shared__ array as a SharedView: an object that
+ * indexes like the array (tile[i][j]) and hands out, for an element of an
+ * arithmetic type, a SharedRef that records each read and write. With the
+ * check off (the default), check_full is false and a view costs what the
+ * plain array does (one predictable branch per access). With it on, an index
+ * outside the array and an access that races with another thread's since
+ * their last common barrier are kernel errors naming the array, the element,
+ * the threads and the .cu lines (cu2emu rewrites `tile[` into
+ * `tile(__LINE__)[` so that each access knows its line). */
+extern bool check_full;
+
+/* What the checks know of one __shared__ array of the running block. */
+struct SharedArrayInfo {
+    const char *name;
+    const char *file;
+    int decl_line;
+    int rank;
+    size_t dims[4];
+    size_t elem_size;
+    unsigned char *base;
+};
+const SharedArrayInfo *shared_array_info(const char *name, const char *file, int line, int rank,
+                                         const size_t *dims, size_t elem_size, bool dynamic);
+[[noreturn]] void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_rank,
+                                     long long index, size_t extent, int line);
+void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line);
+
+template <typename T>
+struct SharedRef {
+    T *p;
+    const SharedArrayInfo *info;
+    int line;
+    operator T() const
+    {
+        if (__builtin_expect(check_full, 0))
+            shared_access(info, p, false, line);
+        return *p;
+    }
+    const SharedRef &operator=(T v) const
+    {
+        if (__builtin_expect(check_full, 0))
+            shared_access(info, p, true, line);
+        *p = v;
+        return *this;
+    }
+    const SharedRef &operator=(const SharedRef &o) const { return *this = (T)o; }
+    template <typename U> const SharedRef &operator+=(U v) const { return *this = (T)(T(*this) + v); }
+    template <typename U> const SharedRef &operator-=(U v) const { return *this = (T)(T(*this) - v); }
+    template <typename U> const SharedRef &operator*=(U v) const { return *this = (T)(T(*this) * v); }
+    template <typename U> const SharedRef &operator/=(U v) const { return *this = (T)(T(*this) / v); }
+    const SharedRef &operator++() const { return *this = (T)(T(*this) + 1); }
+    const SharedRef &operator--() const { return *this = (T)(T(*this) - 1); }
+    T operator++(int) const { T old = *this; *this = (T)(old + 1); return old; }
+    T operator--(int) const { T old = *this; *this = (T)(old - 1); return old; }
+    /* The address escapes the checks (atomics on shared memory, vector
+     * loads through reinterpret_cast): accesses through it are not seen. */
+    T *operator&() const { return p; }
+};
+
+template <typename A>
+struct SharedView;
+
+template <typename E>
+struct SharedElem {
+    /* Arithmetic elements are checked; structs are handed out as they are. */
+    using type = typename std::conditional<std::is_arithmetic<E>::value, SharedRef<E>, E &>::type;
+    static type make(E *p, const SharedArrayInfo *info, int line)
+    {
+        if constexpr (std::is_arithmetic<E>::value)
+            return SharedRef<E>{p, info, line};
+        else
+            return *p;
+    }
+};
+template <typename E, size_t M>
+struct SharedElem<E[M]> {
+    using type = SharedView<E[M]>;
+    static type make(E (*p)[M], const SharedArrayInfo *info, int line) { return type{p, info, line, M}; }
+};
+
+template <typename I>
+constexpr bool negative_index(I i)
+{
+    if constexpr (std::is_signed<I>::value)
+        return i < 0;
+    else
+        return false;
+}
+
+/* A view of an array A = E[N] (E maybe an array itself); extent is N, or
+ * for a dynamic array (E[]) the number of elements the launch gave. */
+template <typename E, size_t N>
+struct SharedView<E[N]> {
+    E (*p)[N];
+    const SharedArrayInfo *info;
+    int line;
+    size_t extent;
+    template <typename I>
+    typename SharedElem<E>::type operator[](I i) const
+    {
+        if (__builtin_expect(check_full, 0) && (negative_index(i) || (size_t)i >= extent))
+            shared_index_error(info, p, (int)std::rank<E[N]>::value, (long long)i, extent, line);
+        return SharedElem<E>::make(&(*p)[i], info, line);
+    }
+    SharedView operator()(int at) const { return SharedView{p, info, at, extent}; }
+    operator E *() const { return *p; }
+};
+
+template <typename A>
+SharedView<A> shared_array(const char *name, const char *file, int line)
+{
+    static_assert(std::rank<A>::value >= 1 && std::rank<A>::value <= 4, "__shared__ arrays of rank 1 to 4");
+    void *mem = block_shared_alloc(file, line, sizeof(A));
+    const SharedArrayInfo *info = nullptr;
+    if (check_full) {
+        size_t dims[4] = {std::extent<A, 0>::value, std::extent<A, 1>::value, std::extent<A, 2>::value,
+                          std::extent<A, 3>::value};
+        info = shared_array_info(name, file, line, (int)std::rank<A>::value, dims,
+                                 sizeof(typename std::remove_all_extents<A>::type), false);
+    }
+    return SharedView<A>{static_cast<A *>(mem), info, line, std::extent<A, 0>::value};
+}
+
+/* extern __shared__ T name[]: viewed as T[huge], with the launch's size. */
+constexpr size_t kDynamicExtent = (size_t)1 << 40;
+size_t dynamic_shared_bytes(void);
+template <typename T>
+SharedView<T[kDynamicExtent]> dynamic_shared_array(const char *name, const char *file, int line)
+{
+    size_t n = dynamic_shared_bytes() / sizeof(T);
+    const SharedArrayInfo *info = nullptr;
+    if (check_full) {
+        size_t dims[4] = {n, 0, 0, 0};
+        info = shared_array_info(name, file, line, 1, dims, sizeof(T), true);
+    }
+    return SharedView<T[kDynamicExtent]>{reinterpret_cast<T (*)[kDynamicExtent]>(dynamic_shared_ptr()), info,
+                                         line, n};
+}
+
 template <typename T>
 T &block_shared(const char *file, int line)
 {
@@ -253,7 +398,7 @@ T *dynamic_shared(void)
 
 /* Barriers. Every thread of the block must reach the same __syncthreads();
  * every lane named in `mask` must reach the warp-level meeting point. */
-void sync_block(void);
+void sync_block(const char *file, int line);
 /* Publishes `bytes` bytes of `value` for the warp, waits for every lane in
  * mask, copies lane src_lane's bytes into `out` (own bytes when src_lane < 0
  * or that lane does not exist), and waits again so no lane races ahead. */
@@ -280,7 +425,9 @@ cudaError_t cudaFuncSetAttribute(Kernel *kernel, cudaFuncAttribute attr, int val
 constexpr int warpSize = 32;
 
 /* ---- synchronisation ------------------------------------------------------ */
-inline void __syncthreads(void) { ::mt_emu::sync_block(); }
+/* A macro, so that the barrier knows its call site: threads of one block
+ * waiting at two different __syncthreads() statements are divergence. */
+#define __syncthreads() ::mt_emu::sync_block(__FILE__, __LINE__)
 inline void __syncwarp(unsigned mask = 0xffffffffu)
 {
     int dummy = 0;

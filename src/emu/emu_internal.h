@@ -42,6 +42,20 @@ extern thread_local std::string detail_text;
  * cudaGetErrorString returns for it, after the plain CUDA text. */
 cudaError_t record_error(cudaError_t err, const std::string &detail);
 
+/* Records the error of a kernel that failed while running (also pending
+ * for the next synchronize; see emu_runtime.cpp). */
+cudaError_t record_kernel_error(cudaError_t err, const std::string &detail);
+extern thread_local cudaError_t pending_kernel_error;
+/* The pending kernel error (cudaSuccess if none), which is then cleared. */
+cudaError_t take_pending_kernel_error();
+
+/* Device memory (emu_runtime.cpp): a mapping per allocation, a guard page
+ * after it, quarantine after cudaFree. */
+void *device_alloc(size_t bytes);
+bool device_free(void *ptr);
+/* "4 bytes past the end of a 4096-byte allocation", ... */
+std::string describe_address(const void *addr);
+
 /* printf into a std::string (up to 1023 characters). */
 std::string format(const char *fmt, ...)
 #if defined(__GNUC__)

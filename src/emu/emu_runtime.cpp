@@ -16,8 +16,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <thread>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace mt_emu {
@@ -53,6 +57,124 @@ const Settings &settings()
     return s;
 }
 
+/* MINITENSOR_EMU_CHECK=full: read when the library is loaded, before any
+ * kernel runs; the checked shared arrays of emu.h test it on every access. */
+bool check_full = [] {
+    const char *v = std::getenv("MINITENSOR_EMU_CHECK");
+    return v && std::strcmp(v, "full") == 0;
+}();
+
+/* ---- device memory ---------------------------------------------------------
+ * Every allocation is a mapping of its own (mmap), apart from the heap the
+ * emulator itself uses, with a PROT_NONE guard page after it. In full mode
+ * the allocation's end sits against that guard page (the start is then
+ * aligned to 16 bytes, what the kernels' vector loads need, instead of 256),
+ * so a read or write one past the end faults. A freed allocation is made
+ * PROT_NONE and kept in quarantine (the last kQuarantineBytes' worth) before
+ * it is unmapped, so a use after free faults instead of reading memory that
+ * was handed out again. The fault handler (emu_scheduler.cpp) describes the
+ * address with describe_address. */
+namespace {
+
+struct Region {
+    unsigned char *map;  /* start of the mapping */
+    size_t map_bytes;    /* whole mapping, guard page included */
+    unsigned char *user; /* what cudaMalloc returned */
+    size_t bytes;        /* what it asked for */
+    bool freed;
+};
+
+constexpr size_t kQuarantineBytes = (size_t)256 << 20;
+constexpr size_t kQuarantineCount = 4096;
+
+std::mutex regions_mutex;
+std::map<uintptr_t, Region> regions; /* by mapping start, live and quarantined */
+std::deque<uintptr_t> quarantine;
+size_t quarantined_bytes = 0;
+
+size_t page_size()
+{
+    static const size_t page = (size_t)sysconf(_SC_PAGE_SIZE);
+    return page;
+}
+
+} /* namespace */
+
+void *device_alloc(size_t bytes)
+{
+    size_t page = page_size();
+    size_t data_pages = (bytes + page - 1) / page;
+    if (data_pages > (SIZE_MAX / page) - 1)
+        return nullptr;
+    size_t map_bytes = (data_pages + 1) * page;
+    void *m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return nullptr;
+    unsigned char *map = static_cast<unsigned char *>(m);
+    unsigned char *guard = map + data_pages * page;
+    if (mprotect(guard, page, PROT_NONE) != 0) {
+        munmap(m, map_bytes);
+        return nullptr;
+    }
+    unsigned char *user = check_full ? guard - ((bytes + 15) & ~(size_t)15) : map;
+    std::lock_guard<std::mutex> lock(regions_mutex);
+    regions[(uintptr_t)map] = Region{map, map_bytes, user, bytes, false};
+    return user;
+}
+
+bool device_free(void *ptr)
+{
+    std::lock_guard<std::mutex> lock(regions_mutex);
+    auto it = regions.upper_bound((uintptr_t)ptr);
+    if (it == regions.begin())
+        return false;
+    --it;
+    Region &r = it->second;
+    if (r.freed || r.user != ptr)
+        return false;
+    r.freed = true;
+    /* Give the pages back (quarantine holds address space, not memory),
+     * then make every access fault. */
+    madvise(r.map, r.map_bytes, MADV_DONTNEED);
+    mprotect(r.map, r.map_bytes, PROT_NONE);
+    quarantine.push_back(it->first);
+    quarantined_bytes += r.map_bytes;
+    while (quarantined_bytes > kQuarantineBytes || quarantine.size() > kQuarantineCount) {
+        auto old = regions.find(quarantine.front());
+        quarantine.pop_front();
+        quarantined_bytes -= old->second.map_bytes;
+        munmap(old->second.map, old->second.map_bytes);
+        regions.erase(old);
+    }
+    return true;
+}
+
+std::string describe_address(const void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    std::lock_guard<std::mutex> lock(regions_mutex);
+    auto it = regions.upper_bound(a);
+    const Region *best = nullptr;
+    if (it != regions.begin()) {
+        auto prev = std::prev(it);
+        if (a < prev->first + prev->second.map_bytes)
+            best = &prev->second;
+    }
+    if (!best)
+        return "not inside any device allocation";
+    uintptr_t u = (uintptr_t)best->user, end = u + best->bytes;
+    if (best->freed && a >= u && a < end)
+        return format("byte %zu inside a %zu-byte allocation freed by cudaFree", (size_t)(a - u), best->bytes);
+    const char *freed = best->freed ? " (freed by cudaFree)" : "";
+    if (a >= u && a < end)
+        return format("byte %zu inside a %zu-byte allocation%s", (size_t)(a - u), best->bytes, freed);
+    if (a == end)
+        return format("just past the end of a %zu-byte allocation%s", best->bytes, freed);
+    if (a > end)
+        return format("%zu bytes past the end of a %zu-byte allocation%s", (size_t)(a - end), best->bytes, freed);
+    return format("%zu bytes before the start of a %zu-byte allocation%s", (size_t)(u - a), best->bytes, freed);
+}
+
 /* ---- errors (per host thread, as in the CUDA runtime) -------------------- */
 
 thread_local cudaError_t last_error = cudaSuccess;
@@ -80,6 +202,7 @@ const char *plain_error_string(cudaError_t err)
     case cudaErrorInvalidAddressSpace: return "operation not supported on global/shared address space";
     case cudaErrorAssert: return "device-side assert triggered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorInterrupted: return "interrupted (Ctrl-C)";
     default: return "unknown error";
     }
 }
@@ -91,6 +214,31 @@ cudaError_t record_error(cudaError_t err, const std::string &detail)
     last_error = err;
     detail_code = err;
     detail_text = std::string(plain_error_string(err)) + " [emulator: " + detail + "]";
+    return err;
+}
+
+/* A kernel that failed while running: its error is also pending until the
+ * host reports it, by the next synchronize (device, stream or event) or by
+ * cudaGetLastError, whichever comes first, as on a GPU. (On a GPU such a
+ * fault is sticky: every later call fails. Here, once reported, it is gone
+ * and the process works on; docs/emulator.md.) */
+thread_local cudaError_t pending_kernel_error = cudaSuccess;
+
+cudaError_t record_kernel_error(cudaError_t err, const std::string &detail)
+{
+    pending_kernel_error = err;
+    return record_error(err, detail);
+}
+
+/* What a synchronize returns: the pending kernel error, reported once. */
+cudaError_t take_pending_kernel_error()
+{
+    cudaError_t err = pending_kernel_error;
+    if (err != cudaSuccess) {
+        pending_kernel_error = cudaSuccess;
+        if (last_error == err)
+            last_error = cudaSuccess;
+    }
     return err;
 }
 
@@ -122,18 +270,21 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
     *ptr = nullptr;
     if (bytes == 0)
         return cudaSuccess;
-    /* 256-byte alignment, as cudaMalloc guarantees. */
-    if (posix_memalign(ptr, 256, bytes) != 0) {
-        *ptr = nullptr;
+    *ptr = mt_emu::device_alloc(bytes);
+    if (!*ptr)
         return record_error(cudaErrorMemoryAllocation,
                             mt_emu::format("cudaMalloc: could not allocate %zu bytes", bytes));
-    }
     return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *ptr)
 {
-    std::free(ptr);
+    if (!ptr)
+        return cudaSuccess;
+    if (!mt_emu::device_free(ptr))
+        return record_error(cudaErrorInvalidValue,
+                            mt_emu::format("cudaFree: %p is not a live device allocation (%s)", ptr,
+                                           mt_emu::describe_address(ptr).c_str()));
     return cudaSuccess;
 }
 
@@ -172,14 +323,16 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t)
     return cudaMemset(ptr, value, bytes);
 }
 
-/* Every emulated launch has finished when it returns. */
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+/* Every emulated launch has finished when it returns; a synchronize
+ * reports the error of a kernel that failed since the last report. */
+cudaError_t cudaDeviceSynchronize(void) { return mt_emu::take_pending_kernel_error(); }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return mt_emu::take_pending_kernel_error(); }
 
 cudaError_t cudaGetLastError(void)
 {
     cudaError_t err = mt_emu::last_error;
     mt_emu::last_error = cudaSuccess;
+    mt_emu::pending_kernel_error = cudaSuccess;
     return err;
 }
 
@@ -211,6 +364,7 @@ const char *cudaGetErrorName(cudaError_t err)
     case cudaErrorInvalidAddressSpace: return "cudaErrorInvalidAddressSpace";
     case cudaErrorAssert: return "cudaErrorAssert";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorInterrupted: return "cudaErrorInterrupted";
     default: return "cudaErrorUnknown";
     }
 }
@@ -340,7 +494,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    return event ? cudaSuccess : record_error(cudaErrorInvalidValue, "cudaEventSynchronize: null event");
+    if (!event)
+        return record_error(cudaErrorInvalidValue, "cudaEventSynchronize: null event");
+    return mt_emu::take_pending_kernel_error();
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)

@@ -25,6 +25,7 @@
 #include <boost/context/fiber.hpp>
 
 #include <algorithm>
+#include <deque>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -36,6 +37,13 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <ucontext.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace ctx = boost::context;
 
@@ -95,13 +103,15 @@ struct PooledStack {
     }
 };
 
-enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
+enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done, Faulted };
 
 struct EmuThread {
     uint3 idx{};
     int linear = 0;
     State state = State::Runnable;
     unsigned warp_mask = 0;
+    const char *sync_file = nullptr; /* the __syncthreads() it waits at */
+    int sync_line = 0;
     int ballot = 0;
     alignas(16) unsigned char exchange[16];
     ctx::fiber fiber;     /* the CUDA thread, suspended */
@@ -115,10 +125,41 @@ struct KernelError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+/* ---- Ctrl-C ---------------------------------------------------------------
+ * While a launch runs on the process's main thread, SIGINT only sets this
+ * flag; the scheduler checks it between blocks and between the threads of a
+ * round, abandons the launch, and then hands the signal to the handler that
+ * was there before (Python's, which raises KeyboardInterrupt). */
+std::atomic<bool> interrupt_flag{false};
+
+extern "C" void on_sigint(int) { interrupt_flag.store(true, std::memory_order_relaxed); }
+
+/* What a launch that installed no handler watches instead: never set. */
+const std::atomic<bool> never_interrupted{false};
+
 struct SharedSlot {
     const char *file;
     int line;
     size_t offset;
+    bool has_info;
+    SharedArrayInfo info;
+};
+
+/* Race detection (MINITENSOR_EMU_CHECK=full): what the last accesses to one
+ * 4-byte word of shared memory were. An access is "since the last barrier"
+ * when its epoch is the block's current one; lanes of one warp that have met
+ * (shuffle, __syncwarp, ballot) since an access are ordered after it. */
+struct Access {
+    uint64_t epoch = 0;
+    int tid = -1;
+    int line = 0;
+    uint32_t warp_epoch = 0;
+    const SharedArrayInfo *info = nullptr;
+};
+struct ShadowWord {
+    Access write;
+    Access read;       /* the first reader since the last barrier */
+    Access other_read; /* the latest reader other than that one */
 };
 
 /* Runs blocks of one launch on the current OS thread. */
@@ -126,15 +167,18 @@ class BlockRunner {
 public:
     BlockRunner() { shared_.resize(kSharedOptinLimit + 16); }
 
-    void begin_launch(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
+    void begin_launch(const LaunchConfig &cfg, void (*body)(void *), void *kctx,
+                      const std::atomic<bool> *stop)
     {
         cfg_ = &cfg;
+        stop_ = stop;
         body_ = body;
         kctx_ = kctx;
         pool_.size = settings().stack_bytes;
         size_t n = (size_t)cfg.block.x * cfg.block.y * cfg.block.z;
         threads_.clear();
         threads_.resize(n);
+        warp_epoch_.assign((n + 31) / 32, 0);
         order_.resize(n);
         tls_block.block_dim = cfg.block;
         tls_block.grid_dim = cfg.grid;
@@ -144,7 +188,9 @@ public:
     bool run_block(uint3 block_idx)
     {
         tls_block.block_idx = block_idx;
+        ++epoch_;
         error_.clear();
+        error_code_ = cudaErrorLaunchFailure;
         aborting_ = false;
         start_shared_memory();
         rng_ = settings().seed * 0x9E3779B97F4A7C15ull +
@@ -177,6 +223,27 @@ public:
     }
 
     const std::string &error() const { return error_; }
+    cudaError_t error_code() const { return error_code_; }
+
+    bool in_cuda_thread() const { return current_ != nullptr; }
+
+    /* Runs on the faulting CUDA thread's stack, called (by the fault
+     * handler's rewrite of its context) as if from the faulting
+     * instruction: records the error and leaves the thread for good. */
+    [[noreturn]] void fault_exit(void *addr, void *pc, bool write)
+    {
+        EmuThread &t = *current_;
+        if (error_.empty()) {
+            std::string line = source_line(pc);
+            error_ = format("illegal memory access in %s: %s at %p, %s%s%s", where(t).c_str(),
+                            write ? "write" : "read or write", addr, describe_address(addr).c_str(),
+                            line.empty() ? "" : ", at ", line.c_str());
+            error_code_ = cudaErrorIllegalAddress;
+        }
+        t.state = State::Faulted;
+        t.scheduler = std::move(t.scheduler).resume();
+        std::abort(); /* a faulted thread is never resumed */
+    }
 
     /* ---- called from inside a CUDA thread -------------------------------- */
 
@@ -196,6 +263,118 @@ public:
         return linear >= 0 && (size_t)linear < threads_.size() ? &threads_[(size_t)linear] : nullptr;
     }
 
+    /* ---- MINITENSOR_EMU_CHECK=full ------------------------------------- */
+
+    const SharedArrayInfo *array_info(const char *name, const char *file, int line, int rank,
+                                      const size_t *dims, size_t elem_size, bool dynamic)
+    {
+        if (dynamic) {
+            dyn_info_ = SharedArrayInfo{name, file, line, 1, {dims[0], 0, 0, 0}, elem_size, shared_.data()};
+            return &dyn_info_;
+        }
+        for (SharedSlot &s : slots_)
+            if (s.line == line && (s.file == file || std::strcmp(s.file, file) == 0)) {
+                if (!s.has_info) {
+                    s.info = SharedArrayInfo{name, file, line, rank, {dims[0], dims[1], dims[2], dims[3]},
+                                             elem_size, shared_.data() + s.offset};
+                    s.has_info = true;
+                }
+                return &s.info;
+            }
+        throw KernelError(format("emulator: no __shared__ array declared at %s:%d", file, line));
+    }
+
+    /* "tile[2][5]": the element at p of the array. */
+    static std::string element_name(const SharedArrayInfo *info, const void *p)
+    {
+        size_t off = (size_t)(static_cast<const unsigned char *>(p) - info->base) / info->elem_size;
+        std::string out = info->name;
+        size_t stride = 1;
+        for (int d = 1; d < info->rank; ++d)
+            stride *= info->dims[d];
+        for (int d = 0; d < info->rank; ++d) {
+            out += format("[%zu]", off / stride);
+            off %= stride;
+            if (d + 1 < info->rank)
+                stride /= info->dims[d + 1];
+        }
+        return out;
+    }
+
+    static std::string declaration(const SharedArrayInfo *info)
+    {
+        std::string out = info->name;
+        for (int d = 0; d < info->rank; ++d)
+            out += format("[%zu]", info->dims[d]);
+        return out;
+    }
+
+    [[noreturn]] void index_error(const SharedArrayInfo *info, const void *sub, int sub_rank, long long index,
+                                  size_t extent, int line)
+    {
+        /* The indices before the bad one, from where the sub-array starts. */
+        int depth = info->rank - sub_rank;
+        size_t off = (size_t)(static_cast<const unsigned char *>(sub) - info->base) / info->elem_size;
+        size_t stride = 1;
+        for (int d = 1; d < info->rank; ++d)
+            stride *= info->dims[d];
+        std::string access = info->name;
+        for (int d = 0; d < depth; ++d) {
+            access += format("[%zu]", off / stride);
+            off %= stride;
+            stride /= info->dims[d + 1];
+        }
+        access += format("[%lld]", index);
+        throw KernelError(format("%s: shared-memory access %s out of bounds at %s:%d: index %lld is outside "
+                                 "[0, %zu) in __shared__ %s (declared at %s:%d)",
+                                 where(*current_).c_str(), access.c_str(), info->file, line, index, extent,
+                                 declaration(info).c_str(), info->file, info->decl_line));
+    }
+
+    void access(const SharedArrayInfo *info, const void *elem, bool write, int line)
+    {
+        if (!info)
+            return;
+        if (shadow_.empty())
+            shadow_.resize((kSharedOptinLimit + 16) / 4);
+        size_t word = (size_t)(static_cast<const unsigned char *>(elem) - shared_.data()) / 4;
+        if (word >= shadow_.size())
+            return;
+        ShadowWord &w = shadow_[word];
+        const EmuThread &me = *current_;
+        int u = me.linear;
+        Access now{epoch_, u, line, warp_epoch_[(size_t)u / 32], info};
+        const Access *hazard = nullptr;
+        const char *kind = nullptr;
+        if (races(w.write, u)) {
+            hazard = &w.write;
+            kind = "written";
+        } else if (write && races(w.read, u)) {
+            hazard = &w.read;
+            kind = "read";
+        } else if (write && races(w.other_read, u)) {
+            hazard = &w.other_read;
+            kind = "read";
+        }
+        if (hazard) {
+            const EmuThread &o = threads_[(size_t)hazard->tid];
+            throw KernelError(format("shared-memory race in %s %s %s at %s:%d, %s by thread (%u, %u, %u) at "
+                                     "line %d with no __syncthreads() between",
+                                     where(me).c_str(), write ? "wrote" : "read", element_name(info, elem).c_str(),
+                                     info->file, line, kind, o.idx.x, o.idx.y, o.idx.z, hazard->line));
+        }
+        if (write) {
+            w.write = now;
+        } else if (w.read.epoch != epoch_) {
+            w.read = now;
+            w.other_read = Access{};
+        } else if (w.read.tid != u) {
+            w.other_read = now;
+        }
+    }
+
+    size_t dynamic_bytes() const { return cfg_->shared_bytes; }
+
     void *shared_alloc(const char *file, int line, size_t bytes)
     {
         for (const SharedSlot &s : slots_)
@@ -212,7 +391,7 @@ public:
                                      "have at most %zu", cfg_->name, offset + bytes, kSharedOptinLimit));
         if (settings().poison)
             std::memset(shared_.data() + offset, 0xFF, bytes);
-        slots_.push_back(SharedSlot{file, line, offset});
+        slots_.push_back(SharedSlot{file, line, offset, false, SharedArrayInfo{}});
         static_used_ = offset - dynamic_bytes_ + bytes;
         return shared_.data() + offset;
     }
@@ -243,6 +422,46 @@ private:
         tls_thread_idx = &t.idx;
         t.fiber = std::move(t.fiber).resume();
         current_ = nullptr;
+        if (t.state == State::Faulted) {
+            /* Its stack stops in the middle of the kernel and cannot be
+             * unwound: leave the fiber (and its stack) be, forever. */
+            new ctx::fiber(std::move(t.fiber));
+            t.state = State::Done;
+        }
+    }
+
+    /* "src/file.cu:123" for a code address, through addr2line (empty when
+     * it cannot tell). */
+    static std::string source_line(void *pc)
+    {
+        Dl_info info;
+        if (!pc || !dladdr(pc, &info) || !info.dli_fname || !*info.dli_fname)
+            return "";
+        uintptr_t offset = (uintptr_t)pc - (uintptr_t)info.dli_fbase;
+        std::string file = info.dli_fname;
+        if (file.find('\'') != std::string::npos)
+            return "";
+        std::string cmd = format("addr2line -C -e '%s' 0x%lx 2>/dev/null", file.c_str(), (unsigned long)offset);
+        FILE *p = popen(cmd.c_str(), "r");
+        if (!p)
+            return "";
+        char buf[512] = "";
+        bool got = fgets(buf, sizeof buf, p) != nullptr;
+        pclose(p);
+        if (!got || buf[0] == '?')
+            return "";
+        std::string out = buf;
+        size_t cut = out.find_first_of(" \n");
+        if (cut != std::string::npos)
+            out.resize(cut);
+        /* Relative to the working directory, like __FILE__ in the messages. */
+        char cwd[4096];
+        if (getcwd(cwd, sizeof cwd)) {
+            std::string prefix = std::string(cwd) + "/";
+            if (out.compare(0, prefix.size(), prefix) == 0)
+                out.erase(0, prefix.size());
+        }
+        return out;
     }
 
     void start_shared_memory()
@@ -254,6 +473,17 @@ private:
          * left there: a kernel that reads before it writes must not pass. */
         if (settings().poison && cfg_->shared_bytes > 0)
             std::memset(shared_.data(), 0xFF, cfg_->shared_bytes);
+    }
+
+    /* Did access a (by another thread, since the last barrier, not ordered
+     * by a warp meeting of both) conflict with one by thread u now? */
+    bool races(const Access &a, int u) const
+    {
+        if (a.epoch != epoch_ || a.tid < 0 || a.tid == u)
+            return false;
+        if (a.tid / 32 == u / 32 && warp_epoch_[(size_t)u / 32] != a.warp_epoch)
+            return false;
+        return true;
     }
 
     uint64_t next_random()
@@ -278,6 +508,10 @@ private:
                 resume(t);
             if (!error_.empty())
                 return;
+            if (stop_->load(std::memory_order_relaxed)) {
+                error_ = format("kernel '%s' interrupted (Ctrl-C)", cfg_->name);
+                return;
+            }
         }
     }
 
@@ -328,6 +562,7 @@ private:
                 return false;
             }
             if ((wanted & waiting) == wanted) {
+                ++warp_epoch_[base / 32];
                 for (size_t l = 0; l < lanes; ++l)
                     if (waiting & (1u << l))
                         threads_[base + l].state = State::Runnable;
@@ -355,6 +590,21 @@ private:
         if (at_block == 0)
             return true; /* everybody has returned: the block is finished */
         if (at_block == n) {
+            /* Every thread must wait at the same __syncthreads() statement
+             * (compute-sanitizer's synccheck says the same). */
+            const EmuThread &a = threads_[0];
+            for (const EmuThread &t : threads_)
+                if (t.sync_line != a.sync_line ||
+                    (t.sync_file != a.sync_file && std::strcmp(t.sync_file, a.sync_file) != 0)) {
+                    const uint3 &bi = tls_block.block_idx;
+                    error_ = format("barrier divergence in kernel '%s' block (%u, %u, %u): thread (%u, %u, %u) "
+                                    "waits at __syncthreads() at %s:%d, thread (%u, %u, %u) at %s:%d; every "
+                                    "thread of a block must reach the same __syncthreads()",
+                                    cfg_->name, bi.x, bi.y, bi.z, a.idx.x, a.idx.y, a.idx.z, a.sync_file,
+                                    a.sync_line, t.idx.x, t.idx.y, t.idx.z, t.sync_file, t.sync_line);
+                    return false;
+                }
+            ++epoch_;
             for (EmuThread &t : threads_)
                 t.state = State::Runnable;
             return true;
@@ -387,18 +637,24 @@ private:
     }
 
     const LaunchConfig *cfg_ = nullptr;
+    const std::atomic<bool> *stop_ = &never_interrupted;
     void (*body_)(void *) = nullptr;
     void *kctx_ = nullptr;
     StackPool pool_;
     std::vector<EmuThread> threads_;
     std::vector<int> order_;
     std::vector<unsigned char> shared_;
-    std::vector<SharedSlot> slots_;
+    std::deque<SharedSlot> slots_; /* deque: SharedArrayInfo pointers stay valid */
+    SharedArrayInfo dyn_info_{};
+    std::vector<ShadowWord> shadow_;
+    std::vector<uint32_t> warp_epoch_;
+    uint64_t epoch_ = 0;
     size_t static_used_ = 0;
     size_t dynamic_bytes_ = 0;
     EmuThread *current_ = nullptr;
     bool aborting_ = false;
     std::string error_;
+    cudaError_t error_code_ = cudaErrorLaunchFailure;
     uint64_t rng_ = 1;
 };
 
@@ -416,6 +672,79 @@ BlockRunner &running()
         throw std::logic_error("a device function (__syncthreads, a shuffle, __shared__) was called "
                                "outside a kernel");
     return *tls_runner;
+}
+
+/* ---- faults inside kernels ------------------------------------------------
+ * A SIGSEGV or SIGBUS while a CUDA thread runs (a guard page, a freed
+ * allocation, a wild pointer) is a kernel error, not the end of the process:
+ * the handler rewrites the thread's context so that, when it returns, the
+ * thread "calls" fault_trampoline from the faulting instruction; that
+ * records the error and switches back to the scheduler for good. Any other
+ * fault goes to the handler that was there before (or the default: the
+ * process ends, as it would have). Linux on x86-64 and arm64. */
+struct sigaction previous_segv, previous_bus;
+thread_local void *fault_addr = nullptr;
+thread_local void *fault_pc = nullptr;
+thread_local bool fault_write = false;
+
+[[noreturn]] void fault_trampoline()
+{
+    tls_runner->fault_exit(fault_addr, fault_pc, fault_write);
+}
+
+extern "C" void on_fault(int sig, siginfo_t *info, void *uctx)
+{
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+    /* si_code > 0: a real fault (not a SIGSEGV sent with kill or raise). */
+    if (info->si_code > 0 && tls_runner && tls_runner->in_cuda_thread()) {
+        ucontext_t *uc = static_cast<ucontext_t *>(uctx);
+        fault_addr = info->si_addr;
+#if defined(__x86_64__)
+        greg_t pc = uc->uc_mcontext.gregs[REG_RIP];
+        fault_pc = (void *)pc;
+        fault_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+        greg_t sp = uc->uc_mcontext.gregs[REG_RSP] - 256; /* past the red zone */
+        sp &= ~(greg_t)15;
+        sp -= 8; /* as after a call: a return address on an aligned stack */
+        *reinterpret_cast<greg_t *>(sp) = pc;
+        uc->uc_mcontext.gregs[REG_RSP] = sp;
+        uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&fault_trampoline;
+#else
+        fault_pc = (void *)uc->uc_mcontext.pc;
+        fault_write = false;
+        uc->uc_mcontext.regs[30] = uc->uc_mcontext.pc;
+        uc->uc_mcontext.sp = (uc->uc_mcontext.sp - 256) & ~(uint64_t)15;
+        uc->uc_mcontext.pc = (uint64_t)(uintptr_t)&fault_trampoline;
+#endif
+        return;
+    }
+#endif
+    const struct sigaction &prev = sig == SIGSEGV ? previous_segv : previous_bus;
+    if (prev.sa_flags & SA_SIGINFO) {
+        prev.sa_sigaction(sig, info, uctx);
+    } else if (prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN) {
+        /* The default: a real fault happens again when the instruction is
+         * retried, and ends the process; a sent signal is sent again. */
+        signal(sig, SIG_DFL);
+        if (info->si_code <= 0)
+            raise(sig);
+    } else {
+        prev.sa_handler(sig);
+    }
+}
+
+void install_fault_handler()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction mine;
+        std::memset(&mine, 0, sizeof mine);
+        mine.sa_sigaction = on_fault;
+        sigemptyset(&mine.sa_mask);
+        mine.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+        sigaction(SIGSEGV, &mine, &previous_segv);
+        sigaction(SIGBUS, &mine, &previous_bus);
+    });
 }
 
 std::mutex attribute_mutex;
@@ -455,31 +784,61 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
         return;
     }
 
+    /* Ctrl-C: a handler of our own while the launch runs (see on_sigint);
+     * only on the main thread, whose signal handlers Python runs, and only
+     * over a handler that a program installed (with SIG_DFL, Ctrl-C ends
+     * the process at once anyway; with SIG_IGN it is ignored). */
+    struct sigaction previous;
+    bool handling = false;
+    if (syscall(SYS_gettid) == getpid() && sigaction(SIGINT, nullptr, &previous) == 0 &&
+        !(previous.sa_flags & SA_SIGINFO) && previous.sa_handler != SIG_DFL &&
+        previous.sa_handler != SIG_IGN && previous.sa_handler != on_sigint) {
+        struct sigaction mine;
+        std::memset(&mine, 0, sizeof mine);
+        mine.sa_handler = on_sigint;
+        sigemptyset(&mine.sa_mask);
+        mine.sa_flags = SA_RESTART;
+        interrupt_flag.store(false);
+        handling = sigaction(SIGINT, &mine, nullptr) == 0;
+    }
+
+    const std::atomic<bool> *stop = handling ? &interrupt_flag : &never_interrupted;
+
     uint64_t blocks = (uint64_t)g.x * g.y * g.z;
     /* Small launches stay on the calling thread: starting an OS thread costs
      * more than emulating a few thousand CUDA threads. */
     uint64_t workers = blocks * per_block < 32768 ? 1 : std::min<uint64_t>(blocks, settings().os_threads);
 
+    install_fault_handler();
     std::atomic<uint64_t> next{0};
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::string first_error;
+    cudaError_t first_code = cudaErrorLaunchFailure;
 
     auto work = [&] {
         BlockRunner &runner = runner_of_this_thread();
         BlockRunner *outer = tls_runner;
         tls_runner = &runner;
         try {
-            runner.begin_launch(cfg, body, kctx);
+            runner.begin_launch(cfg, body, kctx, stop);
             while (!failed.load()) {
+                if (stop->load(std::memory_order_relaxed)) {
+                    std::lock_guard<std::mutex> lock(error_mutex);
+                    if (!failed.exchange(true))
+                        first_error = format("kernel '%s' interrupted (Ctrl-C)", cfg.name);
+                    break;
+                }
                 uint64_t i = next.fetch_add(1);
                 if (i >= blocks)
                     break;
                 uint3 bi{(unsigned)(i % g.x), (unsigned)(i / g.x % g.y), (unsigned)(i / ((uint64_t)g.x * g.y))};
                 if (!runner.run_block(bi)) {
                     std::lock_guard<std::mutex> lock(error_mutex);
-                    if (!failed.exchange(true))
+                    if (!failed.exchange(true)) {
                         first_error = runner.error();
+                        first_code = runner.error_code();
+                    }
                 }
             }
         } catch (const std::exception &e) {
@@ -497,8 +856,21 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
     for (std::thread &t : helpers)
         t.join();
 
-    if (failed.load())
-        record_error(cudaErrorLaunchFailure, first_error);
+    bool was_interrupted = false;
+    if (handling) {
+        sigaction(SIGINT, &previous, nullptr);
+        was_interrupted = interrupt_flag.exchange(false);
+    }
+    if (was_interrupted) {
+        record_kernel_error(cudaErrorInterrupted,
+                            format("kernel '%s' interrupted (Ctrl-C); the launch was abandoned and "
+                                   "its output is incomplete", cfg.name));
+        /* Hand the Ctrl-C on to the handler that was there (Python raises
+         * KeyboardInterrupt when the call returns). */
+        raise(SIGINT);
+    } else if (failed.load()) {
+        record_kernel_error(first_code, first_error);
+    }
 }
 
 cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes)
@@ -514,7 +886,14 @@ cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes)
 
 /* ---- inside kernels -------------------------------------------------------- */
 
-void sync_block(void) { running().wait(State::AtBlockBarrier, 0); }
+void sync_block(const char *file, int line)
+{
+    BlockRunner &r = running();
+    EmuThread &me = r.current();
+    me.sync_file = file;
+    me.sync_line = line;
+    r.wait(State::AtBlockBarrier, 0);
+}
 
 void warp_exchange(unsigned mask, const void *value, void *out, size_t bytes, int src_lane)
 {
@@ -557,5 +936,24 @@ void *block_shared_alloc(const char *file, int line, size_t bytes)
 }
 
 void *dynamic_shared_ptr(void) { return running().dynamic_shared(); }
+
+size_t dynamic_shared_bytes(void) { return running().dynamic_bytes(); }
+
+const SharedArrayInfo *shared_array_info(const char *name, const char *file, int line, int rank,
+                                         const size_t *dims, size_t elem_size, bool dynamic)
+{
+    return running().array_info(name, file, line, rank, dims, elem_size, dynamic);
+}
+
+void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_rank, long long index,
+                        size_t extent, int line)
+{
+    running().index_error(info, sub, sub_rank, index, extent, line);
+}
+
+void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line)
+{
+    running().access(info, elem, write, line);
+}
 
 } /* namespace mt_emu */

@@ -92,3 +92,19 @@ TEST_C_CUDA_BINS += $(TEST_C_CUDA_DIR)/test_hostile
 test-c-build test-c-emu: $(TEST_C_EMU_DIR)/test_hostile
 test-c-cuda: $(TEST_C_CUDA_DIR)/test_hostile
 .SECONDARY: $(TEST_C_EMU_DIR)/test_hostile.o $(TEST_C_CUDA_DIR)/test_hostile.o
+
+# ---- the emulator's own checks (emulator only) --------------------------------
+# test_emu_checks.c runs the broken kernels of broken_kernels.cu that are
+# undefined behaviour on a GPU; test-c-emu runs it after the others.
+TEST_C_EMU_ONLY := $(TEST_C_EMU_DIR)/test_emu_checks
+TEST_C_EMU_BINS += $(TEST_C_EMU_ONLY)
+test-c-emu test-c-build: $(TEST_C_EMU_ONLY)
+
+$(TEST_C_EMU_DIR)/test_emu_checks: $(TEST_C_EMU_DIR)/test_emu_checks.o $(TEST_C_EMU_DIR)/broken_kernels.o $(EMU_LIB)
+	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm $(TEST_C_RPATH)
+
+.SECONDARY: $(TEST_C_EMU_DIR)/test_emu_checks.o
+
+# The C tests run with the emulator's full checks (shared-memory bounds and
+# races, guard pages; docs/emulator.md): about twice the time, still seconds.
+test-c-emu: export MINITENSOR_EMU_CHECK := full

@@ -1,0 +1,161 @@
+/*
+ * test_emu_checks.c: the CPU emulator's own checks (docs/emulator.md, "What
+ * it checks"), on the deliberately broken kernels of broken_kernels.cu.
+ * Emulator only: on a GPU these kernels are undefined behaviour.
+ *
+ *   make build/tests/emu/test_emu_checks && build/tests/emu/test_emu_checks
+ */
+#define _GNU_SOURCE
+#include <unistd.h>
+
+#include "test_util.h"
+#include "tt_calls.h"
+
+/* tests/c/broken_kernels.cu */
+int mt_test_launch_interrupted(char *msg, size_t msgsize, double *seconds, int *handler_calls);
+int mt_test_cuda_interrupted(void);
+int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *then);
+int mt_test_cuda_launch_failure(void);
+int mt_test_cuda_illegal_address(void);
+int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1);
+
+/* Runs broken kernel `which`; checks the error is a launch failure whose
+ * message holds each of `needles` ("%d" in one is the line of the bug). */
+static void expect_bug(int which, const char *const *needles, int count, int want_err)
+{
+    char msg[1024], want[256];
+    int line0 = 0, line1 = 0;
+    int err = mt_test_launch_bug(which, msg, sizeof msg, &line0, &line1);
+    if (getenv("MT_TEST_VERBOSE"))
+        printf("  message: %s\n", msg);
+    if (!TT_CHECK(err == want_err, "error %d (%s), expected %d", err, msg, want_err))
+        return;
+    for (int i = 0; i < count; ++i) {
+        snprintf(want, sizeof want, needles[i], i == 0 || !line1 ? line0 : line1);
+        TT_CHECK(strstr(msg, want) != NULL, "no \"%s\" in \"%s\"", want, msg);
+    }
+    /* Both lines of a two-line bug, whichever the message names first
+     * ("at file.cu:L1, ... at line L2"). */
+    for (int i = 0; i < 2 && line1; ++i) {
+        char at_file[64], at_line[64];
+        snprintf(at_file, sizeof at_file, ".cu:%d", i ? line1 : line0);
+        snprintf(at_line, sizeof at_line, "line %d", i ? line1 : line0);
+        TT_CHECK(strstr(msg, at_file) || strstr(msg, at_line), "line %d not named in \"%s\"",
+                 i ? line1 : line0, msg);
+    }
+}
+
+/* After an emulator error the next call works. */
+static void expect_library_works(const char *after)
+{
+    tt_case("the library works after %s", after);
+    call c = valid_call(F_FILL);
+    tt_expect_ok(run_call(&c), FUNC[F_FILL]);
+    free_call(&c);
+}
+
+static void test_interrupt(void)
+{
+    char msg[512];
+    double seconds = 0;
+    int calls = 0;
+    tt_case("Ctrl-C (SIGINT) abandons a long launch, which fails as interrupted");
+    int err = mt_test_launch_interrupted(msg, sizeof msg, &seconds, &calls);
+    TT_CHECK(err == mt_test_cuda_interrupted(), "error %d (%s)", err, msg);
+    TT_CHECK(strstr(msg, "endless_kernel") != NULL && strstr(msg, "Ctrl-C") != NULL, "message \"%s\"", msg);
+    TT_CHECK(seconds < 1.5, "the launch took %.2f s after a SIGINT at 0.2 s", seconds);
+    TT_CHECK(calls == 1, "the program's own SIGINT handler ran %d times, expected once", calls);
+
+    expect_library_works("the interrupted launch");
+}
+
+/* A kernel's error waits for the host: the next synchronize (or
+ * cudaGetLastError) reports it, once; cudaPeekAtLastError leaves it for the
+ * synchronize. */
+static void test_pending_kernel_error(void)
+{
+    static const char *const how[] = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                                      "cudaGetLastError", "cudaPeekAtLastError"};
+    for (int i = 0; i < 5; ++i) {
+        char msg[512];
+        int then = -1;
+        tt_case("a barrier divergence is reported by %s", how[i]);
+        int err = mt_test_kernel_error_reported_by(i, msg, sizeof msg, &then);
+        TT_CHECK(err == mt_test_cuda_launch_failure(), "%s returned %d (%s)", how[i], err, msg);
+        TT_CHECK(strstr(msg, "divergent_barrier_kernel") != NULL, "message \"%s\"", msg);
+        if (i == 4)
+            TT_CHECK(then == err, "after cudaPeekAtLastError, cudaDeviceSynchronize returned %d", then);
+        else
+            TT_CHECK(then == 0, "reported once, but the next cudaDeviceSynchronize returned %d", then);
+    }
+    expect_library_works("the reported kernel error");
+}
+
+static void test_bug_corpus(void)
+{
+    tt_case("threads at different __syncthreads() statements: barrier divergence naming both lines");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "broken_kernels.cu:%d",
+                                       "barrier divergence in kernel 'split_barrier_kernel' block (0, 0, 0)"};
+        expect_bug(0, needles, 3, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: a read of a slot another thread wrote with no barrier between is a race");
+    {
+        const char *const needles[] = {"shared-memory race in kernel 'missing_barrier_kernel', block (0, 0, 0)",
+                                       "tile[", "with no __syncthreads() between"};
+        expect_bug(1, needles, 3, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: two threads writing one shared slot between barriers is a race");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "wrote slot[", "written by thread",
+                                       "kernel 'two_writers_kernel'"};
+        expect_bug(2, needles, 4, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: a shared write one past the end of a row is out of bounds");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "index 16 is outside [0, 16)",
+                                       "kernel 'shared_overflow_kernel'", "__shared__ buf[4][16]"};
+        expect_bug(3, needles, 4, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: lanes ordered by __syncwarp() and shared atomics are no race");
+    expect_bug(6, NULL, 0, 0);
+}
+
+/* Global memory: a fault inside a kernel is the launch's error. */
+static void test_global_memory(void)
+{
+    tt_case("full check: a global write one past the end faults against the guard page, reported");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "illegal memory access in kernel 'global_overflow_kernel'",
+                                       "just past the end of a 256-byte allocation"};
+        expect_bug(4, needles, 3, mt_test_cuda_illegal_address());
+    }
+    tt_case("a kernel writing to freed memory faults, reported as a use after free");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "kernel 'use_after_free_kernel'",
+                                       "inside a 256-byte allocation freed by cudaFree"};
+        expect_bug(5, needles, 3, mt_test_cuda_illegal_address());
+    }
+    expect_library_works("the faults");
+}
+
+int main(int argc, char **argv)
+{
+    (void)ARG;
+    (void)argc;
+    /* The shared-memory checks need MINITENSOR_EMU_CHECK=full, which the
+     * library reads when it is loaded: run again with it set. */
+    const char *mode = getenv("MINITENSOR_EMU_CHECK");
+    if (!mode || strcmp(mode, "full") != 0) {
+        setenv("MINITENSOR_EMU_CHECK", "full", 1);
+        execv("/proc/self/exe", argv);
+        perror("test_emu_checks: execv /proc/self/exe");
+        return 1;
+    }
+    tt_init("test_emu_checks");
+    test_interrupt();
+    test_pending_kernel_error();
+    test_bug_corpus();
+    test_global_memory();
+    return tt_summary();
+}
