@@ -68,18 +68,12 @@ struct Remembered {
     bool foreign = false;
 };
 constexpr int kRemembered = 4;
-/* initial-exec: a plain offset from the thread pointer, not a call to
- * __tls_get_addr on every access (this library is loaded with dlopen, but
- * these few bytes fit the static TLS space the loader keeps for that).
- * nvcc's front end does not pass the attribute on, so the CUDA build keeps
- * the default model. */
-#if defined(__GNUC__) && !defined(__CUDACC__)
-#define MT_FAST_TLS __attribute__((tls_model("initial-exec")))
-#else
-#define MT_FAST_TLS
-#endif
-thread_local Remembered t_remembered[kRemembered] MT_FAST_TLS;
-thread_local int t_next_slot MT_FAST_TLS = 0;
+/* The default TLS model: this library is loaded with dlopen, and a library
+ * that asks for initial-exec TLS fails to load ("cannot allocate memory in
+ * static TLS block") in a process whose static TLS space other libraries
+ * already took, as a pytest run with NumPy does. */
+thread_local Remembered t_remembered[kRemembered];
+thread_local int t_next_slot = 0;
 
 /* The entry whose [base, base + bytes) holds p, or end(); the caller holds
  * the lock. */
