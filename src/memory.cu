@@ -221,8 +221,8 @@ static mt_status check_foreign_memory(const char *func, uintptr_t p, size_t byte
             err == cudaSuccess && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
         if (!device_memory || attr.device != device)
             return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                           "%s byte %p of ptr %p (%zu bytes) is not device memory of device %d",
-                           k == 0 ? "the first" : "the last", (void *)ends[k], (void *)p, bytes, device);
+                           "ptr %p (%zu bytes) is not device memory of device %d: its %s byte, %p, is not",
+                           (void *)p, bytes, device, k == 0 ? "first" : "last", (void *)ends[k]);
     }
 #endif
     return MT_OK;

@@ -243,6 +243,10 @@ static void test_random_hostile(void)
         int applied = h == H_OVERLAP ? make_overlap(&c, k) : make_hostile(h, &c, k);
         if (!applied || (h != H_OVERLAP && h != H_UNKNOWN_PTR &&
                          ref_in_range(&c.t[k].t, (uintptr_t)saved.data, buffer_bytes(&c.t[k])))) {
+            /* Put the buffer's own descriptor back before freeing: a skipped
+             * H_UNKNOWN_PTR may hold g_freed, which CUDA's pool may have
+             * handed out again to another argument of this very call. */
+            c.t[k].t = saved;
             free_call(&c);
             continue;
         }
