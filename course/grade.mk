@@ -23,6 +23,9 @@ $(VENV)/.lab-ok: requirements-lab.txt $(VENV)/.ok
 	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-lab.txt
 	@touch $@
 
+# Jupyter refuses to run as root unless told: containers and CI machines often are.
+LAB_FLAGS := --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: export MINITENSOR_KERNELS ?= teaching
 lab: $(LIBS) $(VENV)/.lab-ok
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab $(LAB_FLAGS)
