@@ -39,6 +39,7 @@ from course_manifest import CTest, Manifest, ManifestError, PyTest, Task, load_m
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
 MAX_OUTPUT = 6000        # characters of a test item's output kept in the report
 PYTEST_RESTARTS = 4      # reruns of a pytest selection after crashes, before the rest counts as failed
+PYTEST_STOPPED = {2: "interrupted: errors during collection", 3: "internal error", 4: "usage error"}
 
 
 @dataclass
@@ -240,7 +241,7 @@ def crash_report(out: str) -> str:
 
 
 def pytest_command(run: Run, test: PyTest, hidden: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "course_pytest_plugin", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "course_pytest_plugin", "-p", "no:cacheprovider",
            "--rootdir", str(run.root), "-c", str(run.root / "pytest.ini")]
     if hidden:
         cmd += ["-p", "conftest"]  # tests/conftest.py (hypothesis profile, gpu marks) for files outside tests/
@@ -267,7 +268,7 @@ def run_pytest(run: Run, task: Task, test: PyTest, hidden: bool = False) -> Item
         env["MT_GRADE_LOG"], env["MT_GRADE_SKIP"] = str(log), str(skip)
         collected: list[str] | None = None
         outcomes: dict[str, tuple[str, str]] = {}
-        for attempt in range(PYTEST_RESTARTS + 1):
+        for _ in range(PYTEST_RESTARTS + 1):
             log.unlink(missing_ok=True)
             code, out, seconds = run_process(pytest_command(run, test, hidden), env, run.root, run.timeout)
             result.seconds += seconds
@@ -277,7 +278,9 @@ def run_pytest(run: Run, task: Task, test: PyTest, hidden: bool = False) -> Item
                 collected = got
             outcomes.update(new)
             if code is not None and code >= 0:
-                break  # pytest ended by itself: every selected test has its outcome
+                if code in PYTEST_STOPPED:  # ended by itself, but not after running the selection
+                    notes.append(f"pytest ended with exit status {code} ({PYTEST_STOPPED[code]})")
+                break
             why = f"timed out after {run.timeout:.0f} s" if code is None else f"crashed: {signal_name(code)}"
             running = [n for n in started if n not in new]
             if running:
@@ -297,15 +300,14 @@ def run_pytest(run: Run, task: Task, test: PyTest, hidden: bool = False) -> Item
         notes = [Path(test.path).name + n if n.startswith("::") else n for n in notes]
     result.passed = sum(1 for o, _ in outcomes.values() if o == "passed")
     result.failed = sum(1 for o, _ in outcomes.values() if o == "failed")
-    if notes:
-        result.error = "; ".join(notes)
-    elif collected is None or not collected:
-        result.error = "no test ran: the selection matched nothing, or collection failed"
-        result.failed = max(result.failed, 1)
+    result.error = "; ".join(notes) or None
+    if result.passed + result.failed == 0:  # nothing ran: that is a failure, never a vacuous pass
+        result.error = result.error or "no test ran: the selection matched nothing, or collection failed"
+        result.failed = 1
     lines = [f"{result.name}: {result.passed} passed, {result.failed} failed"] + notes
     lines += [f"FAILED {node}\n{text}" for node, (o, text) in outcomes.items() if o == "failed"]
-    if result.error and not notes:
-        lines.append(clip(tail, 3000))
+    if result.error and (not notes or any(n.startswith("pytest ended") for n in notes)):
+        lines.append(clip(tail, 3000))  # what pytest said about a collection or usage error
     result.output = clip("\n".join(lines))
     return result
 
