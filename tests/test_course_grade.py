@@ -145,6 +145,17 @@ def test_a_c_program_summary_is_read_and_a_hang_is_cut(tmp_path: Path) -> None:
     assert result.error.startswith("no case ran") and result.fraction == 0.0
 
 
+def test_what_did_not_build_scores_0_with_the_compiler_message(tmp_path: Path) -> None:
+    run = course_grade.Run(root=tmp_path, backend="emulator", timeout=2.0)
+    run.built = {run.lib: False, run.program("test_matmul"): False}
+    run.build_log = ("g++ ... -c build/emu/matmul_tiled.cpp\n"
+                     "src/matmul_tiled.cu:21:5: error: expected ',' or ';' before 'const'\n")
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("matmul_tiled")
+    for result in (course_grade.run_c(run, task, task.c_tests[0]), course_grade.run_pytest(run, task, task.pytest[0])):
+        assert (result.error, result.fraction) == ("build failed", 0.0)
+        assert "src/matmul_tiled.cu:21:5: error: expected" in result.output
+
+
 # ---- real grading runs of the solved repository ------------------------------------------------
 
 def grade_cli(tmp_path: Path, *args: str) -> tuple[dict, ET.Element, str]:

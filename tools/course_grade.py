@@ -347,8 +347,10 @@ def add_hidden(manifest: Manifest, hidden: Path) -> dict[str, list[PyTest]]:
 # ---- the whole run -------------------------------------------------------------------------------
 
 def default_backend() -> str:
-    """cuda where a GPU answers (nvidia-smi -L), else the emulator."""
-    if shutil.which("nvidia-smi") is None:
+    """cuda where the Makefile builds the CUDA library by default (nvcc is found and a GPU answers
+    nvidia-smi -L), else the emulator."""
+    nvcc = shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").is_file()
+    if not nvcc or shutil.which("nvidia-smi") is None:
         return "emulator"
     ok = subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
     return "cuda" if ok else "emulator"
