@@ -9,6 +9,8 @@
 #   make test-c     C tests of the kernels (emulator; CUDA too on a GPU machine)
 #   make test       everything CI runs: C tests, then the Python suite
 #   make demo       the main job: train a digit classifier
+#   make grade      score the course's tasks (course/grade.mk, docs/coursework.md)
+#   make lab        open the notebooks in JupyterLab (installed on first use)
 #
 # Variables a user may override:
 #   CUDA_ARCHS="75 80 86 89 90"   machine code generated for these GPUs (+PTX)
@@ -118,6 +120,7 @@ $(CUDA_LIB): $(CUDA_OBJS)
 .SECONDARY: $(NAMES:%=$(BUILD)/emu/%.cpp)
 
 include tests/c/tests.mk
+include course/grade.mk
 
 # ---- Python: a virtualenv from requirements.txt, and the pytest suite ----
 $(VENV)/.ok: requirements.txt

@@ -1,6 +1,6 @@
 """Every Python example in the docs runs, and every relative link in docs/ leads somewhere.
 
-The examples are the fenced blocks of docs/*.md and README.md whose info
+The examples are the fenced blocks of docs/**/*.md and README.md whose info
 string is ``python``. Each one is executed on its own, in a fresh namespace,
 from the repository root, so an example must import what it uses. Blocks
 marked ``text``, ``sh``, ``c`` or anything else are shown, never run. An
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted((ROOT / "docs").glob("*.md")) + [p for p in [ROOT / "README.md"] if p.is_file()]
+PAGES = sorted((ROOT / "docs").rglob("*.md")) + [p for p in [ROOT / "README.md"] if p.is_file()]
 
 # An opening or closing fence: 3+ backticks or tildes, up to 3 spaces of indent.
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)")
@@ -86,7 +86,7 @@ def _prose(path: Path) -> str:
     return "\n".join(kept)
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", sorted((ROOT / "docs").rglob("*.md")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_exist(path: Path) -> None:
     missing = []
     for target in LINK.findall(_prose(path)):

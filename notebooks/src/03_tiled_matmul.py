@@ -153,24 +153,31 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ### The tile loop, mirrored, against the library
+# ### Your kernel against the reference, tile by tile
 # `mirror_tiled` repeats the kernel's loop for all blocks at once in NumPy:
 # zero-padded tiles, `acc += a_tile[ty][k] * b_tile[k][tx]` for k in order,
-# in float32. It is compared with the library's tiled kernel on the same
-# inputs. On the emulator the two agree to the last bit; a GPU fuses each
+# in float32. `check_tiles` runs the library's `matmul_tiled` (in a
+# student's copy: yours) on the same inputs, compares every output tile with
+# float64 NumPy, and draws the result next to the reference. Where the output
+# is wrong, the picture says where: wrong tiles only at the right or bottom
+# edge point at the guards of partial tiles; wrong tiles everywhere at a
+# barrier, the indexing of the tile loop, or the last, partial step along K
+# (the zero fill). On the
+# emulator the mirror and the kernel agree to the last bit; a GPU fuses each
 # multiply-add into one FMA instruction (rounded once instead of twice), so
 # there they agree to float32 rounding.
 
 # %%
-def mirror_tiled(a, b, T=kTile):
+def mirror_tiled(a, b, T=kTile, pad=0.0):
+    """The tile loop of matmul_tiled in NumPy; `pad` is what a thread stores outside the matrix."""
     a, b = a.astype(np.float32), b.astype(np.float32)
     m, k = a.shape
     n = b.shape[1]
     rows, cols = -(-m // T) * T, -(-n // T) * T
     acc = np.zeros((rows, cols), dtype=np.float32)  # one accumulator per thread of the grid
     for k0 in range(0, k, T):
-        a_tiles = np.zeros((rows, T), dtype=np.float32)  # out of range -> 0
-        b_tiles = np.zeros((T, cols), dtype=np.float32)
+        a_tiles = np.full((rows, T), pad, dtype=np.float32)  # out of range -> pad (0 in the kernel)
+        b_tiles = np.full((T, cols), pad, dtype=np.float32)
         a_tiles[:m, :min(T, k - k0)] = a[:, k0:k0 + T]
         b_tiles[:min(T, k - k0), :n] = b[k0:k0 + T, :]
         for kk in range(T):  # for (k = 0; k < kTile; ++k) acc += a_tile[ty][k] * b_tile[k][tx];
@@ -178,18 +185,80 @@ def mirror_tiled(a, b, T=kTile):
     return acc[:m, :n]
 
 
+def run_tiled(a, b):
+    """The library's matmul_tiled as a NumPy array, or None (with the reason) when it is not written yet."""
+    try:
+        return mt.kernels.matmul(a, b, algo="tiled").numpy()
+    except NotImplementedError as e:
+        print("matmul_tiled is not done yet:", e)
+        return None
+
+
+def check_tiles(got, ref, k, title, T=kTile):
+    """Draws got, ref and the wrong elements tile by tile; returns the (row, col) of the wrong tiles.
+    Tolerance as in the tests: |got - ref| <= sqrt(k) * (1e-5 + 1e-4 * |ref|) for a float32 dot product."""
+    m, n = ref.shape
+    bad = ~(np.abs(got - ref) <= np.sqrt(k) * (1e-5 + 1e-4 * np.abs(ref)))  # NaN counts as wrong
+    wrong = [(ty, tx) for ty in range(-(-m // T)) for tx in range(-(-n // T))
+             if bad[ty * T:(ty + 1) * T, tx * T:(tx + 1) * T].any()]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.3))
+    vmax = np.abs(ref).max()
+    shown = np.where(np.isfinite(got), got, np.nan)
+    for ax, data, name in ((axes[0], shown, "the output checked (NaN: blank)"), (axes[1], ref, "reference (float64 NumPy)")):
+        image = ax.imshow(data, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        ax.set_title(name)
+    fig.colorbar(image, ax=axes[:2], shrink=0.8)
+    axes[2].imshow(bad, cmap="Reds", vmin=0, vmax=1.5, interpolation="nearest")
+    axes[2].set_title(f"wrong elements: {int(bad.sum())} of {bad.size}")
+    for ax in axes:
+        for r in range(0, m, T):  # the tile grid: one block's output tile per cell
+            for c in range(0, n, T):
+                is_wrong = (r // T, c // T) in wrong
+                ax.add_patch(Rectangle((c - 0.5, r - 0.5), min(T, n - c), min(T, m - r), fill=False,
+                                       edgecolor="red" if is_wrong else "#555555", lw=2.5 if is_wrong else 0.8))
+        ax.set_xlabel("column")
+    axes[0].set_ylabel("row")
+    fig.suptitle(f"{title}: {len(wrong)} of {-(-m // T) * -(-n // T)} output tiles wrong "
+                 f"(red frame: a tile with a wrong element)", fontsize=11)
+    plt.show()
+    if wrong:
+        edge = [t for t in wrong if (t[0] + 1) * T > m or (t[1] + 1) * T > n]
+        print(f"wrong tiles (blockIdx.y, blockIdx.x): {wrong}")
+        print(f"{len(edge)} of them at the right or bottom edge of the output" if edge
+              else "none of them is at the right or bottom edge of the output")
+    else:
+        print("every tile matches the reference")
+    return wrong
+
+
 a = mt.randn(M, K)
 b = mt.randn(K, N)
-out_tiled = mt.kernels.matmul(a, b, algo="tiled").numpy()
-mirror = mirror_tiled(a.numpy(), b.numpy())
-print("mirror vs library, largest difference:", np.abs(mirror - out_tiled).max())
-print("bitwise equal:", np.array_equal(mirror, out_tiled))
-assert np.allclose(mirror, out_tiled, rtol=1e-5, atol=1e-5)
 ref = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
-for algo in ("naive", "tiled"):
-    err = np.abs(mt.kernels.matmul(a, b, algo=algo).numpy() - ref).max()
-    print(f"{algo:6s} vs float64 NumPy: largest difference {err:.2e}")
-    assert err < 1e-4
+mirror = mirror_tiled(a.numpy(), b.numpy())
+out_tiled = run_tiled(a, b)
+if out_tiled is not None:
+    print("mirror vs library, largest difference:", np.abs(mirror - out_tiled).max())
+    print("bitwise equal:", np.array_equal(mirror, out_tiled))
+    check_tiles(out_tiled, ref, K, f"the library's matmul_tiled, {M} x {K} @ {K} x {N}")
+err = np.abs(mt.kernels.matmul(a, b, algo="naive").numpy() - ref).max()
+print(f"naive  vs float64 NumPy: largest difference {err:.2e}")
+
+# %% [markdown]
+# What a classic bug looks like in this picture: a kernel that loads
+# `A(row, k0 + tx)` and `B(k0 + ty, col)` without storing the zero outside
+# the matrix, so that such a thread leaves its slot of the tile as it was. On
+# the emulator shared memory starts poisoned (every byte 0xFF, a NaN),
+# exactly so that such a slot cannot pass as a zero; the mirror below does
+# the same. Rows of A and columns of B outside the matrix only reach outputs
+# that are never stored, but the last, partial step along K reaches every
+# output: with K = 80 (not a multiple of 32) every tile is wrong, and with
+# K = 64 the same bug passes. That is why the tests use sizes such as 31, 33
+# and 65.
+
+# %%
+check_tiles(mirror_tiled(a.numpy(), b.numpy(), pad=np.nan), ref, K, f"without the zero fill, K = {K}")
+a64, b64 = a.numpy()[:, :64], b.numpy()[:64, :]
+check_tiles(mirror_tiled(a64, b64, pad=np.nan), a64.astype(np.float64) @ b64, 64, "without the zero fill, K = 64")
 
 # %% [markdown]
 # ## Global-memory reads: naive versus tiled
@@ -304,17 +373,17 @@ if backend == "cuda":
     bench_sizes, repeats = [256, 512, 1024, 2048, 4096], 5
 else:
     bench_sizes, repeats = [32, 64, 96, 128, 192, 256], 3
-results = {"naive": [], "tiled": []}
+results = {"naive": [], "tiled": []} if out_tiled is not None else {"naive": []}  # tiled once it runs
 for n in bench_sizes:
     a, b = mt.randn(n, n), mt.randn(n, n)
     for algo in results:
         results[algo].append(median_time(lambda: mt.kernels.matmul(a, b, algo=algo), repeats))
 for i, n in enumerate(bench_sizes):
-    print(f"n = {n:5d}: naive {1e3 * results['naive'][i]:9.3f} ms   tiled {1e3 * results['tiled'][i]:9.3f} ms")
+    print(f"n = {n:5d}: " + "   ".join(f"{algo} {1e3 * t[i]:9.3f} ms" for algo, t in results.items()))
 
 # %%
 fig, ax = plt.subplots(figsize=(8.5, 4.4))
-for algo, colour in (("naive", "black"), ("tiled", "#08519c")):
+for algo, colour in (("naive", "black"), ("tiled", "#08519c"))[:len(results)]:
     ms = 1e3 * np.array(results[algo])
     if backend == "cuda":
         gflops = 2 * np.array(bench_sizes, dtype=float) ** 3 / np.array(results[algo]) / 1e9

@@ -1,0 +1,234 @@
+"""The course kit's grader (tools/course.py grade) and its manifest (course/tasks.toml).
+
+- the manifest: every key checked, every file, sheet, C program and pytest
+  file it names exists; a malformed manifest fails with the task named;
+- a real grading run of the solved repository (one cheap task) gives full
+  marks, and writes a valid Gradescope results.json and JUnit XML;
+- a test that crashes (a pytest that kills itself with SIGSEGV, a C program
+  that does, one that hangs) costs its own cases only, with the signal or
+  the timeout named, while the other tests keep their points.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import course_grade  # noqa: E402 - tools/ is not a package
+from course_manifest import ManifestError, load_manifest  # noqa: E402
+from course_report import gradescope, junit, table  # noqa: E402
+
+CONTRACT_IDS = {"indexing", "map_zip", "reductions", "matmul_tiled", "softmax", "autograd_rules",
+                "layers_optim", "ladder_rung"}
+
+
+def c_test_programs() -> set[str]:
+    """The C test programs the Makefile builds (tests/c/tests.mk)."""
+    return {p.stem for p in (ROOT / "tests" / "c").glob("test_*.c")}
+
+
+# ---- the manifest ------------------------------------------------------------------------------
+
+def test_the_manifest_names_things_that_exist() -> None:
+    manifest = load_manifest(ROOT / "course" / "tasks.toml")
+    assert set(manifest.ids()) == CONTRACT_IDS
+    programs = c_test_programs()
+    for task in manifest.tasks:
+        assert task.points > 0, task.id
+        for path in [*task.files, task.sheet, *(t.path for t in task.pytest)]:
+            assert (ROOT / path).is_file(), f"task {task.id}: {path} does not exist"
+        for test in task.c_tests:
+            assert test.program in programs, f"task {task.id}: no C program {test.program}"
+        assert task.sheet == f"docs/tasks/{task.id}.md"
+        assert task.policy == ("fast" if task.files[0].startswith("minitensor/") else "teaching"), task.id
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("policy", '"sometimes"', "policy must be one of"),
+    ("points", '"ten"', "'points' must be a int"),
+    ("requires", '["nothing"]', "requires unknown task 'nothing'"),
+    ("id", '"Bad-Id"', "snake_case"),
+    ("colour", '"red"', "unknown keys ['colour']"),
+    ("pytest", "[]", "task 'one' has no test"),
+])
+def test_a_malformed_manifest_is_refused_with_the_task_named(tmp_path: Path, key: str, value: str,
+                                                             message: str) -> None:
+    table = {"id": '"one"', "title": '"One"', "points": "5", "files": "[]", "policy": '"fast"',
+             "requires": "[]", "sheet": '"docs/tasks/one.md"', "pytest": '[{ path = "tests/test_nn.py" }]'}
+    table[key] = value
+    body = "\n".join(f"{k} = {v}" for k, v in table.items())
+    path = tmp_path / "tasks.toml"
+    path.write_text(f'name = "c"\nversion = "1"\n[[task]]\n{body}\n')
+    with pytest.raises(ManifestError, match=re.escape(message)):
+        load_manifest(path)
+
+
+def test_a_duplicate_task_id_is_refused(tmp_path: Path) -> None:
+    task = ('[[task]]\nid = "one"\ntitle = "One"\npoints = 1\nfiles = []\npolicy = "fast"\nrequires = []\n'
+            'sheet = "s"\npytest = [{ path = "p" }]\n')
+    path = tmp_path / "tasks.toml"
+    path.write_text('name = "c"\nversion = "1"\n' + task + task)
+    with pytest.raises(ManifestError, match="'one' appears 2 times"):
+        load_manifest(path)
+
+
+# ---- scoring and reports -----------------------------------------------------------------------
+
+def fake_results() -> list[course_grade.TaskResult]:
+    manifest = load_manifest(ROOT / "course" / "tasks.toml")
+    good = course_grade.TaskResult(manifest.task("softmax"), [
+        course_grade.ItemResult("softmax", "test_softmax", passed=200),
+        course_grade.ItemResult("softmax", "tests/test_reduce.py", passed=4)])
+    bad = course_grade.TaskResult(manifest.task("matmul_tiled"), [
+        course_grade.ItemResult("matmul_tiled", "test_matmul [tiled]", passed=30, failed=10),
+        course_grade.ItemResult("matmul_tiled", "tests/test_matmul.py", failed=1, error="crashed: SIGSEGV")])
+    return [good, bad]
+
+
+def test_each_item_is_an_equal_share_earned_in_proportion_to_its_cases() -> None:
+    good, bad = fake_results()
+    assert good.score == pytest.approx(10.0)
+    assert bad.score == pytest.approx(15.0 * (0.75 + 0.0) / 2)
+    report = gradescope([good, bad], seconds=3.0)
+    assert report["score"] == pytest.approx(round(10.0 + 15.0 * 0.375, 2))
+    assert [t["max_score"] for t in report["tests"]] == [5.0, 5.0, 7.5, 7.5]
+    assert [t["score"] for t in report["tests"]] == [5.0, 5.0, 5.62, 0.0]
+    text = table([good, bad])
+    assert "matmul_tiled: tests/test_matmul.py: 0 passed, 1 failed (crashed: SIGSEGV)" in text
+    suites = junit([good, bad]).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["softmax", "matmul_tiled"]
+    assert suites[1].get("failures") == "1" and suites[1].get("errors") == "1"
+
+
+# ---- C programs that crash or hang -------------------------------------------------------------
+
+def fake_program(root: Path, name: str, script: str) -> course_grade.Run:
+    """A 'C test program' that is a shell script, in a fake repository, marked as built."""
+    program = root / "build" / "tests" / "emu" / name
+    program.parent.mkdir(parents=True, exist_ok=True)
+    program.write_text("#!/bin/sh\n" + script)
+    program.chmod(program.stat().st_mode | stat.S_IEXEC)
+    run = course_grade.Run(root=root, backend="emulator", timeout=2.0)
+    run.built = {run.lib: True, run.program(name): True}
+    return run
+
+
+def test_a_c_program_killed_by_a_signal_names_it(tmp_path: Path) -> None:
+    run = fake_program(tmp_path, "test_boom", 'echo "FAIL test_boom: a case"\nkill -SEGV $$\n')
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("matmul_tiled")
+    result = course_grade.run_c(run, task, course_grade.CTest("test_boom", "tiled"))
+    assert result.error == "crashed: SIGSEGV (segmentation fault)"
+    assert (result.passed, result.failed, result.fraction) == (0, 1, 0.0)
+    assert "FAIL test_boom: a case" in result.output
+
+
+def test_a_c_program_summary_is_read_and_a_hang_is_cut(tmp_path: Path) -> None:
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("softmax")
+    run = fake_program(tmp_path, "test_ok", 'echo "test_ok: seed 1"\necho "7 passed, 1 failed"\nexit 1\n')
+    result = course_grade.run_c(run, task, course_grade.CTest("test_ok"))
+    assert (result.passed, result.failed, result.error) == (7, 1, None)
+    run = fake_program(tmp_path, "test_hang", "sleep 30\n")
+    result = course_grade.run_c(run, task, course_grade.CTest("test_hang"))
+    assert result.error.startswith("timed out after 2 s") and result.fraction == 0.0
+    run = fake_program(tmp_path, "test_none", 'echo "0 passed, 0 failed"\n')
+    result = course_grade.run_c(run, task, course_grade.CTest("test_none", "nothing"))
+    assert result.error.startswith("no case ran") and result.fraction == 0.0
+
+
+def test_what_did_not_build_scores_0_with_the_compiler_message(tmp_path: Path) -> None:
+    run = course_grade.Run(root=tmp_path, backend="emulator", timeout=2.0)
+    run.built = {run.lib: False, run.program("test_matmul"): False}
+    run.build_log = ("g++ ... -c build/emu/matmul_tiled.cpp\n"
+                     "src/matmul_tiled.cu:21:5: error: expected ',' or ';' before 'const'\n")
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("matmul_tiled")
+    for result in (course_grade.run_c(run, task, task.c_tests[0]), course_grade.run_pytest(run, task, task.pytest[0])):
+        assert (result.error, result.fraction) == ("build failed", 0.0)
+        assert "src/matmul_tiled.cu:21:5: error: expected" in result.output
+
+
+# ---- real grading runs of the solved repository ------------------------------------------------
+
+def grade_cli(tmp_path: Path, *args: str) -> tuple[dict, ET.Element, str]:
+    out = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "course.py"), "grade", "--backend", "emulator",
+                           "--timeout", "120", "--out", str(out), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    return results, ET.parse(out / "junit.xml").getroot(), proc.stdout
+
+
+def check_gradescope_format(results: dict) -> None:
+    assert isinstance(results["score"], (int, float)) and results["tests"]
+    for test in results["tests"]:
+        assert set(test) >= {"name", "score", "max_score", "output"}
+        assert 0 <= test["score"] <= test["max_score"]
+    assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]), abs=0.05)
+
+
+def test_the_solved_repository_gets_full_marks(tmp_path: Path) -> None:
+    results, xml, stdout = grade_cli(tmp_path, "--tasks", "softmax")
+    check_gradescope_format(results)
+    assert results["score"] == 10
+    assert all(t["score"] == t["max_score"] for t in results["tests"])
+    suite = xml.find("testsuite")
+    assert suite.get("name") == "softmax" and suite.get("failures") == "0" and suite.get("errors") == "0"
+    assert re.search(r"^softmax\s+10\s+\d+\s+0\s+10\.00$", stdout, re.MULTILINE), stdout
+
+
+def test_a_crashing_hidden_test_costs_its_own_task_only(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "crasher").mkdir(parents=True)
+    (hidden / "tasks.toml").write_text(
+        '[[task]]\nid = "crasher"\ntitle = "A task whose test crashes"\npoints = 5\nfiles = []\n'
+        'policy = "fast"\nrequires = []\nsheet = "docs/tasks/crasher.md"\n')
+    (hidden / "crasher" / "test_crash.py").write_text(
+        "import os, signal\n\n"
+        "def test_before():\n    assert sum([1, 2]) == 3\n\n"
+        "def test_segfault():\n    os.kill(os.getpid(), signal.SIGSEGV)\n\n"
+        "def test_after_the_crash():\n    assert 'a'.upper() == 'A'\n")
+    results, xml, stdout = grade_cli(tmp_path, "--tasks", "softmax,crasher", "--hidden", str(hidden))
+    check_gradescope_format(results)
+    by_name = {t["name"]: t for t in results["tests"]}
+    crash = by_name["crasher: hidden: test_crash.py"]
+    assert crash["max_score"] == 5 and crash["score"] == pytest.approx(round(5 * 2 / 3, 2))
+    assert "test_crash.py::test_segfault: crashed: SIGSEGV" in crash["output"]
+    assert all(t["score"] == t["max_score"] for n, t in by_name.items() if n.startswith("softmax"))
+    assert results["score"] == pytest.approx(10 + round(5 * 2 / 3, 2), abs=0.01)
+    error = xml.find("testsuite[@name='crasher']/testcase/error")
+    assert error is not None and "SIGSEGV" in error.get("message")
+
+
+# ---- taking a submission -----------------------------------------------------------------------
+
+def test_take_copies_the_task_files_and_nothing_else(tmp_path: Path) -> None:
+    from course_submission import take
+
+    copy, submission = tmp_path / "copy", tmp_path / "submission"
+    for path in ("src/matmul_tiled.cu", "src/softmax.cu", "tests/test_matmul.py"):
+        (copy / path).parent.mkdir(parents=True, exist_ok=True)
+        (copy / path).write_text("the handout's\n")
+    (submission / "repo" / "src").mkdir(parents=True)
+    (submission / "repo" / "src" / "matmul_tiled.cu").write_text("the student's tiles\n")
+    (submission / "repo" / "tests").mkdir()
+    (submission / "repo" / "tests" / "test_matmul.py").write_text("def test_nothing(): pass\n")
+    (submission / "softmax.cu").write_text("the student's softmax\n")
+    manifest = load_manifest(ROOT / "course" / "tasks.toml")
+    lines = take(copy, submission, manifest, ["matmul_tiled", "softmax"])
+    assert lines == ["taken    src/matmul_tiled.cu <- repo/src/matmul_tiled.cu",
+                     "taken    src/softmax.cu <- softmax.cu"]
+    assert (copy / "src" / "matmul_tiled.cu").read_text() == "the student's tiles\n"
+    assert (copy / "src" / "softmax.cu").read_text() == "the student's softmax\n"
+    assert (copy / "tests" / "test_matmul.py").read_text() == "the handout's\n"
+    assert take(copy, submission, manifest, ["ladder_rung"]) == [
+        "missing  src/matmul_blocktile_1d.cu (kept as it is here)"]

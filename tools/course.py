@@ -1,0 +1,88 @@
+"""The course kit's entry point: ``python tools/course.py <command> ...``.
+
+    grade    run each task's tests in their own processes and score them
+             (tools/course_grade.py; `make grade` runs it)
+    take     copy the files of the tasks from a student's submission into
+             this copy (tools/course_submission.py; for an autograder)
+
+Every command reads the course manifest, course/tasks.toml
+(tools/course_manifest.py); docs/coursework.md explains the workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))
+
+from course_grade import grade  # noqa: E402 - after the path above
+from course_manifest import ManifestError, load_manifest  # noqa: E402
+from course_report import table, write_reports  # noqa: E402
+from course_submission import take  # noqa: E402
+
+ROOT = TOOLS.parent
+
+
+def task_list(text: str | None) -> list[str] | None:
+    """'a,b' -> ['a', 'b']; empty or None -> every task."""
+    ids = [t.strip() for t in (text or "").split(",") if t.strip()]
+    return ids or None
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    try:
+        results = grade(ROOT, task_list(args.tasks), Path(args.hidden).resolve() if args.hidden else None,
+                        backend=args.backend, timeout=args.timeout, policy=args.policy)
+    except (ManifestError, KeyError) as e:
+        print(f"grade: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out).resolve() if args.out else ROOT / "build" / "grade"
+    results_json, junit_xml = write_reports(results, out, time.monotonic() - start)
+    print()
+    print(table(results))
+    print(f"\nreports: {results_json}, {junit_xml}")
+    full = all(r.score >= r.task.points for r in results)
+    return 0 if full or not args.strict else 1
+
+
+def cmd_take(args: argparse.Namespace) -> int:
+    try:
+        lines = take(ROOT, Path(args.source).resolve(), load_manifest(ROOT / "course" / "tasks.toml"),
+                     task_list(args.tasks))
+    except (ManifestError, KeyError, FileNotFoundError) as e:
+        print(f"take: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="course.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    g = commands.add_parser("grade", help="run each task's tests and score them")
+    g.add_argument("--tasks", help="comma-separated task ids (default: every task of course/tasks.toml)")
+    g.add_argument("--hidden", help="a folder of the instructor's extra tests (docs/coursework.md)")
+    g.add_argument("--out", help="where results.json and junit.xml go (default: build/grade)")
+    g.add_argument("--backend", choices=("emulator", "cuda"),
+                   help="the build to grade (default: cuda where a GPU answers, else the emulator)")
+    g.add_argument("--policy", choices=("fast", "teaching"),
+                   help="run every task under this kernel policy instead of its own (to check a build)")
+    g.add_argument("--timeout", type=float, default=600.0, help="seconds per test process (default 600)")
+    g.add_argument("--strict", action="store_true", help="exit 1 unless every task has full marks")
+    g.set_defaults(func=cmd_grade)
+    t = commands.add_parser("take", help="copy the tasks' files from a submission folder into this copy")
+    t.add_argument("--from", dest="source", required=True, help="the submission folder")
+    t.add_argument("--tasks", help="comma-separated task ids (default: every task)")
+    t.set_defaults(func=cmd_take)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
