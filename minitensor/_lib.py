@@ -57,7 +57,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -130,6 +130,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_device_key": (c_int, [c_char_p, c_size_t]),
     "mt_set_sync_debug": (c_int, [c_int]),
     "mt_synchronize": (c_int, []),
+    "mt_stream_wait": (c_int, [c_void_p, c_void_p]),
     "mt_malloc": (c_int, [POINTER(c_void_p), c_size_t]),
     "mt_free": (c_int, [c_void_p]),
     "mt_memory_in_use": (c_int, [POINTER(c_int64)]),
@@ -409,6 +410,12 @@ def set_sync_debug(on: bool) -> None:
 
 def synchronize() -> None:
     check(lib().mt_synchronize(), "mt_synchronize")
+
+
+def stream_wait(waiting: int, done: int) -> None:
+    """Work queued on stream `waiting` from now on waits for the work queued on
+    `done` so far (raw cudaStream_t values; 0 is the library's own stream)."""
+    check(lib().mt_stream_wait(waiting or None, done or None), "mt_stream_wait")
 
 
 # ---- memory -----------------------------------------------------------------

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 5
+#define MT_ABI_VERSION 6
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -235,6 +235,15 @@ mt_status mt_device_key(char *buf, size_t bufsize);
  * environment variable MINITENSOR_SYNC=1 turns it on at load. */
 mt_status mt_set_sync_debug(int on);
 mt_status mt_synchronize(void);
+/* Orders work between the library and another library's CUDA stream, for
+ * zero-copy exchange (DLPack, __cuda_array_interface__): work queued on
+ * `waiting` after this call starts only after all the work queued on `done`
+ * before it (an event recorded on `done`, waited for on the device; the host
+ * does not block). Both are raw cudaStream_t handles: NULL is the library's
+ * own stream (the legacy default stream), 1 and 2 are CUDA's
+ * cudaStreamLegacy and cudaStreamPerThread. Emulator: nothing to wait for,
+ * every kernel has finished when its launch returns. */
+mt_status mt_stream_wait(void *waiting, void *done);
 
 /* ---- memory ------------------------------------------------------------- */
 /* Device allocations come from the runtime's stream-ordered pool. */
