@@ -52,9 +52,11 @@ from .tensor import (  # noqa: E402
 )
 from ._creation import (  # noqa: E402
     arange,
+    asarray,
     empty,
     empty_like,
     full,
+    from_dlpack,
     full_like,
     manual_seed,
     ones,
@@ -154,6 +156,7 @@ __all__ = [
     "arange",
     "argmax",
     "argmin",
+    "asarray",
     "autograd",
     "backend",
     "cat",
@@ -167,6 +170,7 @@ __all__ = [
     "float",
     "float32",
     "float64",
+    "from_dlpack",
     "full",
     "full_like",
     "gather",
