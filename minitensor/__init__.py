@@ -25,9 +25,11 @@ this; docs/architecture.md draws them):
     ops.py         raw ops over Arrays: checks, output allocation, kernel calls
                    (autotune.py: the matmul tile configuration)
     _array.py      Array: storage, shape, strides, offset, dtype; views, the
-                   C descriptor; _shape.py (shape arithmetic), _storage.py
-    _lib.py        the only ctypes module: loading, signatures, op tables,
-                   error mapping (_errors.py, _dtype.py)
+                   C descriptor; _shape.py (shape arithmetic), _storage.py;
+                   _interop.py, _foreign.py: zero-copy exchange (DLPack,
+                   the array interfaces)
+    _lib.py        ctypes: loading, signatures, op tables, error mapping
+                   (_errors.py, _dtype.py); _dlpack.py: DLPack's structs
 """
 
 from . import _lib

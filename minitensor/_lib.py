@@ -1,6 +1,7 @@
 """_lib: the ctypes binding of the C engine (src/minitensor.h).
 
-This is the only module that touches ctypes. It
+This is the module that binds the engine through ctypes (_dlpack.py, the
+other user of ctypes, binds only DLPack's structs). It
 
 - finds the shared library by a path relative to this file
   (``<repo>/build/libminitensor_cuda.so`` or ``libminitensor_emu.so``); the
