@@ -103,6 +103,7 @@ class DLManagedTensorVersioned(Structure):
 
 # Both deleters take the struct's own address.
 DELETER = CFUNCTYPE(None, c_void_p)
+_DELETER_WITH_GIL = PYFUNCTYPE(None, c_void_p)
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", c_void_p), ("deleter", DELETER)]
 DLManagedTensorVersioned._fields_ = [
     ("version", DLPackVersion),
@@ -262,7 +263,9 @@ class Borrowed:
         self._taken = False
         deleter = self._managed.deleter
         if deleter:
-            deleter(self._address)
+            # Called with the GIL held: a producer written in Python (or
+            # Cython) needs it, and one in C or C++ does not mind.
+            ctypes.cast(deleter, _DELETER_WITH_GIL)(self._address)
 
 
 def device_name(device_type: int) -> str:

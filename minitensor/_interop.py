@@ -48,8 +48,16 @@ def _is_cuda() -> bool:
 # ---- export ----------------------------------------------------------------
 
 
-def _byte_strides(x: Any) -> tuple[int, ...]:
-    return tuple(s * x.dtype.itemsize for s in x.strides)
+def _interface(x: Any) -> dict[str, Any]:
+    """What NumPy's array interface and the CUDA Array Interface (both version
+    3) say alike: shape, typestr, (address, read-only) and strides in bytes."""
+    return {
+        "shape": x.shape,
+        "typestr": x.dtype.np_dtype.str,
+        "data": (x.data_ptr() if x.numel() else 0, False),
+        "strides": tuple(s * x.dtype.itemsize for s in x.strides),
+        "version": 3,
+    }
 
 
 def cuda_array_interface(x: Any) -> dict[str, Any]:
@@ -60,14 +68,8 @@ def cuda_array_interface(x: Any) -> dict[str, Any]:
             "__cuda_array_interface__: the emulator's tensors live in host memory "
             "(np.asarray(t) is a zero-copy view of them)"
         )
-    return {
-        "shape": x.shape,
-        "typestr": x.dtype.np_dtype.str,
-        "data": (x.data_ptr() if x.numel() else 0, False),
-        "strides": _byte_strides(x),
-        "version": 3,
-        "stream": 1,  # all of minitensor's work is queued on the legacy default stream
-    }
+    # All of minitensor's work is queued on the legacy default stream (1).
+    return {**_interface(x), "stream": 1}
 
 
 def array_interface(x: Any) -> dict[str, Any]:
@@ -75,13 +77,7 @@ def array_interface(x: Any) -> dict[str, Any]:
     where np.asarray(t) falls back to ``__array__`` (a copy)."""
     if _is_cuda():
         raise AttributeError("__array_interface__: a CUDA tensor's memory is not host memory")
-    return {
-        "shape": x.shape,
-        "typestr": x.dtype.np_dtype.str,
-        "data": (x.data_ptr() if x.numel() else 0, False),
-        "strides": _byte_strides(x),
-        "version": 3,
-    }
+    return _interface(x)
 
 
 def dlpack_device(x: Any) -> tuple[int, int]:

@@ -270,13 +270,51 @@ def test_gpu_array_on_the_emulator(host: None) -> None:
         mt.asarray(FakeCaiOnly())
 
 
-def test_cpu_array_on_cuda() -> None:
+class FakeCai:
+    """A __cuda_array_interface__ with the given entries over FakeGpuArray's."""
+
+    def __init__(self, **entries: Any) -> None:
+        self.__cuda_array_interface__ = {**FakeGpuArray.__cuda_array_interface__, **entries}
+
+
+def test_refusals_on_cuda() -> None:
     if mt.backend() != "cuda":
         pytest.skip("needs the CUDA backend")
     with pytest.raises(mt.InvalidArgumentError, match="CPU memory.*GPU"):
         mt.asarray(np.ones(3, dtype=np.float32))
     with pytest.raises(mt.InvalidArgumentError, match="CPU memory.*GPU"):
         mt.from_dlpack(np.ones(3, dtype=np.float32))
+
+    class OtherGpu(FakeGpuArray):
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (_dlpack.CUDA, 7)
+
+    with pytest.raises(mt.InvalidArgumentError, match="on GPU 7"):
+        mt.from_dlpack(OtherGpu())
+    with pytest.raises(mt.InvalidArgumentError, match="not device memory"):
+        mt.asarray(FakeCaiOnly())  # an address that is no GPU memory: the engine's check
+    with pytest.raises(mt.InvalidArgumentError, match="stream 0"):
+        mt.asarray(FakeCai(stream=0))
+    with pytest.raises(mt.InvalidArgumentError, match="mask"):
+        mt.asarray(FakeCai(mask=(0, False)))
+    x = mt.ones(3)
+    with pytest.raises(ValueError, match="stream 0 is ambiguous"):
+        x.__dlpack__(stream=0)
+    assert regions() == [] and _dlpack.lent_count() == 0
+
+
+def test_a_producer_that_refuses(host: None) -> None:
+    class Refuses:
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (_dlpack.CPU, 0)
+
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            raise BufferError("cannot export this one")
+
+    with pytest.raises(mt.InvalidArgumentError, match="Refuses.__dlpack__ refused: cannot export"):
+        mt.asarray(Refuses())
+    with pytest.raises(BufferError, match="cannot export"):
+        mt.from_dlpack(Refuses())
 
 
 class FakeDtype:
