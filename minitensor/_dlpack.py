@@ -127,6 +127,34 @@ _raw_is_valid = PYFUNCTYPE(c_int, c_void_p, c_char_p)(("PyCapsule_IsValid", _api
 _raw_pointer = PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
 
 
+# ---- callbacks that C code may call while a Python error is pending --------------
+#
+# A consumer that fails after taking a capsule drops it with its error already
+# set (NumPy does, for an array too big for it), so the capsule's destructor
+# (and a deleter) can start with an exception pending. Python code that calls
+# any C function then turns that into a SystemError, and a ctypes callback
+# cannot hand an error back to its C caller. So each callback first moves the
+# pending error out of the way with PyErr_Fetch (given no argtypes and
+# ready-made byref arguments, so that ctypes converts nothing, which would
+# itself see the pending error), does its work, and drops that error: the
+# consumer is failing anyway, and then reports "returned NULL without setting
+# an exception" instead of its own message. A C destructor could restore the
+# error; ctypes cannot.
+_pending = (c_void_p(), c_void_p(), c_void_p())
+_pending_refs = tuple(ctypes.byref(p) for p in _pending)
+_err_fetch = PYFUNCTYPE(None)(("PyErr_Fetch", _api))
+_decref = PYFUNCTYPE(None, c_void_p)(("Py_DecRef", _api))
+
+
+def _set_aside_pending_error() -> None:
+    """Clears the pending Python error, if any (the first thing a callback does)."""
+    _err_fetch(*_pending_refs)
+    for p in _pending:
+        if p.value:
+            _decref(p.value)
+        p.value = None
+
+
 # ---- export: minitensor's memory lent to another library ------------------------
 
 # struct address -> everything the capsule points at (the struct, its shape
@@ -136,6 +164,7 @@ _lent: dict[int, tuple[Any, ...]] = {}
 
 def _forget(address: Optional[int]) -> None:
     """The deleter of the structs this module makes: drops what kept them alive."""
+    _set_aside_pending_error()
     if address:
         _lent.pop(address, None)
 
@@ -146,6 +175,7 @@ _deleter = DELETER(_forget)
 def _capsule_destructor(capsule: Optional[int]) -> None:
     """Runs when a capsule is freed: if no consumer renamed it, nobody took the
     tensor over, so it is released here."""
+    _set_aside_pending_error()
     for name in (NAME, VERSIONED_NAME):
         if capsule and _raw_is_valid(capsule, name):
             _forget(_raw_pointer(capsule, name))

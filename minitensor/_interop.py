@@ -32,7 +32,7 @@ from . import _dlpack, _lib
 from ._dtype import DType, float32, float64
 from ._errors import DTypeError, InvalidArgumentError, ShapeError
 from ._foreign import ForeignStorage
-from ._shape import check_layout
+from ._shape import INT64_LIMIT, check_layout
 from ._storage import Storage
 
 _BY_BITS = {32: float32, 64: float64}
@@ -113,6 +113,13 @@ def to_dlpack(x: Any, stream: Any = None, max_version: Optional[tuple[int, int]]
             _lib.stream_wait(stream, 0)  # the consumer's stream waits for minitensor's work
     elif stream is not None:
         raise ValueError(f"__dlpack__: a CPU tensor takes stream=None, got {stream}")
+    if x.numel() * x.dtype.itemsize >= INT64_LIMIT:
+        # An expanded view can have more elements than an int64 counts bytes
+        # of: consumers size arrays in int64 bytes, and would fail on it.
+        raise BufferError(
+            f"__dlpack__: the view of shape {x.shape} spans {x.numel() * x.dtype.itemsize} bytes, "
+            f"more than a consumer can count (2**63); export a smaller view"
+        )
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     return _dlpack.export(x.data_ptr() if x.numel() else 0, device, x.dtype.itemsize * 8,
                           x.shape, x.strides, x, versioned)

@@ -224,6 +224,33 @@ def test_dlpack_export(host: None, max_version: Any) -> None:
     assert _dlpack.lent_count() == 0  # ...and has called the deleter
 
 
+def test_a_consumer_failing_with_our_capsule(host: None, capfd: Any) -> None:
+    """A consumer that refuses the capsule drops it with its error pending: the
+    capsule's destructor still releases the tensor, prints nothing and crashes nothing."""
+
+    class FromTheFuture:
+        """Lends a tensor in a capsule of DLPack 9.0, which NumPy refuses after taking it."""
+
+        def __init__(self, x: mt.Tensor) -> None:
+            self.x = x
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (_dlpack.CPU, 0)
+
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            capsule = self.x.__dlpack__(max_version=(1, 0))
+            _dlpack.Borrowed(capsule)._managed.version.major = 9
+            return capsule
+
+    # ctypes cannot hand the consumer's error back from the destructor (see
+    # _dlpack.py), so NumPy reports a SystemError instead of its BufferError.
+    with pytest.raises((SystemError, BufferError)):
+        np.from_dlpack(FromTheFuture(mt.ones(3)))
+    gc.collect()
+    assert _dlpack.lent_count() == 0
+    assert capfd.readouterr() == ("", "")
+
+
 def test_dlpack_round_trip_through_minitensor(host: None) -> None:
     x = mt.zeros(5)
     y = mt.from_dlpack(x)
