@@ -9,19 +9,20 @@ the data pointer, device, dtype, shape and strides (in elements), plus a
 deleter. The consumer renames the capsule to ``"used_dltensor"`` (or
 ``"used_dltensor_versioned"``) when it takes the tensor over, and calls the
 deleter once it no longer needs the memory. A capsule that nobody consumed
-calls the deleter itself when it is garbage-collected.
+is released by its producer (here: at the next export, see ``_sweep``).
 
 This module is the second (and last) user of ctypes in the package, next to
 _lib.py: it knows the structs and the capsule protocol, and nothing of
 minitensor's arrays. ``export`` makes a capsule of a pointer, shape and
 strides and keeps an owner object alive until the consumer is done;
-``consume`` opens a producer's capsule into a ``Borrowed`` record whose
+``Borrowed`` opens a producer's capsule into a ``Borrowed`` record whose
 ``release()`` calls the producer's deleter.
 """
 
 from __future__ import annotations
 
 import ctypes
+import sys
 from ctypes import (
     CFUNCTYPE,
     POINTER,
@@ -114,57 +115,63 @@ DLManagedTensorVersioned._fields_ = [
 ]
 
 # The capsule C API. Private prototypes (not ctypes.pythonapi's shared
-# function objects, whose argtypes other code may set). The destructor gets
-# the capsule as a plain address: it runs while the capsule is being freed,
-# so it must not make a Python reference to it.
+# function objects, whose argtypes other code may set).
 _api = ctypes.pythonapi
-DESTRUCTOR = CFUNCTYPE(None, c_void_p)
-_capsule_new = PYFUNCTYPE(py_object, c_void_p, c_char_p, DESTRUCTOR)(("PyCapsule_New", _api))
+_capsule_new = PYFUNCTYPE(py_object, c_void_p, c_char_p, c_void_p)(("PyCapsule_New", _api))
 _capsule_is_valid = PYFUNCTYPE(c_int, py_object, c_char_p)(("PyCapsule_IsValid", _api))
 _capsule_pointer = PYFUNCTYPE(c_void_p, py_object, c_char_p)(("PyCapsule_GetPointer", _api))
 _capsule_set_name = PYFUNCTYPE(c_int, py_object, c_char_p)(("PyCapsule_SetName", _api))
-_raw_is_valid = PYFUNCTYPE(c_int, c_void_p, c_char_p)(("PyCapsule_IsValid", _api))
-_raw_pointer = PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
 
 
-# ---- callbacks that C code may call while a Python error is pending --------------
+# ---- export: minitensor's memory lent to another library ------------------------
 #
-# A consumer that fails after taking a capsule drops it with its error already
-# set (NumPy does, for an array too big for it), so the capsule's destructor
-# (and a deleter) can start with an exception pending. Python code that calls
-# any C function then turns that into a SystemError, and a ctypes callback
-# cannot hand an error back to its C caller. So each callback first moves the
-# pending error out of the way with PyErr_Fetch (given no argtypes and
-# ready-made byref arguments, so that ctypes converts nothing, which would
-# itself see the pending error), does its work, and drops that error: the
-# consumer is failing anyway, and then reports "returned NULL without setting
-# an exception" instead of its own message. A C destructor could restore the
-# error; ctypes cannot.
+# What a capsule points at (the struct, its shape and strides arrays, the
+# owner) must live until the consumer calls the deleter, or, for a capsule
+# nobody consumed, until the capsule is gone. The usual way to learn the
+# latter is a capsule destructor, but one written in Python (a ctypes
+# callback) would run while the consumer's own error is pending when a
+# consumer refuses the capsule (NumPy refuses a CUDA one after taking it), and
+# a ctypes callback can neither run with an error pending nor hand it back:
+# the consumer's message would become a SystemError. So the capsules carry no
+# destructor; this module keeps a reference to each capsule it made and, at
+# each export (``_sweep``), lets go of the capsules a consumer has renamed
+# and releases the ones that nobody but this module holds any more.
+
+# struct address -> [struct, shape array, strides array, owner, the capsule
+# while nobody has consumed it (else None), its name]
+_lent: dict[int, list[Any]] = {}
+
+
+def _references(entry: list[Any]) -> int:
+    """sys.getrefcount of the capsule in a _lent entry, as _sweep sees it."""
+    return sys.getrefcount(entry[4])
+
+
+# The count of an object that only a _lent entry holds, measured by the same
+# code (what getrefcount adds for its own argument varies between versions).
+_ONLY_OURS = _references([None, None, None, None, object(), None])
+
+# PyErr_Fetch, given no argtypes and ready-made byref arguments, so that
+# ctypes converts nothing: converting would itself see a pending error.
 _pending = (c_void_p(), c_void_p(), c_void_p())
 _pending_refs = tuple(ctypes.byref(p) for p in _pending)
 _err_fetch = PYFUNCTYPE(None)(("PyErr_Fetch", _api))
 _decref = PYFUNCTYPE(None, c_void_p)(("Py_DecRef", _api))
 
 
-def _set_aside_pending_error() -> None:
-    """Clears the pending Python error, if any (the first thing a callback does)."""
+def _forget(address: Optional[int]) -> None:
+    """The deleter of the structs this module makes: drops what kept them alive.
+
+    A consumer may call it while an error of its own is pending (its array
+    freed during an exception); Python code cannot run with one pending, so
+    that error is cleared first (PyErr_Fetch) and dropped: a ctypes callback
+    cannot give it back.
+    """
     _err_fetch(*_pending_refs)
     for p in _pending:
         if p.value:
             _decref(p.value)
         p.value = None
-
-
-# ---- export: minitensor's memory lent to another library ------------------------
-
-# struct address -> everything the capsule points at (the struct, its shape
-# and strides arrays, the owner), kept alive until the deleter runs.
-_lent: dict[int, tuple[Any, ...]] = {}
-
-
-def _forget(address: Optional[int]) -> None:
-    """The deleter of the structs this module makes: drops what kept them alive."""
-    _set_aside_pending_error()
     if address:
         _lent.pop(address, None)
 
@@ -172,17 +179,15 @@ def _forget(address: Optional[int]) -> None:
 _deleter = DELETER(_forget)
 
 
-def _capsule_destructor(capsule: Optional[int]) -> None:
-    """Runs when a capsule is freed: if no consumer renamed it, nobody took the
-    tensor over, so it is released here."""
-    _set_aside_pending_error()
-    for name in (NAME, VERSIONED_NAME):
-        if capsule and _raw_is_valid(capsule, name):
-            _forget(_raw_pointer(capsule, name))
-            return
-
-
-_destructor = DESTRUCTOR(_capsule_destructor)
+def _sweep() -> None:
+    """Lets go of consumed capsules; releases the ones nobody else holds."""
+    for address, entry in list(_lent.items()):
+        if entry[4] is None:
+            continue
+        if not _capsule_is_valid(entry[4], entry[5]):
+            entry[4] = None  # renamed: consumed; the consumer calls the deleter
+        elif _references(entry) <= _ONLY_OURS:
+            _lent.pop(address, None)  # dropped unconsumed: nobody can take it any more
 
 
 def export(data: int, device: tuple[int, int], bits: int, shape: tuple[int, ...],
@@ -192,9 +197,10 @@ def export(data: int, device: tuple[int, int], bits: int, shape: tuple[int, ...]
 
     The first element is at data + byte_offset; shape and strides are in
     elements; code and bits make the dtype (float of bits bits by default).
-    owner is kept alive until the consumer calls the deleter (or the capsule
-    is freed unconsumed).
+    owner is kept alive until the consumer calls the deleter (or, for a
+    capsule nobody consumes, until an export after the capsule is dropped).
     """
+    _sweep()
     ndim = len(shape)
     shape_arr = (c_int64 * max(ndim, 1))(*shape)
     strides_arr = (c_int64 * max(ndim, 1))(*strides)
@@ -211,17 +217,15 @@ def export(data: int, device: tuple[int, int], bits: int, shape: tuple[int, ...]
     if versioned:
         managed.version = DLPackVersion(*VERSION)
         managed.flags = 0
-    address = ctypes.addressof(managed)
-    _lent[address] = (managed, shape_arr, strides_arr, owner)
-    try:
-        return _capsule_new(address, VERSIONED_NAME if versioned else NAME, _destructor)
-    except BaseException:
-        _lent.pop(address, None)
-        raise
+    name = VERSIONED_NAME if versioned else NAME
+    capsule = _capsule_new(ctypes.addressof(managed), name, None)
+    _lent[ctypes.addressof(managed)] = [managed, shape_arr, strides_arr, owner, capsule, name]
+    return capsule
 
 
 def lent_count() -> int:
     """How many exported tensors a consumer still holds (for tests)."""
+    _sweep()
     return len(_lent)
 
 

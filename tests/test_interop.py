@@ -211,8 +211,9 @@ def test_dlpack_export(host: None, max_version: Any) -> None:
     capsule = x.__dlpack__(max_version=max_version)
     versioned = max_version is not None and max_version[0] >= 1
     assert f'"{"dltensor_versioned" if versioned else "dltensor"}"' in repr(capsule)
+    assert _dlpack.lent_count() == 1  # held, unconsumed: it may still be taken
     del capsule
-    assert _dlpack.lent_count() == 0
+    assert _dlpack.lent_count() == 0  # dropped unconsumed: released
     assert x.__dlpack_device__() == (_dlpack.CPU, 0)
     v = np.from_dlpack(x)
     assert v.ctypes.data == x.data_ptr() and v.strides == (16, 4)
@@ -225,8 +226,8 @@ def test_dlpack_export(host: None, max_version: Any) -> None:
 
 
 def test_a_consumer_failing_with_our_capsule(host: None, capfd: Any) -> None:
-    """A consumer that refuses the capsule drops it with its error pending: the
-    capsule's destructor still releases the tensor, prints nothing and crashes nothing."""
+    """A consumer that refuses the capsule drops it with its error pending: its
+    error comes through, the tensor is released, nothing is printed."""
 
     class FromTheFuture:
         """Lends a tensor in a capsule of DLPack 9.0, which NumPy refuses after taking it."""
@@ -242,9 +243,7 @@ def test_a_consumer_failing_with_our_capsule(host: None, capfd: Any) -> None:
             _dlpack.Borrowed(capsule)._managed.version.major = 9
             return capsule
 
-    # ctypes cannot hand the consumer's error back from the destructor (see
-    # _dlpack.py), so NumPy reports a SystemError instead of its BufferError.
-    with pytest.raises((SystemError, BufferError)):
+    with pytest.raises(BufferError, match="major version"):  # NumPy's own error, intact
         np.from_dlpack(FromTheFuture(mt.ones(3)))
     gc.collect()
     assert _dlpack.lent_count() == 0
