@@ -88,7 +88,7 @@ def test_torch_producer_kept_alive(torch: Any) -> None:
     del x
     gc.collect()
     assert torch.cuda.memory_allocated() == before + (4 << 20)  # torch's memory is still lent
-    assert t.sum().item() == 3.0 * (1 << 20)
+    assert t.min().item() == 3.0 and t.max().item() == 3.0
     del t
     gc.collect()
     assert torch.cuda.memory_allocated() == before  # the deleter gave it back
@@ -128,13 +128,13 @@ def test_torch_streams_are_honoured(torch: Any) -> None:
             x.mul_(1.0)
         x.mul_(2.0)  # queued on torch's side stream
         t = mt.from_dlpack(x)  # asks torch to order it before minitensor's stream
-    assert t.sum().item() == 2.0 * BIG
+    assert t.min().item() == 2.0  # 1.0 somewhere: minitensor read before torch's side stream wrote
     y = mt.ones(BIG)
     y.mul_(3.0)  # queued on minitensor's stream
     with torch.cuda.stream(side):
         z = torch.from_dlpack(y)  # minitensor orders its work before torch's side stream
-        total = z.sum()
-    assert total.item() == 3.0 * BIG
+        low = z.min()
+    assert low.item() == 3.0
 
 
 def test_torch_errors(torch: Any) -> None:
@@ -183,5 +183,5 @@ def test_cupy_cai_stream_is_honoured(cupy: Any) -> None:
         for _ in range(20):
             c *= 1.0
         c *= 2.0  # queued on the side stream; its CAI carries that stream
-        t = mt.asarray(OnlyCai(c))
-    assert t.sum().item() == 2.0 * BIG
+        t = mt.asarray(OnlyCai(c))  # its CAI names the side stream: minitensor waits for it
+    assert t.min().item() == 2.0
