@@ -12,12 +12,12 @@ producer's memory overlap all the time (``x[:3]`` and ``x[1:]`` of one torch
 tensor). So the registrations are counted here, per *region*: a region is
 one registered range and the number of live imports inside it. An import
 inside a region adds one user; one that overlaps a region (or several)
-replaces them by one registration of their union; the last user of a region
-unregisters it. A region only grows while it has users, which is safe: the
-ranges that overlap lie in one allocation of the producer, and each user
-keeps its producer, and so that allocation, alive. (While a region grows, it
-is unregistered for the moment between the two calls: an op on an overlapping
-import that runs in another thread at that moment is refused, not wrong.)
+replaces them by one registration of their union (``mt_grow_buffer``, in one
+step, so that an op on an overlapping import running in another thread never
+finds its memory unknown); the last user of a region unregisters it. A
+region only grows while it has users, which is safe: the ranges that overlap
+lie in one allocation of the producer, and each user keeps its producer, and
+so that allocation, alive.
 
 Memory the engine already knows by itself (a NumPy view of a minitensor
 tensor, imported back on the emulator) needs no registration: the producer
@@ -62,14 +62,7 @@ def _acquire(lo: int, hi: int) -> bool:
         if len(hits) == 1 and (hits[0].lo, hits[0].hi) == (new_lo, new_hi):
             hits[0].users += 1
             return True
-        for r in hits:
-            _lib.unregister_buffer(r.lo)
-        try:
-            _lib.register_buffer(new_lo, new_hi - new_lo)
-        except BaseException:
-            for r in hits:  # put the old registrations back, then report
-                _lib.register_buffer(r.lo, r.hi - r.lo)
-            raise
+        _lib.grow_buffer(new_lo, new_hi - new_lo)  # replaces the hits' registrations at once
         for r in hits:
             _regions.remove(r)
         _regions.append(_Region(new_lo, new_hi, sum(r.users for r in hits) + 1))

@@ -136,6 +136,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_free": (c_int, [c_void_p]),
     "mt_memory_in_use": (c_int, [POINTER(c_int64)]),
     "mt_register_buffer": (c_int, [c_void_p, c_size_t]),
+    "mt_grow_buffer": (c_int, [c_void_p, c_size_t]),
     "mt_unregister_buffer": (c_int, [c_void_p]),
     "mt_find_allocation": (c_int, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
     "mt_memcpy_h2d": (c_int, [c_void_p, c_void_p, c_size_t]),
@@ -444,6 +445,11 @@ def memory_in_use() -> int:
 def register_buffer(ptr: int, nbytes: int) -> None:
     """Makes memory the library did not allocate known to it (mt_register_buffer)."""
     check(lib().mt_register_buffer(ptr, nbytes), "mt_register_buffer")
+
+
+def grow_buffer(ptr: int, nbytes: int) -> None:
+    """Registers [ptr, ptr + nbytes) in place of the registered buffers inside it, in one step."""
+    check(lib().mt_grow_buffer(ptr, nbytes), "mt_grow_buffer")
 
 
 def unregister_buffer(ptr: int) -> None:

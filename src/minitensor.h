@@ -260,6 +260,13 @@ mt_status mt_memory_in_use(int64_t *bytes);
  * this process's device, by cudaPointerGetAttributes; emulator: both ends
  * must be mapped in this process). The hook for zero-copy import. */
 mt_status mt_register_buffer(void *ptr, size_t bytes);
+/* Registers [ptr, ptr + bytes) in place of every registered buffer it
+ * meets, in one step: each of those must lie inside it, and it may meet no
+ * mt_malloc allocation (checked like mt_register_buffer otherwise; with no
+ * buffer to replace, it is mt_register_buffer). For lending overlapping
+ * views of one foreign allocation (minitensor/_foreign.py counts them): a
+ * descriptor valid in a replaced buffer stays valid throughout. */
+mt_status mt_grow_buffer(void *ptr, size_t bytes);
 /* Forgets a buffer registered at exactly ptr. */
 mt_status mt_unregister_buffer(void *ptr);
 /* The known buffer (mt_malloc allocation or registered buffer) holding ptr:
