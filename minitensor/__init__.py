@@ -25,9 +25,11 @@ this; docs/architecture.md draws them):
     ops.py         raw ops over Arrays: checks, output allocation, kernel calls
                    (autotune.py: the matmul tile configuration)
     _array.py      Array: storage, shape, strides, offset, dtype; views, the
-                   C descriptor; _shape.py (shape arithmetic), _storage.py
-    _lib.py        the only ctypes module: loading, signatures, op tables,
-                   error mapping (_errors.py, _dtype.py)
+                   C descriptor; _shape.py (shape arithmetic), _storage.py;
+                   _interop.py, _foreign.py: zero-copy exchange (DLPack,
+                   the array interfaces)
+    _lib.py        ctypes: loading, signatures, op tables, error mapping
+                   (_errors.py, _dtype.py); _dlpack.py: DLPack's structs
 """
 
 from . import _lib
@@ -52,9 +54,11 @@ from .tensor import (  # noqa: E402
 )
 from ._creation import (  # noqa: E402
     arange,
+    asarray,
     empty,
     empty_like,
     full,
+    from_dlpack,
     full_like,
     manual_seed,
     ones,
@@ -154,6 +158,7 @@ __all__ = [
     "arange",
     "argmax",
     "argmin",
+    "asarray",
     "autograd",
     "backend",
     "cat",
@@ -167,6 +172,7 @@ __all__ = [
     "float",
     "float32",
     "float64",
+    "from_dlpack",
     "full",
     "full_like",
     "gather",

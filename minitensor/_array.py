@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _lib
+from . import _interop, _lib
 from ._dtype import DType
 from ._shape import INT64_LIMIT, check_layout, check_new_shape, contiguous_strides, is_contiguous, numel
 from ._storage import Storage
@@ -118,8 +118,32 @@ class Array:
         return to_numpy(self)
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        """A NumPy copy. On the emulator np.asarray(t) does not get here: it
+        finds ``__array_interface__`` first and makes a view."""
         array = to_numpy(self)
         return array if dtype is None else array.astype(dtype)
+
+    # ---- zero-copy export (minitensor/_interop.py) --------------------------
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        """NumPy's array interface, emulator only: np.asarray(t) shares t's memory."""
+        return _interop.array_interface(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The CUDA Array Interface v3 (CUDA backend only), for CuPy, Numba, torch."""
+        return _interop.cuda_array_interface(self)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[tuple[int, int]] = None,
+                   dl_device: Optional[tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
+        """A DLPack capsule lending this view's memory (torch.from_dlpack(t) and
+        np.from_dlpack(t) share it); stream is the consumer's CUDA stream."""
+        return _interop.to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCUDA = 2, device index) on the CUDA backend, (kDLCPU = 1, 0) on the emulator."""
+        return _interop.dlpack_device(self)
 
     def __repr__(self) -> str:
         return (

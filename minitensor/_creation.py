@@ -1,5 +1,6 @@
 """_creation: the functions that make new tensors (tensor, zeros, ones, full,
-empty, rand, randn, arange and their *_like forms, manual_seed).
+empty, rand, randn, arange and their *_like forms, manual_seed), and the two
+that share another library's memory instead (from_dlpack, asarray).
 
 Each allocates an Array (minitensor/_array.py), fills it on the device (or
 uploads host data) and hands it over as a Tensor.
@@ -12,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _array, ops
+from . import _array, _interop, ops
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
 from ._errors import OutOfMemoryError
 from ._shape import as_shape, check_new_shape
@@ -188,3 +189,33 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: An
         return _from_numpy(host, dtype)
     _array.upload(out, np.ascontiguousarray(host, dtype=dtype.np_dtype))
     return out
+
+
+# ---- zero-copy import (minitensor/_interop.py) ---------------------------------
+
+
+def from_dlpack(ext_tensor: Any) -> Tensor:
+    """A tensor sharing the memory of any object with ``__dlpack__`` (torch,
+    CuPy, JAX, NumPy): no copy, its strides and storage offset kept, the
+    producer kept alive while the tensor lives, its stream synchronised with
+    minitensor's. A write through either is seen by the other.
+
+    The memory must be what the backend's kernels address (GPU memory of
+    minitensor's device on CUDA, host memory on the emulator) and float32 or
+    float64; otherwise an error says why (``mt.tensor(x)`` copies instead).
+    """
+    return Tensor._from_array(_array.Array(*_interop.from_dlpack(ext_tensor, "from_dlpack()")))
+
+
+def asarray(obj: Any) -> Tensor:
+    """A tensor sharing obj's memory, like ``torch.asarray(obj)`` without a copy.
+
+    A minitensor tensor is returned as it is. Anything else must expose its
+    memory: ``__dlpack__`` (torch, CuPy, NumPy), ``__cuda_array_interface__``
+    (Numba, CuPy) or the array interface / buffer protocol (NumPy,
+    memoryview). Lists, numbers, and memory this backend cannot address raise
+    an error that names the problem; ``mt.tensor(x)`` always copies.
+    """
+    if isinstance(obj, Tensor):
+        return obj
+    return Tensor._from_array(_array.Array(*_interop.borrow(obj, "asarray()")))

@@ -1,6 +1,7 @@
 """_lib: the ctypes binding of the C engine (src/minitensor.h).
 
-This is the only module that touches ctypes. It
+This is the module that binds the engine through ctypes (_dlpack.py, the
+other user of ctypes, binds only DLPack's structs). It
 
 - finds the shared library by a path relative to this file
   (``<repo>/build/libminitensor_cuda.so`` or ``libminitensor_emu.so``); the
@@ -57,7 +58,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -130,10 +131,12 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_device_key": (c_int, [c_char_p, c_size_t]),
     "mt_set_sync_debug": (c_int, [c_int]),
     "mt_synchronize": (c_int, []),
+    "mt_stream_wait": (c_int, [c_void_p, c_void_p]),
     "mt_malloc": (c_int, [POINTER(c_void_p), c_size_t]),
     "mt_free": (c_int, [c_void_p]),
     "mt_memory_in_use": (c_int, [POINTER(c_int64)]),
     "mt_register_buffer": (c_int, [c_void_p, c_size_t]),
+    "mt_grow_buffer": (c_int, [c_void_p, c_size_t]),
     "mt_unregister_buffer": (c_int, [c_void_p]),
     "mt_find_allocation": (c_int, [c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
     "mt_memcpy_h2d": (c_int, [c_void_p, c_void_p, c_size_t]),
@@ -411,6 +414,12 @@ def synchronize() -> None:
     check(lib().mt_synchronize(), "mt_synchronize")
 
 
+def stream_wait(waiting: int, done: int) -> None:
+    """Work queued on stream `waiting` from now on waits for the work queued on
+    `done` so far (raw cudaStream_t values; 0 is the library's own stream)."""
+    check(lib().mt_stream_wait(waiting or None, done or None), "mt_stream_wait")
+
+
 # ---- memory -----------------------------------------------------------------
 
 
@@ -436,6 +445,11 @@ def memory_in_use() -> int:
 def register_buffer(ptr: int, nbytes: int) -> None:
     """Makes memory the library did not allocate known to it (mt_register_buffer)."""
     check(lib().mt_register_buffer(ptr, nbytes), "mt_register_buffer")
+
+
+def grow_buffer(ptr: int, nbytes: int) -> None:
+    """Registers [ptr, ptr + nbytes) in place of the registered buffers inside it, in one step."""
+    check(lib().mt_grow_buffer(ptr, nbytes), "mt_grow_buffer")
 
 
 def unregister_buffer(ptr: int) -> None:

@@ -228,9 +228,10 @@ static mt_status check_foreign_memory(const char *func, uintptr_t p, size_t byte
     return MT_OK;
 }
 
-mt_status mt_register_buffer(void *ptr, size_t bytes)
+/* The checks mt_register_buffer and mt_grow_buffer share: a range that is
+ * not empty, does not wrap, and is the device's memory. */
+static mt_status check_new_buffer(const char *func, void *ptr, size_t bytes)
 {
-    const char *func = "mt_register_buffer";
     const uintptr_t p = (uintptr_t)ptr;
     if (ptr == nullptr)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "ptr is null");
@@ -240,8 +241,14 @@ mt_status mt_register_buffer(void *ptr, size_t bytes)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "ptr %p + %zu bytes runs past the end of the address space",
                        ptr, bytes);
     MT_TRY(mt_ensure_init(func));
-    MT_TRY(check_foreign_memory(func, p, bytes));
+    return check_foreign_memory(func, p, bytes);
+}
 
+mt_status mt_register_buffer(void *ptr, size_t bytes)
+{
+    const char *func = "mt_register_buffer";
+    MT_TRY(check_new_buffer(func, ptr, bytes));
+    const uintptr_t p = (uintptr_t)ptr;
     std::unique_lock<std::shared_mutex> lock(g_table_mutex);
     auto it = overlapping_locked(p, bytes);
     if (it != g_buffers.end())
@@ -250,6 +257,39 @@ mt_status mt_register_buffer(void *ptr, size_t bytes)
                        it->second.foreign ? "a registered buffer" : "an mt_malloc allocation",
                        it->second.bytes, (void *)it->first);
     g_buffers[p] = Entry{bytes, true};
+    return MT_OK;
+}
+
+mt_status mt_grow_buffer(void *ptr, size_t bytes)
+{
+    const char *func = "mt_grow_buffer";
+    MT_TRY(check_new_buffer(func, ptr, bytes));
+    const uintptr_t p = (uintptr_t)ptr;
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    /* The entries the range meets: the one holding p, if any, then every one
+     * that starts inside the range. All are checked before any is touched. */
+    auto first = find_locked(p);
+    if (first == g_buffers.end())
+        first = g_buffers.lower_bound(p);
+    auto last = first;
+    for (; last != g_buffers.end() && last->first < p + bytes; ++last) {
+        const uintptr_t base = last->first;
+        const Entry &e = last->second;
+        if (!e.foreign)
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "ptr %p (%zu bytes) overlaps an mt_malloc allocation of %zu bytes at %p",
+                           ptr, bytes, e.bytes, (void *)base);
+        if (base < p || base + e.bytes > p + bytes)
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                           "ptr %p (%zu bytes) only partly covers the registered buffer of %zu bytes at %p: "
+                           "it must contain every buffer it meets",
+                           ptr, bytes, e.bytes, (void *)base);
+    }
+    /* One step under the writer lock: no lookup ever finds the memory unknown. */
+    const bool replaced = first != last;
+    g_buffers.erase(first, last);
+    g_buffers[p] = Entry{bytes, true};
+    if (replaced)
+        g_generation.fetch_add(1, std::memory_order_release); /* entries left the table */
     return MT_OK;
 }
 

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 5
+#define MT_ABI_VERSION 6
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -235,6 +235,15 @@ mt_status mt_device_key(char *buf, size_t bufsize);
  * environment variable MINITENSOR_SYNC=1 turns it on at load. */
 mt_status mt_set_sync_debug(int on);
 mt_status mt_synchronize(void);
+/* Orders work between the library and another library's CUDA stream, for
+ * zero-copy exchange (DLPack, __cuda_array_interface__): work queued on
+ * `waiting` after this call starts only after all the work queued on `done`
+ * before it (an event recorded on `done`, waited for on the device; the host
+ * does not block). Both are raw cudaStream_t handles: NULL is the library's
+ * own stream (the legacy default stream), 1 and 2 are CUDA's
+ * cudaStreamLegacy and cudaStreamPerThread. Emulator: nothing to wait for,
+ * every kernel has finished when its launch returns. */
+mt_status mt_stream_wait(void *waiting, void *done);
 
 /* ---- memory ------------------------------------------------------------- */
 /* Device allocations come from the runtime's stream-ordered pool. */
@@ -251,6 +260,13 @@ mt_status mt_memory_in_use(int64_t *bytes);
  * this process's device, by cudaPointerGetAttributes; emulator: both ends
  * must be mapped in this process). The hook for zero-copy import. */
 mt_status mt_register_buffer(void *ptr, size_t bytes);
+/* Registers [ptr, ptr + bytes) in place of every registered buffer it
+ * meets, in one step: each of those must lie inside it, and it may meet no
+ * mt_malloc allocation (checked like mt_register_buffer otherwise; with no
+ * buffer to replace, it is mt_register_buffer). For lending overlapping
+ * views of one foreign allocation (minitensor/_foreign.py counts them): a
+ * descriptor valid in a replaced buffer stays valid throughout. */
+mt_status mt_grow_buffer(void *ptr, size_t bytes);
 /* Forgets a buffer registered at exactly ptr. */
 mt_status mt_unregister_buffer(void *ptr);
 /* The known buffer (mt_malloc allocation or registered buffer) holding ptr:

@@ -28,8 +28,9 @@ import minitensor.kernels as K
 import minitensor.nn.functional as F
 
 
-# The clean ways for a call to fail (a minitensor error is a RuntimeError).
-ALLOWED = (mt.MinitensorError, TypeError, ValueError, IndexError, RuntimeError)
+# The clean ways for a call to fail (a minitensor error is a RuntimeError;
+# BufferError is how DLPack's __dlpack__ refuses an export).
+ALLOWED = (mt.MinitensorError, TypeError, ValueError, IndexError, RuntimeError, BufferError)
 
 
 def main() -> None:

@@ -3,12 +3,14 @@ crash the interpreter.
 
 Hypothesis draws batches of calls (Python expressions: creation functions,
 views, indexing and setitem, elementwise and in-place ops, reductions,
-matmul, softmax, gather/scatter, cat/stack, nn.functional, mt.kernels) with
+matmul, softmax, gather/scatter, cat/stack, nn.functional, mt.kernels, and
+the zero-copy exchange with NumPy in both directions) with
 huge, negative and non-int sizes, dims out of range, huge slice steps and
 offsets, wrong types, NaN/inf scalars, empty and 0-d tensors and mismatched
 shapes. tests/fuzz_driver.py runs each batch in a child process and reports
 each call. A call passes if it returns, or raises a minitensor error,
-TypeError, ValueError, IndexError or RuntimeError with a message; it fails
+TypeError, ValueError, IndexError, RuntimeError (or BufferError, the
+DLPack protocol's own) with a message; it fails
 on any other exception, on output written to stdout/stderr, and, naming the
 last call started, on a signal, a non-zero exit or a hang (timeout).
 
@@ -208,8 +210,29 @@ KERNELS = st.one_of(
     call("K.add({a}, {b})", a=small, b=st.one_of(small, weird)),
     call("K.algorithms({w})", w=st.sampled_from(["'matmul'", "'x'", "None", "3"])),
 )
+# Another library's arrays in (NumPy's: on CUDA they are refused), minitensor's out.
+host_arrays = st.one_of(
+    st.sampled_from(["np.zeros(3, np.float32)", "np.zeros((0, 3))", "np.arange(6.0)[::-1]", "np.arange(6)",
+                     "np.zeros((1,) * 9)", "np.ones(3, np.float16)", "np.zeros(4, '>f8')",
+                     "np.frombuffer(bytearray(20), np.float32, 4, 1)", "np.ones(3)[np.newaxis, :, None]",
+                     "memoryview(b'abcd')", "bytearray(8)"]),
+    call("np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), ({a},), ({b},))",
+         a=st.sampled_from(["0", "1", "3", "2**43", "2**62 + 1"]), b=st.sampled_from(["0", "2", "4", "-4", "5"])),
+)
+INTEROP = st.one_of(
+    call("mt.{f}({x})", f=st.sampled_from(["asarray", "from_dlpack"]), x=st.one_of(host_arrays, any_tensor, weird)),
+    call("{t}.__dlpack__({k})", t=any_tensor,
+         # Only the protocol's special streams: a made-up handle is undefined behaviour on CUDA.
+         k=st.sampled_from(["", "stream=None", "stream=0", "stream=1", "stream=2", "stream=-1", "stream='x'",
+                            "max_version=(1, 0)", "max_version='x'",
+                            "max_version=()", "dl_device=(2, 0)", "dl_device=None", "copy=True", "copy=False"])),
+    call("{f}({t})", t=any_tensor, f=st.sampled_from(["np.asarray", "np.from_dlpack", "mt.from_dlpack"])),
+    call("{t}.__dlpack_device__()", t=any_tensor),
+    call("getattr({t}, {f}, None)", t=any_tensor, f=st.sampled_from(["'__array_interface__'",
+                                                                      "'__cuda_array_interface__'"])),
+)
 FAMILIES = {"creation": CREATION, "views": VIEWS, "elementwise": ELEMENTWISE, "reductions": REDUCTIONS,
-            "matmul": MATMUL, "indexing": INDEXING, "nn": NN, "kernels": KERNELS}
+            "matmul": MATMUL, "indexing": INDEXING, "nn": NN, "kernels": KERNELS, "interop": INTEROP}
 
 # The red team's findings, always run.
 KNOWN = [

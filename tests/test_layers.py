@@ -18,8 +18,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "minitensor"
 # Bottom to top. A name covers the module of that name and, for a
 # subpackage, every module inside it.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("binding", ["minitensor._lib", "minitensor._errors", "minitensor._dtype"]),
-    ("array", ["minitensor._shape", "minitensor._storage", "minitensor._array", "minitensor._views"]),
+    ("binding", ["minitensor._lib", "minitensor._errors", "minitensor._dtype", "minitensor._dlpack"]),
+    ("array", ["minitensor._shape", "minitensor._storage", "minitensor._foreign", "minitensor._interop",
+               "minitensor._array", "minitensor._views"]),
     ("ops", ["minitensor.ops", "minitensor.autotune"]),
     ("autograd engine", ["minitensor.autograd.engine"]),
     ("gradient rules", ["minitensor.autograd"]),

@@ -551,6 +551,8 @@ static void test_register(void)
         expect_rejected(mt_fill(t, 4.0), "mt_fill", "out", NULL);
         tt_expect_error(mt_register_buffer(foreign + 4, 8), MT_ERR_INVALID_ARGUMENT, "mt_register_buffer", NULL);
         tt_expect_error(mt_free(foreign), MT_ERR_INVALID_ARGUMENT, "mt_free", NULL);
+        tt_expect_error(mt_grow_buffer(foreign + 4, 8), MT_ERR_INVALID_ARGUMENT, "mt_grow_buffer", NULL);
+        tt_expect_error(mt_grow_buffer(d, 8), MT_ERR_INVALID_ARGUMENT, "mt_grow_buffer", NULL);
         int64_t before = -1, after = -1;
         mt_memory_in_use(&before);
         tt_expect_ok(mt_unregister_buffer(foreign), "mt_unregister_buffer");
@@ -561,6 +563,34 @@ static void test_register(void)
         TT_CHECK(foreign[2] == 3.0, "a rejected fill wrote %g", foreign[2]);
     }
     free(foreign);
+
+    tt_case("mt_grow_buffer replaces the registered buffers inside its range in one step");
+    double *pieces = calloc(32, sizeof(double));
+    st = mt_register_buffer(pieces, 8 * sizeof(double));
+    if (!emulator) {
+        tt_expect_error(st, MT_ERR_INVALID_ARGUMENT, "mt_register_buffer", NULL);
+        tt_expect_error(mt_grow_buffer(pieces, 32 * sizeof(double)), MT_ERR_INVALID_ARGUMENT, "mt_grow_buffer", NULL);
+    } else if (tt_expect_ok(st, "mt_register_buffer") &&
+               tt_expect_ok(mt_register_buffer(pieces + 16, 8 * sizeof(double)), "mt_register_buffer")) {
+        mt_tensor t = {.data = pieces, .offset = 0, .dtype = MT_FLOAT64, .ndim = 1, .shape = {24}, .strides = {1}};
+        expect_rejected(mt_fill(t, 1.0), "mt_fill", "out", NULL); /* spans two buffers and a gap */
+        if (tt_expect_error(mt_grow_buffer(pieces + 4, 16 * sizeof(double)), MT_ERR_INVALID_ARGUMENT,
+                            "mt_grow_buffer", NULL))
+            TT_CHECK(strstr(mt_last_error(), "only partly covers") != NULL, "\"%s\"", mt_last_error());
+        tt_expect_ok(mt_grow_buffer(pieces, 24 * sizeof(double)), "mt_grow_buffer");
+        void *base = NULL;
+        size_t size = 0;
+        tt_expect_ok(mt_find_allocation(pieces + 20, &base, &size), "mt_find_allocation");
+        TT_CHECK(base == (void *)pieces && size == 24 * sizeof(double), "found %p, %zu bytes", base, size);
+        tt_expect_ok(mt_fill(t, 1.0), "mt_fill");
+        tt_expect_ok(mt_synchronize(), "mt_synchronize");
+        TT_CHECK(pieces[0] == 1.0 && pieces[23] == 1.0 && pieces[24] == 0.0, "%g %g %g", pieces[0], pieces[23],
+                 pieces[24]);
+        tt_expect_error(mt_unregister_buffer(pieces + 16), MT_ERR_INVALID_ARGUMENT, "mt_unregister_buffer", NULL);
+        tt_expect_ok(mt_unregister_buffer(pieces), "mt_unregister_buffer");
+        expect_rejected(mt_fill(t, 2.0), "mt_fill", "out", NULL);
+    }
+    free(pieces);
     tt_expect_ok(mt_free(d), "mt_free");
 }
 

@@ -422,6 +422,14 @@ static void test_info(void)
     tt_expect_ok(mt_set_sync_debug(0), "mt_set_sync_debug");
     tt_expect_ok(run_call(&c), "mt_map");
     tt_expect_ok(mt_synchronize(), "mt_synchronize");
+
+    tt_case("mt_stream_wait between the library's stream and CUDA's two default streams");
+    tt_expect_ok(run_call(&c), "mt_map");
+    tt_expect_ok(mt_stream_wait((void *)1, NULL), "mt_stream_wait(legacy, library)");
+    tt_expect_ok(mt_stream_wait((void *)2, NULL), "mt_stream_wait(per-thread, library)");
+    tt_expect_ok(mt_stream_wait(NULL, (void *)2), "mt_stream_wait(library, per-thread)");
+    tt_expect_ok(mt_stream_wait(NULL, NULL), "mt_stream_wait(library, library)");
+    tt_expect_ok(mt_synchronize(), "mt_synchronize");
     free_call(&c);
 }
 
