@@ -31,7 +31,8 @@
  *   MINITENSOR_EMU_THREADS=n   OS threads that run blocks (default: cores;
  *                              1 makes printf output and gdb sessions orderly)
  *   MINITENSOR_EMU_CHECK=full  shared-memory bounds and race checks, device
- *                              allocations against a guard page
+ *                              allocations against a guard page, reads of
+ *                              device memory nothing wrote
  */
 #ifndef MT_EMU_H
 #define MT_EMU_H
