@@ -379,6 +379,34 @@ public:
         }
     }
 
+    /* A vector load or store through a pointer into the array: the whole
+     * vector inside the array, aligned to its size, then each word as a
+     * scalar access. */
+    void vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line)
+    {
+        if (!info)
+            return;
+        size_t array_bytes = info->elem_size;
+        for (int d = 0; d < info->rank; ++d)
+            array_bytes *= info->dims[d];
+        const unsigned char *at = static_cast<const unsigned char *>(p);
+        long long off = (long long)(at - info->base);
+        const char *what = write ? "store" : "load";
+        if (off < 0 || (size_t)off + bytes > array_bytes)
+            throw KernelError(format("%s: shared-memory vector %s of %zu bytes out of bounds at %s:%d: bytes "
+                                     "[%lld, %lld) of __shared__ %s, which has %zu bytes (declared at %s:%d)",
+                                     where(*current_).c_str(), what, bytes, info->file, line, off,
+                                     off + (long long)bytes, declaration(info).c_str(), array_bytes, info->file,
+                                     info->decl_line));
+        if ((bytes == 8 || bytes == 16) && (uintptr_t)at % bytes != 0)
+            throw KernelError(format("%s: misaligned shared-memory vector %s of %zu bytes at %s (byte %lld) "
+                                     "at %s:%d: it must start at a multiple of %zu bytes",
+                                     where(*current_).c_str(), what, bytes, element_name(info, at).c_str(), off,
+                                     info->file, line, bytes));
+        for (size_t w = 0; w < bytes; w += 4)
+            access(info, at + w, write, line);
+    }
+
     size_t dynamic_bytes() const { return cfg_->shared_bytes; }
 
     void *shared_alloc(const char *file, int line, size_t bytes)
@@ -974,6 +1002,11 @@ void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_ra
 void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line)
 {
     running().access(info, elem, write, line);
+}
+
+void shared_vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line)
+{
+    running().vector_access(info, p, bytes, write, line);
 }
 
 } /* namespace mt_emu */
