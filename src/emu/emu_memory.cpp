@@ -20,7 +20,8 @@
  * mprotect, a page fault, a madvise, an mprotect and an munmap.
  *
  * Full mode also checks reads of memory nothing wrote (compute-sanitizer's
- * initcheck), per page: an allocation's data pages start PROT_NONE. The
+ * initcheck), per page, on Linux on x86-64 and arm64 (where the fault
+ * handler can tell a write): an allocation's data pages start PROT_NONE. The
  * first write to a page (by a kernel, or by cudaMemcpy/cudaMemset, which
  * call initialise_device_range) marks it written and makes it readable and
  * writable; a kernel's read of a page that is still unwritten faults, and
@@ -69,6 +70,17 @@ std::deque<uintptr_t> quarantine;
 size_t quarantined_bytes = 0;
 std::vector<unsigned char *> cache[kCachePages + 1]; /* by data pages */
 
+/* Pages start unwritten (PROT_NONE) only where the fault handler can tell a
+ * first write and let it through: Linux on x86-64 and arm64. */
+bool track_unwritten()
+{
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+    return check_full;
+#else
+    return false;
+#endif
+}
+
 size_t page_size()
 {
     static const size_t page = (size_t)sysconf(_SC_PAGE_SIZE);
@@ -92,14 +104,14 @@ Region *region_at(uintptr_t a)
 unsigned char *map_pages(size_t data_pages)
 {
     size_t page = page_size();
-    int data_prot = check_full ? PROT_NONE : PROT_READ | PROT_WRITE;
+    int data_prot = track_unwritten() ? PROT_NONE : PROT_READ | PROT_WRITE;
     if (data_pages <= kCachePages) {
         std::lock_guard<std::mutex> lock(regions_mutex);
         auto &free_list = cache[data_pages];
         if (!free_list.empty()) {
             unsigned char *map = free_list.back();
             free_list.pop_back();
-            /* Freed mappings are PROT_NONE: full mode needs nothing more. */
+            /* Freed mappings are PROT_NONE, what unwritten pages need. */
             if (data_prot != PROT_NONE && mprotect(map, data_pages * page, data_prot) != 0) {
                 munmap(map, (data_pages + 1) * page);
                 return nullptr;
@@ -142,7 +154,7 @@ void *device_alloc(size_t bytes)
     size_t data_pages = (bytes + page - 1) / page;
     if (data_pages > (SIZE_MAX / page) - 1)
         return nullptr;
-    if (check_full)
+    if (track_unwritten())
         install_fault_handler(); /* host code may touch an unwritten page before any launch */
     unsigned char *map = map_pages(data_pages);
     if (!map)
@@ -151,7 +163,7 @@ void *device_alloc(size_t bytes)
     unsigned char *user = check_full ? guard - ((bytes + 15) & ~(size_t)15) : map;
     try {
         Region r{map, (data_pages + 1) * page, user, bytes, false, {}};
-        if (check_full)
+        if (track_unwritten())
             r.written.assign(data_pages, 0);
         std::lock_guard<std::mutex> lock(regions_mutex);
         regions[(uintptr_t)map] = std::move(r);
@@ -241,7 +253,7 @@ Region *checked_region(uintptr_t a, size_t bytes)
 
 void initialise_device_range(void *ptr, size_t bytes)
 {
-    if (!check_full || bytes == 0)
+    if (!track_unwritten() || bytes == 0)
         return;
     std::lock_guard<std::mutex> lock(regions_mutex);
     if (Region *r = checked_region((uintptr_t)ptr, bytes))
@@ -252,7 +264,7 @@ void copy_device_range(void *dst, const void *src, size_t bytes)
 {
     uintptr_t s = (uintptr_t)src;
     std::vector<std::pair<size_t, bool>> pieces; /* (bytes, unwritten) in order */
-    if (check_full) {
+    if (track_unwritten()) {
         std::lock_guard<std::mutex> lock(regions_mutex);
         Region *r = checked_region(s, bytes);
         size_t page = page_size();
@@ -287,7 +299,7 @@ void copy_device_range(void *dst, const void *src, size_t bytes)
 
 FirstTouch device_first_touch(const void *addr, bool write, bool in_kernel)
 {
-    if (!check_full)
+    if (!track_unwritten())
         return FirstTouch::NotUnwritten;
     uintptr_t a = (uintptr_t)addr;
     std::lock_guard<std::mutex> lock(regions_mutex);
