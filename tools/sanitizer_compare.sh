@@ -47,7 +47,7 @@ bugs=(
     "use_after_free|use after cudaFree|memcheck"
     "shared_past_end|shared write one past a __shared__ array|memcheck"
     "shared_vector_overflow|16-byte vector store through &row[i], past a __shared__ array|memcheck"
-    "shared_overflow|shared write one past a row of a 2-D __shared__ array (inside the array)|memcheck"
+    "shared_overflow|shared write one past each row of a 2-D __shared__ array (the last row: past the array)|memcheck"
     "uninitialised_read|read of global memory nothing wrote|initcheck"
     "matmul_missing_barrier|tiled matmul without the barrier after the tile loads|racecheck"
     "warp_ordered|(correct kernel: __syncwarp-ordered lanes, shared atomics)|racecheck"
@@ -89,13 +89,19 @@ sanitizer_verdict() {
         echo "hung (killed after 120 s)"
         return
     fi
+    # memcheck, initcheck and synccheck end with "ERROR SUMMARY: N errors";
+    # racecheck with "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
     errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' <<<"$out" | grep -oE '[0-9]+' | tail -n 1)
+    if [[ -z $errors ]]; then
+        errors=$(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+ error' <<<"$out" |
+            grep -oE '[0-9]+ error' | grep -oE '[0-9]+' | tail -n 1)
+    fi
     if [[ -z $errors ]]; then
         echo "no summary (exit status $rc)"
         return
     fi
     if [[ $errors == 0 ]]; then
-        echo "not caught"
+        echo "no error reported"
         return
     fi
     at=$(lines_in "$out")
