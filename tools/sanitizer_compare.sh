@@ -47,6 +47,7 @@ bugs=(
     "use_after_free|use after cudaFree|memcheck"
     "shared_past_end|shared write one past a __shared__ array|memcheck"
     "shared_vector_overflow|16-byte vector store through &row[i], past a __shared__ array|memcheck"
+    "shared_vector_misaligned|16-byte vector store through &row[i] at a float not 16-byte aligned|memcheck"
     "shared_overflow|shared write one past each row of a 2-D __shared__ array (the last row: past the array)|memcheck"
     "uninitialised_read|read of global memory nothing wrote|initcheck"
     "matmul_missing_barrier|tiled matmul without the barrier after the tile loads|racecheck"
@@ -73,6 +74,7 @@ emulator_verdict() {
     *"read of uninitialised"*) kind="uninitialised read" ;;
     *"shared-memory race"*) kind="race" ;;
     *"barrier divergence"*) kind="barrier divergence" ;;
+    *"misaligned"*) kind="misaligned" ;;
     *"out of bounds"*) kind="shared out of bounds" ;;
     *"freed by cudaFree"*) kind="use after free" ;;
     *"illegal memory access"*) kind="illegal address" ;;

@@ -316,6 +316,18 @@ __global__ void shared_vector_overflow_kernel(float *out)
     out[threadIdx.x] = row[threadIdx.x];
 }
 
+/* A 16-byte vector store at a float that is not 16-byte aligned (row[2],
+ * row[6], ...): inside the array, but vector accesses must be aligned to
+ * their size. */
+__global__ void shared_vector_misaligned_kernel(float *out)
+{
+    __shared__ __align__(16) float row[64];
+    const Quad q = {{1.0f, 2.0f, 3.0f, 4.0f}};
+    BUG_LINE(0) *reinterpret_cast<Quad *>(&row[4 * threadIdx.x + 2]) = q;
+    __syncthreads();
+    out[threadIdx.x] = row[threadIdx.x];
+}
+
 /* Not broken: lanes of one warp ordered by __syncwarp(), and atomics on
  * shared memory, are no races (the full checks must stay quiet). */
 __global__ void warp_ordered_kernel(float *out)
@@ -338,7 +350,7 @@ __global__ void warp_ordered_kernel(float *out)
 static const char *const bug_names[] = {
     "split_barrier", "missing_barrier", "two_writers", "shared_overflow", "global_overflow",
     "use_after_free", "warp_ordered", "global_overread", "uninitialised_read", "matmul_missing_barrier",
-    "shared_past_end", "shared_vector_overflow"};
+    "shared_past_end", "shared_vector_overflow", "shared_vector_misaligned"};
 #define BUG_COUNT ((int)(sizeof bug_names / sizeof bug_names[0]))
 
 extern "C" int mt_test_bug_count(void) { return BUG_COUNT; }
@@ -404,6 +416,7 @@ extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *lin
         break;
     case 10: shared_past_end_kernel<<<1, 64>>>(buf); break;
     case 11: shared_vector_overflow_kernel<<<1, 16>>>(buf); break;
+    case 12: shared_vector_misaligned_kernel<<<1, 8>>>(buf); break;
     default: break;
     }
     if (err == cudaSuccess)

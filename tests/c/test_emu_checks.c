@@ -131,6 +131,14 @@ static void test_bug_corpus(void)
                                        "bytes [256, 272) of __shared__ row[66], which has 264 bytes"};
         expect_bug(11, needles, 3, mt_test_cuda_launch_failure());
     }
+    tt_case("full check: a vector store through &row[i] at a float not aligned to 16 bytes is misaligned");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "kernel 'shared_vector_misaligned_kernel', block (0, 0, 0), thread (",
+                                       "misaligned shared-memory vector store of 16 bytes at row[",
+                                       "it must start at a multiple of 16 bytes"};
+        expect_bug(12, needles, 4, mt_test_cuda_launch_failure());
+    }
     tt_case("full check: a tiled matmul without the barrier after its tile loads is a race");
     {
         const char *const needles[] = {"shared-memory race in kernel 'matmul_missing_barrier_kernel', block (0, 0, 0), "
