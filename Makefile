@@ -39,7 +39,7 @@ NAMES       := $(notdir $(SRCS:.cu=))
 # ---- emulator build: the .cu files, translated, compiled by the host C++ ----
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
 EMU_LIBS     := -lboost_context -pthread
-EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_scheduler.o
+EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_memory.o $(BUILD)/emu/emu_scheduler.o
 EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
 
@@ -81,8 +81,9 @@ $(BUILD)/emu/%.cpp: src/%.cu tools/cu2emu.py
 $(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
-# The emulator's own runtime: emu_runtime.cpp (the CUDA API twins) and
-# emu_scheduler.cpp (fibers, barriers, launches).
+# The emulator's own runtime: emu_runtime.cpp (the CUDA API twins),
+# emu_memory.cpp (device memory) and emu_scheduler.cpp (fibers, barriers,
+# launches).
 $(EMU_RT_OBJS): $(BUILD)/emu/%.o: src/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@

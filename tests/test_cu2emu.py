@@ -77,6 +77,19 @@ def test_array_uses_carry_their_line_within_the_declaring_block():
     assert lines[5] == "void h() { tile[0] = 1; }"
 
 
+def test_vector_access_through_an_element_address_is_checked():
+    source = ("__global__ void k(const float *in) {\n"
+              "    __shared__ float tile[4][8];\n"
+              "    *reinterpret_cast<Pack<float> *>(&tile[1][4]) = load(in);\n"
+              "    const Pack<float> x = *reinterpret_cast < const Pack<float> * > ( & tile [0][0]);\n"
+              "    const float4 *other = reinterpret_cast<const float4 *>(&in[0]);\n"
+              "}")
+    lines = translate(source)
+    assert lines[2] == "    *::mt_emu::shared_cast<Pack<float>>(&tile(__LINE__)[1][4]) = load(in);"
+    assert lines[3] == "    const Pack<float> x = *::mt_emu::shared_cast<const Pack<float>>(& tile(__LINE__) [0][0]);"
+    assert lines[4] == "    const float4 *other = reinterpret_cast<const float4 *>(&in[0]);"
+
+
 @pytest.mark.parametrize("source", [
     "/* tiles live in __shared__ memory */",
     "/* a launch looks like k<<<g, b>>>(args)\n   and __shared__ arrays\n   are per block */",

@@ -98,6 +98,22 @@ def tag_array_uses(text: str, masked: str, names: list) -> str:
     return text
 
 
+def cast_array_addresses(text: str, masked: str, names: list) -> str:
+    """`reinterpret_cast<V *>(&name[` -> `::mt_emu::shared_cast<V>(&name[`
+    for each __shared__ array name, so that a vector load or store through
+    the address of an element is checked too (src/emu/emu.h)."""
+    if not names:
+        return text
+    cast = re.compile(r"\breinterpret_cast\s*<(?P<type>[^;(){}]*?)\*\s*>\s*\(\s*&\s*(?:"
+                      + "|".join(re.escape(n) for n in sorted(set(names))) + r")(?=\s*(?:\(__LINE__\)\s*)?\[)")
+    for m in reversed(list(cast.finditer(masked))):
+        vector_type = text[m.start("type"):m.end("type")].strip()
+        head = f"::mt_emu::shared_cast<{vector_type}>(&"
+        amp = m.end() - masked[m.start():m.end()][::-1].index("&") - 1
+        text = text[:m.start()] + head + text[amp + 1:]
+    return text
+
+
 def translate(text: str, path: str) -> str:
     masked = mask_non_code(text)
     if unterminated_comment(masked):
@@ -146,6 +162,7 @@ def translate(text: str, path: str) -> str:
         for ln in text.split("\n"):
             starts.append(starts[-1] + len(ln) + 1)
         text = tag_array_uses(text, masked, [(name, starts[number]) for name, number in arrays])
+        text = cast_array_addresses(text, mask_non_code(text), [name for name, _ in arrays])
     return f'#line 1 "{path}"\n' + text
 
 

@@ -31,7 +31,8 @@
  *   MINITENSOR_EMU_THREADS=n   OS threads that run blocks (default: cores;
  *                              1 makes printf output and gdb sessions orderly)
  *   MINITENSOR_EMU_CHECK=full  shared-memory bounds and race checks, device
- *                              allocations against a guard page
+ *                              allocations against a guard page, reads of
+ *                              device memory nothing wrote
  */
 #ifndef MT_EMU_H
 #define MT_EMU_H
@@ -272,6 +273,63 @@ const SharedArrayInfo *shared_array_info(const char *name, const char *file, int
 [[noreturn]] void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_rank,
                                      long long index, size_t extent, int line);
 void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line);
+/* A vector access of `bytes` bytes at p (a load or store through a pointer
+ * cast from &tile[i][j]): bounds of the whole array, alignment, and a race
+ * check of every 4-byte word. */
+void shared_vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line);
+
+/* &tile[i][j] for a checked element: converts to T * (atomics take it so,
+ * unchecked: atomics do not race), and keeps what the checks need for
+ * reinterpret_cast<V *>(&tile[i][j]), which cu2emu.py rewrites into
+ * shared_cast<V>(&tile[i][j]). */
+template <typename T>
+struct SharedPtr {
+    T *p;
+    const SharedArrayInfo *info;
+    int line;
+    operator T *() const { return p; }
+};
+
+/* *shared_cast<V>(&tile[i][j]): a vector V read or written whole. */
+template <typename V>
+struct SharedVecRef {
+    V *p;
+    const SharedArrayInfo *info;
+    int line;
+    operator V() const
+    {
+        if (__builtin_expect(check_full, 0))
+            shared_vector_access(info, p, sizeof(V), false, line);
+        return *p;
+    }
+    const SharedVecRef &operator=(const V &v) const
+    {
+        if (__builtin_expect(check_full, 0))
+            shared_vector_access(info, p, sizeof(V), true, line);
+        *p = v;
+        return *this;
+    }
+};
+template <typename V>
+struct SharedVecPtr {
+    V *p;
+    const SharedArrayInfo *info;
+    int line;
+    SharedVecRef<V> operator*() const { return SharedVecRef<V>{p, info, line}; }
+    SharedVecRef<V> operator[](ptrdiff_t i) const { return SharedVecRef<V>{p + i, info, line}; }
+    operator V *() const { return p; }
+};
+template <typename V, typename E>
+SharedVecPtr<V> shared_cast(SharedPtr<E> q)
+{
+    return SharedVecPtr<V>{reinterpret_cast<V *>(q.p), q.info, q.line};
+}
+/* An element of struct type, or a pointer from elsewhere: the plain cast. */
+template <typename V, typename P>
+V *shared_cast(P *q)
+{
+    return reinterpret_cast<V *>(q);
+}
 
 template <typename T>
 struct SharedRef {
@@ -300,9 +358,10 @@ struct SharedRef {
     const SharedRef &operator--() const { return *this = (T)(T(*this) - 1); }
     T operator++(int) const { T old = *this; *this = (T)(old + 1); return old; }
     T operator--(int) const { T old = *this; *this = (T)(old - 1); return old; }
-    /* The address escapes the checks (atomics on shared memory, vector
-     * loads through reinterpret_cast): accesses through it are not seen. */
-    T *operator&() const { return p; }
+    /* The address: accesses through it are not seen, except the vector
+     * loads and stores of shared_cast (atomics on shared memory are no
+     * races anyway). */
+    SharedPtr<T> operator&() const { return SharedPtr<T>{p, info, line}; }
 };
 
 template <typename A>

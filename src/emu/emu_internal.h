@@ -5,6 +5,8 @@
  *   emu_runtime.cpp    the runtime API twins host code calls (cudaMalloc,
  *                      cudaMemcpy, cudaGetLastError, ...), the settings read
  *                      from the environment, and the per-thread error state;
+ *   emu_memory.cpp     device memory: mappings, guard pages, quarantine,
+ *                      and the pages nothing has written yet (full mode);
  *   emu_scheduler.cpp  the block scheduler: fibers, barriers, warp
  *                      exchanges, shared memory, and launching a kernel.
  */
@@ -49,12 +51,29 @@ extern thread_local cudaError_t pending_kernel_error;
 /* The pending kernel error (cudaSuccess if none), which is then cleared. */
 cudaError_t take_pending_kernel_error();
 
-/* Device memory (emu_runtime.cpp): a mapping per allocation, a guard page
+/* Device memory (emu_memory.cpp): a mapping per allocation, a guard page
  * after it, quarantine after cudaFree. */
 void *device_alloc(size_t bytes);
 bool device_free(void *ptr);
 /* "4 bytes past the end of a 4096-byte allocation", ... */
 std::string describe_address(const void *addr);
+
+/* Reads of memory nothing wrote (full mode; emu_memory.cpp). The runtime's
+ * twins call these: cudaMemset and cudaMemcpy initialise their destination,
+ * and a copy from device memory reads unwritten pages as the zeros they
+ * hold, without making them readable. No-ops with the mode off. */
+void initialise_device_range(void *ptr, size_t bytes);
+void copy_device_range(void *dst, const void *src, size_t bytes);
+/* What the fault handler makes of a fault at addr: not an unwritten page of
+ * a live allocation; a first write (or any host access) to one, which is now
+ * writable, so retry; or a kernel's read of one. */
+enum class FirstTouch { NotUnwritten, Retry, UninitialisedRead };
+FirstTouch device_first_touch(const void *addr, bool write, bool in_kernel);
+/* Whether the fault in this signal context (a ucontext_t) was a write. */
+bool fault_was_write(const void *uctx);
+
+/* The SIGSEGV/SIGBUS handler (emu_scheduler.cpp), installed once. */
+void install_fault_handler();
 
 /* printf into a std::string (up to 1023 characters). */
 std::string format(const char *fmt, ...)

@@ -5,7 +5,7 @@
  * environment, and the per-thread error state they report through.
  * "Device" memory is host memory; the emulator has one device, 0.
  *
- * Running kernels is emu_scheduler.cpp's job.
+ * Device memory is emu_memory.cpp's; running kernels emu_scheduler.cpp's.
  */
 #include "emu_internal.h"
 
@@ -16,12 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <deque>
-#include <map>
-#include <mutex>
 #include <thread>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 namespace mt_emu {
@@ -63,117 +59,6 @@ bool check_full = [] {
     const char *v = std::getenv("MINITENSOR_EMU_CHECK");
     return v && std::strcmp(v, "full") == 0;
 }();
-
-/* ---- device memory ---------------------------------------------------------
- * Every allocation is a mapping of its own (mmap), apart from the heap the
- * emulator itself uses, with a PROT_NONE guard page after it. In full mode
- * the allocation's end sits against that guard page (the start is then
- * aligned to 16 bytes, what the kernels' vector loads need, instead of 256),
- * so a read or write one past the end faults. A freed allocation is made
- * PROT_NONE and kept in quarantine (the last kQuarantineBytes' worth) before
- * it is unmapped, so a use after free faults instead of reading memory that
- * was handed out again. The fault handler (emu_scheduler.cpp) describes the
- * address with describe_address. */
-namespace {
-
-struct Region {
-    unsigned char *map;  /* start of the mapping */
-    size_t map_bytes;    /* whole mapping, guard page included */
-    unsigned char *user; /* what cudaMalloc returned */
-    size_t bytes;        /* what it asked for */
-    bool freed;
-};
-
-constexpr size_t kQuarantineBytes = (size_t)256 << 20;
-constexpr size_t kQuarantineCount = 4096;
-
-std::mutex regions_mutex;
-std::map<uintptr_t, Region> regions; /* by mapping start, live and quarantined */
-std::deque<uintptr_t> quarantine;
-size_t quarantined_bytes = 0;
-
-size_t page_size()
-{
-    static const size_t page = (size_t)sysconf(_SC_PAGE_SIZE);
-    return page;
-}
-
-} /* namespace */
-
-void *device_alloc(size_t bytes)
-{
-    size_t page = page_size();
-    size_t data_pages = (bytes + page - 1) / page;
-    if (data_pages > (SIZE_MAX / page) - 1)
-        return nullptr;
-    size_t map_bytes = (data_pages + 1) * page;
-    void *m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-        return nullptr;
-    unsigned char *map = static_cast<unsigned char *>(m);
-    unsigned char *guard = map + data_pages * page;
-    if (mprotect(guard, page, PROT_NONE) != 0) {
-        munmap(m, map_bytes);
-        return nullptr;
-    }
-    unsigned char *user = check_full ? guard - ((bytes + 15) & ~(size_t)15) : map;
-    std::lock_guard<std::mutex> lock(regions_mutex);
-    regions[(uintptr_t)map] = Region{map, map_bytes, user, bytes, false};
-    return user;
-}
-
-bool device_free(void *ptr)
-{
-    std::lock_guard<std::mutex> lock(regions_mutex);
-    auto it = regions.upper_bound((uintptr_t)ptr);
-    if (it == regions.begin())
-        return false;
-    --it;
-    Region &r = it->second;
-    if (r.freed || r.user != ptr)
-        return false;
-    r.freed = true;
-    /* Give the pages back (quarantine holds address space, not memory),
-     * then make every access fault. */
-    madvise(r.map, r.map_bytes, MADV_DONTNEED);
-    mprotect(r.map, r.map_bytes, PROT_NONE);
-    quarantine.push_back(it->first);
-    quarantined_bytes += r.map_bytes;
-    while (quarantined_bytes > kQuarantineBytes || quarantine.size() > kQuarantineCount) {
-        auto old = regions.find(quarantine.front());
-        quarantine.pop_front();
-        quarantined_bytes -= old->second.map_bytes;
-        munmap(old->second.map, old->second.map_bytes);
-        regions.erase(old);
-    }
-    return true;
-}
-
-std::string describe_address(const void *addr)
-{
-    uintptr_t a = (uintptr_t)addr;
-    std::lock_guard<std::mutex> lock(regions_mutex);
-    auto it = regions.upper_bound(a);
-    const Region *best = nullptr;
-    if (it != regions.begin()) {
-        auto prev = std::prev(it);
-        if (a < prev->first + prev->second.map_bytes)
-            best = &prev->second;
-    }
-    if (!best)
-        return "not inside any device allocation";
-    uintptr_t u = (uintptr_t)best->user, end = u + best->bytes;
-    if (best->freed && a >= u && a < end)
-        return format("byte %zu inside a %zu-byte allocation freed by cudaFree", (size_t)(a - u), best->bytes);
-    const char *freed = best->freed ? " (freed by cudaFree)" : "";
-    if (a >= u && a < end)
-        return format("byte %zu inside a %zu-byte allocation%s", (size_t)(a - u), best->bytes, freed);
-    if (a == end)
-        return format("just past the end of a %zu-byte allocation%s", best->bytes, freed);
-    if (a > end)
-        return format("%zu bytes past the end of a %zu-byte allocation%s", (size_t)(a - end), best->bytes, freed);
-    return format("%zu bytes before the start of a %zu-byte allocation%s", (size_t)(u - a), best->bytes, freed);
-}
 
 /* ---- errors (per host thread, as in the CUDA runtime) -------------------- */
 
@@ -299,7 +184,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
         return cudaSuccess;
     if (!dst || !src)
         return record_error(cudaErrorInvalidValue, "cudaMemcpy: null pointer");
-    std::memmove(dst, src, bytes);
+    mt_emu::initialise_device_range(dst, bytes);
+    mt_emu::copy_device_range(dst, src, bytes);
     return cudaSuccess;
 }
 
@@ -314,6 +200,7 @@ cudaError_t cudaMemset(void *ptr, int value, size_t bytes)
         return cudaSuccess;
     if (!ptr)
         return record_error(cudaErrorInvalidValue, "cudaMemset: null pointer");
+    mt_emu::initialise_device_range(ptr, bytes);
     std::memset(ptr, value, bytes);
     return cudaSuccess;
 }

@@ -230,15 +230,21 @@ public:
     /* Runs on the faulting CUDA thread's stack, called (by the fault
      * handler's rewrite of its context) as if from the faulting
      * instruction: records the error and leaves the thread for good. */
-    [[noreturn]] void fault_exit(void *addr, void *pc, bool write)
+    [[noreturn]] void fault_exit(void *addr, void *pc, bool write, bool uninitialised)
     {
         EmuThread &t = *current_;
         if (error_.empty()) {
             std::string line = source_line(pc);
-            error_ = format("illegal memory access in %s: %s at %p, %s%s%s", where(t).c_str(),
-                            write ? "write" : "read or write", addr, describe_address(addr).c_str(),
-                            line.empty() ? "" : ", at ", line.c_str());
-            error_code_ = cudaErrorIllegalAddress;
+            if (uninitialised)
+                error_ = format("read of uninitialised device memory in %s: read at %p, %s, which nothing "
+                                "(no kernel, cudaMemset or cudaMemcpy) has written%s%s",
+                                where(t).c_str(), addr, describe_address(addr).c_str(),
+                                line.empty() ? "" : ", at ", line.c_str());
+            else
+                error_ = format("illegal memory access in %s: %s at %p, %s%s%s", where(t).c_str(),
+                                write ? "write" : "read", addr, describe_address(addr).c_str(),
+                                line.empty() ? "" : ", at ", line.c_str());
+            error_code_ = uninitialised ? cudaErrorLaunchFailure : cudaErrorIllegalAddress;
         }
         t.state = State::Faulted;
         t.scheduler = std::move(t.scheduler).resume();
@@ -371,6 +377,34 @@ public:
         } else if (w.read.tid != u) {
             w.other_read = now;
         }
+    }
+
+    /* A vector load or store through a pointer into the array: the whole
+     * vector inside the array, aligned to its size, then each word as a
+     * scalar access. */
+    void vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line)
+    {
+        if (!info)
+            return;
+        size_t array_bytes = info->elem_size;
+        for (int d = 0; d < info->rank; ++d)
+            array_bytes *= info->dims[d];
+        const unsigned char *at = static_cast<const unsigned char *>(p);
+        long long off = (long long)(at - info->base);
+        const char *what = write ? "store" : "load";
+        if (off < 0 || (size_t)off + bytes > array_bytes)
+            throw KernelError(format("%s: shared-memory vector %s of %zu bytes out of bounds at %s:%d: bytes "
+                                     "[%lld, %lld) of __shared__ %s, which has %zu bytes (declared at %s:%d)",
+                                     where(*current_).c_str(), what, bytes, info->file, line, off,
+                                     off + (long long)bytes, declaration(info).c_str(), array_bytes, info->file,
+                                     info->decl_line));
+        if ((bytes == 8 || bytes == 16) && (uintptr_t)at % bytes != 0)
+            throw KernelError(format("%s: misaligned shared-memory vector %s of %zu bytes at %s (byte %lld) "
+                                     "at %s:%d: it must start at a multiple of %zu bytes",
+                                     where(*current_).c_str(), what, bytes, element_name(info, at).c_str(), off,
+                                     info->file, line, bytes));
+        for (size_t w = 0; w < bytes; w += 4)
+            access(info, at + w, write, line);
     }
 
     size_t dynamic_bytes() const { return cfg_->shared_bytes; }
@@ -686,23 +720,33 @@ struct sigaction previous_segv, previous_bus;
 thread_local void *fault_addr = nullptr;
 thread_local void *fault_pc = nullptr;
 thread_local bool fault_write = false;
+thread_local bool fault_uninitialised = false;
 
 [[noreturn]] void fault_trampoline()
 {
-    tls_runner->fault_exit(fault_addr, fault_pc, fault_write);
+    tls_runner->fault_exit(fault_addr, fault_pc, fault_write, fault_uninitialised);
 }
 
 extern "C" void on_fault(int sig, siginfo_t *info, void *uctx)
 {
 #if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
     /* si_code > 0: a real fault (not a SIGSEGV sent with kill or raise). */
-    if (info->si_code > 0 && tls_runner && tls_runner->in_cuda_thread()) {
+    const bool in_kernel = tls_runner && tls_runner->in_cuda_thread();
+    FirstTouch touch = FirstTouch::NotUnwritten;
+    if (info->si_code > 0) {
+        /* Full mode: the first write to a page of device memory (emu_memory.cpp). */
+        touch = device_first_touch(info->si_addr, fault_was_write(uctx), in_kernel);
+        if (touch == FirstTouch::Retry)
+            return;
+    }
+    if (info->si_code > 0 && in_kernel) {
         ucontext_t *uc = static_cast<ucontext_t *>(uctx);
         fault_addr = info->si_addr;
+        fault_uninitialised = touch == FirstTouch::UninitialisedRead;
 #if defined(__x86_64__)
         greg_t pc = uc->uc_mcontext.gregs[REG_RIP];
         fault_pc = (void *)pc;
-        fault_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+        fault_write = fault_was_write(uctx);
         greg_t sp = uc->uc_mcontext.gregs[REG_RSP] - 256; /* past the red zone */
         sp &= ~(greg_t)15;
         sp -= 8; /* as after a call: a return address on an aligned stack */
@@ -711,7 +755,7 @@ extern "C" void on_fault(int sig, siginfo_t *info, void *uctx)
         uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&fault_trampoline;
 #else
         fault_pc = (void *)uc->uc_mcontext.pc;
-        fault_write = false;
+        fault_write = fault_was_write(uctx);
         uc->uc_mcontext.regs[30] = uc->uc_mcontext.pc;
         uc->uc_mcontext.sp = (uc->uc_mcontext.sp - 256) & ~(uint64_t)15;
         uc->uc_mcontext.pc = (uint64_t)(uintptr_t)&fault_trampoline;
@@ -733,6 +777,8 @@ extern "C" void on_fault(int sig, siginfo_t *info, void *uctx)
     }
 }
 
+} /* namespace */
+
 void install_fault_handler()
 {
     static std::once_flag once;
@@ -746,6 +792,8 @@ void install_fault_handler()
         sigaction(SIGBUS, &mine, &previous_bus);
     });
 }
+
+namespace {
 
 std::mutex attribute_mutex;
 std::unordered_map<const void *, size_t> max_dynamic_shared;
@@ -954,6 +1002,11 @@ void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_ra
 void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line)
 {
     running().access(info, elem, write, line);
+}
+
+void shared_vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line)
+{
+    running().vector_access(info, p, bytes, write, line);
 }
 
 } /* namespace mt_emu */

@@ -190,20 +190,32 @@ extern "C" int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsi
 extern "C" int mt_test_cuda_launch_failure(void) { return (int)cudaErrorLaunchFailure; }
 extern "C" int mt_test_cuda_illegal_address(void) { return (int)cudaErrorIllegalAddress; }
 
-/* ---- one kernel per bug class, each reported at its .cu line --------------
- * Each kernel stores the __LINE__ of its bug in bug_line (on the same source
- * line as the bug), so the test can check the line in the message. */
+#endif /* MT_EMULATOR */
+
+/* ======================================================================== */
+/* One kernel per bug class (test_emu_checks.c on the emulator;               */
+/* tools/sanitizer_compare.sh runs the same kernels under compute-sanitizer)  */
+/* ======================================================================== */
+/* Each kernel marks the line of its bug with BUG_LINE(k), on the same source
+ * line as the bug: the emulator build stores __LINE__ in bug_line[k], so the
+ * test can check the line in the message; the CUDA build stores nothing
+ * (the comparison script reads compute-sanitizer's line instead). */
+#ifdef MT_EMULATOR
 static int bug_line[2];
+#define BUG_LINE(k) bug_line[k] = __LINE__;
+#else
+#define BUG_LINE(k)
+#endif
 
 /* Even and odd threads wait at different __syncthreads() statements. */
 __global__ void split_barrier_kernel(float *out)
 {
     if (threadIdx.x % 2 == 0) {
         out[threadIdx.x] = 1.0f;
-        bug_line[0] = __LINE__; __syncthreads();
+        BUG_LINE(0) __syncthreads();
     } else {
         out[threadIdx.x] = 2.0f;
-        bug_line[1] = __LINE__; __syncthreads();
+        BUG_LINE(1) __syncthreads();
     }
 }
 
@@ -212,38 +224,108 @@ __global__ void split_barrier_kernel(float *out)
 __global__ void missing_barrier_kernel(float *out)
 {
     __shared__ float tile[64];
-    bug_line[0] = __LINE__; tile[threadIdx.x] = (float)threadIdx.x;
-    bug_line[1] = __LINE__; out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];
+    BUG_LINE(0) tile[threadIdx.x] = (float)threadIdx.x;
+    BUG_LINE(1) out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];
 }
 
 /* Two threads write one shared slot between the same two barriers. */
 __global__ void two_writers_kernel(float *out)
 {
     __shared__ float slot[32];
-    bug_line[0] = __LINE__; slot[threadIdx.x / 2] = (float)threadIdx.x;
+    BUG_LINE(0) slot[threadIdx.x / 2] = (float)threadIdx.x;
     __syncthreads();
     out[threadIdx.x] = slot[threadIdx.x / 2];
 }
 
-/* A write one past the end of a __shared__ array. */
+/* A write one past the end of a row of a __shared__ array. */
 __global__ void shared_overflow_kernel(float *out)
 {
     __shared__ float buf[4][16];
-    bug_line[0] = __LINE__; buf[threadIdx.x / 16][threadIdx.x % 16 + 1] = 1.0f;
+    BUG_LINE(0) buf[threadIdx.x / 16][threadIdx.x % 16 + 1] = 1.0f;
     __syncthreads();
     out[threadIdx.x] = buf[0][0];
+}
+
+/* A write one past the end of a whole __shared__ array (thread 63 writes
+ * row[64]). */
+__global__ void shared_past_end_kernel(float *out)
+{
+    __shared__ float row[64];
+    BUG_LINE(0) row[threadIdx.x + 1] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = row[threadIdx.x / 2 + 1];
 }
 
 /* A write one element past the end of the buffer (64 threads, 64 floats). */
 __global__ void global_overflow_kernel(float *out)
 {
-    bug_line[0] = __LINE__; out[threadIdx.x + 1] = 1.0f;
+    BUG_LINE(0) out[threadIdx.x + 1] = 1.0f;
+}
+
+/* A read one element past the end of the input (64 threads, 64 floats). */
+__global__ void global_overread_kernel(const float *in, float *out)
+{
+    BUG_LINE(0) out[threadIdx.x] = in[threadIdx.x + 1];
 }
 
 /* Launched on a buffer that was freed before the launch. */
 __global__ void use_after_free_kernel(float *out)
 {
-    bug_line[0] = __LINE__; out[threadIdx.x] = 1.0f;
+    BUG_LINE(0) out[threadIdx.x] = 1.0f;
+}
+
+/* Reads an input that nothing wrote: cudaMalloc'ed, never copied into. */
+__global__ void uninitialised_read_kernel(const float *in, float *out)
+{
+    BUG_LINE(0) out[threadIdx.x] = 2.0f * in[threadIdx.x];
+}
+
+/* C = A B, one 16 x 16 tile of C per block, A (16 x K) and B (K x 16)
+ * row-major: the barrier between loading a tile pair and using it is
+ * missing, so a thread reads slots its neighbours have not loaded yet. */
+#define MM_TILE 16
+__global__ void matmul_missing_barrier_kernel(const float *A, const float *B, float *C, int K)
+{
+    __shared__ float a_tile[MM_TILE][MM_TILE];
+    __shared__ float b_tile[MM_TILE][MM_TILE];
+    const unsigned ty = threadIdx.y, tx = threadIdx.x;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += MM_TILE) {
+        BUG_LINE(0) a_tile[ty][tx] = A[ty * K + k0 + tx]; b_tile[ty][tx] = B[(k0 + ty) * MM_TILE + tx];
+        /* here belongs a __syncthreads(): every slot loaded before any is read */
+        for (int k = 0; k < MM_TILE; ++k) {
+            BUG_LINE(1) acc += a_tile[ty][k] * b_tile[k][tx];
+        }
+        __syncthreads(); /* every slot read before the next tile overwrites it */
+    }
+    C[ty * MM_TILE + tx] = acc;
+}
+
+/* A 16-byte vector store through a pointer to an element, the last one
+ * past the end of the array (16 threads, 66 floats: thread 15 stores
+ * row[64..67]; the index 64 itself is inside the array). */
+struct __align__(16) Quad {
+    float v[4];
+};
+__global__ void shared_vector_overflow_kernel(float *out)
+{
+    __shared__ __align__(16) float row[66];
+    const Quad q = {{1.0f, 2.0f, 3.0f, 4.0f}};
+    BUG_LINE(0) *reinterpret_cast<Quad *>(&row[4 * threadIdx.x + 4]) = q;
+    __syncthreads();
+    out[threadIdx.x] = row[threadIdx.x];
+}
+
+/* A 16-byte vector store at a float that is not 16-byte aligned (row[2],
+ * row[6], ...): inside the array, but vector accesses must be aligned to
+ * their size. */
+__global__ void shared_vector_misaligned_kernel(float *out)
+{
+    __shared__ __align__(16) float row[64];
+    const Quad q = {{1.0f, 2.0f, 3.0f, 4.0f}};
+    BUG_LINE(0) *reinterpret_cast<Quad *>(&row[4 * threadIdx.x + 2]) = q;
+    __syncthreads();
+    out[threadIdx.x] = row[threadIdx.x];
 }
 
 /* Not broken: lanes of one warp ordered by __syncwarp(), and atomics on
@@ -264,39 +346,90 @@ __global__ void warp_ordered_kernel(float *out)
         out[0] = (float)count[0];
 }
 
-/* Runs one broken kernel (which: 0 split_barrier_kernel, 1
- * missing_barrier_kernel, 2 two_writers_kernel, 3 shared_overflow_kernel,
- * 4 global_overflow_kernel, 5 use_after_free_kernel; 6 the correct
- * warp_ordered_kernel) on a 64-float buffer;
- * returns the launch's error, its message, and the bug's lines. */
+/* The bug corpus, by name (tests/c/broken_driver.c runs one by name). */
+static const char *const bug_names[] = {
+    "split_barrier", "missing_barrier", "two_writers", "shared_overflow", "global_overflow",
+    "use_after_free", "warp_ordered", "global_overread", "uninitialised_read", "matmul_missing_barrier",
+    "shared_past_end", "shared_vector_overflow", "shared_vector_misaligned"};
+#define BUG_COUNT ((int)(sizeof bug_names / sizeof bug_names[0]))
+
+extern "C" int mt_test_bug_count(void) { return BUG_COUNT; }
+extern "C" const char *mt_test_bug_name(int which)
+{
+    return which >= 0 && which < BUG_COUNT ? bug_names[which] : NULL;
+}
+
+/* Runs broken kernel `which` (an index into bug_names; 6, warp_ordered, is
+ * the correct one) on 64-float buffers, one block; returns the error of the
+ * synchronize after it, its message, and the bug's lines (emulator build;
+ * 0 in the CUDA build). */
 extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1)
 {
-    float *buf = NULL;
+    float *buf = NULL, *in = NULL, *b = NULL;
     cudaError_t err = cudaMalloc((void **)&buf, 64 * sizeof(float));
+    if (err == cudaSuccess)
+        err = cudaMalloc((void **)&in, 64 * 16 * sizeof(float));
+    if (err == cudaSuccess)
+        err = cudaMalloc((void **)&b, 64 * 16 * sizeof(float));
     if (err != cudaSuccess) {
         copy_message(err, msg, msgsize);
+        cudaFree(buf);
+        cudaFree(in);
         return (int)err;
     }
+#ifdef MT_EMULATOR
     bug_line[0] = bug_line[1] = 0;
+#endif
     switch (which) {
     case 0: split_barrier_kernel<<<1, 64>>>(buf); break;
     case 1: missing_barrier_kernel<<<1, 64>>>(buf); break;
     case 2: two_writers_kernel<<<1, 64>>>(buf); break;
     case 3: shared_overflow_kernel<<<1, 64>>>(buf); break;
     case 4: global_overflow_kernel<<<1, 64>>>(buf); break;
-    case 6: warp_ordered_kernel<<<1, 32>>>(buf); break;
     case 5:
         cudaFree(buf);
         use_after_free_kernel<<<1, 64>>>(buf);
         buf = NULL;
         break;
+    case 6: warp_ordered_kernel<<<1, 32>>>(buf); break;
+    case 7:
+        /* A 64-float input, every element written, read one past its end. */
+        cudaFree(in);
+        err = cudaMalloc((void **)&in, 64 * sizeof(float));
+        if (err == cudaSuccess)
+            err = cudaMemset(in, 0, 64 * sizeof(float));
+        if (err == cudaSuccess)
+            global_overread_kernel<<<1, 64>>>(in, buf);
+        break;
+    case 8: uninitialised_read_kernel<<<1, 64>>>(in, buf); break;
+    case 9:
+        /* A (16 x 64) and B (64 x 16), both written: four tiles along K. */
+        err = cudaMemset(in, 0, 64 * 16 * sizeof(float));
+        if (err == cudaSuccess)
+            err = cudaMemset(b, 0, 64 * 16 * sizeof(float));
+        if (err == cudaSuccess) {
+            cudaFree(buf);
+            err = cudaMalloc((void **)&buf, 16 * 16 * sizeof(float));
+        }
+        if (err == cudaSuccess)
+            matmul_missing_barrier_kernel<<<1, dim3(16, 16)>>>(in, b, buf, 64);
+        break;
+    case 10: shared_past_end_kernel<<<1, 64>>>(buf); break;
+    case 11: shared_vector_overflow_kernel<<<1, 16>>>(buf); break;
+    case 12: shared_vector_misaligned_kernel<<<1, 8>>>(buf); break;
     default: break;
     }
-    err = cudaDeviceSynchronize();
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize();
     copy_message(err, msg, msgsize);
     cudaFree(buf);
+    cudaFree(in);
+    cudaFree(b);
+#ifdef MT_EMULATOR
     *line0 = bug_line[0];
     *line1 = bug_line[1];
+#else
+    *line0 = *line1 = 0;
+#endif
     return (int)err;
 }
-#endif /* MT_EMULATOR */

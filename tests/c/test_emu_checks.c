@@ -117,6 +117,34 @@ static void test_bug_corpus(void)
                                        "kernel 'shared_overflow_kernel'", "__shared__ buf[4][16]"};
         expect_bug(3, needles, 4, mt_test_cuda_launch_failure());
     }
+    tt_case("full check: a shared write one past the end of the whole array is out of bounds");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d", "index 64 is outside [0, 64)",
+                                       "kernel 'shared_past_end_kernel', block (0, 0, 0), thread (63, 0, 0)"};
+        expect_bug(10, needles, 3, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: a vector store through &row[i] that runs past the array is out of bounds");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "kernel 'shared_vector_overflow_kernel', block (0, 0, 0), thread (15, 0, 0): "
+                                       "shared-memory vector store of 16 bytes out of bounds",
+                                       "bytes [256, 272) of __shared__ row[66], which has 264 bytes"};
+        expect_bug(11, needles, 3, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: a vector store through &row[i] at a float not aligned to 16 bytes is misaligned");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "kernel 'shared_vector_misaligned_kernel', block (0, 0, 0), thread (",
+                                       "misaligned shared-memory vector store of 16 bytes at row[",
+                                       "it must start at a multiple of 16 bytes"};
+        expect_bug(12, needles, 4, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: a tiled matmul without the barrier after its tile loads is a race");
+    {
+        const char *const needles[] = {"shared-memory race in kernel 'matmul_missing_barrier_kernel', block (0, 0, 0), "
+                                       "thread (", "_tile[", "with no __syncthreads() between"};
+        expect_bug(9, needles, 3, mt_test_cuda_launch_failure());
+    }
     tt_case("full check: lanes ordered by __syncwarp() and shared atomics are no race");
     expect_bug(6, NULL, 0, 0);
 }
@@ -135,6 +163,23 @@ static void test_global_memory(void)
         const char *const needles[] = {"broken_kernels.cu:%d", "kernel 'use_after_free_kernel'",
                                        "inside a 256-byte allocation freed by cudaFree"};
         expect_bug(5, needles, 3, mt_test_cuda_illegal_address());
+    }
+    tt_case("full check: a global read one past the end faults against the guard page, reported");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "illegal memory access in kernel 'global_overread_kernel', block (0, 0, 0), "
+                                       "thread (63, 0, 0): read",
+                                       "just past the end of a 256-byte allocation"};
+        expect_bug(7, needles, 3, mt_test_cuda_illegal_address());
+    }
+    tt_case("full check: a kernel reading an input nothing wrote is an uninitialised read");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "read of uninitialised device memory in kernel 'uninitialised_read_kernel', "
+                                       "block (0, 0, 0), thread (",
+                                       "inside a 4096-byte allocation, which nothing (no kernel, cudaMemset or "
+                                       "cudaMemcpy) has written"};
+        expect_bug(8, needles, 3, mt_test_cuda_launch_failure());
     }
     expect_library_works("the faults");
 }

@@ -108,3 +108,30 @@ $(TEST_C_EMU_DIR)/test_emu_checks: $(TEST_C_EMU_DIR)/test_emu_checks.o $(TEST_C_
 # The C tests run with the emulator's full checks (shared-memory bounds and
 # races, guard pages; docs/emulator.md): about twice the time, still seconds.
 test-c-emu: export MINITENSOR_EMU_CHECK := full
+
+# ---- the bug corpus against compute-sanitizer (tools/sanitizer_compare.sh) ----
+# broken_driver runs one kernel of broken_kernels.cu by name. The CUDA
+# variant is compiled for one GPU (CHECK_ARCH, 90 by default: an H100) with
+# -lineinfo, so that compute-sanitizer names the .cu lines; it needs no GPU
+# to build, only to run.
+SANITIZER_DIR := $(BUILD)/sanitizer
+.PHONY: sanitizer-emu sanitizer-cuda
+sanitizer-emu: $(SANITIZER_DIR)/broken_driver_emu
+sanitizer-cuda: $(SANITIZER_DIR)/broken_driver_cuda
+
+$(SANITIZER_DIR)/broken_driver_emu: $(TEST_C_EMU_DIR)/broken_driver.o $(TEST_C_EMU_DIR)/broken_kernels.o $(EMU_LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
+
+$(SANITIZER_DIR)/broken_kernels.o: tests/c/broken_kernels.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_BASE) -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -c $< -o $@
+
+$(SANITIZER_DIR)/broken_driver.o: tests/c/broken_driver.c
+	@mkdir -p $(dir $@)
+	$(TEST_C_CC) $(TEST_C_CFLAGS) -c $< -o $@
+
+$(SANITIZER_DIR)/broken_driver_cuda: $(SANITIZER_DIR)/broken_driver.o $(SANITIZER_DIR)/broken_kernels.o
+	$(NVCC) -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -o $@ $^
+
+.SECONDARY: $(TEST_C_EMU_DIR)/broken_driver.o
