@@ -56,6 +56,9 @@ bool device_free(void *ptr);
 /* "4 bytes past the end of a 4096-byte allocation", ... */
 std::string describe_address(const void *addr);
 
+/* Counts an accepted launch (emu_launch_count.cpp). */
+void count_launch(const void *kernel);
+
 /* printf into a std::string (up to 1023 characters). */
 std::string format(const char *fmt, ...)
 #if defined(__GNUC__)
