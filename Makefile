@@ -6,8 +6,12 @@
 #   make cuda-check nvcc compiles the kernels for one GPU (CHECK_ARCH) and
 #                   links them, to catch compile errors on a machine without
 #                   a GPU (make test does this where nvcc has no GPU to run on)
-#   make test-c     C tests of the kernels (emulator; CUDA too on a GPU machine)
-#   make test       everything CI runs: C tests, then the Python suite
+#   make test-c     C tests of the kernels (emulator; CUDA too on a GPU machine),
+#                   under both kernel policies (fast, teaching)
+#   make check-c T=test_matmul FILTER=tiled
+#                   one C test program, one filter (tests/c/tests.mk)
+#   make test       everything CI runs: C tests, then the Python suite under
+#                   the fast kernel policy, then under the teaching one
 #   make demo       the main job: train a digit classifier
 #   make grade      score the course's tasks (course/grade.mk, docs/coursework.md)
 #   make lab        open the notebooks in JupyterLab (installed on first use)
@@ -33,13 +37,18 @@ endif
 VPY         := $(VENV)/bin/python
 
 SRCS        := $(wildcard src/*.cu)
-HEADERS     := $(wildcard src/*.h src/emu/*.h)
 NAMES       := $(notdir $(SRCS:.cu=))
+# Every object lists the headers it includes in a .d file next to it (the
+# compilers write them: -MMD; -MP adds an empty rule per header, so that a
+# deleted header does not stop make). A header edit then rebuilds only the
+# objects that include it. The .d files are read at the end of this file.
+DEPFLAGS    := -MMD -MP
 
 # ---- emulator build: the .cu files, translated, compiled by the host C++ ----
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
 EMU_LIBS     := -lboost_context -pthread
-EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_memory.o $(BUILD)/emu/emu_scheduler.o
+EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_memory.o $(BUILD)/emu/emu_scheduler.o \
+                $(BUILD)/emu/emu_launch_count.o
 EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
 
@@ -64,7 +73,7 @@ ifneq ($(HAVE_GPU),)
 LIBS += $(CUDA_LIB)
 endif
 
-.PHONY: all emu cuda cuda-check test test-c test-py demo clean FORCE
+.PHONY: all emu cuda cuda-check test test-c test-py test-py-teaching demo clean FORCE
 all: $(LIBS)
 emu: $(EMU_LIB)
 cuda: $(CUDA_LIB)
@@ -78,15 +87,16 @@ $(BUILD)/emu/%.cpp: src/%.cu tools/cu2emu.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) tools/cu2emu.py $< $@
 
-$(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
-	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(BUILD)/.deps-ok
+	$(CXX) $(EMU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # The emulator's own runtime: emu_runtime.cpp (the CUDA API twins),
-# emu_memory.cpp (device memory) and emu_scheduler.cpp (fibers, barriers,
-# launches).
-$(EMU_RT_OBJS): $(BUILD)/emu/%.o: src/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
+# emu_memory.cpp (device memory), emu_scheduler.cpp (fibers, barriers,
+# launches) and emu_launch_count.cpp (launches per kernel, for
+# mt_launch_count).
+$(EMU_RT_OBJS): $(BUILD)/emu/%.o: src/emu/%.cpp $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+	$(CXX) $(EMU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(EMU_LIB): $(EMU_OBJS)
 	$(CXX) -shared -o $@ $^ $(EMU_LIBS)
@@ -96,15 +106,15 @@ $(BUILD)/cuda/.archs: FORCE
 	@mkdir -p $(dir $@)
 	@echo "$(CUDA_ARCHS)" > $@.new; cmp -s $@.new $@ || mv $@.new $@; rm -f $@.new
 
-$(BUILD)/cuda/%.o: src/%.cu $(HEADERS) $(BUILD)/cuda/.archs
-	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+$(BUILD)/cuda/%.o: src/%.cu $(BUILD)/cuda/.archs
+	$(NVCC) $(NVCC_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 # cuda-check: the same sources, one GPU, a library of its own that nothing loads.
 CUDA_CHECK_DIR  := $(BUILD)/cuda-check
 CUDA_CHECK_OBJS := $(NAMES:%=$(CUDA_CHECK_DIR)/%.o)
-$(CUDA_CHECK_DIR)/%.o: src/%.cu $(HEADERS)
+$(CUDA_CHECK_DIR)/%.o: src/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_BASE) -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -c $< -o $@
+	$(NVCC) $(NVCC_BASE) $(DEPFLAGS) -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -c $< -o $@
 
 $(CUDA_CHECK_DIR)/libminitensor_cuda.so: $(CUDA_CHECK_OBJS)
 	$(NVCC) -shared -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -o $@ $^
@@ -132,12 +142,19 @@ $(VENV)/.ok: requirements.txt
 test-py: $(LIBS) $(VENV)/.ok
 	$(VPY) -m pytest -q tests
 
+# The suite again under the teaching kernel policy (src/policy.h): every
+# default op on the kernels students write. tests/conftest.py skips, with the
+# reason, the files that run no kernel whose choice depends on the policy.
+test-py-teaching: $(LIBS) $(VENV)/.ok
+	MINITENSOR_KERNELS=teaching $(VPY) -m pytest -q tests
+
 # One after the other (each builds in parallel): the C tests first, whose
 # output is short, then the Python suite; then, on a machine whose nvcc has
 # no GPU, the compile check.
 test:
 	@$(MAKE) --no-print-directory test-c
 	@$(MAKE) --no-print-directory test-py
+	@$(MAKE) --no-print-directory test-py-teaching
 ifneq ($(NVCC),)
 ifeq ($(HAVE_GPU),)
 	@$(MAKE) --no-print-directory cuda-check
@@ -235,3 +252,10 @@ test-py: $(DIST_LIBS)
 
 clean:
 	rm -rf $(BUILD)
+
+# The header dependencies the compilers wrote (DEPFLAGS above). An object
+# that has none (built before this scheme, or never) is rebuilt once, so that
+# it gets its list.
+DEP_OBJS := $(EMU_OBJS) $(CUDA_OBJS) $(CUDA_CHECK_OBJS) $(TEST_C_OBJS)
+$(foreach o,$(DEP_OBJS),$(if $(wildcard $(o:.o=.d)),,$(if $(wildcard $(o)),$(eval $(o): FORCE))))
+-include $(wildcard $(DEP_OBJS:.o=.d))

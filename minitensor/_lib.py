@@ -79,6 +79,9 @@ STATUS_ERRORS: dict[int, type[BaseException]] = {
 MT_FLOAT32 = 0
 MT_FLOAT64 = 1
 
+# mt_kernel_policy values, by name (set_kernel_policy, minitensor.kernels.set_policy).
+KERNEL_POLICIES: dict[str, int] = {"fast": 0, "teaching": 1}
+
 # The op families of the header. mt_op_name(family, id) names each id of
 # the family's enum and returns NULL past the last one: the binding reads the
 # tables from the library when it loads it (see op_names), so the names are
@@ -156,6 +159,10 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_softmax": (c_int, [MtTensor, MtTensor, c_int, c_int]),
     "mt_gather": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_scatter_add": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_set_kernel_policy": (c_int, [c_int]),
+    "mt_get_kernel_policy": (c_int, []),
+    "mt_launch_count": (c_int64, [c_char_p, c_char_p]),
+    "mt_reset_launch_counts": (None, []),
     "mt_set_device": (c_int, [c_int]),
     "mt_get_device": (c_int, [POINTER(c_int)]),
 }
@@ -279,7 +286,9 @@ def _choose() -> ctypes.CDLL:
         )
     if override:
         lib = _open(Path(override))
-        if lib.mt_init() != MT_OK:
+        status = lib.mt_init()
+        _raise_unless_device_missing(lib, status)
+        if status != MT_OK:
             raise NoDeviceError(f"minitensor: mt_init failed for {override}: {_init_message(lib)}")
         return lib
     if forced == "emulator":
@@ -293,7 +302,9 @@ def _choose() -> ctypes.CDLL:
                 f"(it needs nvcc); run `make` in {REPO_ROOT} on a machine with the CUDA toolkit"
             )
         lib = _open(CUDA_LIB_PATH)
-        if lib.mt_init() != MT_OK:
+        status = lib.mt_init()
+        _raise_unless_device_missing(lib, status)
+        if status != MT_OK:
             raise NoDeviceError(
                 f"MINITENSOR_BACKEND=cuda, but no usable GPU was found: {_init_message(lib)}. "
                 f"Unset MINITENSOR_BACKEND (or set it to 'emulator') to run on the CPU emulator"
@@ -305,8 +316,11 @@ def _choose() -> ctypes.CDLL:
             lib = _open(CUDA_LIB_PATH)
         except ImportError:
             lib = None  # e.g. the CUDA runtime is missing: use the emulator
-        if lib is not None and lib.mt_init() == MT_OK:
-            return lib
+        if lib is not None:
+            status = lib.mt_init()
+            _raise_unless_device_missing(lib, status)
+            if status == MT_OK:
+                return lib
     if not EMU_LIB_PATH.is_file():
         raise NoDeviceError(
             f"minitensor: the CUDA build found no usable GPU and {EMU_LIB_PATH} is not built; "
@@ -317,9 +331,19 @@ def _choose() -> ctypes.CDLL:
 
 def _init_emulator() -> ctypes.CDLL:
     lib = _open(EMU_LIB_PATH)
-    if lib.mt_init() != MT_OK:
+    status = lib.mt_init()
+    _raise_unless_device_missing(lib, status)
+    if status != MT_OK:
         raise MinitensorError(f"minitensor: the emulator failed to start: {_init_message(lib)}")
     return lib
+
+
+def _raise_unless_device_missing(lib: ctypes.CDLL, status: int) -> None:
+    """A failed mt_init that is not "no device" is the caller's mistake (a
+    MINITENSOR_KERNELS value that is not a policy): raise it as it is, rather
+    than try another backend."""
+    if status not in (MT_OK, 7):  # 7: MT_ERR_NO_DEVICE
+        raise_status(status, "mt_init", lib.mt_last_error())
 
 
 # family -> {op name: op id}, read from the library when it is loaded.
@@ -571,6 +595,35 @@ def gather(out: Any, inp: Any, index: Any, dim: int) -> None:
 def scatter_add(out: Any, index: Any, src: Any, dim: int) -> None:
     """out[..index..] += src along dim, in place (mt_scatter_add)."""
     check(lib().mt_scatter_add(out.descriptor(), index.descriptor(), src.descriptor(), dim), "mt_scatter_add")
+
+
+# ---- kernel policy -------------------------------------------------------------
+
+
+def set_kernel_policy(name: str) -> None:
+    """Makes the default paths run the "fast" kernels or only the "teaching" ones
+    (mt_set_kernel_policy). name must be a key of KERNEL_POLICIES."""
+    check(lib().mt_set_kernel_policy(KERNEL_POLICIES[name]), "mt_set_kernel_policy")
+
+
+def get_kernel_policy() -> str:
+    """The kernel policy in force: "fast" or "teaching" (mt_get_kernel_policy)."""
+    value = int(lib().mt_get_kernel_policy())
+    for name, number in KERNEL_POLICIES.items():
+        if number == value:
+            return name
+    raise MinitensorError(f"mt_get_kernel_policy returned {value}, which is no policy this package knows")
+
+
+def launch_count(kernel: str, with_: Optional[str] = None) -> int:
+    """Launches of the kernel named `kernel` since reset_launch_counts(), of
+    instantiations whose signature contains `with_` (mt_launch_count); -1 on
+    the CUDA build, which does not count."""
+    return int(lib().mt_launch_count(kernel.encode(), with_.encode() if with_ else None))
+
+
+def reset_launch_counts() -> None:
+    lib().mt_reset_launch_counts()
 
 
 # ---- device placement (minitensor.distributed: one process per GPU) -----------

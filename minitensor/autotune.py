@@ -19,6 +19,9 @@ anything.
   (name, compute capability, SM count, memory). A file that cannot be read or
   parsed is ignored with a warning (and replaced at the next save), never an
   error.
+- Under the ``teaching`` kernel policy (``minitensor.kernels.set_policy``) the
+  default product is the tiled kernel, which has no configurations: nothing is
+  timed, and every product passes -1.
 - ``MINITENSOR_AUTOTUNE=0`` turns tuning off: every product uses the library's
   fixed choice (config -1, picked from the shape in C). The emulator never
   sweeps (its timings say nothing about a GPU), and neither do products
@@ -253,6 +256,10 @@ def matmul_config(out: Any, a: Any, b: Any) -> int:
     the engine): a cached choice, a fresh sweep, or -1 (the library's choice)."""
     mode = _mode()
     if mode == "off":
+        return -1
+    if _lib.get_kernel_policy() != "fast":
+        # The teaching policy's default product is the tiled kernel, which has
+        # no configurations: nothing to tune, and a config would be refused.
         return -1
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     work = m * n * k

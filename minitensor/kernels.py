@@ -26,6 +26,18 @@ allocation). They record no gradients. ::
     s = mt.kernels.reduce(a, "sum", dim=1, algo="warp_shuffle")
     t = mt.kernels.copy(a.T, algo="tiled_padded")   # a.T.contiguous(), one rung
 
+Which kernels the library's own paths run is the *kernel policy*:
+``"fast"`` (the default: the top rungs) or ``"teaching"`` (only the kernels
+of the course's assignments: map/zip contiguous and strided, the first_add
+reduction, the tiled matmul, the three-pass softmax), set with
+``set_policy``, for a block with ``policy``, or for a whole run with the
+environment variable ``MINITENSOR_KERNELS=fast|teaching``. The rungs named
+here run under either policy. ::
+
+    with mt.kernels.policy("teaching"):
+        c = a @ b                                 # the tiled kernel
+    mt.kernels.get_policy()                       # 'fast' again
+
 Beside the ladders: the warptile configurations the autotuner chooses from
 (``matmul_configs``, ``autotune_stats``, ``autotune_reset``), the elementwise
 ``add`` for measuring what one kernel call costs on the host, and raw
@@ -52,10 +64,14 @@ __all__ = [
     "autotune_stats",
     "copy",
     "from_device_pointer",
+    "get_policy",
     "matmul",
     "matmul_configs",
+    "policies",
+    "policy",
     "reduce",
     "reduce_ops",
+    "set_policy",
     "softmax",
     "to_device_pointer",
 ]
@@ -122,6 +138,58 @@ def autotune_reset() -> None:
     """Forgets the autotuner's choices held in memory and its sweep count (the
     cache file stays; it is read again by the next default product)."""
     autotune.reset()
+
+
+# ---- the kernel policy ---------------------------------------------------------------
+
+
+def policies() -> tuple[str, ...]:
+    """The kernel policies: ``("fast", "teaching")``."""
+    return tuple(_lib.KERNEL_POLICIES)
+
+
+def set_policy(name: str) -> None:
+    """Chooses which kernels the default paths (``a + b``, ``x.sum()``,
+    ``a @ b``, ``softmax``, ``.contiguous()``, ...) run, for the whole process.
+
+    Args:
+        name: ``"fast"`` (the fastest kernel for each layout: 16-byte loads,
+            warp shuffles, warptile, the register softmax) or ``"teaching"``
+            (only the kernels students write: ``map_contiguous`` /
+            ``map_strided``, ``zip_contiguous`` / ``zip_strided``,
+            ``reduce_rows_first_add``, ``reduce_all`` finishing with
+            ``block_reduce``, ``matmul_tiled``, ``softmax_rows``).
+
+    Raises:
+        ValueError: name is not one of ``policies()``.
+    """
+    if not isinstance(name, str) or name not in _lib.KERNEL_POLICIES:
+        raise ValueError(f"kernels.set_policy(): unknown kernel policy {name!r}; the policies are {policies()}")
+    _lib.set_kernel_policy(name)
+
+
+def get_policy() -> str:
+    """The kernel policy in force: ``"fast"`` or ``"teaching"`` (at first the
+    value of ``MINITENSOR_KERNELS``, ``"fast"`` when it is unset)."""
+    return _lib.get_kernel_policy()
+
+
+@contextlib.contextmanager
+def policy(name: str) -> Iterator[None]:
+    """Runs a block under kernel policy ``name`` and restores the previous
+    one afterwards, even if the block raises::
+
+        with mt.kernels.policy("teaching"):
+            loss = model(x).sum()    # every kernel a teaching kernel
+    """
+    if not isinstance(name, str) or name not in _lib.KERNEL_POLICIES:
+        raise ValueError(f"kernels.policy(): unknown kernel policy {name!r}; the policies are {policies()}")
+    previous = get_policy()
+    _lib.set_kernel_policy(name)
+    try:
+        yield
+    finally:
+        _lib.set_kernel_policy(previous)
 
 
 # ---- argument checks -----------------------------------------------------------------

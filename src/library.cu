@@ -12,6 +12,8 @@
  *     mt_device_key: a short cached key for caches per device;
  *   - mt_sm_count: the number of SMs, which launch sizes depend on;
  *   - mt_set_device / mt_get_device.
+ * (The kernel policy, which the first initialisation reads from the
+ * environment, is in src/policy.cu.)
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 
 #include "check.h"
 #include "launch.h"
+#include "policy.h"
 
 /* ---- op names, generated from the op lists of minitensor.h ---------------- */
 
@@ -141,6 +144,7 @@ mt_status mt_ensure_init(const char *func)
     if (g_initialised.load())
         return MT_OK;
 
+    MT_TRY(mt_kernel_policy_from_env(func));
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {

@@ -318,16 +318,18 @@ static mt_status launch_map_strided(const mt_tensor &out, const mt_tensor &in, O
 }
 
 /* Launches one map over non-empty, validated tensors: the fastest kernel
- * for their layouts. */
+ * for their layouts, or under the teaching policy (policy.h) the choice
+ * between map_contiguous and map_strided alone. */
 template <typename TOut, typename TIn, typename Op>
 static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
 {
     const int64_t n = tensor_numel(out);
+    const bool fast = mt_fast_kernels();
     if (is_contiguous(out) && is_contiguous(in)) {
         TOut *out_first = static_cast<TOut *>(out.data) + out.offset;
         const TIn *in_first = static_cast<const TIn *>(in.data) + in.offset;
         if constexpr (std::is_same<TOut, TIn>::value) {
-            if (aligned16(out_first) && aligned16(in_first)) {
+            if (fast && aligned16(out_first) && aligned16(in_first)) {
                 const int64_t packs = n / Pack<TIn>::kWidth;
                 const unsigned int grid = grid_size(packs > 0 ? packs : n, kBlockSize);
                 map_contiguous_vec<TIn, Op><<<grid, kBlockSize>>>(out_first, in_first, n, op);
@@ -340,7 +342,7 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
         return MT_OK;
     }
     if constexpr (std::is_same<Op, map_copy<TIn>>::value) {
-        if (transposed_copy_layout(out, in))
+        if (fast && transposed_copy_layout(out, in))
             return launch_copy_transposed<TOut, TIn, 1>(out, in);
     }
     return launch_map_strided<TOut, TIn, Op>(out, in, op);

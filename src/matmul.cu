@@ -32,7 +32,8 @@
  * configuration the caller (the autotuner) passes to mt_matmul_with_config,
  * or the library's own choice. For a small product whose operands warptile
  * would first have to copy (see below), the default takes the tiled kernel:
- * the copies would cost more than they save.
+ * the copies would cost more than they save. Under the teaching kernel
+ * policy (src/policy.h) the default is always tiled.
  *
  * Rungs 1-5 handle arbitrary strides (a transposed view works: element
  * (i, k) of A is at a_batch + i * stride[-2] + k * stride[-1]). Rungs 6 and 7
@@ -120,7 +121,9 @@ template <typename T>
 static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     const bool float32 = sizeof(T) == sizeof(float);
-    if (algo == MT_MATMUL_DEFAULT) {
+    if (algo == MT_MATMUL_DEFAULT && !mt_fast_kernels()) {
+        algo = MT_MATMUL_TILED; /* the teaching policy's product (policy.h) */
+    } else if (algo == MT_MATMUL_DEFAULT) {
         const int64_t M = out.shape[out.ndim - 2];
         const int64_t N = out.shape[out.ndim - 1];
         const int64_t K = a.shape[a.ndim - 1];
@@ -194,6 +197,20 @@ static mt_status check_config(const char *func, int algo, int config)
     return MT_OK;
 }
 
+/* Under the teaching policy the default product is tiled: a warptile config
+ * for it is a mistake of the caller (the autotuner asks the policy first).
+ * Checked after mt_ensure_init, which applies MINITENSOR_KERNELS. */
+static mt_status check_default_config(const char *func, int algo, int config)
+{
+    if (config >= 0 && algo == MT_MATMUL_DEFAULT && !mt_fast_kernels())
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "matmul config %d given for algo default, but under the teaching kernel "
+                       "policy the default product is tiled, which has no configurations (pass -1, "
+                       "or name algo warptile)",
+                       config);
+    return MT_OK;
+}
+
 /* out = a @ b is a product: at least 2 dims each, a's columns are b's rows,
  * out has the product's rows and columns, the batch dims broadcast, out
  * overlaps neither operand, and the grid can hold the tiles. */
@@ -254,6 +271,7 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     MT_TRY(mt_check_id(func, "matmul algo", algo, MT_MATMUL_ALGO_COUNT));
     MT_TRY(check_config(func, algo, config));
     MT_TRY(mt_ensure_init(func));
+    MT_TRY(check_default_config(func, algo, config));
     MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
     MT_TRY(mt_check_extent(func, "out", &out));
     MT_TRY(mt_check_extent(func, "a", &a));

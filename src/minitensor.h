@@ -326,6 +326,42 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim);
  * atomic so repeated indices add up). index has src's shape. */
 mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim);
 
+/* ---- kernel policy ---------------------------------------------------------
+ * Which kernels the default paths run (mt_map, mt_zip, mt_reduce,
+ * mt_reduce_all, mt_matmul with MT_MATMUL_DEFAULT, mt_softmax, copies):
+ *   MT_KERNELS_FAST      the fastest kernel for each layout: the top rungs
+ *                        of the ladders (16-byte loads, warp shuffles,
+ *                        warptile, the register softmax). The default.
+ *   MT_KERNELS_TEACHING  only the kernels of the course's assignments:
+ *                        map/zip_contiguous and map/zip_strided,
+ *                        reduce_rows_first_add for every mt_reduce,
+ *                        mt_reduce_all's two passes finishing with
+ *                        block_reduce, matmul_tiled, softmax_rows. A stubbed
+ *                        or broken student kernel then fails every test
+ *                        that uses the op.
+ * The ladder entry points that name a rung (mt_reduce_variant,
+ * mt_copy_variant and mt_matmul_with_config with any algo but DEFAULT) run
+ * that rung under both policies. Under teaching, MT_MATMUL_DEFAULT with a
+ * warptile config (>= 0) is MT_ERR_INVALID_ARGUMENT: the default is tiled.
+ * The environment variable MINITENSOR_KERNELS=fast|teaching sets the policy
+ * when the library initialises (unless mt_set_kernel_policy was called
+ * before); any other value makes every call that initialises fail with
+ * MT_ERR_INVALID_ARGUMENT naming the variable. Process-wide; a launch
+ * already under way keeps the kernels it chose. */
+typedef enum { MT_KERNELS_FAST = 0, MT_KERNELS_TEACHING = 1 } mt_kernel_policy;
+/* MT_ERR_INVALID_ARGUMENT for a value that is not a policy. */
+mt_status mt_set_kernel_policy(mt_kernel_policy policy);
+mt_kernel_policy mt_get_kernel_policy(void);
+
+/* How many launches of the kernel named `kernel` (a function name such as
+ * "reduce_rows_first_add", without template arguments) this process made
+ * since the last mt_reset_launch_counts, counting only instantiations whose
+ * demangled signature contains `with` (NULL or "" for all). For tests that
+ * check which kernel an entry point ran. The emulator build counts; the
+ * CUDA build returns -1 (not counted). */
+int64_t mt_launch_count(const char *kernel, const char *with);
+void mt_reset_launch_counts(void);
+
 /* ---- device placement (one process per GPU, docs/distributed.md) -------- */
 /* Chooses the GPU this process uses; call it before anything else touches the
  * device (a different device after the first use is an error). The emulator

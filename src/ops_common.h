@@ -8,6 +8,7 @@
  *   device_math.h   mt_exp & co., one overload per precision; NaN-aware max
  *   block_reduce.h  block reductions (one contract) and BlockScratch
  *   indexing.h      ordinal -> position in a strided tensor
+ *   policy.h        the kernel policy: may a default path take a fast rung?
  */
 #ifndef MT_OPS_COMMON_H
 #define MT_OPS_COMMON_H
@@ -18,6 +19,7 @@
 #include "device_math.h"
 #include "indexing.h"
 #include "launch.h"
+#include "policy.h"
 #include "scratch.h"
 
 /* out = in for validated tensors of the same shape and dtype (either may

@@ -19,6 +19,9 @@
  *                        split the rows, and a long reduced dim is split
  *                        over several blocks too (partials, then a finish).
  *
+ * Under the teaching kernel policy (src/policy.h) every mt_reduce takes
+ * reduce_rows_first_add, the first_add rung.
+ *
  * mt_reduce_all: two passes. Pass 1 runs up to kMaxPartials blocks; each
  * walks a grid-strided share of all the elements and writes one partial
  * result.
@@ -102,12 +105,31 @@ __global__ void reduce_column_partials(T *out, const typename R::Acc *partials, 
 
 /* ---- mt_reduce_all ---------------------------------------------------------- */
 
+/* How a block of mt_reduce_all combines its threads' values (block_reduce.h):
+ * the teaching policy's shared-memory tree, or the fast policy's same tree
+ * with its last warp done by shuffles. The same additions in the same order,
+ * so the same bits; the fast one has four barriers fewer. */
+struct TreeFinish {
+    template <typename Acc, typename Combine>
+    __device__ Acc operator()(BlockScratch<Acc> &scratch, Acc value, Combine combine) const
+    {
+        return block_reduce(scratch, value, combine);
+    }
+};
+
+struct LastWarpFinish {
+    template <typename Acc, typename Combine>
+    __device__ Acc operator()(BlockScratch<Acc> &scratch, Acc value, Combine combine) const
+    {
+        return block_reduce_last_warp(scratch, value, combine);
+    }
+};
+
 /* Pass 1: block b writes partials[b]. Thread t of the grid takes elements
  * t, t + G, t + 2G, ... (G threads in the grid), then the block combines its
- * threads' values with block_reduce's tree (its last warp by shuffles):
- * the order of the additions is fixed, and a NumPy mirror of it gives the
- * same bits. */
-template <typename T, typename R>
+ * threads' values with block_reduce's tree (Finish): the order of the
+ * additions is fixed, and a NumPy mirror of it gives the same bits. */
+template <typename T, typename R, typename Finish>
 __global__ void reduce_all_partials(mt_tensor in, int64_t n, bool contiguous, typename R::Acc *partials, R reducer)
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
@@ -121,21 +143,21 @@ __global__ void reduce_all_partials(mt_tensor in, int64_t n, bool contiguous, ty
         for (int64_t i = first; i < n; i += step)
             acc = reducer(acc, reducer.lift(in_data[ordinal_to_position(i, &in)], i));
     }
-    acc = block_reduce_last_warp(scratch, acc, reducer);
+    acc = Finish{}(scratch, acc, reducer);
     if (threadIdx.x == 0)
         partials[blockIdx.x] = acc;
 }
 
 /* Pass 2 of mt_reduce_all: one block reduces `count` partials into *out.
  * count == 0 (an empty input) leaves the identity. */
-template <typename T, typename R>
+template <typename T, typename R, typename Finish>
 __global__ void reduce_all_finish(const typename R::Acc *partials, int64_t count, T *out, R reducer)
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
     typename R::Acc acc = reducer.identity();
     for (int64_t k = threadIdx.x; k < count; k += blockDim.x)
         acc = reducer(acc, partials[k]);
-    acc = block_reduce_last_warp(scratch, acc, reducer);
+    acc = Finish{}(scratch, acc, reducer);
     if (threadIdx.x == 0)
         *out = reducer.result(acc);
 }
@@ -178,15 +200,15 @@ static mt_status launch_reduce_columns(const mt_tensor &out, const mt_tensor &in
     return MT_OK;
 }
 
-/* mt_reduce's choice for the layout (algo DEFAULT), or the given rung. */
-template <typename T, typename R>
-static mt_status launch_reduce_all(const mt_tensor &out, const mt_tensor &in)
+/* mt_reduce_all's two passes, their blocks finishing with Finish. */
+template <typename T, typename R, typename Finish>
+static mt_status launch_reduce_all_with(const mt_tensor &out, const mt_tensor &in)
 {
     using Acc = typename R::Acc;
     const int64_t n = tensor_numel(in);
     T *out_element = static_cast<T *>(out.data) + out.offset;
     if (n == 0) {
-        reduce_all_finish<T, R><<<1, kBlockSize>>>(nullptr, 0, out_element, R{});
+        reduce_all_finish<T, R, Finish><<<1, kBlockSize>>>(nullptr, 0, out_element, R{});
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     }
@@ -197,12 +219,21 @@ static mt_status launch_reduce_all(const mt_tensor &out, const mt_tensor &in)
     DeviceScratch partials;
     CUDA_CHECK(partials.allocate((size_t)blocks * sizeof(Acc)));
     const bool contiguous = is_contiguous(in);
-    reduce_all_partials<T, R><<<(unsigned int)blocks, kBlockSize>>>(in, n, contiguous, partials.as<Acc>(), R{});
+    reduce_all_partials<T, R, Finish><<<(unsigned int)blocks, kBlockSize>>>(in, n, contiguous, partials.as<Acc>(), R{});
     CUDA_CHECK(mt_launch_status());
-    reduce_all_finish<T, R><<<1, kBlockSize>>>(partials.as<Acc>(), blocks, out_element, R{});
+    reduce_all_finish<T, R, Finish><<<1, kBlockSize>>>(partials.as<Acc>(), blocks, out_element, R{});
     CUDA_CHECK(mt_launch_status());
     CUDA_CHECK(partials.release());
     return MT_OK;
+}
+
+/* The policy (policy.h) picks the block finish of mt_reduce_all. */
+template <typename T, typename R>
+static mt_status launch_reduce_all(const mt_tensor &out, const mt_tensor &in)
+{
+    if (mt_fast_kernels())
+        return launch_reduce_all_with<T, R, LastWarpFinish>(out, in);
+    return launch_reduce_all_with<T, R, TreeFinish>(out, in);
 }
 
 /* op id -> reducer, for mt_reduce. */
@@ -252,10 +283,13 @@ static mt_status check_arg_not_empty(const char *func, int op, const mt_tensor &
 }
 
 /* mt_reduce's choice for the layout: walking columns for a contiguous input
- * reduced over a dim that is not the last, else the warp_shuffle rung. */
+ * reduced over a dim that is not the last, else the warp_shuffle rung. Under
+ * the teaching policy (policy.h), the first_add rung for every layout. */
 template <typename T>
 static mt_status reduce_default(const char *func, int op, const mt_tensor &out, const mt_tensor &in, int dim)
 {
+    if (!mt_fast_kernels())
+        return reduce_rows_variant(func, MT_REDUCE_ALGO_FIRST_ADD, op, out, in, dim);
     const int64_t inner = shape_numel(in.shape + dim + 1, in.ndim - dim - 1);
     if (inner > 1 && is_contiguous(in) && is_contiguous(out))
         return with_reducer<T>(func, op, [&](auto reducer) {

@@ -209,7 +209,8 @@ template <typename T>
 static mt_status launch_softmax(const mt_tensor &out, const mt_tensor &in, int dim, int log_softmax)
 {
     const int64_t len = in.shape[dim];
-    if (dim == in.ndim - 1 && is_contiguous(in) && is_contiguous(out) &&
+    /* The teaching policy (policy.h) sends every softmax to softmax_rows. */
+    if (mt_fast_kernels() && dim == in.ndim - 1 && is_contiguous(in) && is_contiguous(out) &&
         len <= kMaxRegisterPacks * kMaxRegisterThreads * (int64_t)Pack<T>::kWidth)
         return launch_softmax_registers<T>(out, in, log_softmax);
 

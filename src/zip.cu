@@ -287,11 +287,13 @@ static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &tr
 }
 
 /* Launches one zip over non-empty, validated tensors: the fastest kernel
- * for their layouts. */
+ * for their layouts, or under the teaching policy (policy.h) the choice
+ * between zip_contiguous and zip_strided alone. */
 template <typename T, typename Op>
 static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     const int64_t n = tensor_numel(out);
+    const bool fast = mt_fast_kernels();
     const bool a_full = shapes_equal(a, out);
     const bool b_full = shapes_equal(b, out);
     /* The fast path needs a and b to be out's exact shape: a broadcast input
@@ -303,7 +305,7 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
             T *out_first = static_cast<T *>(out.data) + out.offset;
             const T *a_first = static_cast<const T *>(a.data) + a.offset;
             const T *b_first = static_cast<const T *>(b.data) + b.offset;
-            if (aligned16(out_first) && aligned16(a_first) && aligned16(b_first)) {
+            if (fast && aligned16(out_first) && aligned16(a_first) && aligned16(b_first)) {
                 const int64_t packs = n / Pack<T>::kWidth;
                 zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize>>>(out_first, a_first, b_first, n, Op{});
             } else {
@@ -312,12 +314,12 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
             CUDA_CHECK(mt_launch_status());
             return MT_OK;
         }
-        if (a_dense && repeats_trailing_block(b, out))
+        if (fast && a_dense && repeats_trailing_block(b, out))
             return launch_row_broadcast<T, Op, false>(out, a, b);
-        if (b_dense && repeats_trailing_block(a, out))
+        if (fast && b_dense && repeats_trailing_block(a, out))
             return launch_row_broadcast<T, Op, true>(out, b, a);
     }
-    if (rows_contiguous(out) && a_full && b_full) {
+    if (fast && rows_contiguous(out) && a_full && b_full) {
         if (is_transposed_view(b) && rows_contiguous(a))
             return launch_zip_transposed<T, Op, false>(out, b, a);
         if (is_transposed_view(a) && rows_contiguous(b))

@@ -6,6 +6,11 @@
   thorough runs 500 examples per test, to hunt for bugs by hand.
 - Tests marked ``@pytest.mark.gpu`` are skipped, with the reason, unless the
   engine in use is the CUDA build on a usable GPU.
+- Under ``MINITENSOR_KERNELS=teaching`` (``make test-py-teaching``, the
+  suite's second run in ``make test``) the files of ``SKIP_UNDER_TEACHING``
+  are skipped, each with its reason: they run no kernel whose choice depends
+  on the kernel policy, or only what the kept files run already, so a second
+  run would cost minutes and test nothing new.
 """
 
 from __future__ import annotations
@@ -44,7 +49,31 @@ def _gpu_skip_reason() -> str | None:
     return None
 
 
+# File -> why it does not run again under the teaching kernel policy.
+SKIP_UNDER_TEACHING: dict[str, str] = {
+    "test_binding.py": "checks signatures and tables against the header; runs no kernel",
+    "test_layers.py": "reads the imports of minitensor/; runs no kernel",
+    "test_cu2emu.py": "tests the CUDA-to-C++ translator; runs no library kernel",
+    "test_backend.py": "tests loading the library and choosing a backend, not kernels",
+    "test_errors.py": "bad arguments are rejected before any kernel is chosen",
+    "test_fuzz.py": "hostile arguments are rejected before any kernel is chosen",
+    "test_hostile.py": "descriptors that lie about memory are rejected before any kernel is chosen",
+    "test_interrupt.py": "tests Ctrl-C in the emulator's scheduler, whatever the kernel",
+    "test_autotune.py": "tunes the fast policy's warptile kernel (its fixture sets fast); "
+    "test_kernel_policy.py checks that nothing is tuned under teaching",
+    "test_distributed.py": "the collectives have no kernel policy; its models' ops are those test_nn.py runs",
+    "test_docs.py": "the docs' examples run ops that the op test files cover, and check prose, not kernels",
+    "test_notebooks.py": "the notebooks run ops that the op test files cover (20 s); "
+    "MINITENSOR_KERNELS=teaching make notebooks renders them on the teaching kernels",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("MINITENSOR_KERNELS", "") == "teaching":
+        for item in items:
+            reason = SKIP_UNDER_TEACHING.get(item.path.name)
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=f"kernel policy teaching: {reason}"))
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return

@@ -39,11 +39,15 @@ def fake_timer(winner: int) -> Callable[[Callable[[], None], int], float]:
 
 @pytest.fixture
 def tuning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private cache directory, tuning forced on, fresh in-memory state."""
+    """A private cache directory, tuning forced on, fresh in-memory state, and
+    the fast kernel policy (under "teaching" nothing is tuned:
+    tests/test_kernel_policy.py)."""
     monkeypatch.setenv("MINITENSOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("MINITENSOR_AUTOTUNE", "force")
+    monkeypatch.setenv("MINITENSOR_KERNELS", "fast")  # for the second processes some tests start
     autotune.reset()
-    yield tmp_path
+    with mt.kernels.policy("fast"):
+        yield tmp_path
     autotune.set_timer(None)
     autotune.reset()
 

@@ -26,6 +26,7 @@ C_TO_CTYPES = {
     "void": None,
     "int": c_int,
     "mt_status": c_int,
+    "mt_kernel_policy": c_int,
     "double": c_double,
     "float": c_float,
     "size_t": c_size_t,

@@ -51,8 +51,10 @@ for tool in memcheck racecheck; do
         # test_hostile hands the library addresses it must refuse, which
         # cudaPointerGetAttributes is asked about: the same applies.
         [[ $tool == memcheck && $(basename "$prog") =~ ^test_(memory_errors|hostile)$ ]] && extra=(--report-api-errors no)
+        # MT_TEST_FORK=0: the groups run in the sanitized process itself,
+        # not in forked children (tests/c/tt_groups.h).
         step "$tool-$(basename "$prog")" \
-            compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$prog"
+            env MT_TEST_FORK=0 compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$prog"
         grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$logdir/$tool-$(basename "$prog").log" |
             sed "s|^|  $tool $(basename "$prog"): |"
     done

@@ -241,6 +241,12 @@ Launcher<Params...> launch(const char *name, void (*kernel)(Params...), dim3 gri
         kernel};
 }
 
+/* Launches per kernel since the last reset (emu_launch_count.cpp), for
+ * mt_launch_count: the launches of the kernels named `kernel` whose
+ * demangled signature contains `with` (any, when null or ""). */
+void reset_launch_counts();
+int64_t launch_count(const char *kernel, const char *with);
+
 /* Shared memory of the running block: static declarations are keyed by their
  * source line, so every thread of the block gets the same array. */
 void *block_shared_alloc(const char *file, int line, size_t bytes);

@@ -75,6 +75,9 @@ bool fault_was_write(const void *uctx);
 /* The SIGSEGV/SIGBUS handler (emu_scheduler.cpp), installed once. */
 void install_fault_handler();
 
+/* Counts an accepted launch (emu_launch_count.cpp). */
+void count_launch(const void *kernel);
+
 /* printf into a std::string (up to 1023 characters). */
 std::string format(const char *fmt, ...)
 #if defined(__GNUC__)

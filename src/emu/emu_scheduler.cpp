@@ -831,6 +831,8 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
                             "(raise it with cudaFuncSetAttribute)", cfg.name, cfg.shared_bytes, limit));
         return;
     }
+    /* An accepted launch: tests ask which kernels an entry point ran. */
+    count_launch(cfg.kernel);
 
     /* Ctrl-C: a handler of our own while the launch runs (see on_sigint);
      * only on the main thread, whose signal handlers Python runs, and only

@@ -5,7 +5,6 @@
  *
  *   make build/tests/emu/test_emu_checks && build/tests/emu/test_emu_checks
  */
-#define _GNU_SOURCE
 #include <unistd.h>
 
 #include "test_util.h"
@@ -198,9 +197,9 @@ int main(int argc, char **argv)
         return 1;
     }
     tt_init("test_emu_checks");
-    test_interrupt();
-    test_pending_kernel_error();
-    test_bug_corpus();
-    test_global_memory();
+    TT_GROUP("interrupt") test_interrupt();
+    TT_GROUP("pending kernel error") test_pending_kernel_error();
+    TT_GROUP("bug corpus") test_bug_corpus();
+    TT_GROUP("global memory") test_global_memory();
     return tt_summary();
 }

@@ -144,7 +144,8 @@ int main(void)
     int64_t big[MT_MAX_DIMS], small[MT_MAX_DIMS];
     int dim;
 
-    for (int t = 0; t < 2; ++t) {
+    /* A group per data dtype ("f32"). */
+    for (int t = 0; t < 2; ++t) TT_GROUP("%s", tt_dtype_name(dtypes[t])) {
         int dtype = dtypes[t];
         for (int c = 0; c < 30; ++c) {
             int ndim = random_pair(big, small, &dim);

@@ -31,7 +31,6 @@
  *
  *   make build/tests/emu/test_hostile && build/tests/emu/test_hostile
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "test_util.h"
 #include "tt_calls.h"
 
@@ -616,23 +615,30 @@ static void test_freed_buffers_are_forgotten(void)
     tt_expect_ok(mt_free(q), "mt_free");
 }
 
-int main(void)
+/* What every group uses: a pointer the library allocated and freed, and a
+ * host buffer (each group runs in a process of its own). */
+static void setup(void)
 {
-    /* Unlike the other programs, a fixed default seed: the same hostile
-     * calls every run unless MT_TEST_SEED asks for others. */
-    if (!getenv("MT_TEST_SEED"))
-        setenv("MT_TEST_SEED", "958", 0);
-    tt_init("test_hostile");
+    tt_case("setup: a freed pointer");
     if (tt_expect_ok(mt_malloc(&g_freed, 64), "mt_malloc"))
         tt_expect_ok(mt_free(g_freed), "mt_free");
     for (int i = 0; i < 64; ++i)
         g_host_buffer[i] = i;
+}
 
-    test_random_hostile();
-    test_interior_pointers();
-    test_boundaries();
-    test_memcpy();
-    test_register();
-    test_freed_buffers_are_forgotten();
+int main(void)
+{
+    /* Its own fixed default seed (the harness's is 1): the same hostile
+     * calls as before the harness had groups, unless MT_TEST_SEED asks for
+     * others. */
+    if (!getenv("MT_TEST_SEED") && !getenv("MT_TEST_RANDOM"))
+        setenv("MT_TEST_SEED", "958", 0);
+    tt_init("test_hostile");
+    TT_GROUP("random hostile") { setup(); test_random_hostile(); }
+    TT_GROUP("interior pointers") { setup(); test_interior_pointers(); }
+    TT_GROUP("boundaries") { setup(); test_boundaries(); }
+    TT_GROUP("memcpy") { setup(); test_memcpy(); }
+    TT_GROUP("register") { setup(); test_register(); }
+    TT_GROUP("freed buffers are forgotten") { setup(); test_freed_buffers_are_forgotten(); }
     return tt_summary();
 }

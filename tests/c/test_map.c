@@ -144,83 +144,91 @@ int main(void)
 {
     tt_init("test_map");
     static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
-    int64_t shape[MT_MAX_DIMS];
-
-    /* Every op, both dtypes, random shapes of rank 0..4 (some empty). */
-    for (int op = 0; op < MT_MAP_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t)
-            for (int c = 0; c < CASES_PER_OP; ++c) {
-                int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
-                map_case(op, dtypes[t], dtypes[t], ndim, shape);
-            }
-
-    /* Shapes every op must handle whatever the random draw: a scalar, one
-     * element, empty tensors, a length that is not a multiple of any block. */
     static const int64_t s_empty1[] = {0}, s_empty3[] = {3, 0, 2}, s_one[] = {1, 1}, s_odd[] = {1025};
+    static const int64_t s_1025[] = {1025}, s_vec[] = {3, 68}, s_t[] = {33, 65}, s_t3[] = {2, 40, 70},
+                         s_t1[] = {1, 5}, s_big[] = {70, 97};
+
+    /* One group per op, named by it ("exp"). */
     for (int op = 0; op < MT_MAP_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t) {
-            map_case(op, dtypes[t], dtypes[t], 0, NULL);
-            map_case(op, dtypes[t], dtypes[t], 1, s_empty1);
-            map_case(op, dtypes[t], dtypes[t], 3, s_empty3);
-            map_case(op, dtypes[t], dtypes[t], 2, s_one);
-            map_case(op, dtypes[t], dtypes[t], 1, s_odd);
+        TT_GROUP("%s", tt_op_name("map", op)) {
+            int64_t shape[MT_MAX_DIMS];
+            for (int t = 0; t < 2; ++t) {
+                /* Both dtypes, random shapes of rank 0..4 (some empty). */
+                for (int c = 0; c < CASES_PER_OP; ++c) {
+                    int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
+                    map_case(op, dtypes[t], dtypes[t], ndim, shape);
+                }
+                /* Shapes every op must handle whatever the random draw: a
+                 * scalar, one element, empty tensors, a length that is not a
+                 * multiple of any block. */
+                map_case(op, dtypes[t], dtypes[t], 0, NULL);
+                map_case(op, dtypes[t], dtypes[t], 1, s_empty1);
+                map_case(op, dtypes[t], dtypes[t], 3, s_empty3);
+                map_case(op, dtypes[t], dtypes[t], 2, s_one);
+                map_case(op, dtypes[t], dtypes[t], 1, s_odd);
+
+                /* The fast paths: contiguous tensors (16-byte Packs, and the
+                 * elements after the last whole Pack), and COPY of a
+                 * transposed view (A.T.contiguous(): the tiled transpose),
+                 * with tile edges and batches. */
+                g_in_role = TT_CONTIGUOUS;
+                g_out_role = TT_CONTIGUOUS;
+                map_case(op, dtypes[t], dtypes[t], 1, s_1025);
+                map_case(op, dtypes[t], dtypes[t], 2, s_vec);
+                g_in_role = TT_INPUT;
+                g_in_transposed = 1;
+                map_case(op, dtypes[t], dtypes[t], 2, s_t);
+                g_out_role = TT_OUTPUT;
+                map_case(op, dtypes[t], dtypes[t], 3, s_t3);
+                g_in_transposed = 0;
+            }
         }
 
     /* COPY converts between dtypes: f32 -> f64 is exact, f64 -> f32 rounds. */
-    for (int c = 0; c < 12; ++c) {
-        int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
-        map_case(MT_MAP_COPY, MT_FLOAT32, MT_FLOAT64, ndim, shape);
-        ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
-        map_case(MT_MAP_COPY, MT_FLOAT64, MT_FLOAT32, ndim, shape);
+    TT_GROUP("copy between dtypes") {
+        int64_t shape[MT_MAX_DIMS];
+        for (int c = 0; c < 12; ++c) {
+            int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
+            map_case(MT_MAP_COPY, MT_FLOAT32, MT_FLOAT64, ndim, shape);
+            ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
+            map_case(MT_MAP_COPY, MT_FLOAT64, MT_FLOAT32, ndim, shape);
+        }
     }
 
-    /* mt_fill. */
-    for (int t = 0; t < 2; ++t)
-        for (int c = 0; c < 8; ++c) {
-            int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
-            fill_case(dtypes[t], ndim, shape);
-        }
+    TT_GROUP("mt_fill") {
+        int64_t shape[MT_MAX_DIMS];
+        for (int t = 0; t < 2; ++t)
+            for (int c = 0; c < 8; ++c) {
+                int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
+                fill_case(dtypes[t], ndim, shape);
+            }
+    }
 
-    /* The fast paths: contiguous tensors (16-byte Packs, and the elements
-     * after the last whole Pack), and COPY of a transposed view (A.T
-     * .contiguous(): the tiled transpose), with tile edges and batches. */
-    static const int64_t s_1025[] = {1025}, s_vec[] = {3, 68}, s_t[] = {33, 65}, s_t3[] = {2, 40, 70},
-                         s_t1[] = {1, 5}, s_big[] = {70, 97};
-    for (int op = 0; op < MT_MAP_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t) {
-            g_in_role = TT_CONTIGUOUS;
-            g_out_role = TT_CONTIGUOUS;
-            map_case(op, dtypes[t], dtypes[t], 1, s_1025);
-            map_case(op, dtypes[t], dtypes[t], 2, s_vec);
-            g_in_role = TT_INPUT;
-            g_in_transposed = 1;
-            map_case(op, dtypes[t], dtypes[t], 2, s_t);
-            g_out_role = TT_OUTPUT;
-            map_case(op, dtypes[t], dtypes[t], 3, s_t3);
-            g_in_transposed = 0;
-        }
     /* Every rung of the transpose ladder (mt_copy_variant), every pair of
      * dtypes, transposed views (the tiled rungs' layout) and others (they
-     * fall back to the naive copy). */
-    for (g_copy_algo = 0; g_copy_algo < MT_COPY_ALGO_COUNT; ++g_copy_algo)
-        for (int ti = 0; ti < 2; ++ti)
-            for (int to = 0; to < 2; ++to) {
-                g_in_transposed = 1;
-                g_out_role = TT_CONTIGUOUS;
-                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_t);
-                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_big);
-                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_t1);
-                g_out_role = TT_OUTPUT;
-                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 3, s_t3);
-                g_in_transposed = 0;
-                int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
-                map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], ndim, shape);
-            }
-    g_copy_algo = -1;
-    g_out_role = TT_OUTPUT;
+     * fall back to the naive copy); a group per rung ("copy_variant tiled"). */
+    for (int algo = 0; algo < MT_COPY_ALGO_COUNT; ++algo)
+        TT_GROUP("copy_variant %s", tt_op_name("copy_algo", algo)) {
+            int64_t shape[MT_MAX_DIMS];
+            g_copy_algo = algo;
+            for (int ti = 0; ti < 2; ++ti)
+                for (int to = 0; to < 2; ++to) {
+                    g_in_transposed = 1;
+                    g_out_role = TT_CONTIGUOUS;
+                    map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_t);
+                    map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_big);
+                    map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 2, s_t1);
+                    g_out_role = TT_OUTPUT;
+                    map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], 3, s_t3);
+                    g_in_transposed = 0;
+                    int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
+                    map_case(MT_MAP_COPY, dtypes[ti], dtypes[to], ndim, shape);
+                }
+            g_copy_algo = -1;
+        }
 
     /* An unknown copy algo, and shapes that differ. */
-    {
+    TT_GROUP("copy_variant errors") {
         static const int64_t s23[] = {2, 3}, s32[] = {3, 2};
         tt_tensor in = tt_new(MT_FLOAT32, 2, s23, TT_INPUT), out = tt_new(MT_FLOAT32, 2, s23, TT_OUTPUT);
         tt_tensor wrong = tt_new(MT_FLOAT32, 2, s32, TT_OUTPUT);

@@ -9,8 +9,10 @@
  * batch dims, stride-0 batch dims); a and b are often transposed or
  * otherwise strided views; K = 0 must give zeros and an empty batch nothing.
  *
- *   make build/tests/emu/test_matmul && build/tests/emu/test_matmul
- *   MT_TEST_SEED=42 build/tests/emu/test_matmul     (replay a run)
+ * One group per algo (named by it), then "configs" and "config errors".
+ *
+ *   make check-c T=test_matmul FILTER=tiled          (build, run one group)
+ *   MT_TEST_SEED=42 build/tests/emu/test_matmul      (other cases)
  */
 #include "test_util.h"
 
@@ -121,100 +123,111 @@ int main(void)
     static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
     static const int64_t batch_sizes[] = {1, 2, 3};
 
+    /* One group per algo of the ladder, named by it ("tiled"), so that
+     * MT_TEST_FILTER=tiled runs one rung's cases. */
     for (int algo = 0; algo < MT_MATMUL_ALGO_COUNT; ++algo)
-        for (int t = 0; t < 2; ++t) {
-            int dtype = dtypes[t];
-
-            /* The corners: a 1x1x1 product and the biggest partial tiles. */
-            plain_case(algo, dtype, 1, 1, 1, 0, 0);
-            plain_case(algo, dtype, 65, 65, 65, 0, 0);
-            plain_case(algo, dtype, 33, 31, 7, 0, 0);
-
-            /* A sample of (M, N, K), random layouts. */
-            for (int c = 0; c < 12; ++c)
-                plain_case(algo, dtype, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), 0, 0);
-
-            /* Transposed views of a, of b, of both. */
-            plain_case(algo, dtype, 33, 7, 31, 1, 0);
-            plain_case(algo, dtype, 7, 33, 65, 0, 1);
-            plain_case(algo, dtype, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), 1, 1);
-
-            /* K = 0: every output element is an empty sum, 0. M or N = 0: nothing. */
-            plain_case(algo, dtype, 7, 31, 0, 0, 0);
-            plain_case(algo, dtype, 0, 7, 33, 0, 0);
-            plain_case(algo, dtype, 7, 0, 33, 0, 0);
-
-            /* Batched: random batch shapes, each input broadcasting to it
-             * (fewer dims, size-1 dims, stride-0 dims from the layout). */
-            for (int c = 0; c < 8; ++c) {
-                int64_t batch[MT_MAX_DIMS], a_batch[MT_MAX_DIMS], b_batch[MT_MAX_DIMS];
-                int bn = (int)tt_rand_int(1, 2);
-                for (int d = 0; d < bn; ++d)
-                    batch[d] = TT_PICK(batch_sizes);
-                int a_bn = tt_broadcastable_shape(batch, bn, a_batch);
-                int b_bn = tt_broadcastable_shape(batch, bn, b_batch);
-                int64_t M = TT_PICK(SIZES), N = TT_PICK(SIZES), K = TT_PICK(SIZES);
-                M = M > 33 ? 33 : M; /* keeps the emulator fast */
-                matmul_case(algo, dtype, bn, batch, a_bn, a_batch, b_bn, b_batch, M, N, K, tt_chance(0.3),
-                            tt_chance(0.3));
-            }
-
-            /* A batch of 1 against a batch of 3, both ways, and an empty batch. */
-            static const int64_t b3[] = {3}, b1[] = {1}, b0[] = {0}, b23[] = {2, 3};
-            matmul_case(algo, dtype, 1, b3, 1, b1, 1, b3, 7, 33, 31, 0, 0);
-            matmul_case(algo, dtype, 1, b3, 1, b3, 1, b1, 31, 7, 33, 1, 0);
-            matmul_case(algo, dtype, 2, b23, 0, NULL, 1, b3, 7, 7, 7, 0, 1);
-            matmul_case(algo, dtype, 1, b0, 1, b0, 1, b1, 7, 7, 7, 0, 0);
-        }
-
-    /* The register-blocked rungs tile by 64 or 128 and read 16-byte Packs.
-     * Sizes that are multiples of 4 take the Pack path (row-major and
-     * transposed operands at offset 0) without being multiples of the tiles;
-     * 128 is a whole tile; 1 and 7 make vectorized and warptile copy an
-     * operand first (rows that are not a whole number of Packs). */
-    static const int64_t PACK_SIZES[] = {4, 36, 68, 132};
-    for (int algo = 0; algo < MT_MATMUL_ALGO_COUNT; ++algo)
-        for (int t = 0; t < 2; ++t) {
-            int dtype = dtypes[t];
-            plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
-            plain_case(algo, dtype, 128, 128, 128, ROW_MAJOR, ROW_MAJOR);
-            plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, ROW_MAJOR);
-            plain_case(algo, dtype, 36, 68, 132, ROW_MAJOR, TRANSPOSED);
-            plain_case(algo, dtype, 132, 36, 68, TRANSPOSED, TRANSPOSED);
-            plain_case(algo, dtype, 4, 132, 7, ROW_MAJOR, ROW_MAJOR);
-            plain_case(algo, dtype, 129, 1, 36, ROW_MAJOR, RANDOM_LAYOUT);
-            for (int c = 0; c < 4; ++c)
-                plain_case(algo, dtype, TT_PICK(PACK_SIZES), TT_PICK(PACK_SIZES), TT_PICK(PACK_SIZES),
-                           (int)tt_rand_int(0, 2), (int)tt_rand_int(0, 2));
-            /* A batch of row-major matrices against one broadcast matrix. */
-            static const int64_t b3[] = {3}, b1[] = {1};
-            matmul_case(algo, dtype, 1, b3, 1, b3, 1, b1, 36, 68, 132, ROW_MAJOR, ROW_MAJOR);
-            matmul_case(algo, dtype, 1, b3, 1, b1, 0, NULL, 68, 36, 36, ROW_MAJOR, TRANSPOSED);
-        }
-
-    /* Every warptile configuration, through the default and warptile algos. */
-    tt_case("mt_matmul_config_count / mt_matmul_config_name");
-    int configs = mt_matmul_config_count();
-    TT_CHECK(configs >= 1, "mt_matmul_config_count() = %d", configs);
-    TT_CHECK(mt_matmul_config_name(-1) == NULL, "a name for config -1");
-    TT_CHECK(mt_matmul_config_name(configs) == NULL, "a name for config %d (the count)", configs);
-    for (int c = 0; c < configs; ++c)
-        TT_CHECK(mt_matmul_config_name(c) && mt_matmul_config_name(c)[0], "no name for config %d", c);
-    static const int tuned_algos[] = {MT_MATMUL_DEFAULT, MT_MATMUL_WARPTILE};
-    for (g_config = 0; g_config < configs; ++g_config)
-        for (int i = 0; i < 2; ++i)
+        TT_GROUP("%s", tt_op_name("matmul", algo)) {
             for (int t = 0; t < 2; ++t) {
-                int algo = tuned_algos[i], dtype = dtypes[t];
-                plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
-                plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, TRANSPOSED);
-                plain_case(algo, dtype, 33, 65, 31, RANDOM_LAYOUT, RANDOM_LAYOUT);
-                static const int64_t b2[] = {2};
-                matmul_case(algo, dtype, 1, b2, 1, b2, 0, NULL, 36, 132, 68, ROW_MAJOR, TRANSPOSED);
-            }
-    g_config = -1;
+                int dtype = dtypes[t];
 
-    /* A config out of range, or for an algo without configurations. */
-    {
+                /* The corners: a 1x1x1 product and the biggest partial tiles. */
+                plain_case(algo, dtype, 1, 1, 1, 0, 0);
+                plain_case(algo, dtype, 65, 65, 65, 0, 0);
+                plain_case(algo, dtype, 33, 31, 7, 0, 0);
+
+                /* A sample of (M, N, K), random layouts. */
+                for (int c = 0; c < 12; ++c)
+                    plain_case(algo, dtype, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), 0, 0);
+
+                /* Transposed views of a, of b, of both. */
+                plain_case(algo, dtype, 33, 7, 31, 1, 0);
+                plain_case(algo, dtype, 7, 33, 65, 0, 1);
+                plain_case(algo, dtype, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), 1, 1);
+
+                /* K = 0: every output element is an empty sum, 0. M or N = 0: nothing. */
+                plain_case(algo, dtype, 7, 31, 0, 0, 0);
+                plain_case(algo, dtype, 0, 7, 33, 0, 0);
+                plain_case(algo, dtype, 7, 0, 33, 0, 0);
+
+                /* Batched: random batch shapes, each input broadcasting to it
+                 * (fewer dims, size-1 dims, stride-0 dims from the layout). */
+                for (int c = 0; c < 8; ++c) {
+                    int64_t batch[MT_MAX_DIMS], a_batch[MT_MAX_DIMS], b_batch[MT_MAX_DIMS];
+                    int bn = (int)tt_rand_int(1, 2);
+                    for (int d = 0; d < bn; ++d)
+                        batch[d] = TT_PICK(batch_sizes);
+                    int a_bn = tt_broadcastable_shape(batch, bn, a_batch);
+                    int b_bn = tt_broadcastable_shape(batch, bn, b_batch);
+                    int64_t M = TT_PICK(SIZES), N = TT_PICK(SIZES), K = TT_PICK(SIZES);
+                    M = M > 33 ? 33 : M; /* keeps the emulator fast */
+                    matmul_case(algo, dtype, bn, batch, a_bn, a_batch, b_bn, b_batch, M, N, K, tt_chance(0.3),
+                                tt_chance(0.3));
+                }
+
+                /* A batch of 1 against a batch of 3, both ways, and an empty batch. */
+                static const int64_t b3[] = {3}, b1[] = {1}, b0[] = {0}, b23[] = {2, 3};
+                matmul_case(algo, dtype, 1, b3, 1, b1, 1, b3, 7, 33, 31, 0, 0);
+                matmul_case(algo, dtype, 1, b3, 1, b3, 1, b1, 31, 7, 33, 1, 0);
+                matmul_case(algo, dtype, 2, b23, 0, NULL, 1, b3, 7, 7, 7, 0, 1);
+                matmul_case(algo, dtype, 1, b0, 1, b0, 1, b1, 7, 7, 7, 0, 0);
+            }
+
+            /* The register-blocked rungs tile by 64 or 128 and read 16-byte
+             * Packs. Sizes that are multiples of 4 take the Pack path
+             * (row-major and transposed operands at offset 0) without being
+             * multiples of the tiles; 128 is a whole tile; 1 and 7 make
+             * vectorized and warptile copy an operand first (rows that are
+             * not a whole number of Packs). */
+            static const int64_t PACK_SIZES[] = {4, 36, 68, 132};
+            for (int t = 0; t < 2; ++t) {
+                int dtype = dtypes[t];
+                plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
+                plain_case(algo, dtype, 128, 128, 128, ROW_MAJOR, ROW_MAJOR);
+                plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, ROW_MAJOR);
+                plain_case(algo, dtype, 36, 68, 132, ROW_MAJOR, TRANSPOSED);
+                plain_case(algo, dtype, 132, 36, 68, TRANSPOSED, TRANSPOSED);
+                plain_case(algo, dtype, 4, 132, 7, ROW_MAJOR, ROW_MAJOR);
+                plain_case(algo, dtype, 129, 1, 36, ROW_MAJOR, RANDOM_LAYOUT);
+                for (int c = 0; c < 4; ++c)
+                    plain_case(algo, dtype, TT_PICK(PACK_SIZES), TT_PICK(PACK_SIZES), TT_PICK(PACK_SIZES),
+                               (int)tt_rand_int(0, 2), (int)tt_rand_int(0, 2));
+                /* A batch of row-major matrices against one broadcast matrix. */
+                static const int64_t b3[] = {3}, b1[] = {1};
+                matmul_case(algo, dtype, 1, b3, 1, b3, 1, b1, 36, 68, 132, ROW_MAJOR, ROW_MAJOR);
+                matmul_case(algo, dtype, 1, b3, 1, b1, 0, NULL, 68, 36, 36, ROW_MAJOR, TRANSPOSED);
+            }
+        }
+
+    /* Every warptile configuration, through the warptile algo and (under the
+     * fast kernel policy) the default one; under the teaching policy the
+     * default product is tiled, and a config for it is an error. */
+    TT_GROUP("configs") {
+        tt_case("mt_matmul_config_count / mt_matmul_config_name");
+        int configs = mt_matmul_config_count();
+        TT_CHECK(configs >= 1, "mt_matmul_config_count() = %d", configs);
+        TT_CHECK(mt_matmul_config_name(-1) == NULL, "a name for config -1");
+        TT_CHECK(mt_matmul_config_name(configs) == NULL, "a name for config %d (the count)", configs);
+        for (int c = 0; c < configs; ++c)
+            TT_CHECK(mt_matmul_config_name(c) && mt_matmul_config_name(c)[0], "no name for config %d", c);
+        const int teaching = mt_get_kernel_policy() == MT_KERNELS_TEACHING;
+        static const int tuned_algos[] = {MT_MATMUL_WARPTILE, MT_MATMUL_DEFAULT};
+        for (g_config = 0; g_config < configs; ++g_config)
+            for (int i = 0; i < (teaching ? 1 : 2); ++i)
+                for (int t = 0; t < 2; ++t) {
+                    int algo = tuned_algos[i], dtype = dtypes[t];
+                    plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
+                    plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, TRANSPOSED);
+                    plain_case(algo, dtype, 33, 65, 31, RANDOM_LAYOUT, RANDOM_LAYOUT);
+                    static const int64_t b2[] = {2};
+                    matmul_case(algo, dtype, 1, b2, 1, b2, 0, NULL, 36, 132, 68, ROW_MAJOR, TRANSPOSED);
+                }
+        g_config = -1;
+    }
+
+    /* A config out of range, for an algo without configurations, or for the
+     * default product under the teaching policy. */
+    TT_GROUP("config errors") {
+        int configs = mt_matmul_config_count();
         static const int64_t s33[] = {3, 3};
         tt_tensor a = tt_new(MT_FLOAT32, 2, s33, TT_INPUT), b = tt_new(MT_FLOAT32, 2, s33, TT_INPUT);
         tt_tensor out = tt_new(MT_FLOAT32, 2, s33, TT_OUTPUT);
@@ -229,6 +242,11 @@ int main(void)
         tt_case("mt_matmul_with_config: config 0 for tiled, which has none");
         tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_TILED, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_matmul", &out);
+        if (mt_get_kernel_policy() == MT_KERNELS_TEACHING) {
+            tt_case("mt_matmul_with_config: config 0 for default under the teaching policy (tiled)");
+            tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_DEFAULT, 0),
+                            MT_ERR_INVALID_ARGUMENT, "mt_matmul", &out);
+        }
         tt_free(&a);
         tt_free(&b);
         tt_free(&out);

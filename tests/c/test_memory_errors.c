@@ -510,16 +510,17 @@ int main(void)
     int clean_start = first != NULL && first[0] == '\0';
 
     tt_init("test_memory_errors");
-    tt_case("mt_last_error() is \"\" before any failure");
-    TT_CHECK(clean_start, "got \"%s\"", first ? first : "(null)");
-
-    test_info();
-    test_memory();
-    test_breakages();
-    test_unknown_ops();
-    test_dims_and_shapes();
-    test_empty_null_data();
-    test_error_is_per_thread();
-    test_broken_launches();
+    TT_GROUP("clean start") {
+        tt_case("mt_last_error() is \"\" before any failure");
+        TT_CHECK(clean_start, "got \"%s\"", first ? first : "(null)");
+    }
+    TT_GROUP("info") test_info();
+    TT_GROUP("memory") test_memory();
+    TT_GROUP("breakages") test_breakages();
+    TT_GROUP("unknown ops") test_unknown_ops();
+    TT_GROUP("dims and shapes") test_dims_and_shapes();
+    TT_GROUP("empty null data") test_empty_null_data();
+    TT_GROUP("error is per thread") test_error_is_per_thread();
+    TT_GROUP("broken launches") test_broken_launches();
     return tt_summary();
 }

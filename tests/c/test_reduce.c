@@ -178,8 +178,9 @@ int main(void)
     int64_t shape[MT_MAX_DIMS];
     int position = 0; /* cycles the reduced dim through every position */
 
+    /* A group per op and dtype ("sum f32"): mt_reduce and mt_reduce_all. */
     for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t) {
+        for (int t = 0; t < 2; ++t) TT_GROUP("%s %s", tt_op_name("reduce", op), tt_dtype_name(dtypes[t])) {
             int dtype = dtypes[t];
 
             /* The interesting lengths, the reduced dim at every position of
@@ -222,51 +223,57 @@ int main(void)
         }
 
     /* Every rung of the reduction ladder, on strided and contiguous inputs,
-     * the reduced dim at every position. */
+     * the reduced dim at every position; a group per rung ("ladder
+     * first_add"). */
     static const int64_t ladder_lengths[] = {1, 31, 33, 1025};
-    for (g_algo = 0; g_algo < MT_REDUCE_ALGO_COUNT; ++g_algo)
-        for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
-            for (int t = 0; t < 2; ++t) {
-                for (size_t l = 0; l < sizeof ladder_lengths / sizeof ladder_lengths[0]; ++l) {
-                    g_in_role = tt_chance(0.5) ? TT_CONTIGUOUS : TT_INPUT;
-                    int ndim = (int)tt_rand_int(1, 3);
-                    int dim = position++ % ndim;
-                    for (int d = 0; d < ndim; ++d)
-                        shape[d] = d == dim ? ladder_lengths[l] : TT_PICK(small);
-                    reduce_case(op, dtypes[t], ndim, shape, dim, 0);
+    for (int algo = 0; algo < MT_REDUCE_ALGO_COUNT; ++algo)
+        TT_GROUP("ladder %s", tt_op_name("reduce_algo", algo)) {
+            g_algo = algo;
+            for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
+                for (int t = 0; t < 2; ++t) {
+                    for (size_t l = 0; l < sizeof ladder_lengths / sizeof ladder_lengths[0]; ++l) {
+                        g_in_role = tt_chance(0.5) ? TT_CONTIGUOUS : TT_INPUT;
+                        int ndim = (int)tt_rand_int(1, 3);
+                        int dim = position++ % ndim;
+                        for (int d = 0; d < ndim; ++d)
+                            shape[d] = d == dim ? ladder_lengths[l] : TT_PICK(small);
+                        reduce_case(op, dtypes[t], ndim, shape, dim, 0);
+                    }
+                    static const int64_t s_nan[] = {3, 100};
+                    g_in_role = TT_INPUT;
+                    reduce_case(op, dtypes[t], 2, s_nan, 1, 1);
                 }
-                static const int64_t s_nan[] = {3, 100};
-                g_in_role = TT_INPUT;
-                reduce_case(op, dtypes[t], 2, s_nan, 1, 1);
-            }
-    g_algo = -1;
+            g_algo = -1;
+        }
 
     /* The fast paths of mt_reduce: contiguous rows read as 16-byte Packs
      * (lengths that are multiples of 4), and a reduced dim that is not the
      * last (columns walked by warps; a long dim with few columns is split
      * over blocks, then the partials combined). */
-    g_in_role = TT_CONTIGUOUS;
-    g_out_role = TT_CONTIGUOUS;
     static const int64_t s_rows[] = {5, 1024}, s_odd[] = {3, 1025}, s_tall[] = {1025, 33},
                          s_mid[] = {3, 5000, 2}, s_wide[] = {33, 129}, s_3d[] = {2, 33, 65};
     for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t) {
-            int dtype = dtypes[t];
-            reduce_case(op, dtype, 2, s_rows, 1, 0);
-            reduce_case(op, dtype, 2, s_odd, 1, 0);
-            reduce_case(op, dtype, 2, s_tall, 0, 0);
-            reduce_case(op, dtype, 2, s_tall, 0, 1);
-            reduce_case(op, dtype, 3, s_mid, 1, 0);
-            reduce_case(op, dtype, 3, s_mid, 0, 0);
-            reduce_case(op, dtype, 2, s_wide, 0, 0);
-            reduce_case(op, dtype, 3, s_3d, 0, 0);
-            reduce_case(op, dtype, 3, s_3d, 1, 0);
+        TT_GROUP("contiguous %s", tt_op_name("reduce", op)) {
+            g_in_role = TT_CONTIGUOUS;
+            g_out_role = TT_CONTIGUOUS;
+            for (int t = 0; t < 2; ++t) {
+                int dtype = dtypes[t];
+                reduce_case(op, dtype, 2, s_rows, 1, 0);
+                reduce_case(op, dtype, 2, s_odd, 1, 0);
+                reduce_case(op, dtype, 2, s_tall, 0, 0);
+                reduce_case(op, dtype, 2, s_tall, 0, 1);
+                reduce_case(op, dtype, 3, s_mid, 1, 0);
+                reduce_case(op, dtype, 3, s_mid, 0, 0);
+                reduce_case(op, dtype, 2, s_wide, 0, 0);
+                reduce_case(op, dtype, 3, s_3d, 0, 0);
+                reduce_case(op, dtype, 3, s_3d, 1, 0);
+            }
+            g_in_role = TT_INPUT;
+            g_out_role = TT_OUTPUT;
         }
-    g_in_role = TT_INPUT;
-    g_out_role = TT_OUTPUT;
 
     /* An unknown algo. */
-    {
+    TT_GROUP("unknown algo") {
         static const int64_t s23[] = {2, 3}, s21[] = {2, 1};
         tt_tensor in = tt_new(MT_FLOAT32, 2, s23, TT_INPUT), out = tt_new(MT_FLOAT32, 2, s21, TT_OUTPUT);
         tt_fill(&in, -1, 1, 0);

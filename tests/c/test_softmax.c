@@ -71,32 +71,34 @@ int main(void)
     static const double centers[] = {0.0, 1000.0, -1000.0};
     int64_t shape[MT_MAX_DIMS];
 
+    /* A group per dtype and function ("softmax f32", "log_softmax f64"). */
     for (int t = 0; t < 2; ++t)
-        for (int log_ = 0; log_ <= 1; ++log_) {
-            int dtype = dtypes[t];
+        for (int log_ = 0; log_ <= 1; ++log_)
+            TT_GROUP("%s %s", log_ ? "log_softmax" : "softmax", tt_dtype_name(dtypes[t])) {
+                int dtype = dtypes[t];
 
-            /* Random shapes of rank 1..4 (some empty), along each dim. */
-            for (int c = 0; c < 12; ++c) {
-                int ndim = tt_random_shape(shape, 1, 4, 400, 0.1);
-                for (int dim = 0; dim < ndim; ++dim)
-                    softmax_case(dtype, ndim, shape, dim, log_, 0.0);
-            }
-
-            /* Row lengths across block boundaries, ordinary and huge inputs. */
-            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
-                for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c) {
-                    int ndim = (int)tt_rand_int(1, 3);
-                    int dim = (int)tt_rand_int(0, ndim - 1);
-                    for (int d = 0; d < ndim; ++d)
-                        shape[d] = d == dim ? lengths[l] : TT_PICK(small);
-                    softmax_case(dtype, ndim, shape, dim, log_, centers[c]);
+                /* Random shapes of rank 1..4 (some empty), along each dim. */
+                for (int c = 0; c < 12; ++c) {
+                    int ndim = tt_random_shape(shape, 1, 4, 400, 0.1);
+                    for (int dim = 0; dim < ndim; ++dim)
+                        softmax_case(dtype, ndim, shape, dim, log_, 0.0);
                 }
 
-            /* An empty row: nothing to normalise, nothing written. */
-            static const int64_t s_empty[] = {3, 0};
-            softmax_case(dtype, 2, s_empty, 1, log_, 0.0);
-            softmax_case(dtype, 2, s_empty, 0, log_, 0.0);
-        }
+                /* Row lengths across block boundaries, ordinary and huge inputs. */
+                for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
+                    for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c) {
+                        int ndim = (int)tt_rand_int(1, 3);
+                        int dim = (int)tt_rand_int(0, ndim - 1);
+                        for (int d = 0; d < ndim; ++d)
+                            shape[d] = d == dim ? lengths[l] : TT_PICK(small);
+                        softmax_case(dtype, ndim, shape, dim, log_, centers[c]);
+                    }
+
+                /* An empty row: nothing to normalise, nothing written. */
+                static const int64_t s_empty[] = {3, 0};
+                softmax_case(dtype, 2, s_empty, 1, log_, 0.0);
+                softmax_case(dtype, 2, s_empty, 0, log_, 0.0);
+            }
 
     /* Contiguous rows along the last dim: the register kernel, with 1, 2,
      * 4 and 8 Packs per thread (16-byte Packs when the length is a multiple
@@ -104,15 +106,17 @@ int main(void)
      * three-pass kernel, which the strided cases above test; the reference
      * here costs len^2 per row, so the rows stay short.) */
     static const int64_t reg_lengths[] = {1, 10, 33, 128, 200, 300, 1025, 4100};
-    g_role_in = g_role_out = TT_CONTIGUOUS;
-    for (int t = 0; t < 2; ++t)
-        for (int log_ = 0; log_ <= 1; ++log_)
-            for (size_t l = 0; l < sizeof reg_lengths / sizeof reg_lengths[0]; ++l) {
-                int64_t rows_shape[] = {l < 7 ? 3 : 1, reg_lengths[l]};
-                softmax_case(dtypes[t], 2, rows_shape, 1, log_, l % 2 ? 1000.0 : 0.0);
-            }
-    g_role_in = TT_INPUT;
-    g_role_out = TT_OUTPUT;
+    TT_GROUP("contiguous rows") {
+        g_role_in = g_role_out = TT_CONTIGUOUS;
+        for (int t = 0; t < 2; ++t)
+            for (int log_ = 0; log_ <= 1; ++log_)
+                for (size_t l = 0; l < sizeof reg_lengths / sizeof reg_lengths[0]; ++l) {
+                    int64_t rows_shape[] = {l < 7 ? 3 : 1, reg_lengths[l]};
+                    softmax_case(dtypes[t], 2, rows_shape, 1, log_, l % 2 ? 1000.0 : 0.0);
+                }
+        g_role_in = TT_INPUT;
+        g_role_out = TT_OUTPUT;
+    }
 
     return tt_summary();
 }

@@ -8,8 +8,10 @@
  * the kernels use), and compares with tt_expect_close, the one float
  * assertion. tt_summary() prints `N passed, N failed` and gives the exit code.
  *
- *   Seed      MT_TEST_SEED=<n> replays a run (the seed is printed at start).
- *   Verbose   MT_TEST_VERBOSE=1 prints every case name, not only failures.
+ *   Seed      fixed by default; MT_TEST_SEED=<n> draws other cases,
+ *             MT_TEST_RANDOM=1 a seed from the clock (printed at start).
+ *   Filter    MT_TEST_FILTER=GROUP or GROUP/CASE (substrings or globs).
+ *   Verbose   MT_TEST_VERBOSE=1 prints every group and case name.
  *
  * Tensors (tt_tensor) live in a device buffer larger than the view: a random
  * layout may permute the dims (a transposed view), step through them (a
@@ -19,9 +21,11 @@
  * output's view was written.
  *
  * Everything is `static inline` so that each program simply includes this
- * file, which gathers three by concern:
+ * file, which gathers four by concern:
  *
- *   tt_harness.h   cases, failures, the summary, random numbers, statuses
+ *   tt_harness.h   cases, failures, random numbers, statuses
+ *   tt_groups.h    tt_init, groups in child processes (TT_GROUP), filters,
+ *                  the summary
  *   tt_tensor.h    random shapes and strided test tensors (tt_tensor)
  *   tt_expect.h    the tolerance policy and the assertions
  */
@@ -29,6 +33,7 @@
 #define MT_TEST_UTIL_H
 
 #include "tt_harness.h"
+#include "tt_groups.h"
 #include "tt_tensor.h"
 #include "tt_expect.h"
 

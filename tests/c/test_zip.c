@@ -141,58 +141,61 @@ int main(void)
     tt_init("test_zip");
     static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
 
+    /* One group per op, named by it ("add"): random cases, fixed broadcasts,
+     * then the fast paths. */
     for (int op = 0; op < MT_ZIP_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t) {
-            int dtype = dtypes[t];
-            for (int c = 0; c < CASES_PER_OP; ++c)
-                random_zip_case(op, dtype, 0);
-            for (int c = 0; c < 2; ++c)
-                random_zip_case(op, dtype, 1); /* NaN in, NaN out; comparisons false (ne true) */
+        TT_GROUP("%s", tt_op_name("zip", op)) {
+            for (int t = 0; t < 2; ++t) {
+                int dtype = dtypes[t];
+                for (int c = 0; c < CASES_PER_OP; ++c)
+                    random_zip_case(op, dtype, 0);
+                for (int c = 0; c < 2; ++c)
+                    random_zip_case(op, dtype, 1); /* NaN in, NaN out; comparisons false (ne true) */
 
-            /* Broadcasts every op must handle whatever the random draw. */
-            static const int64_t s0[] = {0}, s1[] = {1}, s34[] = {3, 4}, s4[] = {4}, s31[] = {3, 1},
-                                 s14[] = {1, 4}, s234[] = {2, 3, 4}, s203[] = {2, 0, 3}, s13[] = {1, 3},
-                                 s1025[] = {1025};
-            zip_case(op, dtype, 0, NULL, 0, NULL, 0, NULL, 0);  /* scalars */
-            zip_case(op, dtype, 2, s34, 0, NULL, 2, s34, 0);    /* scalar + matrix */
-            zip_case(op, dtype, 2, s34, 1, s4, 2, s34, 0);      /* a row over every row */
-            zip_case(op, dtype, 2, s34, 2, s31, 2, s14, 0);     /* outer product shape */
-            zip_case(op, dtype, 3, s234, 2, s31, 1, s4, 0);     /* rank 3 from ranks 2 and 1 */
-            zip_case(op, dtype, 3, s203, 2, s13, 3, s203, 0);   /* empty output, a broadcast */
-            zip_case(op, dtype, 1, s0, 1, s1, 1, s0, 0);        /* 1 broadcasts to 0 */
-            zip_case(op, dtype, 1, s1025, 1, s1025, 1, s1, 0);  /* odd length */
-        }
+                /* Broadcasts every op must handle whatever the random draw. */
+                static const int64_t s0[] = {0}, s1[] = {1}, s34[] = {3, 4}, s4[] = {4}, s31[] = {3, 1},
+                                     s14[] = {1, 4}, s234[] = {2, 3, 4}, s203[] = {2, 0, 3}, s13[] = {1, 3},
+                                     s1025[] = {1025};
+                zip_case(op, dtype, 0, NULL, 0, NULL, 0, NULL, 0);  /* scalars */
+                zip_case(op, dtype, 2, s34, 0, NULL, 2, s34, 0);    /* scalar + matrix */
+                zip_case(op, dtype, 2, s34, 1, s4, 2, s34, 0);      /* a row over every row */
+                zip_case(op, dtype, 2, s34, 2, s31, 2, s14, 0);     /* outer product shape */
+                zip_case(op, dtype, 3, s234, 2, s31, 1, s4, 0);     /* rank 3 from ranks 2 and 1 */
+                zip_case(op, dtype, 3, s203, 2, s13, 3, s203, 0);   /* empty output, a broadcast */
+                zip_case(op, dtype, 1, s0, 1, s1, 1, s0, 0);        /* 1 broadcasts to 0 */
+                zip_case(op, dtype, 1, s1025, 1, s1025, 1, s1, 0);  /* odd length */
+            }
 
-    /* The fast paths of zip.cu, each operand order (every op, so that a
-     * non-commutative one would show a swap): all contiguous (16-byte
-     * Packs and the tail after them); a dense block of trailing dims
-     * repeated over the leading ones (A + row); a transposed view (A + B.T),
-     * with partial 32 x 32 tiles and a batch dim. */
-    static const int64_t s1025[] = {1025}, s468[] = {4, 68}, r33[] = {33, 64}, v64[] = {64}, r5[] = {5, 33},
-                         v133[] = {1, 33}, r238[] = {2, 3, 8}, v38[] = {3, 8}, v1[] = {1}, t33[] = {33, 65},
-                         t2[] = {2, 40, 31};
-    for (int op = 0; op < MT_ZIP_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t) {
-            int dtype = dtypes[t];
-            g_out_role = g_a_role = g_b_role = TT_CONTIGUOUS;
-            zip_case(op, dtype, 1, s1025, 1, s1025, 1, s1025, 0);
-            zip_case(op, dtype, 2, s468, 2, s468, 2, s468, 0);
-            zip_case(op, dtype, 2, r33, 2, r33, 1, v64, 0);
-            zip_case(op, dtype, 2, r33, 1, v64, 2, r33, 0);
-            zip_case(op, dtype, 2, r5, 2, r5, 2, v133, 0);
-            zip_case(op, dtype, 2, r5, 2, v133, 2, r5, 0);
-            zip_case(op, dtype, 3, r238, 3, r238, 2, v38, 0);
-            zip_case(op, dtype, 3, r238, 1, v1, 3, r238, 0);
-            g_b_role = TRANSPOSED_VIEW;
-            zip_case(op, dtype, 2, t33, 2, t33, 2, t33, 0);
-            zip_case(op, dtype, 3, t2, 3, t2, 3, t2, 0);
-            g_a_role = TRANSPOSED_VIEW;
-            g_b_role = TT_INPUT;
-            g_out_role = TT_OUTPUT;
-            zip_case(op, dtype, 2, t33, 2, t33, 2, t33, 0);
-            zip_case(op, dtype, 3, t2, 3, t2, 3, t2, 0);
-            g_out_role = g_a_role = g_b_role = TT_INPUT;
-            g_out_role = TT_OUTPUT;
+            /* The fast paths of zip.cu, each operand order (every op, so that a
+             * non-commutative one would show a swap): all contiguous (16-byte
+             * Packs and the tail after them); a dense block of trailing dims
+             * repeated over the leading ones (A + row); a transposed view (A + B.T),
+             * with partial 32 x 32 tiles and a batch dim. */
+            static const int64_t s1025[] = {1025}, s468[] = {4, 68}, r33[] = {33, 64}, v64[] = {64}, r5[] = {5, 33},
+                                 v133[] = {1, 33}, r238[] = {2, 3, 8}, v38[] = {3, 8}, v1[] = {1}, t33[] = {33, 65},
+                                 t2[] = {2, 40, 31};
+            for (int t = 0; t < 2; ++t) {
+                int dtype = dtypes[t];
+                g_out_role = g_a_role = g_b_role = TT_CONTIGUOUS;
+                zip_case(op, dtype, 1, s1025, 1, s1025, 1, s1025, 0);
+                zip_case(op, dtype, 2, s468, 2, s468, 2, s468, 0);
+                zip_case(op, dtype, 2, r33, 2, r33, 1, v64, 0);
+                zip_case(op, dtype, 2, r33, 1, v64, 2, r33, 0);
+                zip_case(op, dtype, 2, r5, 2, r5, 2, v133, 0);
+                zip_case(op, dtype, 2, r5, 2, v133, 2, r5, 0);
+                zip_case(op, dtype, 3, r238, 3, r238, 2, v38, 0);
+                zip_case(op, dtype, 3, r238, 1, v1, 3, r238, 0);
+                g_b_role = TRANSPOSED_VIEW;
+                zip_case(op, dtype, 2, t33, 2, t33, 2, t33, 0);
+                zip_case(op, dtype, 3, t2, 3, t2, 3, t2, 0);
+                g_a_role = TRANSPOSED_VIEW;
+                g_b_role = TT_INPUT;
+                g_out_role = TT_OUTPUT;
+                zip_case(op, dtype, 2, t33, 2, t33, 2, t33, 0);
+                zip_case(op, dtype, 3, t2, 3, t2, 3, t2, 0);
+                g_out_role = g_a_role = g_b_role = TT_INPUT;
+                g_out_role = TT_OUTPUT;
+            }
         }
 
     return tt_summary();

@@ -1,9 +1,13 @@
 # tests/c/tests.mk: the direct C tests (included at the end of the Makefile).
 #
-#   make test-c        build and run every program against the emulator build;
+#   make test-c        build and run every program against the emulator build,
+#                      under both kernel policies (fast, then teaching);
 #                      also against the CUDA build when `nvidia-smi -L` finds a GPU
-#   make test-c-emu    the emulator build only
-#   make test-c-cuda   the CUDA build only (needs nvcc and a GPU)
+#   make test-c-emu    the emulator build only (both policies)
+#   make test-c-cuda   the CUDA build only (needs nvcc and a GPU; both policies)
+#   make check-c T=test_matmul FILTER=tiled [KERNELS=teaching] [BACKEND=cuda]
+#                      the fast loop for one kernel: builds only what that
+#                      program needs and runs it with MT_TEST_FILTER=FILTER
 #
 # Each program prints its own `N passed, N failed`; tests/c/run_tests.sh runs
 # them all (a failing or crashing program does not stop the others), prints
@@ -11,18 +15,27 @@
 # program failed. Binaries: build/tests/emu/ and build/tests/cuda/, each with
 # an rpath to build/ ($ORIGIN/../..), so they run from any directory.
 
-TEST_C_NAMES   := test_map test_zip test_reduce test_softmax test_gather test_matmul test_memory_errors
-TEST_C_CC      := gcc
-TEST_C_CFLAGS  := -std=c11 -O2 -g -Wall -Wextra -Isrc -Itests/c
-TEST_C_HEADERS := $(wildcard tests/c/*.h) src/minitensor.h src/indexing.h
-TEST_C_RPATH   := -Wl,-rpath,'$$ORIGIN/../..'
+# Every program, on both builds; the emulator-only ones (test_harness tests
+# the harness, whose fork-per-group every CUDA run of the others exercises;
+# its groups that crash and hang on purpose have no place under
+# compute-sanitizer); those linked with the broken kernels of broken_kernels.cu.
+TEST_C_NAMES    := test_map test_zip test_reduce test_softmax test_gather test_matmul test_memory_errors \
+                   test_hostile test_policy
+TEST_C_EMU_ONLY := test_harness test_emu_checks
+TEST_C_BROKEN   := test_memory_errors test_emu_checks
+TEST_C_CC       := gcc
+# _GNU_SOURCE: the POSIX and Linux calls of the harness (fork, mmap, readlink).
+TEST_C_CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Isrc -Itests/c
+TEST_C_RPATH    := -Wl,-rpath,'$$ORIGIN/../..'
 
 TEST_C_EMU_DIR   := $(BUILD)/tests/emu
 TEST_C_CUDA_DIR  := $(BUILD)/tests/cuda
-TEST_C_EMU_BINS  := $(TEST_C_NAMES:%=$(TEST_C_EMU_DIR)/%)
-TEST_C_CUDA_BINS := $(TEST_C_NAMES:%=$(TEST_C_CUDA_DIR)/%)
+TEST_C_EMU_BINS  := $(addprefix $(TEST_C_EMU_DIR)/,$(TEST_C_NAMES) $(TEST_C_EMU_ONLY))
+TEST_C_CUDA_BINS := $(addprefix $(TEST_C_CUDA_DIR)/,$(TEST_C_NAMES))
+TEST_C_OBJS      := $(TEST_C_EMU_BINS:=.o) $(TEST_C_CUDA_BINS:=.o) \
+                    $(TEST_C_EMU_DIR)/broken_kernels.o $(TEST_C_CUDA_DIR)/broken_kernels.o
 
-.PHONY: test-c test-c-emu test-c-cuda test-c-build
+.PHONY: test-c test-c-emu test-c-cuda test-c-build check-c
 
 # Runs the emulator variant, then the CUDA variant if there is a GPU; fails
 # at the end if either failed.
@@ -38,41 +51,69 @@ test-c:
 
 test-c-build: $(TEST_C_EMU_BINS)
 
+# Both kernel policies (src/policy.h): the default paths on the fast rungs,
+# then on the teaching kernels only. Each run is complete; the target fails
+# at the end if either failed.
 test-c-emu: $(TEST_C_EMU_BINS)
-	@bash tests/c/run_tests.sh emulator $(TEST_C_EMU_BINS)
+	@status=0; \
+	MINITENSOR_KERNELS=fast bash tests/c/run_tests.sh emulator $(TEST_C_EMU_BINS) || status=1; \
+	MINITENSOR_KERNELS=teaching bash tests/c/run_tests.sh emulator/teaching $(TEST_C_EMU_BINS) || status=1; \
+	exit $$status
 
 test-c-cuda: $(TEST_C_CUDA_BINS)
-	@bash tests/c/run_tests.sh cuda $(TEST_C_CUDA_BINS)
+	@status=0; \
+	MINITENSOR_KERNELS=fast bash tests/c/run_tests.sh cuda $(TEST_C_CUDA_BINS) || status=1; \
+	MINITENSOR_KERNELS=teaching bash tests/c/run_tests.sh cuda/teaching $(TEST_C_CUDA_BINS) || status=1; \
+	exit $$status
+
+# The C tests run with the emulator's full checks (shared-memory bounds and
+# races, guard pages; docs/emulator.md): about twice the time, still seconds.
+test-c-emu check-c: export MINITENSOR_EMU_CHECK := full
+
+# One program, one filter: `make check-c T=test_matmul FILTER=tiled`. Builds
+# the library and that program only (header dependencies: a kernel edit
+# recompiles its own file), then runs it. KERNELS=teaching runs it under the
+# teaching policy; BACKEND=cuda on the CUDA build.
+T       ?=
+FILTER  ?=
+KERNELS ?=
+BACKEND ?= emu
+CHECK_C_BIN := $(if $(filter cuda,$(BACKEND)),$(TEST_C_CUDA_DIR),$(TEST_C_EMU_DIR))/$(T)
+check-c: $(if $(T),$(CHECK_C_BIN))
+	@if [ -z "$(T)" ]; then \
+	    echo "check-c: name a program, e.g. make check-c T=test_matmul FILTER=tiled" \
+	         "(programs: $(TEST_C_NAMES) $(TEST_C_EMU_ONLY))"; exit 2; fi
+	MT_TEST_FILTER='$(FILTER)' $(if $(KERNELS),MINITENSOR_KERNELS=$(KERNELS)) $(CHECK_C_BIN)
 
 # ---- emulator variant --------------------------------------------------------
 # The same C objects serve both variants; they are compiled per directory
 # only to keep the two builds independent.
-$(TEST_C_EMU_DIR)/%.o: tests/c/%.c $(TEST_C_HEADERS)
+$(TEST_C_EMU_DIR)/%.o: tests/c/%.c
 	@mkdir -p $(dir $@)
-	$(TEST_C_CC) $(TEST_C_CFLAGS) -c $< -o $@
+	$(TEST_C_CC) $(TEST_C_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # broken_kernels.cu goes through the emulator pipeline like src/*.cu.
 $(TEST_C_EMU_DIR)/broken_kernels.cpp: tests/c/broken_kernels.cu tools/cu2emu.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) tools/cu2emu.py $< $@
 
-$(TEST_C_EMU_DIR)/broken_kernels.o: $(TEST_C_EMU_DIR)/broken_kernels.cpp $(HEADERS) $(BUILD)/.deps-ok
-	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(TEST_C_EMU_DIR)/broken_kernels.o: $(TEST_C_EMU_DIR)/broken_kernels.cpp $(BUILD)/.deps-ok
+	$(CXX) $(EMU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(TEST_C_EMU_DIR)/test_memory_errors: $(TEST_C_EMU_DIR)/test_memory_errors.o $(TEST_C_EMU_DIR)/broken_kernels.o $(EMU_LIB)
+$(addprefix $(TEST_C_EMU_DIR)/,$(TEST_C_BROKEN)): %: %.o $(TEST_C_EMU_DIR)/broken_kernels.o $(EMU_LIB)
 	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm $(TEST_C_RPATH)
 
 $(TEST_C_EMU_DIR)/%: $(TEST_C_EMU_DIR)/%.o $(EMU_LIB)
 	$(TEST_C_CC) -o $@ $< -L$(BUILD) -lminitensor_emu -lm $(TEST_C_RPATH)
 
 # ---- CUDA variant -------------------------------------------------------------
-$(TEST_C_CUDA_DIR)/%.o: tests/c/%.c $(TEST_C_HEADERS)
+$(TEST_C_CUDA_DIR)/%.o: tests/c/%.c
 	@mkdir -p $(dir $@)
-	$(TEST_C_CC) $(TEST_C_CFLAGS) -c $< -o $@
+	$(TEST_C_CC) $(TEST_C_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(TEST_C_CUDA_DIR)/broken_kernels.o: tests/c/broken_kernels.cu $(HEADERS) $(BUILD)/cuda/.archs
+$(TEST_C_CUDA_DIR)/broken_kernels.o: tests/c/broken_kernels.cu $(BUILD)/cuda/.archs
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(TEST_C_CUDA_DIR)/test_memory_errors: $(TEST_C_CUDA_DIR)/test_memory_errors.o $(TEST_C_CUDA_DIR)/broken_kernels.o $(CUDA_LIB)
 	$(NVCC) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_cuda -lm -Xlinker -rpath -Xlinker '$$ORIGIN/../..'
@@ -81,33 +122,7 @@ $(TEST_C_CUDA_DIR)/%: $(TEST_C_CUDA_DIR)/%.o $(CUDA_LIB)
 	$(TEST_C_CC) -o $@ $< -L$(BUILD) -lminitensor_cuda -lm $(TEST_C_RPATH)
 
 # Keep the objects (they are intermediates of pattern rules).
-.SECONDARY: $(TEST_C_NAMES:%=$(TEST_C_EMU_DIR)/%.o) $(TEST_C_NAMES:%=$(TEST_C_CUDA_DIR)/%.o) \
-            $(TEST_C_EMU_DIR)/broken_kernels.cpp
-
-# ---- test_hostile: descriptors and pointers that lie about their memory -----
-# A block of its own (the lists above are expanded where they are defined):
-# the program joins both variants' lists and the runners' prerequisites.
-TEST_C_EMU_BINS  += $(TEST_C_EMU_DIR)/test_hostile
-TEST_C_CUDA_BINS += $(TEST_C_CUDA_DIR)/test_hostile
-test-c-build test-c-emu: $(TEST_C_EMU_DIR)/test_hostile
-test-c-cuda: $(TEST_C_CUDA_DIR)/test_hostile
-.SECONDARY: $(TEST_C_EMU_DIR)/test_hostile.o $(TEST_C_CUDA_DIR)/test_hostile.o
-
-# ---- the emulator's own checks (emulator only) --------------------------------
-# test_emu_checks.c runs the broken kernels of broken_kernels.cu that are
-# undefined behaviour on a GPU; test-c-emu runs it after the others.
-TEST_C_EMU_ONLY := $(TEST_C_EMU_DIR)/test_emu_checks
-TEST_C_EMU_BINS += $(TEST_C_EMU_ONLY)
-test-c-emu test-c-build: $(TEST_C_EMU_ONLY)
-
-$(TEST_C_EMU_DIR)/test_emu_checks: $(TEST_C_EMU_DIR)/test_emu_checks.o $(TEST_C_EMU_DIR)/broken_kernels.o $(EMU_LIB)
-	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm $(TEST_C_RPATH)
-
-.SECONDARY: $(TEST_C_EMU_DIR)/test_emu_checks.o
-
-# The C tests run with the emulator's full checks (shared-memory bounds and
-# races, guard pages; docs/emulator.md): about twice the time, still seconds.
-test-c-emu: export MINITENSOR_EMU_CHECK := full
+.SECONDARY: $(TEST_C_OBJS) $(TEST_C_EMU_DIR)/broken_kernels.cpp
 
 # ---- the bug corpus against compute-sanitizer (tools/sanitizer_compare.sh) ----
 # broken_driver runs one kernel of broken_kernels.cu by name. The CUDA
@@ -123,9 +138,9 @@ $(SANITIZER_DIR)/broken_driver_emu: $(TEST_C_EMU_DIR)/broken_driver.o $(TEST_C_E
 	@mkdir -p $(dir $@)
 	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm -Wl,-rpath,'$$ORIGIN/..'
 
-$(SANITIZER_DIR)/broken_kernels.o: tests/c/broken_kernels.cu $(HEADERS)
+$(SANITIZER_DIR)/broken_kernels.o: tests/c/broken_kernels.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_BASE) -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) -c $< -o $@
+	$(NVCC) $(NVCC_BASE) -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH) $(DEPFLAGS) -c $< -o $@
 
 $(SANITIZER_DIR)/broken_driver.o: tests/c/broken_driver.c
 	@mkdir -p $(dir $@)

@@ -1,45 +1,118 @@
 /*
- * tt_harness.h: the test harness: cases, failures, the summary, random numbers
- * (seeded from MT_TEST_SEED), statuses and names.
- * Part of tests/c/test_util.h, which every test program includes.
+ * tt_harness.h: the test harness: run state, cases, failures, random
+ * numbers, statuses and names; tt_groups.h adds the start and end of a
+ * program and its groups (each in a child process). Both are part of
+ * tests/c/test_util.h, which every test program includes.
+ *
+ * A program is a list of groups, each a block of cases:
+ *
+ *     int main(void)
+ *     {
+ *         tt_init("test_matmul");
+ *         TT_GROUP("tiled f32") {
+ *             ... tt_case(...), calls, checks ...
+ *         }
+ *         return tt_summary();
+ *     }
+ *
+ * Each group runs in a child process (fork), which initialises the library
+ * itself; the parent never touches the library or the device (a CUDA context
+ * does not survive a fork). A group that crashes (a signal) or hangs (no end
+ * within MT_TEST_TIMEOUT seconds, default 300) counts as one failure, says
+ * so ("crashed: SIGSEGV in group 'tiled f32'"), and the other groups run on.
+ * Cases passed before the crash still count.
+ *
+ * The environment:
+ *   MT_TEST_SEED=n     the seed (default 1: every run draws the same cases);
+ *   MT_TEST_RANDOM=1   a seed from the clock, printed, for a run of its own;
+ *   MT_TEST_FILTER=f   only some groups and cases. f is GROUP or GROUP/CASE;
+ *                      each part is a substring of the name, or a glob (with
+ *                      *, ? or [...]) that must match the whole name; an
+ *                      empty part matches everything ("/M=65" picks cases of
+ *                      every group). A filter that matches no group (or no
+ *                      case) is a failure, so that a misspelt filter never
+ *                      passes.
+ *   MT_TEST_VERBOSE=1  print every group and case, not only failures;
+ *   MT_TEST_FORK=0     run the groups in this process, one after another
+ *                      (for gdb; a crash then ends the program).
+ *
+ * Every group draws its random numbers from the seed and its own name, so
+ * a group gives the same cases whether it runs alone (a filter) or with
+ * the others. Each failure prints the command that replays its group.
  */
 #ifndef MT_TT_HARNESS_H
 #define MT_TT_HARNESS_H
 
+#include <errno.h>
+#include <fnmatch.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "indexing.h"
 #include "minitensor.h"
 
 /* ======================================================================== */
-/* Run state, cases and the summary                                          */
+/* Run state, groups, cases and the summary                                  */
 /* ======================================================================== */
 
-#define TT_MAX_REPORTS 6 /* mismatches printed per case; the rest are counted */
+#define TT_MAX_REPORTS 6        /* mismatches printed per case; the rest are counted */
+#define TT_DEFAULT_SEED 1       /* MT_TEST_SEED when unset (and no MT_TEST_RANDOM) */
+#define TT_DEFAULT_TIMEOUT 300  /* seconds a group may run (MT_TEST_TIMEOUT) */
+
+/* What a group's cases add up to; in a child process, in memory shared with
+ * the parent, so that the counts survive a crash. */
+typedef struct {
+    int passed, failed;
+    int cases_matched; /* cases the filter's CASE part selected */
+} tt_counts;
 
 static struct {
     const char *program;
+    char exe[512];          /* how to run this program again (the replay line) */
     uint64_t seed;
     uint64_t rng;
-    int verbose;
-    int passed, failed;
-    int in_case, case_failed, case_reports;
+    int verbose, fork;
+    int timeout;
+    char group_filter[256], case_filter[256];
+    int has_filter;
+    int passed, failed;     /* the totals over the groups */
+    int groups_run, cases_matched;
+    char group[256];        /* the running group */
+    tt_counts *counts;      /* the running group's counts */
+    int in_case, case_failed, case_reports, case_selected;
     char case_name[1024];
     int64_t mem_start;
 } tt;
 
 static inline void tt_case_end(void);
+static inline void tt_fail(const char *fmt, ...);
+
+/* Does `name` match one part of the filter: a substring, or a glob of the
+ * whole name when the pattern has glob characters; "" matches everything. */
+static inline int tt_matches(const char *pattern, const char *name)
+{
+    if (pattern[0] == '\0')
+        return 1;
+    if (strpbrk(pattern, "*?["))
+        return fnmatch(pattern, name, 0) == 0;
+    return strstr(name, pattern) != NULL;
+}
 
 /* Starts a case (ending the previous one). The name should say everything
- * needed to recognise the case: op, dtype, shapes, strides, offsets. */
+ * needed to recognise the case: op, dtype, shapes, strides, offsets. A case
+ * the filter's CASE part does not select runs, but is neither counted nor
+ * reported. */
 static inline void tt_case(const char *fmt, ...)
 {
     if (tt.in_case)
@@ -51,7 +124,10 @@ static inline void tt_case(const char *fmt, ...)
     tt.in_case = 1;
     tt.case_failed = 0;
     tt.case_reports = 0;
-    if (tt.verbose)
+    tt.case_selected = tt_matches(tt.case_filter, tt.case_name);
+    if (tt.case_selected && tt.counts)
+        tt.counts->cases_matched++;
+    if (tt.verbose && tt.case_selected)
         printf("case: %s\n", tt.case_name);
 }
 
@@ -59,14 +135,16 @@ static inline void tt_case_end(void)
 {
     if (!tt.in_case)
         return;
+    tt.in_case = 0;
+    if (!tt.case_selected || !tt.counts)
+        return;
     if (tt.case_failed) {
-        tt.failed++;
+        tt.counts->failed++;
         if (tt.case_reports > TT_MAX_REPORTS)
             printf("  ... %d more mismatches in this case\n", tt.case_reports - TT_MAX_REPORTS);
     } else {
-        tt.passed++;
+        tt.counts->passed++;
     }
-    tt.in_case = 0;
 }
 
 /* One line of a failure report: indent, the formatted message, newline. */
@@ -77,13 +155,23 @@ static inline void tt_print_line(const char *indent, const char *fmt, va_list ap
     printf("\n");
 }
 
+/* The command that runs the current group again with the same cases. */
+static inline void tt_print_replay(void)
+{
+    printf("  replay: MT_TEST_SEED=%" PRIu64 " MT_TEST_FILTER='%s' %s\n", tt.seed, tt.group, tt.exe);
+}
+
 /* Records a failure of the current case and prints why (the first few). */
 static inline void tt_fail(const char *fmt, ...)
 {
     if (!tt.in_case)
         tt_case("(outside any case)");
-    if (!tt.case_failed)
+    if (!tt.case_selected)
+        return;
+    if (!tt.case_failed) {
         printf("FAIL %s: %s\n", tt.program, tt.case_name);
+        tt_print_replay();
+    }
     tt.case_failed = 1;
     if (++tt.case_reports > TT_MAX_REPORTS)
         return;
@@ -102,7 +190,7 @@ static inline void tt_fail(const char *fmt, ...)
 
 static inline void tt_fail_more(const char *fmt, ...)
 {
-    if (tt.case_reports > TT_MAX_REPORTS)
+    if (!tt.case_selected || tt.case_reports > TT_MAX_REPORTS)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -111,7 +199,7 @@ static inline void tt_fail_more(const char *fmt, ...)
 }
 
 /* ======================================================================== */
-/* Random numbers: splitmix64, seeded from MT_TEST_SEED                      */
+/* Random numbers: splitmix64, per group (tt_group_rng)                       */
 /* ======================================================================== */
 
 static inline uint64_t tt_rand_u64(void)
@@ -142,50 +230,6 @@ static inline int tt_chance(double p)
 
 /* One element of a list. */
 #define TT_PICK(array) ((array)[tt_rand_int(0, (int64_t)(sizeof(array) / sizeof((array)[0])) - 1)])
-
-/* ======================================================================== */
-/* Start and end of a program                                               */
-/* ======================================================================== */
-
-static inline void tt_init(const char *program)
-{
-    tt.program = program;
-    const char *s = getenv("MT_TEST_SEED");
-    if (s && *s)
-        tt.seed = strtoull(s, NULL, 0);
-    else
-        tt.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-    tt.rng = tt.seed;
-    const char *v = getenv("MT_TEST_VERBOSE");
-    tt.verbose = v && *v && strcmp(v, "0") != 0;
-    printf("%s: seed %" PRIu64 " (replay with MT_TEST_SEED=%" PRIu64 "), backend %s\n",
-           program, tt.seed, tt.seed, mt_backend_name());
-    fflush(stdout);
-    mt_status st = mt_init();
-    if (st != MT_OK) {
-        printf("%s: mt_init failed (status %d): %s\n", program, (int)st, mt_last_error());
-        printf("0 passed, 1 failed\n");
-        exit(1);
-    }
-    tt.mem_start = -1;
-    mt_memory_in_use(&tt.mem_start);
-}
-
-/* Ends the last case, checks that every mt_malloc of the run was freed (the
- * library's own temporaries included), prints `N passed, N failed` and
- * returns the exit status for main. */
-static inline int tt_summary(void)
-{
-    tt_case("every device allocation of the run is freed");
-    int64_t now = -1;
-    if (TT_CHECK(mt_memory_in_use(&now) == MT_OK, "%s", mt_last_error()))
-        TT_CHECK(now == tt.mem_start, "mt_memory_in_use: %" PRId64 " bytes at start, %" PRId64 " at end",
-                 tt.mem_start, now);
-    tt_case_end();
-    printf("%d passed, %d failed\n", tt.passed, tt.failed);
-    fflush(stdout);
-    return tt.failed ? 1 : 0;
-}
 
 /* ======================================================================== */
 /* Statuses                                                                  */
