@@ -44,6 +44,7 @@ from ._errors import (  # noqa: E402
     NoDeviceError,
     OutOfMemoryError,
     ShapeError,
+    TaskNotDoneError,
 )
 from .tensor import (  # noqa: E402
     Tensor,
@@ -147,6 +148,7 @@ __all__ = [
     "NoDeviceError",
     "OutOfMemoryError",
     "ShapeError",
+    "TaskNotDoneError",
     "Tensor",
     "abs",
     "amax",

@@ -53,11 +53,12 @@ from ._errors import (
     NoDeviceError,
     OutOfMemoryError,
     ShapeError,
+    TaskNotDoneError,
 )
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -72,6 +73,7 @@ STATUS_ERRORS: dict[int, type[BaseException]] = {
     6: CudaError,  # MT_ERR_CUDA
     7: NoDeviceError,  # MT_ERR_NO_DEVICE
     8: KeyboardInterrupt,  # MT_ERR_INTERRUPTED
+    9: TaskNotDoneError,  # MT_ERR_NOT_IMPLEMENTED
 }
 
 # mt_dtype values.
