@@ -11,7 +11,7 @@
 # program failed. Binaries: build/tests/emu/ and build/tests/cuda/, each with
 # an rpath to build/ ($ORIGIN/../..), so they run from any directory.
 
-TEST_C_NAMES   := test_map test_zip test_reduce test_softmax test_gather test_matmul test_memory_errors
+TEST_C_NAMES   := test_indexing test_map test_zip test_reduce test_softmax test_gather test_matmul test_memory_errors
 TEST_C_CC      := gcc
 TEST_C_CFLAGS  := -std=c11 -O2 -g -Wall -Wextra -Isrc -Itests/c
 TEST_C_HEADERS := $(wildcard tests/c/*.h) src/minitensor.h src/indexing.h
