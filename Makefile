@@ -9,6 +9,9 @@
 #   make test-c     C tests of the kernels (emulator; CUDA too on a GPU machine)
 #   make test       everything CI runs: C tests, then the Python suite
 #   make demo       the main job: train a digit classifier
+#   make handout    a student repository: the course's tasks stubbed
+#                   (TASKS=a,b to choose, default all; OUT=dir, default
+#                   ../minitensor-handout); see course/tasks.toml
 #
 # Variables a user may override:
 #   CUDA_ARCHS="75 80 86 89 90"   machine code generated for these GPUs (+PTX)
@@ -144,6 +147,14 @@ endif
 # its held-out accuracy; saves build/digits_mlp.npz. See examples/train_digits.py.
 demo: $(LIBS) $(VENV)/.ok
 	$(VPY) examples/train_digits.py
+
+# The course kit (course/tasks.toml, tools/course.py): a student repository
+# with the chosen tasks' code replaced by stubs that fail with the task's name.
+TASKS ?=
+OUT   ?= ../minitensor-handout
+.PHONY: handout
+handout:
+	$(PYTHON) tools/course.py handout --tasks "$(TASKS)" --out "$(OUT)"
 
 # Rebuild notebooks/*.ipynb from their sources in notebooks/src/ and execute
 # them, so that they are committed with their figures (see docs/testing.md).

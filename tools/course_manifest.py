@@ -1,0 +1,202 @@
+"""course_manifest: loads and checks course/tasks.toml, the list of the course's tasks.
+
+    from course_manifest import load_manifest
+    manifest = load_manifest("course/tasks.toml")
+    for task in manifest.tasks:
+        print(task.id, task.points, [t.program for t in task.c_tests])
+
+tools/course.py (handout, grade) and the tests of the course kit read the
+manifest only through this module, so a malformed manifest fails in one
+place, with a message naming the task and the key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+POLICIES = ("fast", "teaching")
+
+
+class ManifestError(ValueError):
+    """course/tasks.toml is malformed; the message names the task and the key."""
+
+
+@dataclass(frozen=True)
+class CTest:
+    """A C test program (tests/c/<program>.c) and an optional case-name filter (MT_TEST_FILTER)."""
+
+    program: str
+    filter: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PyTest:
+    """A pytest selection: a path, and optionally the expression of -k."""
+
+    path: str
+    k: Optional[str] = None
+
+    def args(self) -> list[str]:
+        """The pytest command-line arguments of this selection."""
+        return [self.path] + (["-k", self.k] if self.k else [])
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the course: what a student writes, and the tests that grade it."""
+
+    id: str
+    title: str
+    points: int
+    files: list[str]
+    c_tests: list[CTest]
+    pytest: list[PyTest]
+    policy: str
+    requires: list[str]
+    sheet: str
+
+
+@dataclass
+class Manifest:
+    """The whole course: its name, version and tasks, in the manifest's order."""
+
+    name: str
+    version: str
+    tasks: list[Task]
+    handout_exclude: list[str] = field(default_factory=list)
+    path: Optional[Path] = None
+
+    def task(self, id: str) -> Task:  # noqa: A002 - the manifest's own key
+        """The task with this id; KeyError naming the known ids otherwise."""
+        for t in self.tasks:
+            if t.id == id:
+                return t
+        raise KeyError(f"no task {id!r} in the course (tasks: {', '.join(self.ids())})")
+
+    def ids(self) -> list[str]:
+        """The task ids, in the manifest's order."""
+        return [t.id for t in self.tasks]
+
+
+def _require(table: dict[str, Any], key: str, kind: Union[type, tuple[type, ...]], where: str) -> Any:
+    if key not in table:
+        raise ManifestError(f"{where}: missing key {key!r}")
+    value = table[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise ManifestError(f"{where}: {key!r} must be {getattr(kind, '__name__', kind)}, got {value!r}")
+    return value
+
+
+def _str_list(table: dict[str, Any], key: str, where: str) -> list[str]:
+    values = _require(table, key, list, where)
+    for v in values:
+        if not isinstance(v, str):
+            raise ManifestError(f"{where}: {key!r} must be a list of strings, got {v!r}")
+    return list(values)
+
+
+def _c_tests(table: dict[str, Any], where: str) -> list[CTest]:
+    out = []
+    for i, entry in enumerate(_require(table, "c_tests", list, where)):
+        at = f"{where}, c_tests[{i}]"
+        if not isinstance(entry, dict):
+            raise ManifestError(f"{at}: must be a table {{ program = ..., filter = ... }}, got {entry!r}")
+        program = _require(entry, "program", str, at)
+        filt = entry.get("filter")
+        if filt is not None and not isinstance(filt, str):
+            raise ManifestError(f"{at}: 'filter' must be a string, got {filt!r}")
+        unknown = set(entry) - {"program", "filter"}
+        if unknown:
+            raise ManifestError(f"{at}: unknown keys {sorted(unknown)}")
+        out.append(CTest(program, filt))
+    return out
+
+
+def _pytests(table: dict[str, Any], where: str) -> list[PyTest]:
+    out = []
+    for i, entry in enumerate(_require(table, "pytest", list, where)):
+        at = f"{where}, pytest[{i}]"
+        if not isinstance(entry, dict):
+            raise ManifestError(f"{at}: must be a table {{ path = ..., k = ... }}, got {entry!r}")
+        path = _require(entry, "path", str, at)
+        k = entry.get("k")
+        if k is not None and not isinstance(k, str):
+            raise ManifestError(f"{at}: 'k' must be a string, got {k!r}")
+        unknown = set(entry) - {"path", "k"}
+        if unknown:
+            raise ManifestError(f"{at}: unknown keys {sorted(unknown)}")
+        out.append(PyTest(path, k))
+    return out
+
+
+def _task(table: Any, index: int) -> Task:
+    where = f"task #{index + 1}"
+    if not isinstance(table, dict):
+        raise ManifestError(f"{where}: must be a [[task]] table")
+    task_id = _require(table, "id", str, where)
+    if not ID_PATTERN.match(task_id):
+        raise ManifestError(f"{where}: id {task_id!r} is not snake_case")
+    where = f"task {task_id!r}"
+    points = _require(table, "points", int, where)
+    if points < 0:
+        raise ManifestError(f"{where}: points must be >= 0, got {points}")
+    policy = _require(table, "policy", str, where)
+    if policy not in POLICIES:
+        raise ManifestError(f"{where}: policy must be one of {POLICIES}, got {policy!r}")
+    known = {"id", "title", "points", "files", "c_tests", "pytest", "policy", "requires", "sheet"}
+    unknown = set(table) - known
+    if unknown:
+        raise ManifestError(f"{where}: unknown keys {sorted(unknown)}")
+    return Task(
+        id=task_id,
+        title=_require(table, "title", str, where),
+        points=points,
+        files=_str_list(table, "files", where),
+        c_tests=_c_tests(table, where),
+        pytest=_pytests(table, where),
+        policy=policy,
+        requires=_str_list(table, "requires", where),
+        sheet=_require(table, "sheet", str, where),
+    )
+
+
+def parse_manifest(data: dict[str, Any], path: Optional[Path] = None) -> Manifest:
+    """A Manifest from the parsed TOML; ManifestError if anything is malformed."""
+    where = str(path or "manifest")
+    name = _require(data, "name", str, where)
+    version = _require(data, "version", str, where)
+    tables = _require(data, "task", list, where)
+    tasks = [_task(t, i) for i, t in enumerate(tables)]
+    ids = [t.id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ManifestError(f"{where}: task ids appear twice: {dupes}")
+    for t in tasks:
+        for r in t.requires:
+            if r not in ids:
+                raise ManifestError(f"task {t.id!r}: requires unknown task {r!r}")
+            if r == t.id:
+                raise ManifestError(f"task {t.id!r}: requires itself")
+    handout = data.get("handout", {})
+    if not isinstance(handout, dict):
+        raise ManifestError(f"{where}: [handout] must be a table")
+    exclude = _str_list(handout, "exclude", f"{where} [handout]") if "exclude" in handout else []
+    return Manifest(name=name, version=version, tasks=tasks, handout_exclude=exclude, path=path)
+
+
+def load_manifest(path: Union[str, Path] = "course/tasks.toml") -> Manifest:
+    """Reads and checks the course manifest (by default course/tasks.toml of the current directory)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no course manifest there") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ManifestError(f"{path}: not valid TOML: {e}") from None
+    return parse_manifest(data, path)
