@@ -100,37 +100,22 @@ def _str_list(table: dict[str, Any], key: str, where: str) -> list[str]:
     return list(values)
 
 
-def _c_tests(table: dict[str, Any], where: str) -> list[CTest]:
+def _entries(table: dict[str, Any], key: str, where: str, required: str, optional: str) -> list[tuple[str, Any]]:
+    """The (required, optional) string pairs of a list of small tables such as
+    c_tests = [{ program = "test_map", filter = "..." }]; the optional one may be absent."""
     out = []
-    for i, entry in enumerate(_require(table, "c_tests", list, where)):
-        at = f"{where}, c_tests[{i}]"
+    for i, entry in enumerate(_require(table, key, list, where)):
+        at = f"{where}, {key}[{i}]"
         if not isinstance(entry, dict):
-            raise ManifestError(f"{at}: must be a table {{ program = ..., filter = ... }}, got {entry!r}")
-        program = _require(entry, "program", str, at)
-        filt = entry.get("filter")
-        if filt is not None and not isinstance(filt, str):
-            raise ManifestError(f"{at}: 'filter' must be a string, got {filt!r}")
-        unknown = set(entry) - {"program", "filter"}
+            raise ManifestError(f"{at}: must be a table {{ {required} = ..., {optional} = ... }}, got {entry!r}")
+        value = _require(entry, required, str, at)
+        extra = entry.get(optional)
+        if extra is not None and not isinstance(extra, str):
+            raise ManifestError(f"{at}: {optional!r} must be a string, got {extra!r}")
+        unknown = set(entry) - {required, optional}
         if unknown:
             raise ManifestError(f"{at}: unknown keys {sorted(unknown)}")
-        out.append(CTest(program, filt))
-    return out
-
-
-def _pytests(table: dict[str, Any], where: str) -> list[PyTest]:
-    out = []
-    for i, entry in enumerate(_require(table, "pytest", list, where)):
-        at = f"{where}, pytest[{i}]"
-        if not isinstance(entry, dict):
-            raise ManifestError(f"{at}: must be a table {{ path = ..., k = ... }}, got {entry!r}")
-        path = _require(entry, "path", str, at)
-        k = entry.get("k")
-        if k is not None and not isinstance(k, str):
-            raise ManifestError(f"{at}: 'k' must be a string, got {k!r}")
-        unknown = set(entry) - {"path", "k"}
-        if unknown:
-            raise ManifestError(f"{at}: unknown keys {sorted(unknown)}")
-        out.append(PyTest(path, k))
+        out.append((value, extra))
     return out
 
 
@@ -157,8 +142,8 @@ def _task(table: Any, index: int) -> Task:
         title=_require(table, "title", str, where),
         points=points,
         files=_str_list(table, "files", where),
-        c_tests=_c_tests(table, where),
-        pytest=_pytests(table, where),
+        c_tests=[CTest(p, f) for p, f in _entries(table, "c_tests", where, "program", "filter")],
+        pytest=[PyTest(p, k) for p, k in _entries(table, "pytest", where, "path", "k")],
         policy=policy,
         requires=_str_list(table, "requires", where),
         sheet=_require(table, "sheet", str, where),
