@@ -234,7 +234,6 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
 
     stubbed_regions: dict[str, list[Region]] = {}
     generic: set[str] = set()
-    files_of_chosen = {f for t in chosen for f in manifest.task(t).files}
     for name in names:
         src = root / name
         dst = out / name
@@ -269,7 +268,7 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
     for t in chosen:
         if t not in stubbed_regions:
             raise HandoutError(f"task {t}: no TASK({t}) region in its files {manifest.task(t).files}")
-        missing = files_of_chosen & set(manifest.task(t).files) - {n for n in names}
+        missing = set(manifest.task(t).files) - set(names)
         if missing:
             raise HandoutError(f"task {t}: files {sorted(missing)} are not in the repository")
 
