@@ -15,6 +15,9 @@
 #   make demo       the main job: train a digit classifier
 #   make grade      score the course's tasks (course/grade.mk, docs/coursework.md)
 #   make lab        open the notebooks in JupyterLab (installed on first use)
+#   make handout    a student repository: the course's tasks stubbed
+#                   (TASKS=a,b to choose, default all; OUT=dir, default
+#                   ../minitensor-handout); see course/tasks.toml
 #
 # Variables a user may override:
 #   CUDA_ARCHS="75 80 86 89 90"   machine code generated for these GPUs (+PTX)
@@ -45,7 +48,9 @@ NAMES       := $(notdir $(SRCS:.cu=))
 DEPFLAGS    := -MMD -MP
 
 # ---- emulator build: the .cu files, translated, compiled by the host C++ ----
-EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
+# EMU_OPT=-O0 builds faster and runs slower (the course kit's tests of stubs).
+EMU_OPT      ?= -O2
+EMU_CXXFLAGS := -std=c++17 $(EMU_OPT) -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
 EMU_LIBS     := -lboost_context -pthread
 EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_memory.o $(BUILD)/emu/emu_scheduler.o \
                 $(BUILD)/emu/emu_launch_count.o
@@ -165,6 +170,14 @@ endif
 # its held-out accuracy; saves build/digits_mlp.npz. See examples/train_digits.py.
 demo: $(LIBS) $(VENV)/.ok
 	$(VPY) examples/train_digits.py
+
+# The course kit (course/tasks.toml, tools/course.py): a student repository
+# with the chosen tasks' code replaced by stubs that fail with the task's name.
+TASKS ?=
+OUT   ?= ../minitensor-handout
+.PHONY: handout
+handout:
+	$(PYTHON) tools/course.py handout --tasks "$(TASKS)" --out "$(OUT)"
 
 # Rebuild notebooks/*.ipynb from their sources in notebooks/src/ and execute
 # them, so that they are committed with their figures (see docs/testing.md).

@@ -46,6 +46,7 @@ from ._errors import (  # noqa: E402
     NoDeviceError,
     OutOfMemoryError,
     ShapeError,
+    TaskNotDoneError,
 )
 from .tensor import (  # noqa: E402
     Tensor,
@@ -151,6 +152,7 @@ __all__ = [
     "NoDeviceError",
     "OutOfMemoryError",
     "ShapeError",
+    "TaskNotDoneError",
     "Tensor",
     "abs",
     "amax",

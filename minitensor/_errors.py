@@ -15,6 +15,7 @@ MT_ERR_DTYPE           ``DTypeError``                   ``TypeError``
 MT_ERR_OUT_OF_MEMORY   ``OutOfMemoryError``             (RuntimeError)
 MT_ERR_CUDA            ``CudaError``                    (RuntimeError)
 MT_ERR_NO_DEVICE       ``NoDeviceError``                (RuntimeError)
+MT_ERR_NOT_IMPLEMENTED ``TaskNotDoneError``             ``NotImplementedError``
 =====================  ===============================  =====================
 
 The Python layers raise the same classes for the errors they catch before
@@ -53,3 +54,12 @@ class CudaError(MinitensorError):
 
 class NoDeviceError(MinitensorError):
     """The CUDA build found no usable GPU (MT_ERR_NO_DEVICE)."""
+
+
+class TaskNotDoneError(MinitensorError, NotImplementedError):
+    """A course task left as a stub in a student handout (MT_ERR_NOT_IMPLEMENTED).
+
+    The message reads "task <id> is not done: <function> in <file>"; the op
+    failed before it launched any kernel. Python stubs raise a plain
+    ``NotImplementedError`` with the same words.
+    """

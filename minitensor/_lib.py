@@ -54,6 +54,7 @@ from ._errors import (
     NoDeviceError,
     OutOfMemoryError,
     ShapeError,
+    TaskNotDoneError,
 )
 
 # ---- what this binding was written against (checked at load) -------------
@@ -73,6 +74,7 @@ STATUS_ERRORS: dict[int, type[BaseException]] = {
     6: CudaError,  # MT_ERR_CUDA
     7: NoDeviceError,  # MT_ERR_NO_DEVICE
     8: KeyboardInterrupt,  # MT_ERR_INTERRUPTED
+    9: TaskNotDoneError,  # MT_ERR_NOT_IMPLEMENTED
 }
 
 # mt_dtype values.

@@ -74,6 +74,7 @@ class SGD(Optimizer):
 
     @autograd.no_grad()
     def step(self) -> None:
+        # TASK(layers_optim) BEGIN
         for p, state in zip(self.params, self.state):
             if p.grad is None:
                 continue
@@ -85,6 +86,12 @@ class SGD(Optimizer):
                 g = ops.clone(g) if buf is None else ops.add(ops.mul(buf, self.momentum), g)
                 state["momentum_buffer"] = g
             self._update(p, ops.sub(p, ops.mul(g, self.lr)))
+        # TASK(layers_optim) STUB
+        #| # TODO (task layers_optim): for each parameter p with a gradient, the
+        #| # update of the class docstring; keep the momentum buffer in this
+        #| # parameter's state dict, and write the new value with self._update.
+        #| raise NotImplementedError("task layers_optim is not done: SGD.step in minitensor/optim.py")
+        # TASK(layers_optim) END
 
 
 class Adam(Optimizer):
@@ -110,6 +117,7 @@ class Adam(Optimizer):
 
     @autograd.no_grad()
     def step(self) -> None:
+        # TASK(layers_optim) BEGIN
         beta1, beta2 = self.betas
         for p, state in zip(self.params, self.state):
             if p.grad is None:
@@ -130,3 +138,10 @@ class Adam(Optimizer):
             denom = ops.add(ops.mul(ops.map_("sqrt", v), 1.0 / math.sqrt(bias_correction2)), self.eps)
             step = ops.mul(ops.div(m, denom), self.lr / bias_correction1)
             self._update(p, ops.sub(p, step))
+        # TASK(layers_optim) STUB
+        #| # TODO (task layers_optim): the update of the class docstring, for each
+        #| # parameter with a gradient: the step count t and the moving averages
+        #| # m and v live in the parameter's state dict (torch names them step,
+        #| # exp_avg and exp_avg_sq); write the new value with self._update.
+        #| raise NotImplementedError("task layers_optim is not done: Adam.step in minitensor/optim.py")
+        # TASK(layers_optim) END

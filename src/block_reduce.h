@@ -55,6 +55,7 @@ struct BlockScratch {
  * together (no divergence inside a warp until stride < 32) and consecutive
  * threads touch consecutive shared-memory banks (no bank conflicts).
  */
+/* TASK(reductions) BEGIN */
 template <typename Acc, typename Combine>
 MT_DEVICE Acc block_reduce(BlockScratch<Acc> &scratch, Acc value, Combine combine)
 {
@@ -78,6 +79,28 @@ MT_DEVICE Acc block_reduce(BlockScratch<Acc> &scratch, Acc value, Combine combin
     __syncthreads();
     return result;
 }
+
+/* TASK(reductions) STUB */
+//| MT_TASK_MISSING(reductions, "block_reduce", "src/block_reduce.h")
+//|
+//| template <typename Acc, typename Combine>
+//| MT_DEVICE Acc block_reduce(BlockScratch<Acc> &scratch, Acc value, Combine combine)
+//| {
+//|     /* TODO (task reductions): return the combination of the `value`s of all
+//|      * blockDim.x threads of the block, to every thread, using a tree in
+//|      * shared memory:
+//|      *   1. each thread writes its value into scratch.slot[threadIdx.x];
+//|      *   2. for stride = blockDim.x / 2, blockDim.x / 4, ..., 1: each thread
+//|      *      with threadIdx.x < stride sets slot[threadIdx.x] to
+//|      *      combine(slot[threadIdx.x], slot[threadIdx.x + stride]);
+//|      *   3. every thread reads slot[0].
+//|      * Where does a thread read a slot that another thread wrote? Each such
+//|      * place needs a __syncthreads() before it. The caller may write scratch
+//|      * again as soon as this function returns. blockDim.x is a power of two.
+//|      */
+//|     return value;
+//| }
+/* TASK(reductions) END */
 
 /* ---- warp_reduce: the shuffle finish --------------------------------------
  *

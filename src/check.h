@@ -23,6 +23,7 @@
 
 #include "cuda_compat.h"
 #include "minitensor.h"
+#include "task.h"
 
 /* Record `status` and a printf-style message prefixed with the function name;
  * returns `status` so callers can write `return mt_fail(...)`. */

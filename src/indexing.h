@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "minitensor.h"
+#include "task.h"
 
 #if defined(__CUDACC__)
 #define MT_HD __host__ __device__ __forceinline__
@@ -27,6 +28,7 @@
 #define MT_HD static inline
 #endif
 
+/* TASK(indexing) BEGIN */
 /* ordinal -> multi-index of a tensor of `shape` (row-major, last dim fastest). */
 MT_HD void to_index(int64_t ordinal, const int64_t *shape, int ndim, int64_t *index)
 {
@@ -57,6 +59,47 @@ MT_HD void broadcast_index(const int64_t *big_index, int big_ndim,
     for (int d = 0; d < ndim; ++d)
         out_index[d] = shape[d] == 1 ? 0 : big_index[d + lead];
 }
+
+/* TASK(indexing) STUB */
+//| MT_TASK_MISSING(indexing, "to_index, index_to_position, broadcast_index", "src/indexing.h")
+//|
+//| /* ordinal -> multi-index of a tensor of `shape` (row-major, last dim fastest). */
+//| MT_HD void to_index(int64_t ordinal, const int64_t *shape, int ndim, int64_t *index)
+//| {
+//|     /* TODO (task indexing): write index[0..ndim-1] so that ordinal is
+//|      * sum_d index[d] * (product of shape[d+1..ndim-1]). Which dim changes
+//|      * fastest as the ordinal grows by one? */
+//|     (void)ordinal;
+//|     (void)shape;
+//|     for (int d = 0; d < ndim; ++d)
+//|         index[d] = 0;
+//| }
+//|
+//| /* multi-index -> position in storage, in elements (offset not included). */
+//| MT_HD int64_t index_to_position(const int64_t *index, const int64_t *strides, int ndim)
+//| {
+//|     /* TODO (task indexing): each dim moves strides[d] elements per step. */
+//|     (void)index;
+//|     (void)strides;
+//|     (void)ndim;
+//|     return 0;
+//| }
+//|
+//| /* Index into the big (broadcast) shape -> index into a smaller shape that
+//|  * broadcasts to it (NumPy rules: shapes aligned on the right). */
+//| MT_HD void broadcast_index(const int64_t *big_index, int big_ndim,
+//|                            const int64_t *shape, int ndim, int64_t *out_index)
+//| {
+//|     /* TODO (task indexing): which dim of big_index does dim d of the small
+//|      * shape line up with, and what is the index where the small shape has
+//|      * size 1 (its one element was repeated)? */
+//|     (void)big_index;
+//|     (void)big_ndim;
+//|     (void)shape;
+//|     for (int d = 0; d < ndim; ++d)
+//|         out_index[d] = 0;
+//| }
+/* TASK(indexing) END */
 
 /* Number of elements of a shape (1 for rank 0). */
 MT_HD int64_t shape_numel(const int64_t *shape, int ndim)

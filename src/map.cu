@@ -176,6 +176,7 @@ static Op make_map_op(T s)
 
 /* ---- kernels ------------------------------------------------------------- */
 
+/* TASK(map_zip) BEGIN */
 template <typename TOut, typename TIn, typename Op>
 __global__ void map_strided(mt_tensor out, mt_tensor in, int64_t n, Op op)
 {
@@ -196,6 +197,29 @@ __global__ void map_contiguous(TOut *out, const TIn *in, int64_t n, Op op)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
         out[i] = (TOut)op(in[i]);
 }
+
+/* TASK(map_zip) STUB */
+//| MT_TASK_MISSING(map_zip, "map_strided, map_contiguous", "src/map.cu")
+//|
+//| /* out(i) = op(in(i)) for every ordinal i < n, for tensors of any strides:
+//|  * one thread per element in a grid-stride loop. */
+//| template <typename TOut, typename TIn, typename Op>
+//| __global__ void map_strided(mt_tensor out, mt_tensor in, int64_t n, Op op)
+//| {
+//|     /* TODO (task map_zip): thread t of a grid of G threads handles ordinals
+//|      * t, t + G, t + 2G, ... < n. Where in memory does ordinal i of `in` live,
+//|      * and where of `out` (indexing.h)? Convert op's result to TOut. */
+//| }
+//|
+//| /* The same for dense row-major tensors; out and in already point at their
+//|  * first element (offset applied). */
+//| template <typename TOut, typename TIn, typename Op>
+//| __global__ void map_contiguous(TOut *out, const TIn *in, int64_t n, Op op)
+//| {
+//|     /* TODO (task map_zip): the grid-stride loop again. Here element i of
+//|      * either tensor is at position i: no index arithmetic at all. */
+//| }
+/* TASK(map_zip) END */
 
 /* map_contiguous, one 16-byte Pack per thread and iteration; out and in are
  * 16-byte aligned. The n % W elements after the last whole Pack are done
@@ -311,6 +335,7 @@ static mt_status launch_copy_transposed(const mt_tensor &out, const mt_tensor &i
 template <typename TOut, typename TIn, typename Op>
 static mt_status launch_map_strided(const mt_tensor &out, const mt_tensor &in, Op op)
 {
+    MT_TRY(MT_TASK_CHECK(map_zip));
     const int64_t n = tensor_numel(out);
     map_strided<TOut, TIn, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out, in, n, op);
     CUDA_CHECK(mt_launch_status());
@@ -337,6 +362,7 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
                 return MT_OK;
             }
         }
+        MT_TRY(MT_TASK_CHECK(map_zip));
         map_contiguous<TOut, TIn, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out_first, in_first, n, op);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;

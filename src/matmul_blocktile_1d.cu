@@ -25,6 +25,7 @@ struct Blocktile1dTiles {
     static_assert(kThreads == BM * BK && kThreads == BK * BN, "one A and one B element per thread");
 };
 
+/* TASK(ladder_rung) BEGIN */
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_1d(mt_tensor out, mt_tensor a, mt_tensor b, int64_t row_tile_start, int64_t batch_start)
 {
@@ -74,9 +75,28 @@ __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_1d(mt_tensor out
     }
 }
 
+/* TASK(ladder_rung) STUB */
+//| MT_TASK_MISSING(ladder_rung, "matmul_blocktile_1d", "src/matmul_blocktile_1d.cu")
+//|
+//| template <typename T, typename C>
+//| __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_1d(mt_tensor out, mt_tensor a, mt_tensor b, int64_t row_tile_start, int64_t batch_start)
+//| {
+//|     /* TODO (task ladder_rung): out = a @ b, one C::BM x C::BN tile of out per
+//|      * block of C::kThreads threads. Start from matmul_tiled
+//|      * (src/matmul_tiled.cu): stage a C::BM x C::BK tile of A and a
+//|      * C::BK x C::BN tile of B in shared memory (each thread loads one element
+//|      * of each, zero outside the matrices), then let each thread accumulate
+//|      * C::TM outputs of one column in registers: for each k of the tile, load
+//|      * the B value once and use it for C::TM multiply-adds. Thread t owns
+//|      * column t % C::BN of the tile and rows (t / C::BN) * C::TM ... + C::TM - 1.
+//|      * Write only outputs inside out. */
+//| }
+/* TASK(ladder_rung) END */
+
 template <typename T>
 mt_status launch_blocktile_1d(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
+    MT_TRY(MT_TASK_CHECK(ladder_rung));
     using C = Blocktile1dTiles;
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
         matmul_blocktile_1d<T, C><<<grid, C::kThreads>>>(out, a, b, y0, b0);

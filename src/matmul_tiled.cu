@@ -6,6 +6,7 @@
  */
 #include "matmul_internal.h"
 
+/* TASK(matmul_tiled) BEGIN */
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads) matmul_tiled(mt_tensor out, mt_tensor a, mt_tensor b, int64_t row_tile_start, int64_t batch_start)
 {
@@ -52,9 +53,37 @@ __global__ void __launch_bounds__(C::kThreads) matmul_tiled(mt_tensor out, mt_te
         Out.at(row, col) = acc;
 }
 
+/* TASK(matmul_tiled) STUB */
+//| MT_TASK_MISSING(matmul_tiled, "matmul_tiled", "src/matmul_tiled.cu")
+//|
+//| /* out = a @ b (batched: blockIdx.z picks the batch), one 32 x 32 tile of out
+//|  * per block of 32 x 32 threads; thread (tx, ty) computes out(row, col). */
+//| template <typename T, typename C>
+//| __global__ void __launch_bounds__(C::kThreads) matmul_tiled(mt_tensor out, mt_tensor a, mt_tensor b, int64_t row_tile_start, int64_t batch_start)
+//| {
+//|     static_assert(C::BM == C::BK && C::BN == C::BK, "each thread loads one element of each tile");
+//|     const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
+//|     const MatrixView<const T> A = matrix_view<const T>(a, start.a);
+//|     const MatrixView<const T> B = matrix_view<const T>(b, start.b);
+//|     const MatrixView<T> Out = matrix_view<T>(out, start.out);
+//|     const int64_t M = A.rows, N = B.cols, K = A.cols; /* out is M x N */
+//|     const int64_t row = (row_tile_start + blockIdx.y) * C::BM + threadIdx.y;
+//|     const int64_t col = (int64_t)blockIdx.x * C::BN + threadIdx.x;
+//|     /* TODO (task matmul_tiled): declare two __shared__ tiles, C::BM x C::BK
+//|      * of A and C::BK x C::BN of B. Walk K one tile at a time: each thread
+//|      * loads one element of each tile (what does it store when that element
+//|      * lies outside the matrix?), the block computes from the tiles, and
+//|      * moves on. Which reads need another thread's load to be finished, and
+//|      * which loads must wait until every thread is done reading? Write
+//|      * Out.at(row, col) only inside out. No thread may return early: why? */
+//|     (void)M, (void)N, (void)K, (void)row, (void)col, (void)Out;
+//| }
+/* TASK(matmul_tiled) END */
+
 template <typename T>
 mt_status launch_tiled(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
+    MT_TRY(MT_TASK_CHECK(matmul_tiled));
     using C = SimpleTiles;
     const dim3 block(C::BN, C::BM);
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {

@@ -79,7 +79,8 @@ typedef enum {
     MT_ERR_OUT_OF_MEMORY = 5,    /* device allocation failed                 */
     MT_ERR_CUDA = 6,             /* a CUDA (or emulated CUDA) call failed    */
     MT_ERR_NO_DEVICE = 7,        /* no usable GPU for the CUDA build         */
-    MT_ERR_INTERRUPTED = 8       /* Ctrl-C stopped a running (emulated) op   */
+    MT_ERR_INTERRUPTED = 8,      /* Ctrl-C stopped a running (emulated) op   */
+    MT_ERR_NOT_IMPLEMENTED = 9   /* a course task left as a stub (task.h)    */
 } mt_status;
 
 typedef enum {

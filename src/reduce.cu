@@ -233,6 +233,7 @@ static mt_status launch_reduce_all(const mt_tensor &out, const mt_tensor &in)
 {
     if (mt_fast_kernels())
         return launch_reduce_all_with<T, R, LastWarpFinish>(out, in);
+    MT_TRY(MT_TASK_CHECK(reductions)); /* the tree finish is block_reduce */
     return launch_reduce_all_with<T, R, TreeFinish>(out, in);
 }
 

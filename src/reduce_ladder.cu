@@ -194,9 +194,11 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
         reduce_rows_interleaved<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
         break;
     case MT_REDUCE_ALGO_SEQUENTIAL:
+        MT_TRY(MT_TASK_CHECK(reductions)); /* its tree is block_reduce */
         reduce_rows_sequential<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
         break;
     case MT_REDUCE_ALGO_FIRST_ADD:
+        MT_TRY(MT_TASK_CHECK(reductions)); /* its tree is block_reduce */
         reduce_rows_first_add<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
         break;
     case MT_REDUCE_ALGO_WARP_SHUFFLE:

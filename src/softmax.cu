@@ -38,6 +38,7 @@ struct CombineSum {
     __device__ T operator()(T a, T b) const { return a + b; }
 };
 
+/* TASK(softmax) BEGIN */
 /* in_rows and out_rows are in and out with shape[dim] set to 1: ordinal r of
  * each is the first element of row r; element k of the row is k strides of
  * dim further on. */
@@ -79,6 +80,27 @@ __global__ void softmax_rows(mt_tensor out_rows, mt_tensor in_rows, int64_t len,
         }
     }
 }
+
+/* TASK(softmax) STUB */
+//| MT_TASK_MISSING(softmax, "softmax_rows", "src/softmax.cu")
+//|
+//| /* in_rows and out_rows are in and out with shape[dim] set to 1: ordinal r of
+//|  * each is the first element of row r; element k of the row is k strides of
+//|  * dim further on. One block per row, rows in a grid-stride loop. */
+//| template <typename T>
+//| __global__ void softmax_rows(mt_tensor out_rows, mt_tensor in_rows, int64_t len, int64_t in_stride, int64_t out_stride, int64_t rows, int log_softmax)
+//| {
+//|     /* TODO (task softmax): for each row of this block, three passes over
+//|      * its elements, each thread taking k = threadIdx.x, + blockDim.x, ...:
+//|      *   1. the row maximum m (block_reduce with CombineMax: every thread
+//|      *      gets it);
+//|      *   2. s = the sum of exp(x_k - m) (block_reduce with CombineSum);
+//|      *   3. out_k = exp(x_k - m) / s, or (x_k - m) - log(s) for log_softmax.
+//|      * Why subtract m? What must every thread of the block do the same number
+//|      * of times? out may be the same tensor as in: may a thread write before
+//|      * every thread has read the row? */
+//| }
+/* TASK(softmax) END */
 
 /* in and out point at the first element of row 0; row r starts r * len
  * further on. Each thread holds kPacks Packs of its row: with `vec` (len a
@@ -221,6 +243,10 @@ static mt_status launch_softmax(const mt_tensor &out, const mt_tensor &in, int d
     const int64_t rows = tensor_numel(in_rows);
     const int block = row_block_size(len);
     const unsigned int grid = grid_size(rows, 1);
+    /* softmax_rows is the softmax task, built on the reductions task's
+     * block_reduce. */
+    MT_TRY(MT_TASK_CHECK(softmax));
+    MT_TRY(MT_TASK_CHECK(reductions));
     softmax_rows<T><<<grid, block>>>(out_rows, in_rows, len, in.strides[dim], out.strides[dim], rows, log_softmax);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;

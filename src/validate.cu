@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "descriptor.h"
+#include "indexing.h"
 
 const char *mt_shape_str(const mt_tensor *t, char *buf, size_t bufsize)
 {
@@ -83,6 +84,10 @@ mt_status mt_check_tensor(const char *func, const char *name, const mt_tensor *t
 
 mt_status mt_check_output(const char *func, const char *name, const mt_tensor *t)
 {
+    /* Every op that writes an output runs kernels built on the index helpers
+     * (the indexing task), so a handout with them stubbed stops here, before
+     * any launch. */
+    MT_TRY(MT_TASK_CHECK(indexing));
     MT_TRY(mt_check_tensor(func, name, t));
     /* A stride of 0 makes every index along that dim the same element: the
      * threads that compute different outputs would all write it, and the

@@ -107,6 +107,7 @@ struct zip_relu_backward {
 
 /* ---- kernels ------------------------------------------------------------- */
 
+/* TASK(map_zip) BEGIN */
 template <typename T, typename Op>
 __global__ void zip_strided(mt_tensor out, mt_tensor a, mt_tensor b, int64_t n, Op op)
 {
@@ -136,6 +137,29 @@ __global__ void zip_contiguous(T *out, const T *a, const T *b, int64_t n, Op op)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
         out[i] = op(a[i], b[i]);
 }
+
+/* TASK(map_zip) STUB */
+//| MT_TASK_MISSING(map_zip, "zip_strided, zip_contiguous", "src/zip.cu")
+//|
+//| /* out(i) = op(a(i'), b(i'')) for every ordinal i < n of out, where a and b
+//|  * may be strided views and may broadcast to out's shape (NumPy rules). */
+//| template <typename T, typename Op>
+//| __global__ void zip_strided(mt_tensor out, mt_tensor a, mt_tensor b, int64_t n, Op op)
+//| {
+//|     /* TODO (task map_zip): a grid-stride loop over out's ordinals. For each:
+//|      * out's multi-index, then the index of a and of b that it reads (a
+//|      * broadcast input repeats its size-1 dims), then the three positions
+//|      * (mind each tensor's offset). indexing.h has every helper you need. */
+//| }
+//|
+//| /* All three tensors dense, row-major and of out's shape; the pointers
+//|  * already point at their first element (offset applied). */
+//| template <typename T, typename Op>
+//| __global__ void zip_contiguous(T *out, const T *a, const T *b, int64_t n, Op op)
+//| {
+//|     /* TODO (task map_zip): the grid-stride loop, element i at position i. */
+//| }
+/* TASK(map_zip) END */
 
 /* zip_contiguous with Packs; all three pointers 16-byte aligned. The
  * n % W elements after the last whole Pack are done one by one. */
@@ -309,6 +333,7 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
                 const int64_t packs = n / Pack<T>::kWidth;
                 zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize>>>(out_first, a_first, b_first, n, Op{});
             } else {
+                MT_TRY(MT_TASK_CHECK(map_zip));
                 zip_contiguous<T, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out_first, a_first, b_first, n, Op{});
             }
             CUDA_CHECK(mt_launch_status());
@@ -325,6 +350,7 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
         if (is_transposed_view(a) && rows_contiguous(b))
             return launch_zip_transposed<T, Op, true>(out, a, b);
     }
+    MT_TRY(MT_TASK_CHECK(map_zip));
     zip_strided<T, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out, a, b, n, Op{});
     CUDA_CHECK(mt_launch_status());
     return MT_OK;

@@ -198,6 +198,7 @@ def test_status_enum() -> None:
         "MT_ERR_CUDA": mt.CudaError,
         "MT_ERR_NO_DEVICE": mt.NoDeviceError,
         "MT_ERR_INTERRUPTED": KeyboardInterrupt,
+        "MT_ERR_NOT_IMPLEMENTED": mt.TaskNotDoneError,
     }
     assert set(status) == set(expected) | {"MT_OK"}
     for name, cls in expected.items():

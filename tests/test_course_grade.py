@@ -55,7 +55,7 @@ def test_the_manifest_names_things_that_exist() -> None:
 
 @pytest.mark.parametrize("key, value, message", [
     ("policy", '"sometimes"', "policy must be one of"),
-    ("points", '"ten"', "'points' must be a int"),
+    ("points", '"ten"', "task 'one': 'points' must be int"),
     ("requires", '["nothing"]', "requires unknown task 'nothing'"),
     ("id", '"Bad-Id"', "snake_case"),
     ("colour", '"red"', "unknown keys ['colour']"),
@@ -78,7 +78,7 @@ def test_a_duplicate_task_id_is_refused(tmp_path: Path) -> None:
             'sheet = "s"\npytest = [{ path = "p" }]\n')
     path = tmp_path / "tasks.toml"
     path.write_text('name = "c"\nversion = "1"\n' + task + task)
-    with pytest.raises(ManifestError, match="'one' appears 2 times"):
+    with pytest.raises(ManifestError, match=r"task ids appear twice: \['one'\]"):
         load_manifest(path)
 
 

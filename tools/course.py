@@ -1,5 +1,7 @@
 """The course kit's entry point: ``python tools/course.py <command> ...``.
 
+    handout  a student repository: every file, with the chosen tasks' regions
+             replaced by their stubs (tools/course_handout.py; `make handout`)
     grade    run each task's tests in their own processes and score them
              (tools/course_grade.py; `make grade` runs it)
     take     copy the files of the tasks from a student's submission into
@@ -20,7 +22,9 @@ TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
 
 from course_grade import grade  # noqa: E402 - after the path above
+from course_handout import HandoutError, write_handout  # noqa: E402
 from course_manifest import ManifestError, load_manifest  # noqa: E402
+from course_regions import RegionError  # noqa: E402
 from course_report import table, write_reports  # noqa: E402
 from course_submission import take  # noqa: E402
 
@@ -31,6 +35,18 @@ def task_list(text: str | None) -> list[str] | None:
     """'a,b' -> ['a', 'b']; empty or None -> every task."""
     ids = [t.strip() for t in (text or "").split(",") if t.strip()]
     return ids or None
+
+
+def cmd_handout(args: argparse.Namespace) -> int:
+    """Writes the handout; prints what it stubbed and where it went."""
+    try:
+        chosen = write_handout(ROOT, Path(args.out), args.tasks, force=args.force)
+    except (HandoutError, ManifestError, RegionError, KeyError) as e:
+        print(f"handout: {e}", file=sys.stderr)
+        return 1
+    print(f"handout: {args.out}: tasks {', '.join(chosen)} stubbed")
+    print(f"next: cd {args.out} && make && make grade   (the stubbed tasks score 0, with their messages)")
+    return 0
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -65,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="course.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
+    h = commands.add_parser("handout", help="write a student repository with the chosen tasks stubbed")
+    h.add_argument("--tasks", default="", help="comma-separated task ids (default: every task)")
+    h.add_argument("--out", required=True, help="the folder to write (new, or empty)")
+    h.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
+    h.set_defaults(func=cmd_handout)
     g = commands.add_parser("grade", help="run each task's tests and score them")
     g.add_argument("--tasks", help="comma-separated task ids (default: every task of course/tasks.toml)")
     g.add_argument("--hidden", help="a folder of the instructor's extra tests (docs/coursework.md)")

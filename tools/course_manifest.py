@@ -1,21 +1,13 @@
-"""The course manifest, course/tasks.toml: which tasks a course has, and what grades them.
+"""course_manifest: loads and checks course/tasks.toml, the list of the course's tasks.
 
-One ``[[task]]`` table per task a student does:
+    from course_manifest import load_manifest
+    manifest = load_manifest("course/tasks.toml")
+    for task in manifest.tasks:
+        print(task.id, task.points, [t.program for t in task.c_tests])
 
-    [[task]]
-    id = "matmul_tiled"                      # snake_case, used by TASK(...) markers
-    title = "Tiled matrix product"
-    points = 20
-    files = ["src/matmul_tiled.cu"]          # the files holding its TASK regions
-    c_tests = [{ program = "test_matmul", filter = "mt_matmul tiled" }]
-    pytest = [{ path = "tests/test_matmul.py", k = "tiled" }]
-    policy = "teaching"                      # MINITENSOR_KERNELS while it is graded
-    requires = ["indexing"]
-    sheet = "docs/tasks/matmul_tiled.md"
-
-and, at the top, ``name`` and ``version`` of the course. ``load_manifest``
-reads and checks it and returns plain dataclasses; ``tools/course.py`` (the
-handout and the grader) and the tests use nothing else.
+tools/course.py (handout, grade) and the tests of the course kit read the
+manifest only through this module, so a malformed manifest fails in one
+place, with a message naming the task and the key.
 """
 
 from __future__ import annotations
@@ -24,34 +16,39 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Optional, Union
 
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 POLICIES = ("fast", "teaching")
-TASK_ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 class ManifestError(ValueError):
-    """course/tasks.toml (or a hidden tests' tasks.toml) is malformed; the message names the task and key."""
+    """course/tasks.toml is malformed; the message names the task and the key."""
 
 
 @dataclass(frozen=True)
 class CTest:
-    """One C test program, optionally narrowed to the cases whose names contain ``filter``."""
+    """A C test program (tests/c/<program>.c) and an optional case-name filter (MT_TEST_FILTER)."""
 
     program: str
-    filter: str | None = None
+    filter: Optional[str] = None
 
 
 @dataclass(frozen=True)
 class PyTest:
-    """One pytest selection: a file (or node id) and an optional ``-k`` expression."""
+    """A pytest selection: a path, and optionally the expression of -k."""
 
     path: str
-    k: str | None = None
+    k: Optional[str] = None
+
+    def args(self) -> list[str]:
+        """The pytest command-line arguments of this selection."""
+        return [self.path] + (["-k", self.k] if self.k else [])
 
 
-@dataclass
+@dataclass(frozen=True)
 class Task:
-    """One task of the course (an assignment, or a part of one)."""
+    """One task of the course: what a student writes, and the tests that grade it."""
 
     id: str
     title: str
@@ -66,106 +63,130 @@ class Task:
 
 @dataclass
 class Manifest:
-    """The whole course: its name, version and tasks, in the order of the file."""
+    """The whole course: its name, version and tasks, in the manifest's order."""
 
     name: str
     version: str
-    tasks: list[Task] = field(default_factory=list)
+    tasks: list[Task]
+    handout_exclude: list[str] = field(default_factory=list)
+    path: Optional[Path] = None
 
-    def task(self, task_id: str) -> Task:
-        """The task named ``task_id``; KeyError naming the known ids otherwise."""
-        for task in self.tasks:
-            if task.id == task_id:
-                return task
-        raise KeyError(f"no task {task_id!r} in the manifest (tasks: {', '.join(t.id for t in self.tasks)})")
+    def task(self, id: str) -> Task:  # noqa: A002 - the manifest's own key
+        """The task with this id; KeyError naming the known ids otherwise."""
+        for t in self.tasks:
+            if t.id == id:
+                return t
+        raise KeyError(f"no task {id!r} in the course (tasks: {', '.join(self.ids())})")
 
     def ids(self) -> list[str]:
-        return [task.id for task in self.tasks]
+        """The task ids, in the manifest's order."""
+        return [t.id for t in self.tasks]
 
 
-def _typed(table: dict, key: str, kind: type, where: str, default: object = ...) -> object:
-    """table[key], checked to be a ``kind``; ``default`` when it is absent (if given)."""
+def _require(table: dict[str, Any], key: str, kind: Union[type, tuple[type, ...]], where: str) -> Any:
     if key not in table:
-        if default is ...:
-            raise ManifestError(f"{where}: missing key {key!r}")
-        return default
+        raise ManifestError(f"{where}: missing key {key!r}")
     value = table[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ManifestError(f"{where}: {key!r} must be a {kind.__name__}, not {type(value).__name__} ({value!r})")
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise ManifestError(f"{where}: {key!r} must be {getattr(kind, '__name__', kind)}, got {value!r}")
     return value
 
 
-def _list_of(table: dict, key: str, kind: type, where: str) -> list:
-    values = _typed(table, key, list, where, default=[])
-    for value in values:
-        if not isinstance(value, kind):
-            raise ManifestError(f"{where}: every entry of {key!r} must be a {kind.__name__}, not {value!r}")
-    return values
+def _str_list(table: dict[str, Any], key: str, where: str) -> list[str]:
+    values = _require(table, key, list, where)
+    for v in values:
+        if not isinstance(v, str):
+            raise ManifestError(f"{where}: {key!r} must be a list of strings, got {v!r}")
+    return list(values)
 
 
-def _c_test(entry: dict, where: str) -> CTest:
-    unknown = set(entry) - {"program", "filter"}
-    if unknown:
-        raise ManifestError(f"{where}: unknown keys {sorted(unknown)} in a c_tests entry")
-    return CTest(_typed(entry, "program", str, where), _typed(entry, "filter", str, where, default=None))
+def _entries(table: dict[str, Any], key: str, where: str, required: str, optional: str) -> list[tuple[str, Any]]:
+    """The (required, optional) string pairs of a list of small tables such as
+    c_tests = [{ program = "test_map", filter = "..." }]; the optional one may be absent."""
+    out: list[tuple[str, Any]] = []
+    if key not in table:  # a task may have only C programs, or only pytest selections
+        return out
+    for i, entry in enumerate(_require(table, key, list, where)):
+        at = f"{where}, {key}[{i}]"
+        if not isinstance(entry, dict):
+            raise ManifestError(f"{at}: must be a table {{ {required} = ..., {optional} = ... }}, got {entry!r}")
+        value = _require(entry, required, str, at)
+        extra = entry.get(optional)
+        if extra is not None and not isinstance(extra, str):
+            raise ManifestError(f"{at}: {optional!r} must be a string, got {extra!r}")
+        unknown = set(entry) - {required, optional}
+        if unknown:
+            raise ManifestError(f"{at}: unknown keys {sorted(unknown)}")
+        out.append((value, extra))
+    return out
 
 
-def _py_test(entry: dict, where: str) -> PyTest:
-    unknown = set(entry) - {"path", "k"}
-    if unknown:
-        raise ManifestError(f"{where}: unknown keys {sorted(unknown)} in a pytest entry")
-    return PyTest(_typed(entry, "path", str, where), _typed(entry, "k", str, where, default=None))
-
-
-def parse_task(table: dict, where: str) -> Task:
-    """One ``[[task]]`` table, checked key by key."""
+def parse_task(table: Any, where: str) -> Task:
+    """One [[task]] table, checked key by key (`where` names it in messages
+    until its id is known); ManifestError if anything is malformed."""
+    if not isinstance(table, dict):
+        raise ManifestError(f"{where}: must be a [[task]] table")
+    task_id = _require(table, "id", str, where)
+    if not ID_PATTERN.match(task_id):
+        raise ManifestError(f"{where}: id {task_id!r} is not snake_case")
+    where = f"task {task_id!r}"
+    points = _require(table, "points", int, where)
+    if points < 0:
+        raise ManifestError(f"{where}: points must be >= 0, got {points}")
+    policy = _require(table, "policy", str, where)
+    if policy not in POLICIES:
+        raise ManifestError(f"{where}: policy must be one of {POLICIES}, got {policy!r}")
     known = {"id", "title", "points", "files", "c_tests", "pytest", "policy", "requires", "sheet"}
     unknown = set(table) - known
     if unknown:
-        raise ManifestError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
-    task_id = _typed(table, "id", str, where)
-    where = f"{where} ({task_id})"
-    if not TASK_ID.match(task_id):
-        raise ManifestError(f"{where}: id must be snake_case (lower-case letters, digits, _)")
-    points = _typed(table, "points", int, where)
-    if points < 0:
-        raise ManifestError(f"{where}: points must be >= 0, not {points}")
-    policy = _typed(table, "policy", str, where)
-    if policy not in POLICIES:
-        raise ManifestError(f"{where}: policy must be one of {POLICIES}, not {policy!r}")
-    task = Task(
+        raise ManifestError(f"{where}: unknown keys {sorted(unknown)}")
+    return Task(
         id=task_id,
-        title=_typed(table, "title", str, where),
+        title=_require(table, "title", str, where),
         points=points,
-        files=_list_of(table, "files", str, where),
-        c_tests=[_c_test(e, where) for e in _list_of(table, "c_tests", dict, where)],
-        pytest=[_py_test(e, where) for e in _list_of(table, "pytest", dict, where)],
+        files=_str_list(table, "files", where),
+        c_tests=[CTest(p, f) for p, f in _entries(table, "c_tests", where, "program", "filter")],
+        pytest=[PyTest(p, k) for p, k in _entries(table, "pytest", where, "path", "k")],
         policy=policy,
-        requires=_list_of(table, "requires", str, where),
-        sheet=_typed(table, "sheet", str, where),
+        requires=_str_list(table, "requires", where),
+        sheet=_require(table, "sheet", str, where),
     )
-    return task
 
 
-def load_manifest(path: str | Path = "course/tasks.toml") -> Manifest:
-    """Reads and checks the manifest: every key typed, ids unique, prerequisites known."""
+def parse_manifest(data: dict[str, Any], path: Optional[Path] = None) -> Manifest:
+    """A Manifest from the parsed TOML; ManifestError if anything is malformed."""
+    where = str(path or "manifest")
+    name = _require(data, "name", str, where)
+    version = _require(data, "version", str, where)
+    tables = _require(data, "task", list, where)
+    tasks = [parse_task(t, f"task #{i + 1}") for i, t in enumerate(tables)]
+    ids = [t.id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ManifestError(f"{where}: task ids appear twice: {dupes}")
+    for t in tasks:
+        if not t.c_tests and not t.pytest:
+            raise ManifestError(f"task {t.id!r} has no test: give it c_tests or pytest entries")
+        for r in t.requires:
+            if r not in ids:
+                raise ManifestError(f"task {t.id!r}: requires unknown task {r!r}")
+            if r == t.id:
+                raise ManifestError(f"task {t.id!r}: requires itself")
+    handout = data.get("handout", {})
+    if not isinstance(handout, dict):
+        raise ManifestError(f"{where}: [handout] must be a table")
+    exclude = _str_list(handout, "exclude", f"{where} [handout]") if "exclude" in handout else []
+    return Manifest(name=name, version=version, tasks=tasks, handout_exclude=exclude, path=path)
+
+
+def load_manifest(path: Union[str, Path] = "course/tasks.toml") -> Manifest:
+    """Reads and checks the course manifest (by default course/tasks.toml of the current directory)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no course manifest there") from None
     except tomllib.TOMLDecodeError as e:
         raise ManifestError(f"{path}: not valid TOML: {e}") from None
-    where = str(path)
-    manifest = Manifest(name=_typed(data, "name", str, where), version=_typed(data, "version", str, where))
-    for number, table in enumerate(_list_of(data, "task", dict, where), start=1):
-        manifest.tasks.append(parse_task(table, f"{where}: task {number}"))
-    ids = manifest.ids()
-    for task_id in ids:
-        if ids.count(task_id) > 1:
-            raise ManifestError(f"{where}: task id {task_id!r} appears {ids.count(task_id)} times")
-    for task in manifest.tasks:
-        if not task.c_tests and not task.pytest:
-            raise ManifestError(f"{where}: task {task.id!r} has no test (c_tests or pytest)")
-        for required in task.requires:
-            if required not in ids:
-                raise ManifestError(f"{where}: task {task.id!r} requires unknown task {required!r}")
-    return manifest
+    return parse_manifest(data, path)

@@ -20,6 +20,7 @@ def unbroadcast(grad: Array, shape: Sequence[int]) -> Array:
     The leading dims that broadcasting added are summed away, and so are the
     dims where shape has 1 but grad does not.
     """
+    # TASK(autograd_rules) BEGIN
     shape = tuple(shape)
     if grad.shape == shape:
         return grad
@@ -30,6 +31,13 @@ def unbroadcast(grad: Array, shape: Sequence[int]) -> Array:
     if dims:
         grad = ops.reduce_("sum", grad, dims, keepdim=True)
     return ops.reshape(grad, shape)
+    # TASK(autograd_rules) STUB
+    #| # TODO (task autograd_rules): a tensor of shape broadcast to grad.shape was
+    #| # used once per repeat, so its gradient is grad summed over the repeats: over
+    #| # the leading dims broadcasting added, and (keeping them) over the dims where
+    #| # shape has 1 and grad does not. Return an Array of exactly shape.
+    #| raise NotImplementedError("task autograd_rules is not done: unbroadcast in minitensor/autograd/helpers.py")
+    # TASK(autograd_rules) END
 
 
 def expand_reduced(grad: Array, shape: Sequence[int], dims: Sequence[int]) -> Array:

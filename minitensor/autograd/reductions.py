@@ -30,7 +30,15 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # TASK(autograd_rules) BEGIN
         return expand_reduced(grad, ctx.in_shape, ctx.dims), None, None
+        # TASK(autograd_rules) STUB
+        #| # TODO (task autograd_rules): every input element of the reduced dims
+        #| # (ctx.dims) added into one output element, so each gets that element's
+        #| # gradient: spread grad back over ctx.in_shape (helpers.py). One gradient
+        #| # per argument of forward: None for dim and keepdim.
+        #| raise NotImplementedError("task autograd_rules is not done: Sum.backward in minitensor/autograd/reductions.py")
+        # TASK(autograd_rules) END
 
 
 class Mean(Function):
@@ -164,6 +172,7 @@ class MatMul(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # TASK(autograd_rules) BEGIN
         a, b = ctx.saved_tensors
         a2 = ops.unsqueeze(a, 0) if a.ndim == 1 else a  # 1, K
         b2 = ops.unsqueeze(b, 1) if b.ndim == 1 else b  # K, 1
@@ -175,3 +184,10 @@ class MatMul(Function):
         if ctx.needs_input_grad[1]:  # ..., K, N
             gb = ops.reshape(unbroadcast(ops.matmul(ops.transpose(a2, -2, -1), g2), b2.shape), b.shape)
         return ga, gb
+        # TASK(autograd_rules) STUB
+        #| # TODO (task autograd_rules): for out = a @ b and out's gradient g,
+        #| # a's gradient is g @ b^T and b's is a^T @ g. Mind 1-D operands (torch
+        #| # treats a as 1 x K and b as K x 1) and batch dims that broadcast
+        #| # (unbroadcast them away); return None where ctx.needs_input_grad is False.
+        #| raise NotImplementedError("task autograd_rules is not done: MatMul.backward in minitensor/autograd/reductions.py")
+        # TASK(autograd_rules) END

@@ -239,7 +239,7 @@ static inline const char *tt_status_name(int s)
 {
     static const char *names[] = {"MT_OK", "MT_ERR_INVALID_ARGUMENT", "MT_ERR_SHAPE", "MT_ERR_DIM",
                                   "MT_ERR_DTYPE", "MT_ERR_OUT_OF_MEMORY", "MT_ERR_CUDA",
-                                  "MT_ERR_NO_DEVICE"};
+                                  "MT_ERR_NO_DEVICE", "MT_ERR_INTERRUPTED", "MT_ERR_NOT_IMPLEMENTED"};
     return s >= 0 && s < (int)(sizeof names / sizeof names[0]) ? names[s] : "(unknown status)";
 }
 
