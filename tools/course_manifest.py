@@ -165,13 +165,14 @@ def parse_manifest(data: dict[str, Any], path: Optional[Path] = None) -> Manifes
     if dupes:
         raise ManifestError(f"{where}: task ids appear twice: {dupes}")
     for t in tasks:
-        if not t.c_tests and not t.pytest:
-            raise ManifestError(f"task {t.id!r} has no test: give it c_tests or pytest entries")
         for r in t.requires:
             if r not in ids:
                 raise ManifestError(f"task {t.id!r}: requires unknown task {r!r}")
             if r == t.id:
                 raise ManifestError(f"task {t.id!r}: requires itself")
+    for t in tasks:
+        if not t.c_tests and not t.pytest:
+            raise ManifestError(f"task {t.id!r} has no test: give it c_tests or pytest entries")
     handout = data.get("handout", {})
     if not isinstance(handout, dict):
         raise ManifestError(f"{where}: [handout] must be a table")

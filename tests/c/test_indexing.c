@@ -109,12 +109,18 @@ static void case_broadcast_index(int big_ndim)
 int main(void)
 {
     tt_init("test_indexing");
-    case_library_accepts_an_output();
-    for (int rep = 0; rep < 20; ++rep) {
-        for (int ndim = 0; ndim <= 4; ++ndim) {
-            case_to_index_and_position(ndim);
-            case_broadcast_index(ndim);
-        }
+    TT_GROUP("library") {
+        case_library_accepts_an_output();
+    }
+    TT_GROUP("to_index") {
+        for (int rep = 0; rep < 20; ++rep)
+            for (int ndim = 0; ndim <= 4; ++ndim)
+                case_to_index_and_position(ndim);
+    }
+    TT_GROUP("broadcast_index") {
+        for (int rep = 0; rep < 20; ++rep)
+            for (int ndim = 0; ndim <= 4; ++ndim)
+                case_broadcast_index(ndim);
     }
     return tt_summary();
 }

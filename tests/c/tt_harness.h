@@ -121,6 +121,13 @@ static inline void tt_case(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(tt.case_name, sizeof tt.case_name, fmt, ap);
     va_end(ap);
+    if (!tt.counts) {
+        /* Only a group's cases are counted (tt_groups.h): a case outside
+         * one would pass or fail unseen, so it is a failure of its own. */
+        printf("FAIL %s: case \"%s\" runs outside any TT_GROUP, so its result would not be counted\n",
+               tt.program, tt.case_name);
+        tt.failed++;
+    }
     tt.in_case = 1;
     tt.case_failed = 0;
     tt.case_reports = 0;
