@@ -36,8 +36,17 @@ NAMES       := $(notdir $(SRCS:.cu=))
 
 # ---- emulator build: the .cu files, translated, compiled by the host C++ ----
 EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
+# threadIdx and blockIdx are thread-local variables of a library that Python
+# loads with dlopen, so every read goes through the dynamic TLS model. On
+# x86-64, TLS descriptors (gnu2) make such a read a short call instead of
+# __tls_get_addr (arm64 uses descriptors already). Initial-exec TLS would be
+# faster still, but a dlopen'ed library may find no static TLS space left.
+ifeq ($(shell uname -m),x86_64)
+EMU_CXXFLAGS += -mtls-dialect=gnu2
+endif
 EMU_LIBS     := -lboost_context -pthread
-EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_scheduler.o
+EMU_RT_NAMES := emu_runtime emu_launch emu_block emu_fibers emu_shared emu_faults
+EMU_RT_OBJS  := $(EMU_RT_NAMES:%=$(BUILD)/emu/%.o)
 EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
 
@@ -79,8 +88,9 @@ $(BUILD)/emu/%.cpp: src/%.cu tools/cu2emu.py
 $(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
-# The emulator's own runtime: emu_runtime.cpp (the CUDA API twins) and
-# emu_scheduler.cpp (fibers, barriers, launches).
+# The emulator's own runtime: emu_runtime.cpp (the CUDA API twins) and the
+# block scheduler (emu_launch, emu_block, emu_fibers, emu_shared and
+# emu_faults.cpp; src/emu/emu_block.h says which does what).
 $(EMU_RT_OBJS): $(BUILD)/emu/%.o: src/emu/%.cpp $(HEADERS) $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
@@ -151,17 +161,22 @@ demo: $(LIBS) $(VENV)/.ok
 notebooks: $(LIBS) $(VENV)/.ok
 	$(VPY) notebooks/build_notebooks.py
 
-# What one __syncthreads() costs an emulated thread (docs/emulator.md).
-.PHONY: bench-emu
-$(BUILD)/bench/emu_barrier_cost.cpp: bench/emu_barrier_cost.cu tools/cu2emu.py
+# What launches and one __syncthreads() cost an emulated thread
+# (docs/emulator.md): bench/emu_barrier_cost.cu, bench/emu_launch.cu and the
+# Python cases of bench/emu_launch.py.
+.PHONY: bench-emu bench-emu-build
+BENCH_EMU := $(BUILD)/bench/emu_barrier_cost $(BUILD)/bench/emu_launch
+$(BUILD)/bench/%.cpp: bench/%.cu tools/cu2emu.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) tools/cu2emu.py $< $@
 
-$(BUILD)/bench/emu_barrier_cost: $(BUILD)/bench/emu_barrier_cost.cpp $(EMU_LIB)
+$(BENCH_EMU): $(BUILD)/bench/%: $(BUILD)/bench/%.cpp $(EMU_LIB)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -Wl,-rpath,'$$ORIGIN/..'
 
-bench-emu: $(BUILD)/bench/emu_barrier_cost
-	MINITENSOR_EMU_THREADS=1 $<
+bench-emu-build: $(BENCH_EMU)
+
+bench-emu: $(BENCH_EMU) $(VENV)/.ok
+	$(VPY) bench/emu_launch.py --build $(BUILD)
 
 # ---- distributed: collectives over MPI (emulator) and NCCL (CUDA) ----------
 # A library of its own (src/dist/, docs/distributed.md), so that the core

@@ -5,8 +5,10 @@
  *   emu_runtime.cpp    the runtime API twins host code calls (cudaMalloc,
  *                      cudaMemcpy, cudaGetLastError, ...), the settings read
  *                      from the environment, and the per-thread error state;
- *   emu_scheduler.cpp  the block scheduler: fibers, barriers, warp
- *                      exchanges, shared memory, and launching a kernel.
+ *   emu_launch.cpp     the block scheduler: launching a kernel, and the
+ *                      calls kernels make (barriers, shuffles, __shared__);
+ *                      its parts are listed in emu_block.h (emu_block.cpp,
+ *                      emu_fibers.cpp, emu_shared.cpp, emu_faults.cpp).
  */
 #ifndef MT_EMU_INTERNAL_H
 #define MT_EMU_INTERNAL_H

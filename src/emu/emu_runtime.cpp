@@ -5,7 +5,8 @@
  * environment, and the per-thread error state they report through.
  * "Device" memory is host memory; the emulator has one device, 0.
  *
- * Running kernels is emu_scheduler.cpp's job.
+ * Running kernels is the block scheduler's job (emu_launch.cpp and the
+ * files emu_block.h lists).
  */
 #include "emu_internal.h"
 
@@ -72,7 +73,7 @@ bool check_full = [] {
  * so a read or write one past the end faults. A freed allocation is made
  * PROT_NONE and kept in quarantine (the last kQuarantineBytes' worth) before
  * it is unmapped, so a use after free faults instead of reading memory that
- * was handed out again. The fault handler (emu_scheduler.cpp) describes the
+ * was handed out again. The fault handler (emu_faults.cpp) describes the
  * address with describe_address. */
 namespace {
 
