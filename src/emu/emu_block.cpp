@@ -113,41 +113,6 @@ void BlockRunner::run_round()
     /* Back when the round is over. */
 }
 
-void BlockRunner::arrive_at_sync(const char *file, int line)
-{
-    EmuThread &me = *current_;
-    me.state = State::AtBlockBarrier;
-    me.sync_file = file;
-    me.sync_line = line;
-    /* Every thread must wait at the same __syncthreads() statement
-     * (compute-sanitizer's synccheck says the same); the first to arrive
-     * sets the statement. */
-    if (at_block_++ == 0) {
-        sync_file_ = file;
-        sync_line_ = line;
-    } else if (line != sync_line_ || (file != sync_file_ && std::strcmp(file, sync_file_) != 0)) {
-        sync_mismatch_ = true;
-    }
-}
-
-void BlockRunner::arrive_at_warp(unsigned mask, Meeting kind, int src_lane, size_t bytes)
-{
-    EmuThread &me = *current_;
-    me.state = State::AtWarpBarrier;
-    me.warp_mask = mask;
-    me.meeting = kind;
-    me.src_lane = (signed char)src_lane;
-    me.bytes = (unsigned char)bytes;
-    size_t w = (size_t)me.linear / 32;
-    WarpState &warp = warps_[w];
-    warp.waiting |= 1u << (me.linear % 32);
-    warp.wanted |= mask;
-    if (!warp.pending) {
-        warp.pending = true;
-        pending_warps_.push_back((int)w);
-    }
-}
-
 /* Called when no thread is runnable. Returns false after recording an
  * error when the waiting threads can never all meet. */
 bool BlockRunner::release_barrier()

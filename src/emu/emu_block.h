@@ -3,30 +3,31 @@
  * (the interface the translated .cu files see is emu.h):
  *
  *   emu_fibers.cpp   worker fibers and their stacks; handing the CPU from one
- *                    CUDA thread to the next
+ *                    CUDA thread to the next; the calls that make a thread
+ *                    wait (__syncthreads, shuffles, ballots)
+ *   emu_switch.cpp   the switch from one stack to another
  *   emu_block.cpp    running a block: rounds, releasing barriers, reporting
  *                    divergence
  *   emu_shared.cpp   shared memory, and its bounds and race checks (full mode)
  *   emu_faults.cpp   faults (SIGSEGV, SIGBUS) inside kernels
- *   emu_launch.cpp   launching a kernel, Ctrl-C, and the calls kernels make
- *                    (__syncthreads, shuffles, __shared__)
+ *   emu_launch.cpp   launching a kernel, Ctrl-C, and the __shared__ calls
+ *                    kernels make
  *
- * Within a block every CUDA thread runs on a *worker*: a Boost.Context fiber
- * with a stack of its own (a coroutine: it can stop in the middle of the
- * kernel, at a barrier, and be resumed later). A worker whose CUDA thread
- * returns takes the next thread that has not started yet and runs it on the same stack, so a kernel
- * without barriers costs one function call per thread, not a fiber. A thread
- * that waits at a barrier keeps its worker (its stack holds the kernel's
- * frame) and hands the CPU straight to the next thread of the round; only
- * at the end of a round does control go back to the block's scheduler,
+ * Within a block every CUDA thread runs on a *worker*: a fiber (a stack of
+ * its own, and a saved stack pointer while it waits; a coroutine that can
+ * stop in the middle of the kernel, at a barrier, and be resumed later). A
+ * worker whose CUDA thread returns takes the next thread that has not
+ * started yet and runs it on the same stack, so a kernel without barriers
+ * costs one function call per thread, not a fiber. A thread that waits at a
+ * barrier keeps its worker (its stack holds the kernel's frame) and hands
+ * the CPU straight to the next thread of the round; only at the end of a
+ * round does control go back to the block's scheduler,
  * which releases the barrier the threads wait at.
  */
 #ifndef MT_EMU_BLOCK_H
 #define MT_EMU_BLOCK_H
 
 #include "emu_internal.h"
-
-#include <boost/context/fiber.hpp>
 
 #include <atomic>
 #include <deque>
@@ -36,7 +37,14 @@
 
 namespace mt_emu {
 
-namespace ctx = boost::context;
+/* Switching stacks (emu_switch.cpp). A suspended context is its saved stack
+ * pointer. make_context prepares the stack below `top` (of `size` bytes) so
+ * that the first switch to it calls mt_emu_worker_start(); switch_context
+ * saves the running context in *save and resumes `to`, returning when some
+ * switch resumes *save. */
+void *make_context(void *top, size_t size);
+void switch_context(void **save, void *to);
+extern "C" [[noreturn]] __attribute__((visibility("hidden"))) void mt_emu_worker_start();
 
 enum class State : unsigned char { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
 /* What a lane does at a warp-level meeting. */
@@ -48,7 +56,7 @@ struct alignas(64) EmuThread {
     /* At a shuffle or ballot: its value (or predicate) going in, and the
      * value it receives coming out (written when the meeting is released). */
     alignas(16) unsigned char exchange[16];
-    ctx::fiber cont;                 /* where it waits, while it waits */
+    void *cont = nullptr;            /* where it waits (its stack), while it waits */
     const char *sync_file = nullptr; /* the __syncthreads() it waits at */
     uint3 idx{};
     int linear = 0;
@@ -152,10 +160,11 @@ public:
 
 private:
     /* emu_fibers.cpp */
-    ctx::fiber new_worker();
-    void switch_to(ctx::fiber &to, ctx::fiber *save);
-    void enter(EmuThread &t, ctx::fiber *save);
+    void *new_worker();
+    void switch_to(void *&to, void **save);
+    void enter(EmuThread &t, void **save);
     EmuThread *next_thread();
+    friend void mt_emu_worker_start();
     [[noreturn]] void worker_loop();
     void run_thread(EmuThread &t);
     void finish(EmuThread &t);
@@ -180,10 +189,10 @@ private:
     void (*body_)(void *) = nullptr;
     void *kctx_ = nullptr;
 
-    /* Fibers: the parked workers, and the way back to run_block. */
-    std::vector<ctx::fiber> parked_;
-    ctx::fiber scheduler_;
-    ctx::fiber *save_to_ = nullptr; /* where the context that switched keeps itself */
+    /* Workers: the parked ones, every stack, and the way back to run_block. */
+    std::vector<void *> parked_;
+    std::vector<void *> stacks_;
+    void *scheduler_ = nullptr;
     unsigned stack_colour_ = 0;
 
     /* The block's threads and their bookkeeping. */
@@ -216,6 +225,15 @@ private:
 
 /* The runner of the launch running on this OS thread (emu_launch.cpp). */
 extern thread_local BlockRunner *tls_runner;
+
+/* The runner of the calling CUDA thread's block. */
+inline BlockRunner &running()
+{
+    if (__builtin_expect(!tls_runner, 0))
+        throw std::logic_error("a device function (__syncthreads, a shuffle, __shared__) was called "
+                               "outside a kernel");
+    return *tls_runner;
+}
 
 /* Catches faults inside kernels from the first launch on (emu_faults.cpp). */
 void install_fault_handler();

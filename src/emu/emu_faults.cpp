@@ -127,10 +127,11 @@ void BlockRunner::fault_exit(void *addr, void *pc, bool write)
         error_code_ = cudaErrorIllegalAddress;
     }
     /* Its stack stops in the middle of the kernel and cannot be unwound:
-     * the worker is never used again, and its fiber (with the stack) is
-     * left be, forever. */
+     * the worker is never used again (its stack is freed with the others
+     * when the OS thread ends). */
     finish(t);
-    switch_to(scheduler_, new ctx::fiber);
+    void *abandoned = nullptr;
+    switch_to(scheduler_, &abandoned);
     std::abort(); /* a faulted thread is never resumed */
 }
 

@@ -20,34 +20,11 @@ namespace mt_emu {
 
 namespace {
 
-/* Stacks of workers. Their tops are staggered by a few cache lines
- * ("colouring"): tops exactly 64 KiB apart all fall into the same L1 cache
- * set, and every switch would then miss the cache. */
-struct ColouredStack {
-    size_t size;
-    unsigned colour;
-    static constexpr size_t kColours = 61, kLine = 64;
-    ctx::stack_context allocate()
-    {
-        size_t extent = size + (colour % kColours) * kLine;
-        void *p = std::malloc(extent);
-        if (!p)
-            throw std::bad_alloc();
-        ctx::stack_context sc;
-        sc.size = extent;
-        sc.sp = static_cast<char *>(p) + extent;
-        return sc;
-    }
-    void deallocate(ctx::stack_context &sc) noexcept { std::free(static_cast<char *>(sc.sp) - sc.size); }
-};
-
 /* The top of a waiting thread's stack, where its registers and the frames
- * of its barrier call lie: Boost.Context's fiber is the saved stack pointer. */
+ * of its barrier call lie. */
 void prefetch_stack(const EmuThread &t)
 {
-    static_assert(sizeof(ctx::fiber) == sizeof(void *), "a fiber is one stack pointer");
-    const char *sp;
-    std::memcpy(&sp, &t.cont, sizeof sp);
+    const char *sp = static_cast<const char *>(t.cont);
     if (sp)
         for (int line = 0; line < 6; ++line)
             __builtin_prefetch(sp + 64 * line);
@@ -57,35 +34,44 @@ void prefetch_stack(const EmuThread &t)
 
 BlockRunner::BlockRunner() { shared_.resize(kSharedOptinLimit + 16); }
 
-/* Destroying a parked worker's fiber unwinds its stack (Boost.Context throws
- * an exception of its own into it) and frees the stack. */
-BlockRunner::~BlockRunner() { parked_.clear(); }
-
-/* A worker that has not started: it takes the thread it is entered for. */
-ctx::fiber BlockRunner::new_worker()
+/* Parked workers wait inside worker_loop, which holds nothing to release:
+ * their stacks are simply freed. */
+BlockRunner::~BlockRunner()
 {
-    return ctx::fiber(std::allocator_arg, ColouredStack{settings().stack_bytes, stack_colour_++},
-                      [this](ctx::fiber &&from) -> ctx::fiber {
-                          *save_to_ = std::move(from);
-                          worker_loop();
-                      });
+    for (void *s : stacks_)
+        std::free(s);
 }
 
-/* Leaves the running context for `to`. A switch hands the context that was
- * left to the one resumed; that one stores it in *save (a slot of the left
- * context: its thread's, or a parked worker's), where the next switch to it
- * finds it. */
-void BlockRunner::switch_to(ctx::fiber &to, ctx::fiber *save)
+/* A worker that has not started: the first switch to it runs worker_loop
+ * for the thread it is entered for. Stack tops are staggered by a few cache
+ * lines ("colouring"): tops exactly 64 KiB apart all fall into the same L1
+ * cache set, and every switch would then miss the cache. */
+void *BlockRunner::new_worker()
 {
-    save_to_ = save;
-    ctx::fiber from = std::move(to).resume();
-    *save_to_ = std::move(from);
+    constexpr size_t kColours = 61, kLine = 64;
+    size_t extent = settings().stack_bytes + (stack_colour_++ % kColours) * kLine;
+    stacks_.reserve(stacks_.size() + 1);
+    void *stack = std::malloc(extent);
+    if (!stack)
+        throw std::bad_alloc();
+    stacks_.push_back(stack);
+    return make_context(static_cast<char *>(stack) + extent, extent);
+}
+
+extern "C" void mt_emu_worker_start() { tls_runner->worker_loop(); }
+
+/* Leaves the running context (saved in *save) for `to`, which is used up. */
+void BlockRunner::switch_to(void *&to, void **save)
+{
+    void *target = to;
+    to = nullptr;
+    switch_context(save, target);
 }
 
 /* Runs thread t from where it is (at a barrier, or not started: then on a
  * parked or new worker); `save` is the slot of the context that gives up
  * the CPU. */
-void BlockRunner::enter(EmuThread &t, ctx::fiber *save)
+void BlockRunner::enter(EmuThread &t, void **save)
 {
     if (t.started) {
         current_ = &t;
@@ -95,7 +81,7 @@ void BlockRunner::enter(EmuThread &t, ctx::fiber *save)
     }
     if (parked_.empty())
         parked_.push_back(new_worker());
-    ctx::fiber worker = std::move(parked_.back());
+    void *worker = parked_.back();
     parked_.pop_back();
     t.started = true;
     current_ = &t;
@@ -139,8 +125,8 @@ void BlockRunner::worker_loop()
             tls_thread_idx = &next->idx;
             continue;
         }
-        parked_.emplace_back();
-        ctx::fiber *slot = &parked_.back();
+        parked_.push_back(nullptr);
+        void **slot = &parked_.back();
         if (next) {
             enter(*next, slot);
         } else {
@@ -185,6 +171,82 @@ void BlockRunner::wait()
      * later round; current_ is this thread again. */
     if (aborting_)
         throw KernelAbort{};
+}
+
+/* ---- a CUDA thread stops: __syncthreads() and warp-level meetings --------
+ * Each call records where its thread arrives (the counts release_barrier
+ * reads) and waits; in one file with wait() so the compiler can inline the
+ * whole path from the kernel's call to the switch. */
+
+void BlockRunner::arrive_at_sync(const char *file, int line)
+{
+    EmuThread &me = *current_;
+    me.state = State::AtBlockBarrier;
+    me.sync_file = file;
+    me.sync_line = line;
+    /* Every thread must wait at the same __syncthreads() statement
+     * (compute-sanitizer's synccheck says the same); the first to arrive
+     * sets the statement. */
+    if (at_block_++ == 0) {
+        sync_file_ = file;
+        sync_line_ = line;
+    } else if (line != sync_line_ || (file != sync_file_ && std::strcmp(file, sync_file_) != 0)) {
+        sync_mismatch_ = true;
+    }
+}
+
+void BlockRunner::arrive_at_warp(unsigned mask, Meeting kind, int src_lane, size_t bytes)
+{
+    EmuThread &me = *current_;
+    me.state = State::AtWarpBarrier;
+    me.warp_mask = mask;
+    me.meeting = kind;
+    me.src_lane = (signed char)src_lane;
+    me.bytes = (unsigned char)bytes;
+    size_t w = (size_t)me.linear / 32;
+    WarpState &warp = warps_[w];
+    warp.waiting |= 1u << (me.linear % 32);
+    warp.wanted |= mask;
+    if (!warp.pending) {
+        warp.pending = true;
+        pending_warps_.push_back((int)w);
+    }
+}
+
+void sync_block(const char *file, int line)
+{
+    BlockRunner &r = running();
+    r.arrive_at_sync(file, line);
+    r.wait();
+}
+
+void warp_exchange(unsigned mask, const void *value, void *out, size_t bytes, int src_lane)
+{
+    BlockRunner &r = running();
+    EmuThread &me = r.current();
+    if (bytes > sizeof me.exchange)
+        throw KernelError(format("a warp shuffle of a %zu-byte value; the emulator exchanges at most %zu bytes",
+                                 bytes, sizeof me.exchange));
+    /* Publish the value; the release of the meeting hands every lane its
+     * source lane's value in the same buffer. */
+    std::memcpy(me.exchange, value, bytes);
+    r.arrive_at_warp(mask, src_lane >= 0 ? Meeting::Shuffle : Meeting::Sync, src_lane, bytes);
+    r.wait();
+    if (src_lane >= 0)
+        std::memcpy(out, me.exchange, bytes);
+}
+
+unsigned warp_ballot(unsigned mask, int predicate)
+{
+    BlockRunner &r = running();
+    EmuThread &me = r.current();
+    int held = predicate != 0;
+    std::memcpy(me.exchange, &held, sizeof held);
+    r.arrive_at_warp(mask, Meeting::Ballot);
+    r.wait();
+    unsigned bits;
+    std::memcpy(&bits, me.exchange, sizeof bits);
+    return bits;
 }
 
 } /* namespace mt_emu */

@@ -1,6 +1,6 @@
 /*
- * emu_launch.cpp: launching a kernel in the CPU emulator, and the calls a
- * running kernel makes into it (__syncthreads, warp shuffles, __shared__).
+ * emu_launch.cpp: launching a kernel in the CPU emulator, and the __shared__
+ * calls a running kernel makes (barriers and shuffles: emu_fibers.cpp).
  *
  * A launch runs its blocks one after another on each of a few OS threads
  * (one per core, MINITENSOR_EMU_THREADS); each OS thread has a BlockRunner
@@ -53,14 +53,6 @@ BlockRunner &runner_of_this_thread()
 {
     static thread_local BlockRunner runner;
     return runner;
-}
-
-BlockRunner &running()
-{
-    if (!tls_runner)
-        throw std::logic_error("a device function (__syncthreads, a shuffle, __shared__) was called "
-                               "outside a kernel");
-    return *tls_runner;
 }
 
 std::mutex attribute_mutex;
@@ -201,42 +193,6 @@ cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes)
 }
 
 /* ---- inside kernels -------------------------------------------------------- */
-
-void sync_block(const char *file, int line)
-{
-    BlockRunner &r = running();
-    r.arrive_at_sync(file, line);
-    r.wait();
-}
-
-void warp_exchange(unsigned mask, const void *value, void *out, size_t bytes, int src_lane)
-{
-    BlockRunner &r = running();
-    EmuThread &me = r.current();
-    if (bytes > sizeof me.exchange)
-        throw KernelError(format("a warp shuffle of a %zu-byte value; the emulator exchanges at most %zu bytes",
-                                 bytes, sizeof me.exchange));
-    /* Publish the value; the release of the meeting hands every lane its
-     * source lane's value in the same buffer. */
-    std::memcpy(me.exchange, value, bytes);
-    r.arrive_at_warp(mask, src_lane >= 0 ? Meeting::Shuffle : Meeting::Sync, src_lane, bytes);
-    r.wait();
-    if (src_lane >= 0)
-        std::memcpy(out, me.exchange, bytes);
-}
-
-unsigned warp_ballot(unsigned mask, int predicate)
-{
-    BlockRunner &r = running();
-    EmuThread &me = r.current();
-    int held = predicate != 0;
-    std::memcpy(me.exchange, &held, sizeof held);
-    r.arrive_at_warp(mask, Meeting::Ballot);
-    r.wait();
-    unsigned bits;
-    std::memcpy(&bits, me.exchange, sizeof bits);
-    return bits;
-}
 
 int lane_id(void) { return running().current().linear & 31; }
 
