@@ -38,8 +38,27 @@ void BlockRunner::begin_launch(const LaunchConfig &cfg, void (*body)(void *), vo
         size_t lanes = std::min<size_t>(32, n - base);
         warps_[base / 32].exists = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
     }
+    /* Where each thread is in its block: the same for every block, and
+     * for every launch with blocks of this shape. */
+    const dim3 b = cfg.block;
+    bool same_shape = layout_.x == b.x && layout_.y == b.y && layout_.z == b.z;
+    layout_ = uint3{b.x, b.y, b.z};
+    uint3 idx{0, 0, 0};
+    for (size_t i = 0; i < n && !same_shape; ++i) {
+        threads_[i].linear = (int)i;
+        threads_[i].idx = idx;
+        /* x counts fastest, then y, then z */
+        if (++idx.x == b.x) {
+            idx.x = 0;
+            if (++idx.y == b.y) {
+                idx.y = 0;
+                ++idx.z;
+            }
+        }
+    }
     round_.reserve(n);
     next_round_.reserve(n);
+    tls_thread_idx = &current_idx_;
     tls_block.block_dim = uint3{cfg.block.x, cfg.block.y, cfg.block.z};
     tls_block.grid_dim = uint3{cfg.grid.x, cfg.grid.y, cfg.grid.z};
 }
@@ -55,25 +74,14 @@ bool BlockRunner::run_block(uint3 block_idx)
     rng_ = settings().seed * 0x9E3779B97F4A7C15ull +
            ((uint64_t)block_idx.x << 42 ^ (uint64_t)block_idx.y << 21 ^ block_idx.z) + 1;
 
-    const dim3 b = cfg_->block;
     size_t n = threads_.size();
-    uint3 idx{0, 0, 0};
     next_round_.resize(n);
     for (size_t i = 0; i < n; ++i) {
         EmuThread &t = threads_[i];
-        t.linear = (int)i;
-        t.idx = idx;
         t.state = State::Runnable;
         t.started = false;
+        t.cont = nullptr;
         next_round_[i] = (int)i;
-        /* idx counts x fastest, then y, then z */
-        if (++idx.x == b.x) {
-            idx.x = 0;
-            if (++idx.y == b.y) {
-                idx.y = 0;
-                ++idx.z;
-            }
-        }
     }
     for (WarpState &w : warps_) {
         w.waiting = w.wanted = w.done = 0;

@@ -164,6 +164,7 @@ private:
     void switch_to(void *&to, void **save);
     void enter(EmuThread &t, void **save);
     EmuThread *next_thread();
+    [[gnu::cold, gnu::noinline]] EmuThread *interrupted();
     friend void mt_emu_worker_start();
     [[noreturn]] void worker_loop();
     void run_thread(EmuThread &t);
@@ -197,6 +198,7 @@ private:
 
     /* The block's threads and their bookkeeping. */
     std::vector<EmuThread> threads_;
+    uint3 layout_{0, 0, 0};          /* the block shape their idx are for */
     std::vector<WarpState> warps_;
     std::vector<int> pending_warps_; /* warps with lanes waiting */
     std::vector<int> round_;         /* this round's threads, in their order */
@@ -208,6 +210,10 @@ private:
     int sync_line_ = 0;
     bool sync_mismatch_ = false;     /* another waits at another statement */
     EmuThread *current_ = nullptr;
+    /* threadIdx of the running thread: tls_thread_idx points here for the
+     * whole launch, so a switch writes this, not a thread-local variable
+     * (which costs a call in a library loaded with dlopen). */
+    uint3 current_idx_{};
     bool aborting_ = false;
     std::string error_;
     cudaError_t error_code_ = cudaErrorLaunchFailure;

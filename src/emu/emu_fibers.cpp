@@ -75,7 +75,7 @@ void BlockRunner::enter(EmuThread &t, void **save)
 {
     if (t.started) {
         current_ = &t;
-        tls_thread_idx = &t.idx;
+        current_idx_ = t.idx;
         switch_to(t.cont, save);
         return;
     }
@@ -85,8 +85,15 @@ void BlockRunner::enter(EmuThread &t, void **save)
     parked_.pop_back();
     t.started = true;
     current_ = &t;
-    tls_thread_idx = &t.idx;
+    current_idx_ = t.idx;
     switch_to(worker, save);
+}
+
+/* Out of line, so that next_thread stays small enough to inline. */
+EmuThread *BlockRunner::interrupted()
+{
+    error_ = format("kernel '%s' interrupted (Ctrl-C)", cfg_->name);
+    return nullptr;
 }
 
 /* The next thread of the round, or none when the round is over: used up,
@@ -96,10 +103,8 @@ EmuThread *BlockRunner::next_thread()
 {
     if (round_pos_ == round_.size() || aborting_ || !error_.empty())
         return nullptr;
-    if (__builtin_expect(stop_->load(std::memory_order_relaxed), 0)) {
-        error_ = format("kernel '%s' interrupted (Ctrl-C)", cfg_->name);
-        return nullptr;
-    }
+    if (__builtin_expect(stop_->load(std::memory_order_relaxed), 0))
+        return interrupted();
     EmuThread *t = &threads_[(size_t)round_[round_pos_++]];
     /* The round's order is known: fetch the line of the thread after next,
      * and the stack of the next one, while this one runs. A shuffled order
@@ -122,7 +127,7 @@ void BlockRunner::worker_loop()
         if (next && !next->started) {
             next->started = true;
             current_ = next;
-            tls_thread_idx = &next->idx;
+            current_idx_ = next->idx;
             continue;
         }
         parked_.push_back(nullptr);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <memory>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -49,10 +50,15 @@ bool on_main_thread()
     return main;
 }
 
+/* On the heap: a thread-local object of this size would make the library's
+ * block of thread-local storage too large for the space the C library keeps
+ * for libraries loaded later, and every threadIdx slower. */
 BlockRunner &runner_of_this_thread()
 {
-    static thread_local BlockRunner runner;
-    return runner;
+    static thread_local std::unique_ptr<BlockRunner> runner;
+    if (!runner)
+        runner = std::make_unique<BlockRunner>();
+    return *runner;
 }
 
 std::mutex attribute_mutex;
