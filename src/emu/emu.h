@@ -4,7 +4,8 @@
  * The emulator compiles the library's .cu files with the host C++ compiler
  * and runs their kernels with CUDA's semantics:
  *   - every thread of every block runs; each CUDA thread is a coroutine
- *     (Boost.Context fiber) on the OS thread that runs its block;
+ *     (a fiber with its own stack, src/emu/emu_fibers.cpp) on the OS
+ *     thread that runs its block;
  *   - __syncthreads() is a real barrier: a thread that reaches it is
  *     suspended until every thread of its block has reached it;
  *   - __shared__ memory belongs to one block and is poisoned (filled with
