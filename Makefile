@@ -51,9 +51,17 @@ DEPFLAGS    := -MMD -MP
 # EMU_OPT=-O0 builds faster and runs slower (the course kit's tests of stubs).
 EMU_OPT      ?= -O2
 EMU_CXXFLAGS := -std=c++17 $(EMU_OPT) -g -fPIC -DMT_EMULATOR -Isrc -Wall -Wextra -Wno-unused-parameter
+# threadIdx and blockIdx are thread-local variables of a library that Python
+# loads with dlopen, so every read goes through the dynamic TLS model. On
+# x86-64, TLS descriptors (gnu2) make such a read a short call instead of
+# __tls_get_addr (arm64 uses descriptors already). Initial-exec TLS would be
+# faster still, but a dlopen'ed library may find no static TLS space left.
+ifeq ($(shell uname -m),x86_64)
+EMU_CXXFLAGS += -mtls-dialect=gnu2
+endif
 EMU_LIBS     := -lboost_context -pthread
-EMU_RT_OBJS  := $(BUILD)/emu/emu_runtime.o $(BUILD)/emu/emu_memory.o $(BUILD)/emu/emu_scheduler.o \
-                $(BUILD)/emu/emu_launch_count.o
+EMU_RT_NAMES := emu_runtime emu_memory emu_launch_count emu_launch emu_block emu_fibers emu_switch emu_shared emu_faults
+EMU_RT_OBJS  := $(EMU_RT_NAMES:%=$(BUILD)/emu/%.o)
 EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
 
@@ -185,17 +193,22 @@ handout:
 notebooks: $(LIBS) $(VENV)/.ok
 	$(VPY) notebooks/build_notebooks.py
 
-# What one __syncthreads() costs an emulated thread (docs/emulator.md).
-.PHONY: bench-emu
-$(BUILD)/bench/emu_barrier_cost.cpp: bench/emu_barrier_cost.cu tools/cu2emu.py
+# What launches and one __syncthreads() cost an emulated thread
+# (docs/emulator.md): bench/emu_barrier_cost.cu, bench/emu_launch.cu and the
+# Python cases of bench/emu_launch.py.
+.PHONY: bench-emu bench-emu-build
+BENCH_EMU := $(BUILD)/bench/emu_barrier_cost $(BUILD)/bench/emu_launch
+$(BUILD)/bench/%.cpp: bench/%.cu tools/cu2emu.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) tools/cu2emu.py $< $@
 
-$(BUILD)/bench/emu_barrier_cost: $(BUILD)/bench/emu_barrier_cost.cpp $(EMU_LIB)
+$(BENCH_EMU): $(BUILD)/bench/%: $(BUILD)/bench/%.cpp $(EMU_LIB)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -Wl,-rpath,'$$ORIGIN/..'
 
-bench-emu: $(BUILD)/bench/emu_barrier_cost
-	MINITENSOR_EMU_THREADS=1 $<
+bench-emu-build: $(BENCH_EMU)
+
+bench-emu: $(BENCH_EMU) $(VENV)/.ok
+	$(VPY) bench/emu_launch.py --build $(BUILD)
 
 # ---- distributed: collectives over MPI (emulator) and NCCL (CUDA) ----------
 # A library of its own (src/dist/, docs/distributed.md), so that the core

@@ -4,7 +4,8 @@
  * The emulator compiles the library's .cu files with the host C++ compiler
  * and runs their kernels with CUDA's semantics:
  *   - every thread of every block runs; each CUDA thread is a coroutine
- *     (Boost.Context fiber) on the OS thread that runs its block;
+ *     (a fiber with its own stack, src/emu/emu_fibers.cpp) on the OS
+ *     thread that runs its block;
  *   - __syncthreads() is a real barrier: a thread that reaches it is
  *     suspended until every thread of its block has reached it;
  *   - __shared__ memory belongs to one block and is poisoned (filled with
@@ -185,17 +186,19 @@ cudaError_t cudaMallocAsync(T **ptr, size_t bytes, cudaStream_t stream)
 namespace mt_emu {
 
 /* Where the current CUDA thread is. Set by the scheduler before it resumes a
- * thread; read through the threadIdx/blockIdx/... macros below. */
+ * thread; read through the threadIdx/blockIdx/... macros below. Plain uint3
+ * (no constructor), so that reading a thread-local of this type from another
+ * file is a load, not a call to its initialisation check. */
 struct BlockCoords {
     uint3 block_idx;
-    dim3 block_dim;
-    dim3 grid_dim;
+    uint3 block_dim;
+    uint3 grid_dim;
 };
 extern thread_local const uint3 *tls_thread_idx;
 extern thread_local BlockCoords tls_block;
 
 /* Launching: what `kernel<<<grid, block, shared, stream>>>(args)` becomes
- * (the block scheduler, src/emu/emu_scheduler.cpp). */
+ * (the block scheduler, src/emu/emu_launch.cpp). */
 struct LaunchConfig {
     const char *name;
     const void *kernel;

@@ -7,8 +7,10 @@
  *                      from the environment, and the per-thread error state;
  *   emu_memory.cpp     device memory: mappings, guard pages, quarantine,
  *                      and the pages nothing has written yet (full mode);
- *   emu_scheduler.cpp  the block scheduler: fibers, barriers, warp
- *                      exchanges, shared memory, and launching a kernel.
+ *   emu_launch.cpp     the block scheduler: launching a kernel, and the
+ *                      calls kernels make (barriers, shuffles, __shared__);
+ *                      its parts are listed in emu_block.h (emu_block.cpp,
+ *                      emu_fibers.cpp, emu_shared.cpp, emu_faults.cpp).
  */
 #ifndef MT_EMU_INTERNAL_H
 #define MT_EMU_INTERNAL_H
@@ -72,7 +74,7 @@ FirstTouch device_first_touch(const void *addr, bool write, bool in_kernel);
 /* Whether the fault in this signal context (a ucontext_t) was a write. */
 bool fault_was_write(const void *uctx);
 
-/* The SIGSEGV/SIGBUS handler (emu_scheduler.cpp), installed once. */
+/* The SIGSEGV/SIGBUS handler (emu_faults.cpp), installed once. */
 void install_fault_handler();
 
 /* Counts an accepted launch (emu_launch_count.cpp). */

@@ -25,7 +25,7 @@
  * first write to a page (by a kernel, or by cudaMemcpy/cudaMemset, which
  * call initialise_device_range) marks it written and makes it readable and
  * writable; a kernel's read of a page that is still unwritten faults, and
- * the fault handler (emu_scheduler.cpp, through device_first_touch) reports
+ * the fault handler (emu_faults.cpp, through device_first_touch) reports
  * it as a read of uninitialised memory.
  */
 #include "emu_internal.h"

@@ -5,7 +5,8 @@
  * environment, and the per-thread error state they report through.
  * "Device" memory is host memory; the emulator has one device, 0.
  *
- * Device memory is emu_memory.cpp's; running kernels emu_scheduler.cpp's.
+ * Device memory is emu_memory.cpp's; running kernels is the block
+ * scheduler's job (emu_launch.cpp and the files emu_block.h lists).
  */
 #include "emu_internal.h"
 

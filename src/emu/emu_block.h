@@ -1,0 +1,251 @@
+/*
+ * emu_block.h: the block scheduler of the CPU emulator, shared by its files
+ * (the interface the translated .cu files see is emu.h):
+ *
+ *   emu_fibers.cpp   worker fibers and their stacks; handing the CPU from one
+ *                    CUDA thread to the next; the calls that make a thread
+ *                    wait (__syncthreads, shuffles, ballots)
+ *   emu_switch.cpp   the switch from one stack to another
+ *   emu_block.cpp    running a block: rounds, releasing barriers, reporting
+ *                    divergence
+ *   emu_shared.cpp   shared memory, and its bounds and race checks (full mode)
+ *   emu_faults.cpp   faults (SIGSEGV, SIGBUS) inside kernels
+ *   emu_launch.cpp   launching a kernel, Ctrl-C, and the __shared__ calls
+ *                    kernels make
+ *
+ * Within a block every CUDA thread runs on a *worker*: a fiber (a stack of
+ * its own, and a saved stack pointer while it waits; a coroutine that can
+ * stop in the middle of the kernel, at a barrier, and be resumed later). A
+ * worker whose CUDA thread returns takes the next thread that has not
+ * started yet and runs it on the same stack, so a kernel without barriers
+ * costs one function call per thread, not a fiber. A thread that waits at a
+ * barrier keeps its worker (its stack holds the kernel's frame) and hands
+ * the CPU straight to the next thread of the round; only at the end of a
+ * round does control go back to the block's scheduler,
+ * which releases the barrier the threads wait at.
+ */
+#ifndef MT_EMU_BLOCK_H
+#define MT_EMU_BLOCK_H
+
+#include "emu_internal.h"
+
+#include <atomic>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mt_emu {
+
+/* Switching stacks (emu_switch.cpp). A suspended context is its saved stack
+ * pointer. make_context prepares the stack below `top` (of `size` bytes) so
+ * that the first switch to it calls mt_emu_worker_start(); switch_context
+ * saves the running context in *save and resumes `to`, returning when some
+ * switch resumes *save. */
+void *make_context(void *top, size_t size);
+void switch_context(void **save, void *to);
+extern "C" [[noreturn]] __attribute__((visibility("hidden"))) void mt_emu_worker_start();
+
+enum class State : unsigned char { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
+/* What a lane does at a warp-level meeting. */
+enum class Meeting : unsigned char { Sync, Shuffle, Ballot };
+
+/* One CUDA thread of the running block: a cache line of its own, as the
+ * scheduler touches one per thread it switches to. */
+struct alignas(64) EmuThread {
+    /* At a shuffle or ballot: its value (or predicate) going in, and the
+     * value it receives coming out (written when the meeting is released). */
+    alignas(16) unsigned char exchange[16];
+    void *cont = nullptr;            /* where it waits (its stack), while it waits */
+    const char *sync_file = nullptr; /* the __syncthreads() it waits at */
+    uint3 idx{};
+    int linear = 0;
+    unsigned warp_mask = 0;
+    int sync_line = 0;
+    State state = State::Runnable;
+    bool started = false; /* has a worker (its stack holds the kernel's frame) */
+    Meeting meeting = Meeting::Sync;
+    signed char src_lane = -1;  /* the lane whose value a shuffle reads */
+    unsigned char bytes = 0;    /* the size of that value */
+};
+
+/* What a warp's lanes are doing, kept up to date as they arrive, so that
+ * releasing a warp-level meeting looks at that warp only. */
+struct WarpState {
+    unsigned exists = 0;  /* the lanes the block has */
+    unsigned waiting = 0; /* lanes waiting at a shuffle, __syncwarp or ballot */
+    unsigned wanted = 0;  /* the lanes their masks name */
+    unsigned done = 0;    /* lanes that have returned */
+    uint32_t meetings = 0; /* how often its lanes have met (race checks) */
+    bool pending = false;  /* listed in BlockRunner::pending_warps_ */
+};
+
+/* Thrown inside a CUDA thread to unwind it when its block has failed. */
+struct KernelAbort {};
+/* Thrown inside a CUDA thread by a runtime check (e.g. shared memory use). */
+struct KernelError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct SharedSlot {
+    const char *file;
+    int line;
+    size_t offset;
+    bool has_info;
+    SharedArrayInfo info;
+};
+
+/* Race detection (MINITENSOR_EMU_CHECK=full): what the last accesses to one
+ * 4-byte word of shared memory were. An access is "since the last barrier"
+ * when its epoch is the block's current one; lanes of one warp that have met
+ * (shuffle, __syncwarp, ballot) since an access are ordered after it. */
+struct Access {
+    uint64_t epoch = 0;
+    int tid = -1;
+    int line = 0;
+    uint32_t warp_epoch = 0;
+    const SharedArrayInfo *info = nullptr;
+};
+struct ShadowWord {
+    Access write;
+    Access read;       /* the first reader since the last barrier */
+    Access other_read; /* the latest reader other than that one */
+};
+
+/* What a launch that installed no Ctrl-C handler watches: never set. */
+extern const std::atomic<bool> never_interrupted;
+
+/* Runs blocks of one launch on the current OS thread (one per OS thread).
+ * Hidden from the library's symbol table, so that calls between its parts
+ * are direct calls (no PLT) that the compiler may inline. */
+class __attribute__((visibility("hidden"))) BlockRunner {
+public:
+    BlockRunner();
+    ~BlockRunner();
+
+    void begin_launch(const LaunchConfig &cfg, void (*body)(void *), void *kctx,
+                      const std::atomic<bool> *stop);
+    /* Runs one block to completion; false (and error()) when it failed. */
+    bool run_block(uint3 block_idx);
+    const std::string &error() const { return error_; }
+    cudaError_t error_code() const { return error_code_; }
+    bool in_cuda_thread() const { return current_ != nullptr; }
+
+    /* ---- called from inside a CUDA thread (emu_launch.cpp) --------------- */
+    EmuThread &current() { return *current_; }
+    EmuThread *thread_at(int linear)
+    {
+        return linear >= 0 && (size_t)linear < threads_.size() ? &threads_[(size_t)linear] : nullptr;
+    }
+    void arrive_at_sync(const char *file, int line);
+    /* At a warp-level meeting: kind, the lanes of `mask`; for a shuffle the
+     * lane to read (-1: none) and the value's size (in exchange). */
+    void arrive_at_warp(unsigned mask, Meeting kind, int src_lane = -1, size_t bytes = 0);
+    /* Suspends the current thread (which has arrived somewhere) until its
+     * barrier is released; throws KernelAbort when its block failed. */
+    void wait();
+    /* Runs on a faulting CUDA thread's stack (emu_faults.cpp): records the
+     * error and leaves the thread for good. */
+    [[noreturn]] void fault_exit(void *addr, void *pc, bool write, bool uninitialised);
+
+    /* ---- shared memory (emu_shared.cpp) ---------------------------------- */
+    void *shared_alloc(const char *file, int line, size_t bytes);
+    void *dynamic_shared() { return shared_.data(); }
+    size_t dynamic_bytes() const { return cfg_->shared_bytes; }
+    const SharedArrayInfo *array_info(const char *name, const char *file, int line, int rank,
+                                      const size_t *dims, size_t elem_size, bool dynamic);
+    [[noreturn]] void index_error(const SharedArrayInfo *info, const void *sub, int sub_rank,
+                                  long long index, size_t extent, int line);
+    void access(const SharedArrayInfo *info, const void *elem, bool write, int line);
+    /* A vector load or store through a pointer into the array (&tile[i][j]). */
+    void vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line);
+
+private:
+    /* emu_fibers.cpp */
+    void *new_worker();
+    void switch_to(void *&to, void **save);
+    void enter(EmuThread &t, void **save);
+    EmuThread *next_thread();
+    [[gnu::cold, gnu::noinline]] EmuThread *interrupted();
+    friend void mt_emu_worker_start();
+    [[noreturn]] void worker_loop();
+    void run_thread(EmuThread &t);
+    void finish(EmuThread &t);
+
+    /* emu_block.cpp */
+    void run_round();
+    bool release_barrier();
+    bool release_warps(bool &released);
+    void exchange_values(size_t base, unsigned waiting);
+    bool report_divergence();
+    void abort_block();
+    std::string where(const EmuThread &t) const;
+    uint64_t next_random();
+    size_t below(size_t n);
+
+    /* emu_shared.cpp */
+    void start_shared_memory();
+    bool races(const Access &a, int u) const;
+
+    const LaunchConfig *cfg_ = nullptr;
+    const std::atomic<bool> *stop_ = &never_interrupted;
+    void (*body_)(void *) = nullptr;
+    void *kctx_ = nullptr;
+
+    /* Workers: the parked ones, every stack, and the way back to run_block. */
+    std::vector<void *> parked_;
+    std::vector<void *> stacks_;
+    void *scheduler_ = nullptr;
+    unsigned stack_colour_ = 0;
+
+    /* The block's threads and their bookkeeping. */
+    std::vector<EmuThread> threads_;
+    uint3 layout_{0, 0, 0};          /* the block shape their idx are for */
+    std::vector<WarpState> warps_;
+    std::vector<int> pending_warps_; /* warps with lanes waiting */
+    std::vector<int> round_;         /* this round's threads, in their order */
+    size_t round_pos_ = 0;           /* the next one to run */
+    std::vector<int> next_round_;    /* threads released for the next round */
+    size_t at_block_ = 0;            /* threads waiting at __syncthreads() */
+    size_t done_ = 0;                /* threads that have returned */
+    const char *sync_file_ = nullptr; /* where the first of them waits */
+    int sync_line_ = 0;
+    bool sync_mismatch_ = false;     /* another waits at another statement */
+    EmuThread *current_ = nullptr;
+    /* threadIdx of the running thread: tls_thread_idx points here for the
+     * whole launch, so a switch writes this, not a thread-local variable
+     * (which costs a call in a library loaded with dlopen). */
+    uint3 current_idx_{};
+    bool aborting_ = false;
+    std::string error_;
+    cudaError_t error_code_ = cudaErrorLaunchFailure;
+    uint64_t rng_ = 1;
+
+    /* Shared memory and its checks. */
+    std::vector<unsigned char> shared_;
+    std::deque<SharedSlot> slots_; /* deque: SharedArrayInfo pointers stay valid */
+    SharedArrayInfo dyn_info_{};
+    std::vector<ShadowWord> shadow_;
+    uint64_t epoch_ = 0;
+    size_t static_used_ = 0;
+    size_t dynamic_bytes_ = 0;
+};
+
+/* The runner of the launch running on this OS thread (emu_launch.cpp). */
+extern thread_local BlockRunner *tls_runner;
+
+/* The runner of the calling CUDA thread's block. */
+inline BlockRunner &running()
+{
+    if (__builtin_expect(!tls_runner, 0))
+        throw std::logic_error("a device function (__syncthreads, a shuffle, __shared__) was called "
+                               "outside a kernel");
+    return *tls_runner;
+}
+
+/* Catches faults inside kernels from the first launch on (emu_faults.cpp). */
+void install_fault_handler();
+
+} /* namespace mt_emu */
+
+#endif /* MT_EMU_BLOCK_H */
