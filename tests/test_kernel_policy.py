@@ -127,6 +127,22 @@ def test_each_default_op_runs_the_kernel_of_the_policy(case: tuple, policy: str,
 
 
 @needs_counts
+def test_a_small_product_that_warptile_would_copy_runs_no_task_kernel_under_fast(restore_policy: None) -> None:
+    # Rows that start one float past a 16-byte boundary: warptile would copy
+    # the operand first, which a small product does not repay. The fast
+    # policy then takes blocktile_2d, not tiled (a course task), so that a
+    # student's broken tiled kernel costs points in its own task only.
+    a = mt.randn(6, 9)[:, 1:]
+    b = mt.randn(8, 5)
+    mt.kernels.set_policy("fast")
+    _lib.reset_launch_counts()
+    out = a @ b
+    assert _lib.launch_count("matmul_tiled") == 0
+    assert _lib.launch_count("matmul_blocktile_2d") == 1
+    np.testing.assert_allclose(out.numpy(), a.numpy().astype(np.float64) @ b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@needs_counts
 def test_the_ladders_reach_the_fast_rungs_by_name_under_teaching(restore_policy: None) -> None:
     if not _counts_available():
         pytest.skip("this build does not count launches (CUDA)")

@@ -6,6 +6,9 @@
 #   tools/sanitizer_compare.sh               both halves where a GPU and
 #                                            compute-sanitizer are found
 #   tools/sanitizer_compare.sh --emulator    the emulator half only
+#   tools/sanitizer_compare.sh --cuda        the compute-sanitizer half only
+#                                            (a GPU machine without the
+#                                            emulator's Boost.Context)
 #
 # Builds what it runs with `make sanitizer-emu` and `make sanitizer-cuda`
 # (the CUDA driver for CHECK_ARCH, 90 by default: make CHECK_ARCH=80 ... for
@@ -15,12 +18,13 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-emulator_only=0
+emulator_only=0 cuda_only=0
 case "${1:-}" in
 "") ;;
 --emulator) emulator_only=1 ;;
+--cuda) cuda_only=1 ;;
 *)
-    echo "usage: $0 [--emulator]" >&2
+    echo "usage: $0 [--emulator | --cuda]" >&2
     exit 2
     ;;
 esac
@@ -30,7 +34,13 @@ if [[ $emulator_only == 0 ]] && command -v compute-sanitizer >/dev/null && nvidi
     gpu=1
 fi
 
-make --no-print-directory sanitizer-emu >/dev/null || { echo "$0: make sanitizer-emu failed" >&2; exit 1; }
+if [[ $cuda_only == 1 && $gpu == 0 ]]; then
+    echo "$0: --cuda needs nvidia-smi to find a GPU and compute-sanitizer on the PATH" >&2
+    exit 1
+fi
+if [[ $cuda_only == 0 ]]; then
+    make --no-print-directory sanitizer-emu >/dev/null || { echo "$0: make sanitizer-emu failed" >&2; exit 1; }
+fi
 if [[ $gpu == 1 ]]; then
     make --no-print-directory sanitizer-cuda >/dev/null || { echo "$0: make sanitizer-cuda failed" >&2; exit 1; }
 fi
@@ -110,8 +120,12 @@ sanitizer_verdict() {
     echo "caught: $errors error(s)${at:+, line $at}"
 }
 
-header="| bug | line of the bug | emulator (MINITENSOR_EMU_CHECK=full) |"
-rule="| --- | --- | --- |"
+header="| bug | line of the bug |"
+rule="| --- | --- |"
+if [[ $cuda_only == 0 ]]; then
+    header+=" emulator (MINITENSOR_EMU_CHECK=full) |"
+    rule+=" --- |"
+fi
 if [[ $gpu == 1 ]]; then
     header+=" compute-sanitizer |"
     rule+=" --- |"
@@ -122,12 +136,19 @@ log_dir=build/sanitizer/logs
 mkdir -p "$log_dir"
 for entry in "${bugs[@]}"; do
     IFS='|' read -r name what tool <<<"$entry"
-    out=$(MINITENSOR_EMU_CHECK=full timeout 60 "$emu" "$name" 2>&1)
-    rc=$?
-    printf '%s\n' "$out" >"$log_dir/$name.emulator.txt"
+    # The driver names the bug's lines first, on either build.
+    if [[ $cuda_only == 1 ]]; then
+        out=$(timeout 120 "$cuda" "$name" 2>&1)
+        rc=$?
+    else
+        out=$(MINITENSOR_EMU_CHECK=full timeout 60 "$emu" "$name" 2>&1)
+        rc=$?
+        printf '%s\n' "$out" >"$log_dir/$name.emulator.txt"
+    fi
     bug_at=$(sed -n "s/^$name: bug at lines \([0-9]*\) \([0-9]*\)$/\1 \2/p" <<<"$out" |
         awk '{ if ($1 == 0) print "-"; else if ($2 == 0 || $2 == $1) print $1; else print $1 ", " $2 }')
-    row="| $what | ${bug_at:--} | $(emulator_verdict "$out" "$rc") |"
+    row="| $what | ${bug_at:--} |"
+    [[ $cuda_only == 1 ]] || row+=" $(emulator_verdict "$out" "$rc") |"
     if [[ $gpu == 1 ]]; then
         out=$(timeout 120 compute-sanitizer --tool "$tool" "$cuda" "$name" 2>&1)
         rc=$?
