@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import emulator_buildable
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -159,6 +161,8 @@ def test_what_did_not_build_scores_0_with_the_compiler_message(tmp_path: Path) -
 # ---- real grading runs of the solved repository ------------------------------------------------
 
 def grade_cli(tmp_path: Path, *args: str) -> tuple[dict, ET.Element, str]:
+    if not emulator_buildable():
+        pytest.skip("grades the emulator build, which this machine cannot build (no Boost.Context)")
     out = tmp_path / "reports"
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "course.py"), "grade", "--backend", "emulator",
                            "--timeout", "120", "--out", str(out), *args],
