@@ -181,11 +181,12 @@ demo: $(LIBS) $(VENV)/.ok
 
 # The course kit (course/tasks.toml, tools/course.py): a student repository
 # with the chosen tasks' code replaced by stubs that fail with the task's name.
+# (OUT is shared with `make grade`, whose reports go to build/grade by
+# default: each target gives its own default.)
 TASKS ?=
-OUT   ?= ../minitensor-handout
 .PHONY: handout
 handout:
-	$(PYTHON) tools/course.py handout --tasks "$(TASKS)" --out "$(OUT)"
+	$(PYTHON) tools/course.py handout --tasks "$(TASKS)" --out "$(or $(OUT),../minitensor-handout)"
 
 # Rebuild notebooks/*.ipynb from their sources in notebooks/src/ and execute
 # them, so that they are committed with their figures (see docs/testing.md).

@@ -6,14 +6,16 @@
  *   descriptor.h    host predicates on descriptors (contiguous? overlap?)
  *   scratch.h       DeviceScratch, a temporary device buffer
  *   device_math.h   mt_exp & co., one overload per precision; NaN-aware max
- *   block_reduce.h  block reductions (one contract) and BlockScratch
  *   indexing.h      ordinal -> position in a strided tensor
  *   policy.h        the kernel policy: may a default path take a fast rung?
+ *
+ * Not block_reduce.h (block reductions and BlockScratch): only the files
+ * that reduce include it (reduce.h, softmax.cu), so that an edit of it (the
+ * reductions task of the course) recompiles those three files, not all.
  */
 #ifndef MT_OPS_COMMON_H
 #define MT_OPS_COMMON_H
 
-#include "block_reduce.h"
 #include "check.h"
 #include "descriptor.h"
 #include "device_math.h"

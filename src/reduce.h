@@ -18,6 +18,7 @@
 #define MT_REDUCE_H
 
 #include "ops_common.h"
+#include "block_reduce.h" /* after ops_common.h: its stub uses task.h */
 
 /* ---- reducers -------------------------------------------------------------- */
 

@@ -26,6 +26,7 @@
  *                  thread a block-strided slice, as in reduce.cu.
  */
 #include "ops_common.h"
+#include "block_reduce.h" /* after ops_common.h: its stub uses task.h */
 
 /* block_reduce combiners. */
 template <typename T>

@@ -14,7 +14,9 @@ the signal, and reruns the rest of the selection without it.
 Scoring: each test item of a task is worth an equal share of the task's
 points, and earns the fraction of its cases that passed (skipped cases do not
 count). An item that ran no case, crashed before its summary, or did not
-build, earns 0. The report (tools/course_report.py) is a table on stdout,
+build, earns 0, and so does one whose output says that its own task is not
+done (a stub still in place: the few cases a stub passes, such as the
+rejection of bad arguments, earn nothing). The report (tools/course_report.py) is a table on stdout,
 ``results.json`` in Gradescope's format and ``junit.xml``.
 """
 
@@ -55,10 +57,15 @@ class ItemResult:
     seconds: float = 0.0
 
     @property
+    def stubbed(self) -> bool:
+        """Whether a case stopped at this task's stub ("task <id> is not done")."""
+        return f"task {self.task} is not done" in self.output
+
+    @property
     def fraction(self) -> float:
-        """The share of the item's points it earns."""
+        """The share of the item's points it earns: none while the task's stub is in place."""
         cases = self.passed + self.failed
-        return self.passed / cases if cases else 0.0
+        return self.passed / cases if cases and not self.stubbed else 0.0
 
 
 @dataclass

@@ -38,12 +38,17 @@ static void random_layout(int ndim, int64_t *shape, int64_t *strides)
     }
 }
 
-static void case_library_accepts_an_output(void)
+/* Returns whether the library runs an op, i.e. whether its index helpers
+ * are in place: a handout's stub of this task makes every op fail with
+ * "task indexing is not done". Each group starts with it and runs its
+ * cases only then, so that a stub scores nothing: the few cases that a
+ * stub returning zeros would pass (rank 0, all lengths 1) do not run. */
+static int case_library_accepts_an_output(void)
 {
     tt_case("mt_fill of 4 floats (the library's index helpers are in place)");
     void *data = NULL;
     if (!tt_expect_ok(mt_malloc(&data, 4 * sizeof(float)), "mt_malloc"))
-        return;
+        return 0;
     mt_tensor t;
     memset(&t, 0, sizeof t);
     t.data = data;
@@ -51,8 +56,9 @@ static void case_library_accepts_an_output(void)
     t.ndim = 1;
     t.shape[0] = 4;
     t.strides[0] = 1;
-    tt_expect_ok(mt_fill(t, 1.5), "mt_fill");
+    const int ok = tt_expect_ok(mt_fill(t, 1.5), "mt_fill");
     tt_expect_ok(mt_free(data), "mt_free");
+    return ok;
 }
 
 static void case_to_index_and_position(int ndim)
@@ -109,18 +115,17 @@ static void case_broadcast_index(int big_ndim)
 int main(void)
 {
     tt_init("test_indexing");
-    TT_GROUP("library") {
-        case_library_accepts_an_output();
-    }
     TT_GROUP("to_index") {
-        for (int rep = 0; rep < 20; ++rep)
-            for (int ndim = 0; ndim <= 4; ++ndim)
-                case_to_index_and_position(ndim);
+        if (case_library_accepts_an_output())
+            for (int rep = 0; rep < 20; ++rep)
+                for (int ndim = 0; ndim <= 4; ++ndim)
+                    case_to_index_and_position(ndim);
     }
     TT_GROUP("broadcast_index") {
-        for (int rep = 0; rep < 20; ++rep)
-            for (int ndim = 0; ndim <= 4; ++ndim)
-                case_broadcast_index(ndim);
+        if (case_library_accepts_an_output())
+            for (int rep = 0; rep < 20; ++rep)
+                for (int ndim = 0; ndim <= 4; ++ndim)
+                    case_broadcast_index(ndim);
     }
     return tt_summary();
 }
