@@ -164,9 +164,11 @@ test-py-teaching: $(LIBS) $(VENV)/.ok
 # One after the other (each builds in parallel): the C tests first, whose
 # output is short, then the Python suite; then, on a machine whose nvcc has
 # no GPU, the compile check.
+# The Python suite runs with the emulator's full checks (docs/emulator.md),
+# as the C tests do, so that CI finds no false positive in them either.
 test:
 	@$(MAKE) --no-print-directory test-c
-	@$(MAKE) --no-print-directory test-py
+	@MINITENSOR_EMU_CHECK=full $(MAKE) --no-print-directory test-py
 	@$(MAKE) --no-print-directory test-py-teaching
 ifneq ($(NVCC),)
 ifeq ($(HAVE_GPU),)

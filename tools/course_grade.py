@@ -14,9 +14,9 @@ the signal, and reruns the rest of the selection without it.
 Scoring: each test item of a task is worth an equal share of the task's
 points, and earns the fraction of its cases that passed (skipped cases do not
 count). An item that ran no case, crashed before its summary, or did not
-build, earns 0, and so does one whose output says that its own task is not
-done (a stub still in place: the few cases a stub passes, such as the
-rejection of bad arguments, earn nothing). The report (tools/course_report.py) is a table on stdout,
+build, earns 0, and so does one whose output says that a task is not done
+(a stub still in its path, its own task's or a required one's: the few cases
+a stub passes, such as the rejection of bad arguments, earn nothing). The report (tools/course_report.py) is a table on stdout,
 ``results.json`` in Gradescope's format and ``junit.xml``.
 """
 
@@ -58,8 +58,9 @@ class ItemResult:
 
     @property
     def stubbed(self) -> bool:
-        """Whether a case stopped at this task's stub ("task <id> is not done")."""
-        return f"task {self.task} is not done" in self.output
+        """Whether a case stopped at a stub ("task <id> is not done"): this task's, or that of a
+        task it requires (in a handout of every task, each op first stops at indexing's)."""
+        return re.search(r"\btask [a-z][a-z0-9_]* is not done\b", self.output) is not None
 
     @property
     def fraction(self) -> float:
@@ -179,6 +180,8 @@ def run_c(run: Run, task: Task, test: CTest) -> ItemResult:
     result = ItemResult(task.id, c_item_name(test))
     program = run.program(test.program)
     failure = build_failure(run, program) or build_failure(run, run.lib)
+    if not failure and not (run.root / program).exists():
+        failure = f"build failed: {program} was not built, so these tests could not run.\n" + clip(run.build_log, 3000)
     if failure:
         result.failed, result.error, result.output = 1, "build failed", failure
         return result
