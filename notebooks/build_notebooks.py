@@ -42,42 +42,22 @@ from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "src"
+sys.path.insert(0, str(HERE.parent / "tools"))
+from notebook_cells import notebook_code, percent_cells  # noqa: E402  (tools/ is no package)
+
 CELL_TIMEOUT_S = 300
 
 
-def parse_percent(text: str) -> list[nbformat.NotebookNode]:
-    """Cells of a percent-format source: '# %%' starts a code cell,
-    '# %% [markdown]' a markdown cell whose lines are comments."""
-    cells = []
-    kind, lines = None, []
-
-    def flush() -> None:
-        if kind is None:
-            return
-        body = "\n".join(lines).strip("\n")
-        if kind == "markdown":
-            body = "\n".join(
-                line[2:] if line.startswith("# ") else line.lstrip("#") for line in body.splitlines()
-            )
-            cells.append(nbformat.v4.new_markdown_cell(body))
-        elif body.strip():
-            cells.append(nbformat.v4.new_code_cell(body))
-
-    for line in text.splitlines():
-        if line.startswith("# %%"):
-            flush()
-            kind = "markdown" if "[markdown]" in line else "code"
-            lines = []
-        elif kind is not None:
-            lines.append(line)
-    flush()
-    return cells
+def parse_percent(text: str, path: str = "<source>") -> list[nbformat.NotebookNode]:
+    """Cells of a percent-format source (tools/notebook_cells.py reads them)."""
+    return [nbformat.v4.new_markdown_cell(body) if kind == "markdown" else nbformat.v4.new_code_cell(body)
+            for kind, body in percent_cells(notebook_code(text, path))]
 
 
 def notebook_from_source(source: Path) -> nbformat.NotebookNode:
     """The (unexecuted) notebook of one percent-format source."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = parse_percent(source.read_text())
+    nb.cells = parse_percent(source.read_text(), f"notebooks/src/{source.name}")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     return nb

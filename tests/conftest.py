@@ -63,6 +63,8 @@ SKIP_UNDER_TEACHING: dict[str, str] = {
     "test_kernel_policy.py checks that nothing is tuned under teaching",
     "test_distributed.py": "the collectives have no kernel policy; its models' ops are those test_nn.py runs",
     "test_docs.py": "the docs' examples run ops that the op test files cover, and check prose, not kernels",
+    "test_course_kit.py": "it sets each task's kernel policy (course/tasks.toml) in the processes it starts",
+    "test_course_grade.py": "the grader sets each task's kernel policy in the processes it starts",
     "test_notebooks.py": "the notebooks run ops that the op test files cover (20 s); "
     "MINITENSOR_KERNELS=teaching make notebooks renders them on the teaching kernels",
 }

@@ -12,6 +12,8 @@ modification time, so a build copied next to them stays valid. Then:
   handout grades those);
 - README.md is the student README, from course/README.student.md, and the
   library's own README moves to docs/overview.md;
+- a notebook whose source (notebooks/src/) has a chosen region is written
+  from the handout's source, without outputs;
 - a code block of the docs or notebooks that quotes a chosen region's
   solution is replaced by a note naming the task;
 - every chosen region's distinctive solution lines are then searched for in
@@ -32,6 +34,7 @@ from typing import Iterable, Optional
 
 from course_manifest import Manifest, load_manifest
 from course_regions import Region, distinctive_lines, find_regions, handout_spans, render
+from notebook_cells import unexecuted_notebook
 
 # Files that may hold regions (others are copied as bytes).
 REGION_SUFFIXES = (".cu", ".h", ".cpp", ".c", ".py")
@@ -101,7 +104,7 @@ def student_readme(root: Path, manifest: Manifest, chosen: list[str]) -> str:
     rows = ["| task | points | what you write | in | sheet |", "| --- | --- | --- | --- | --- |"]
     for t in manifest.tasks:
         if t.id in chosen:
-            files = ", ".join(f"`{f}`" for f in t.files)
+            files = ", ".join([f"`{f}`" for f in t.files] + [f"`notebooks/{Path(n).stem}.ipynb`" for n in t.notebooks])
             sheet = f"[{t.sheet}]({t.sheet})" if (root / t.sheet).is_file() else "(none yet)"
             rows.append(f"| `{t.id}` | {t.points} | {t.title} | {files} | {sheet} |")
     return (template.replace("{course}", manifest.name)
@@ -218,6 +221,21 @@ def find_leaks(out: Path, secrets: dict[str, str]) -> list[str]:
     return leaks
 
 
+def is_notebook_source(name: str) -> bool:
+    return name.startswith("notebooks/src/") and name.endswith(".py")
+
+
+def write_notebook(root: Path, out: Path, source: str, text: str) -> None:
+    """Writes the notebook of a source whose regions a handout stubs: its cells from the
+    handout's source, and no outputs (they would show what the solution computed)."""
+    notebook = f"notebooks/{Path(source).stem}.ipynb"
+    try:
+        metadata = json.loads((root / notebook).read_text()).get("metadata", {})
+    except (OSError, json.JSONDecodeError):
+        metadata = {}
+    (out / notebook).write_text(unexecuted_notebook(text, source, metadata))
+
+
 def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: bool = False) -> list[str]:
     """Writes the handout of `tasks` (comma-separated ids; all when None) from the repository
     at root into out; returns the chosen task ids. HandoutError on any problem."""
@@ -233,6 +251,7 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
     names = [n for n in repository_files(root) if not excluded(n, manifest.handout_exclude)]
 
     stubbed_regions: dict[str, list[Region]] = {}
+    stubbed_notebooks: dict[str, str] = {}  # notebook source -> its handout text
     generic: set[str] = set()
     for name in names:
         src = root / name
@@ -246,15 +265,17 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
                 if r.task not in manifest.ids():
                     raise HandoutError(f"{name}:{r.begin + 1}: TASK({r.task}) is not a task of course/tasks.toml")
                 if r.task in chosen:
-                    if name not in manifest.task(r.task).files:
+                    if name not in manifest.task(r.task).region_files():
                         raise HandoutError(f"{name}: holds a region of {r.task}, but the task's files "
-                                           f"in course/tasks.toml do not list it")
+                                           f"and notebooks in course/tasks.toml do not list it")
                     stubbed_regions.setdefault(r.task, []).append(r)
             if regions:
                 rendered = render(text, name, set(chosen))
                 dst.write_text(rendered)
                 shutil.copymode(src, dst)
                 text = rendered
+                if any(r.task in chosen for r in regions) and is_notebook_source(name):
+                    stubbed_notebooks[name] = rendered
             else:
                 shutil.copy2(src, dst)
         else:
@@ -268,9 +289,12 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
     for t in chosen:
         if t not in stubbed_regions:
             raise HandoutError(f"task {t}: no TASK({t}) region in its files {manifest.task(t).files}")
-        missing = set(manifest.task(t).files) - set(names)
+        missing = set(manifest.task(t).region_files()) - set(names)
         if missing:
             raise HandoutError(f"task {t}: files {sorted(missing)} are not in the repository")
+
+    for name, text in stubbed_notebooks.items():
+        write_notebook(root, out, name, text)
 
     manifest_text = (root / "course" / "tasks.toml").read_text()
     (out / "course" / "tasks.toml").write_text(filter_manifest_text(manifest_text, set(chosen)))

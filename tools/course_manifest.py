@@ -59,6 +59,13 @@ class Task:
     policy: str
     requires: list[str]
     sheet: str
+    # Notebook sources (notebooks/src/*.py) that show the task's code: a handout
+    # stubs their regions too, but they are neither graded nor taken from a submission.
+    notebooks: list[str] = field(default_factory=list)
+
+    def region_files(self) -> list[str]:
+        """Every file that may hold a region of this task."""
+        return self.files + self.notebooks
 
 
 @dataclass
@@ -136,7 +143,7 @@ def parse_task(table: Any, where: str) -> Task:
     policy = _require(table, "policy", str, where)
     if policy not in POLICIES:
         raise ManifestError(f"{where}: policy must be one of {POLICIES}, got {policy!r}")
-    known = {"id", "title", "points", "files", "c_tests", "pytest", "policy", "requires", "sheet"}
+    known = {"id", "title", "points", "files", "c_tests", "pytest", "policy", "requires", "sheet", "notebooks"}
     unknown = set(table) - known
     if unknown:
         raise ManifestError(f"{where}: unknown keys {sorted(unknown)}")
@@ -150,6 +157,7 @@ def parse_task(table: Any, where: str) -> Task:
         policy=policy,
         requires=_str_list(table, "requires", where),
         sheet=_require(table, "sheet", str, where),
+        notebooks=_str_list(table, "notebooks", where) if "notebooks" in table else [],
     )
 
 

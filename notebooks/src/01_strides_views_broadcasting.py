@@ -205,11 +205,13 @@ draw_view(atc, atc, "a.T.contiguous()", "the copy")
 # broadcast_index(out_index, out.ndim, b.shape, b.ndim, b_index);
 # ```
 #
-# Below are the two helpers transcribed line by line from `src/indexing.h`;
-# the cell checks that, for every output element, they name the input elements
-# whose sum the library computed.
+# The next cell has the two helpers in Python, line by line as in
+# `src/indexing.h` (in a student's copy: your own transcription, once the
+# task `indexing` is done); the cell after it checks that, for every output
+# element, they name the input elements whose sum the library computed.
 
 # %%
+# TASK(indexing) BEGIN
 def to_index(ordinal, shape):
     """src/indexing.h to_index: ordinal -> multi-index (row-major, last dim fastest)."""
     index = [0] * len(shape)
@@ -223,8 +225,18 @@ def broadcast_index(big_index, shape):
     """src/indexing.h broadcast_index: index into the output -> index into an input of `shape`."""
     lead = len(big_index) - len(shape)
     return tuple(0 if shape[d] == 1 else big_index[d + lead] for d in range(len(shape)))
+# TASK(indexing) STUB
+#| def to_index(ordinal, shape):
+#|     """Your src/indexing.h to_index, in Python: ordinal -> multi-index (row-major)."""
+#|     raise NotImplementedError("task indexing is not done: to_index in notebooks/01_strides_views_broadcasting.ipynb")
+#|
+#|
+#| def broadcast_index(big_index, shape):
+#|     """Your src/indexing.h broadcast_index, in Python: output index -> index into an input of `shape`."""
+#|     raise NotImplementedError("task indexing is not done: broadcast_index in notebooks/01_strides_views_broadcasting.ipynb")
+# TASK(indexing) END
 
-
+# %%
 x = mt.tensor([[0.0], [10.0], [20.0]])  # (3, 1)
 y = mt.tensor([1.0, 2.0, 3.0, 4.0])     # (4,)
 out = x + y                             # (3, 4): mt_zip(ADD)
