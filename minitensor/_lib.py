@@ -59,7 +59,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -159,6 +159,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
     "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_softmax": (c_int, [MtTensor, MtTensor, c_int, c_int]),
+    "mt_layer_norm": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_double]),
+    "mt_layer_norm_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
+                                       MtTensor, c_int, c_int]),
     "mt_gather": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_scatter_add": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_set_kernel_policy": (c_int, [c_int]),
@@ -587,6 +590,33 @@ def copy_variant(out: Any, inp: Any, algo: str) -> None:
 def softmax(out: Any, inp: Any, dim: int, log: bool) -> None:
     """out = (log_)softmax(inp) along dim (mt_softmax)."""
     check(lib().mt_softmax(out.descriptor(), inp.descriptor(), dim, 1 if log else 0), "mt_softmax")
+
+
+LAYER_NORM_WEIGHT, LAYER_NORM_BIAS, LAYER_NORM_GRAD_IN = 1, 2, 4  # minitensor.h's flags
+_NO_TENSOR = MtTensor()  # an argument the flags say is absent: never read
+
+
+def _desc(x: Any) -> MtTensor:
+    return _NO_TENSOR if x is None else x.descriptor()
+
+
+def layer_norm(out: Any, mean: Any, rstd: Any, inp: Any, weight: Any, bias: Any, eps: float) -> None:
+    """Normalizes the rows of a contiguous (rows, n) inp into out, saving each row's
+    mean and rstd; weight and bias (n,) may be None (mt_layer_norm)."""
+    affine = (LAYER_NORM_WEIGHT if weight is not None else 0) | (LAYER_NORM_BIAS if bias is not None else 0)
+    check(lib().mt_layer_norm(out.descriptor(), mean.descriptor(), rstd.descriptor(), inp.descriptor(),
+                              _desc(weight), _desc(bias), affine, float(eps)), "mt_layer_norm")
+
+
+def layer_norm_backward(grad_in: Any, grad_weight: Any, grad_bias: Any, grad_out: Any, inp: Any, mean: Any,
+                        rstd: Any, weight: Any, has_bias: bool) -> None:
+    """The gradients of layer_norm that are not None (mt_layer_norm_backward)."""
+    want = ((LAYER_NORM_GRAD_IN if grad_in is not None else 0) | (LAYER_NORM_WEIGHT if grad_weight is not None else 0)
+            | (LAYER_NORM_BIAS if grad_bias is not None else 0))
+    affine = (LAYER_NORM_WEIGHT if weight is not None else 0) | (LAYER_NORM_BIAS if has_bias else 0)
+    check(lib().mt_layer_norm_backward(_desc(grad_in), _desc(grad_weight), _desc(grad_bias), grad_out.descriptor(),
+                                       inp.descriptor(), mean.descriptor(), rstd.descriptor(), _desc(weight),
+                                       want, affine), "mt_layer_norm_backward")
 
 
 def gather(out: Any, inp: Any, index: Any, dim: int) -> None:

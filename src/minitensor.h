@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 6
+#define MT_ABI_VERSION 7
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -319,6 +319,24 @@ mt_status mt_copy_variant(mt_tensor out, mt_tensor in, int algo);
 /* Numerically stable softmax (log_softmax when `log` is non-zero) along dim,
  * one fused pass per row. out has in's shape. */
 mt_status mt_softmax(mt_tensor out, mt_tensor in, int dim, int log);
+/* Layer normalization of the rows of in, a contiguous (rows, n) tensor:
+ * out = (in - mean) * rstd * weight + bias, with each row's mean and
+ * rstd = 1 / sqrt(biased variance + eps) written to the contiguous (rows,)
+ * tensors mean and rstd for the backward pass. `affine` says which of
+ * weight and bias (contiguous (n,)) there are: MT_LAYER_NORM_WEIGHT |
+ * MT_LAYER_NORM_BIAS; an absent one is not read. out may be in. With n == 0
+ * nothing is written (rows of nothing have no statistics). */
+enum { MT_LAYER_NORM_WEIGHT = 1, MT_LAYER_NORM_BIAS = 2, MT_LAYER_NORM_GRAD_IN = 4 };
+mt_status mt_layer_norm(mt_tensor out, mt_tensor mean, mt_tensor rstd, mt_tensor in, mt_tensor weight,
+                        mt_tensor bias, int affine, double eps);
+/* The gradients of mt_layer_norm from grad_out (rows, n) and the forward's
+ * in, mean, rstd and weight: those `want` names (MT_LAYER_NORM_GRAD_IN for
+ * grad_in (rows, n), MT_LAYER_NORM_WEIGHT for grad_weight (n,),
+ * MT_LAYER_NORM_BIAS for grad_bias (n,)); the others are not touched.
+ * `affine` is the forward's. */
+mt_status mt_layer_norm_backward(mt_tensor grad_in, mt_tensor grad_weight, mt_tensor grad_bias, mt_tensor grad_out,
+                                 mt_tensor in, mt_tensor mean, mt_tensor rstd, mt_tensor weight, int want,
+                                 int affine);
 /* out[i][j] = in[i][index[i][j]] along dim (torch.gather). index holds whole
  * numbers in a float dtype and has out's shape; every other dim of index must
  * be no longer than in's. Indices out of range are an error. */

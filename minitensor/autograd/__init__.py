@@ -7,7 +7,7 @@ differentiable op of minitensor are Function subclasses next to it:
     engine.py       Variable, Function, backward(), no_grad, queue_callback
     helpers.py      unbroadcast() and the other pieces the rules share
     elementwise.py  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Where, Exp, ...
-    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, ..., MatMul
+    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, LayerNorm, ..., MatMul
     shaping.py      View, Reshape, Permute, Expand, Index, ..., Gather, Cat, Stack
 
 The rules compute with the raw ops of minitensor/ops.py on Arrays; the
@@ -55,6 +55,7 @@ from .reductions import (
     LogSumExp,
     Softmax,
     LogSoftmax,
+    LayerNorm,
     MatMul,
 )
 from .shaping import (
@@ -115,6 +116,7 @@ __all__ = [
     "LogSumExp",
     "Softmax",
     "LogSoftmax",
+    "LayerNorm",
     "MatMul",
     "View",
     "Reshape",

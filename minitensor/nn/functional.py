@@ -94,13 +94,22 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Optional[Tensor] = None,
                bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
     """Normalizes over the last len(normalized_shape) dims (biased variance, as torch),
-    then scales by weight and shifts by bias when given."""
+    then scales by weight and shifts by bias when given: one kernel forward and one
+    backward (src/layernorm.cu); layer_norm_composite is the same as a chain of ops."""
     normalized_shape = tuple(normalized_shape)
     if len(normalized_shape) > x.ndim or x.shape[x.ndim - len(normalized_shape):] != normalized_shape:
         raise ValueError(
             f"layer_norm(): the last dims of the input of shape {x.shape} must be the "
             f"normalized shape {normalized_shape}"
         )
+    return autograd.LayerNorm.apply(x, normalized_shape, weight, bias, eps)
+
+
+def layer_norm_composite(x: Tensor, normalized_shape: Sequence[int], weight: Optional[Tensor] = None,
+                         bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    """layer_norm as a chain of eight ops (mean, subtract, square, mean, add, sqrt,
+    divide, scale and shift): the rung below the fused kernel, for comparison
+    (bench/run.py) and as the reference of its tests."""
     dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     centered = x - x.mean(dims, keepdim=True)
     variance = (centered * centered).mean(dims, keepdim=True)
