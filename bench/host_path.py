@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
-import minitensor as mt
-from minitensor import _lib, ops
-from minitensor._array import empty_like
-from minitensor._storage import Storage
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import minitensor as mt  # noqa: E402
+from minitensor import _lib, ops  # noqa: E402
+from minitensor._array import empty_like  # noqa: E402
+from minitensor._storage import Storage  # noqa: E402
 
 
 def per_call_us(fn: Callable[[], object], sync: Callable[[], None], loops: int, repeats: int) -> float:

@@ -194,6 +194,64 @@ __global__ void layer_norm_backward_rows(T *dx, const T *g, const T *x, const T 
     }
 }
 
+/* The whole backward in one pass over g and x, for rows of up to
+ * kCols * blockDim.x: thread t owns the columns t, t + B, ..., the same ones in
+ * every row its block visits (rows blockIdx.x, + gridDim.x, ...), so it keeps
+ * its row slice in registers for dx AND adds g * xhat and g of its columns
+ * into registers across those rows. Each block then writes one row of
+ * partial sums of the weight's and bias's gradients (partial_w/partial_b
+ * [blockIdx.x][n], either may be null), which layer_norm_column_sums adds up:
+ * a few hundred rows of partials instead of a second pass over g and x. */
+template <typename T, int kCols>
+__global__ void __launch_bounds__(512) layer_norm_backward_fused(T *dx, T *partial_w, T *partial_b, const T *g,
+                                                                 const T *x, const T *mean, const T *rstd,
+                                                                 const T *w, int64_t n, int64_t rows)
+{
+    __shared__ BlockScratch<T> scratch;
+    const int64_t B = blockDim.x;
+    const int64_t t = threadIdx.x;
+    T wv[kCols], acc_w[kCols], acc_b[kCols];
+    MT_UNROLL for (int j = 0; j < kCols; ++j) {
+        const int64_t k = t + j * B;
+        wv[j] = w && k < n ? w[k] : T(1);
+        acc_w[j] = acc_b[j] = T(0);
+    }
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T m = mean[row];
+        const T r = rstd[row];
+        T gw[kCols], xhat[kCols];
+        T sum_gw = T(0), sum_gw_xhat = T(0);
+        MT_UNROLL for (int j = 0; j < kCols; ++j) {
+            const int64_t k = t + j * B;
+            /* Columns past the row's end count as g = 0: nothing in any sum. */
+            const T gv = k < n ? g[row * n + k] : T(0);
+            xhat[j] = k < n ? (x[row * n + k] - m) * r : T(0);
+            gw[j] = gv * wv[j];
+            sum_gw += gw[j];
+            sum_gw_xhat += gw[j] * xhat[j];
+            acc_w[j] += gv * xhat[j];
+            acc_b[j] += gv;
+        }
+        const T mean_gw = block_reduce_warps(scratch, sum_gw, T(0), LayerNormSum<T>()) / T(n);
+        const T mean_gw_xhat = block_reduce_warps(scratch, sum_gw_xhat, T(0), LayerNormSum<T>()) / T(n);
+        if (dx)
+            MT_UNROLL for (int j = 0; j < kCols; ++j) {
+                const int64_t k = t + j * B;
+                if (k < n)
+                    dx[row * n + k] = r * (gw[j] - mean_gw - xhat[j] * mean_gw_xhat);
+            }
+    }
+    MT_UNROLL for (int j = 0; j < kCols; ++j) {
+        const int64_t k = t + j * B;
+        if (k < n) {
+            if (partial_w)
+                partial_w[blockIdx.x * n + k] = acc_w[j];
+            if (partial_b)
+                partial_b[blockIdx.x * n + k] = acc_b[j];
+        }
+    }
+}
+
 constexpr int kColTile = 32; /* columns per block: a warp reads 32 neighbours */
 constexpr int kRowTile = 8;  /* rows a block reads at once */
 
@@ -289,11 +347,78 @@ static mt_status launch_forward(const LayerNormArgs<T> &a)
     return MT_OK;
 }
 
+/* The fused backward's longest row: 16 columns per thread of 512. */
+constexpr int kMaxFusedCols = 16;
+
+template <typename T, int kCols>
+static void launch_fused_cols(unsigned int grid, unsigned int block, T *dx, T *pw, T *pb, const T *g, const T *x,
+                              const T *mean, const T *rstd, const T *w, int64_t n, int64_t rows)
+{
+    layer_norm_backward_fused<T, kCols><<<grid, block>>>(dx, pw, pb, g, x, mean, rstd, w, n, rows);
+}
+
+template <typename T>
+static mt_status launch_backward_fused(const mt_tensor &dx, const mt_tensor &dw, const mt_tensor &db,
+                                       const mt_tensor &g, const mt_tensor &x, const mt_tensor &mean,
+                                       const mt_tensor &rstd, const mt_tensor &w, int64_t n, int64_t rows)
+{
+    /* Threads so that about 8 columns each cover the row, then as few columns
+     * per thread as cover it; blocks enough to fill the GPU about once (two
+     * blocks of 512 threads per SM at 64 registers each), each visiting
+     * rows / grid rows, since every block writes a row of partials. */
+    int64_t block = 32;
+    while (block < kMaxRegisterThreads && block * 8 < n)
+        block *= 2;
+    int64_t cols = 1;
+    while (cols * block < n)
+        cols *= 2;
+    int64_t blocks = 2 * (int64_t)mt_sm_count() * (512 / block);
+    blocks = blocks < rows ? blocks : rows;
+    const unsigned int grid = (unsigned int)(blocks > 0 ? blocks : 1);
+    DeviceScratch partials;
+    const bool params = dw.data || db.data;
+    if (params)
+        CUDA_CHECK(partials.allocate((size_t)(2 * grid * n) * sizeof(T)));
+    T *pw = dw.data ? partials.as<T>() : nullptr;
+    T *pb = db.data ? partials.as<T>() + (int64_t)grid * n : nullptr;
+    T *dxp = first_of<T>(dx);
+    const T *gp = first_of<T>(g), *xp = first_of<T>(x), *mp = first_of<T>(mean), *rp = first_of<T>(rstd);
+    const T *wp = first_of<T>(w);
+    const unsigned int threads = (unsigned int)block;
+    switch (cols) {
+    case 1: launch_fused_cols<T, 1>(grid, threads, dxp, pw, pb, gp, xp, mp, rp, wp, n, rows); break;
+    case 2: launch_fused_cols<T, 2>(grid, threads, dxp, pw, pb, gp, xp, mp, rp, wp, n, rows); break;
+    case 4: launch_fused_cols<T, 4>(grid, threads, dxp, pw, pb, gp, xp, mp, rp, wp, n, rows); break;
+    case 8: launch_fused_cols<T, 8>(grid, threads, dxp, pw, pb, gp, xp, mp, rp, wp, n, rows); break;
+    default: /* 16 floats; doubles never get here (the caller's max_fused) */
+        launch_fused_cols<T, sizeof(T) == 8 ? 8 : kMaxFusedCols>(grid, threads, dxp, pw, pb, gp, xp, mp, rp, wp, n,
+                                                                 rows);
+        break;
+    }
+    CUDA_CHECK(mt_launch_status());
+    const unsigned int sum_grid = grid_size(n, kBlockSize);
+    if (pw) {
+        layer_norm_column_sums<T><<<sum_grid, kBlockSize>>>(first_of<T>(dw), pw, n, (int64_t)grid);
+        CUDA_CHECK(mt_launch_status());
+    }
+    if (pb) {
+        layer_norm_column_sums<T><<<sum_grid, kBlockSize>>>(first_of<T>(db), pb, n, (int64_t)grid);
+        CUDA_CHECK(mt_launch_status());
+    }
+    if (params)
+        CUDA_CHECK(partials.release());
+    return MT_OK;
+}
+
 template <typename T>
 static mt_status launch_backward(const mt_tensor &dx, const mt_tensor &dw, const mt_tensor &db, const mt_tensor &g,
                           const mt_tensor &x, const mt_tensor &mean, const mt_tensor &rstd, const mt_tensor &w,
                           int64_t n, int64_t rows)
 {
+    /* (16 doubles per thread would spill registers: 8 at most.) */
+    const int64_t max_fused = (sizeof(T) == 8 ? kMaxFusedCols / 2 : kMaxFusedCols) * kMaxRegisterThreads;
+    if (n <= max_fused)
+        return launch_backward_fused<T>(dx, dw, db, g, x, mean, rstd, w, n, rows);
     if (dx.data) {
         layer_norm_backward_rows<T><<<grid_size(rows, 1), row_block_size(n)>>>(
             first_of<T>(dx), first_of<T>(g), first_of<T>(x), first_of<T>(mean), first_of<T>(rstd),

@@ -5,7 +5,9 @@
  * Row lengths 1, 31, 33, 1025 and 4100 cover the register kernel with 1 to
  * 16 Packs per thread, Pack-width and odd lengths; 40000 (float32) and
  * 20000 (float64) rows are too long for registers and take the three-pass
- * kernel. Inputs around 1000 with a spread of 1 test that the variance is
+ * kernel. Backward rows of up to 16 * 512 take the fused kernel (dx and
+ * the parameters' partial sums in one pass), longer ones two kernels.
+ * Inputs around 1000 with a spread of 1 test that the variance is
  * taken of deviations, not as E[x^2] - E[x]^2 (which cancels catastrophically
  * there in float32).
  *
@@ -211,6 +213,11 @@ int main(void)
             /* Only the parameters' gradients, many rows (several row chunks). */
             backward_case(dtype, 300, 40, MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS,
                           MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS);
+            /* Rows longer than the fused kernel's registers: dx by rows, then the
+             * parameters' partial sums by tiles. */
+            backward_case(dtype, 3, 9000, MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS,
+                          MT_LAYER_NORM_GRAD_IN | MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS);
+            backward_case(dtype, 2, 9000, MT_LAYER_NORM_BIAS, MT_LAYER_NORM_BIAS);
             /* Only the input's, with a weight. */
             backward_case(dtype, 4, 65, MT_LAYER_NORM_WEIGHT, MT_LAYER_NORM_GRAD_IN);
             /* No rows: the parameters' gradients are zeros. */
