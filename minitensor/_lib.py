@@ -59,7 +59,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -162,6 +162,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_layer_norm": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_double]),
     "mt_layer_norm_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                        MtTensor, c_int, c_int]),
+    "mt_sgd_step": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_int]),
+    "mt_adam_step": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_double,
+                             c_double, c_int64, c_int]),
     "mt_gather": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_scatter_add": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_set_kernel_policy": (c_int, [c_int]),
@@ -617,6 +620,21 @@ def layer_norm_backward(grad_in: Any, grad_weight: Any, grad_bias: Any, grad_out
     check(lib().mt_layer_norm_backward(_desc(grad_in), _desc(grad_weight), _desc(grad_bias), grad_out.descriptor(),
                                        inp.descriptor(), mean.descriptor(), rstd.descriptor(), _desc(weight),
                                        want, affine), "mt_layer_norm_backward")
+
+
+def sgd_step(param: Any, grad: Any, momentum_buffer: Any, lr: float, momentum: float, weight_decay: float,
+             first_step: bool) -> None:
+    """One SGD update of param in place (mt_sgd_step); momentum_buffer is None without momentum."""
+    check(lib().mt_sgd_step(param.descriptor(), grad.descriptor(), _desc(momentum_buffer), float(lr),
+                            float(momentum), float(weight_decay), 1 if first_step else 0), "mt_sgd_step")
+
+
+def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, lr: float, beta1: float, beta2: float,
+              eps: float, weight_decay: float, step: int, decoupled: bool) -> None:
+    """One Adam (AdamW when decoupled) update of param and its state in place (mt_adam_step)."""
+    check(lib().mt_adam_step(param.descriptor(), grad.descriptor(), exp_avg.descriptor(), exp_avg_sq.descriptor(),
+                             float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), int(step),
+                             1 if decoupled else 0), "mt_adam_step")
 
 
 def gather(out: Any, inp: Any, index: Any, dim: int) -> None:

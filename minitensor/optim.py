@@ -6,27 +6,43 @@
         F.cross_entropy(model(x), y).backward()
         opt.step()
 
-Each update is computed by the library's kernels (ops.py) under no_grad and
-written into the parameter's own storage, so the Parameter objects a model
-holds stay the same. The formulas are torch's, step for step, so the same
-hyper-parameters give the same trajectory. Unlike torch there are no
-parameter groups: one set of hyper-parameters, kept as attributes (``opt.lr``
-may be changed between steps).
+Each update is written into the parameter's own storage under no_grad, so
+the Parameter objects a model holds stay the same. The formulas are torch's,
+step for step, so the same hyper-parameters give the same trajectory. Unlike
+torch there are no parameter groups: one set of hyper-parameters, kept as
+attributes (``opt.lr`` may be changed between steps).
+
+Two ways to compute an update, as torch's ``fused`` argument chooses:
+
+- fused: one kernel per parameter (src/optim.cu) reads the parameter, its
+  gradient and its state once and writes them once;
+- the chain of ops (``_update_one``, the course's task `layers_optim`): Adam's
+  is ten kernels and nine temporary tensors per parameter.
+
+``fused=None`` (the default) takes the kernel under the fast kernel policy,
+wherever it applies (contiguous float tensors), and the chain of ops under
+the teaching policy, whose default paths run the kernels students write;
+``fused=True`` always takes the kernel (an error where it cannot),
+``fused=False`` always the chain.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
-from . import autograd, ops
+from . import autograd, kernels, ops
+from ._creation import zeros_like
 from .tensor import Tensor
 
 
 class Optimizer:
     """Base class: holds the parameters and per-parameter state; subclasses define step()."""
 
-    def __init__(self, params: Iterable[Tensor]) -> None:
+    def __init__(self, params: Iterable[Tensor], fused: Optional[bool] = None) -> None:
+        if fused not in (None, True, False):
+            raise TypeError(f"fused must be None, True or False, got {fused!r}")
+        self.fused = fused
         if isinstance(params, Tensor):
             raise TypeError("params must be an iterable of Tensors (e.g. model.parameters()), got a Tensor")
         self.params = list(params)
@@ -44,13 +60,50 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
+    @autograd.no_grad()
     def step(self) -> None:
         """Updates every parameter that has a .grad."""
+        for p, state in zip(self.params, self.state):
+            if p.grad is None:
+                continue
+            if self._fuse(p):
+                self._fused_update_one(p, state)
+            else:
+                self._update_one(p, state)
+
+    def _fuse(self, p: Tensor) -> bool:
+        """Whether p's update runs as one kernel (see the module's docstring)."""
+        if self.fused is False:
+            return False
+        applies = ops.fused_update_applies(p, p.grad)
+        if self.fused is True:
+            if not applies:
+                raise ValueError(
+                    f"{type(self).__name__}(fused=True): the fused update takes contiguous float tensors "
+                    f"of one shape; got a parameter of shape {p.shape} ({p.dtype.name}, "
+                    f"{'' if p.is_contiguous() else 'not '}contiguous) and a gradient of shape {p.grad.shape}"
+                )
+            return True
+        return applies and kernels.get_policy() == "fast"
+
+    def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+        """p's update as a chain of ops."""
+        raise NotImplementedError
+
+    def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+        """p's update as one kernel."""
         raise NotImplementedError
 
     def _update(self, p: Tensor, new_value: Tensor) -> None:
         """Writes new_value into p's storage (p keeps its identity)."""
         ops.copy_(p, new_value)
+
+    def _state_like(self, p: Tensor, state: dict[str, Any], name: str) -> Tensor:
+        """state[name], created as zeros like p on first use."""
+        buf = state.get(name)
+        if buf is None:
+            buf = state[name] = zeros_like(p)
+        return buf
 
 
 class SGD(Optimizer):
@@ -62,36 +115,40 @@ class SGD(Optimizer):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0,
-                 weight_decay: float = 0.0) -> None:
+                 weight_decay: float = 0.0, fused: Optional[bool] = None) -> None:
         if lr < 0.0 or momentum < 0.0 or weight_decay < 0.0:
             raise ValueError(
                 f"SGD: lr, momentum and weight_decay must be >= 0, got {lr}, {momentum}, {weight_decay}"
             )
-        super().__init__(params)
+        super().__init__(params, fused)
         self.lr = lr
         self.momentum = momentum
         self.weight_decay = weight_decay
 
-    @autograd.no_grad()
-    def step(self) -> None:
+    def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         # TASK(layers_optim) BEGIN
-        for p, state in zip(self.params, self.state):
-            if p.grad is None:
-                continue
-            g = p.grad
-            if self.weight_decay:
-                g = ops.add(g, ops.mul(p, self.weight_decay))
-            if self.momentum:
-                buf = state.get("momentum_buffer")
-                g = ops.clone(g) if buf is None else ops.add(ops.mul(buf, self.momentum), g)
-                state["momentum_buffer"] = g
-            self._update(p, ops.sub(p, ops.mul(g, self.lr)))
+        g = p.grad
+        if self.weight_decay:
+            g = ops.add(g, ops.mul(p, self.weight_decay))
+        if self.momentum:
+            buf = state.get("momentum_buffer")
+            g = ops.clone(g) if buf is None else ops.add(ops.mul(buf, self.momentum), g)
+            state["momentum_buffer"] = g
+        self._update(p, ops.sub(p, ops.mul(g, self.lr)))
         # TASK(layers_optim) STUB
-        #| # TODO (task layers_optim): for each parameter p with a gradient, the
-        #| # update of the class docstring; keep the momentum buffer in this
-        #| # parameter's state dict, and write the new value with self._update.
-        #| raise NotImplementedError("task layers_optim is not done: SGD.step in minitensor/optim.py")
+        #| # TODO (task layers_optim): the update of the class docstring for the
+        #| # parameter p (its gradient is p.grad); keep the momentum buffer in
+        #| # p's state dict, and write the new value with self._update.
+        #| raise NotImplementedError("task layers_optim is not done: SGD._update_one in minitensor/optim.py")
         # TASK(layers_optim) END
+
+    def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+        buf = None
+        first = False
+        if self.momentum:
+            first = "momentum_buffer" not in state
+            buf = self._state_like(p, state, "momentum_buffer")
+        ops.sgd_step_(p, p.grad, buf, self.lr, self.momentum, self.weight_decay, first)
 
 
 class Adam(Optimizer):
@@ -104,44 +161,70 @@ class Adam(Optimizer):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+                 eps: float = 1e-8, weight_decay: float = 0.0, fused: Optional[bool] = None) -> None:
         if lr < 0.0 or eps < 0.0 or weight_decay < 0.0:
-            raise ValueError(f"Adam: lr, eps and weight_decay must be >= 0, got {lr}, {eps}, {weight_decay}")
+            raise ValueError(f"{type(self).__name__}: lr, eps and weight_decay must be >= 0, got {lr}, {eps}, "
+                             f"{weight_decay}")
         if not all(0.0 <= b < 1.0 for b in betas):
-            raise ValueError(f"Adam: betas must be in [0, 1), got {betas}")
-        super().__init__(params)
+            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
+        super().__init__(params, fused)
         self.lr = lr
         self.betas = tuple(betas)
         self.eps = eps
         self.weight_decay = weight_decay
 
-    @autograd.no_grad()
-    def step(self) -> None:
+    # AdamW (below) decays the parameter itself instead of adding to the gradient.
+    decoupled = False
+
+    def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+        if self.decoupled and self.weight_decay:
+            self._update(p, ops.mul(p, 1.0 - self.lr * self.weight_decay))
+        self._adam_update(p, state, 0.0 if self.decoupled else self.weight_decay)
+
+    def _adam_update(self, p: Tensor, state: dict[str, Any], weight_decay: float) -> None:
         # TASK(layers_optim) BEGIN
         beta1, beta2 = self.betas
-        for p, state in zip(self.params, self.state):
-            if p.grad is None:
-                continue
-            g = p.grad
-            if self.weight_decay:
-                g = ops.add(g, ops.mul(p, self.weight_decay))
-            t = state["step"] = state.get("step", 0) + 1
-            m = state.get("exp_avg")
-            v = state.get("exp_avg_sq")
-            m_new = ops.mul(g, 1.0 - beta1)
-            v_new = ops.mul(ops.mul(g, g), 1.0 - beta2)
-            m = m_new if m is None else ops.add(ops.mul(m, beta1), m_new)
-            v = v_new if v is None else ops.add(ops.mul(v, beta2), v_new)
-            state["exp_avg"], state["exp_avg_sq"] = m, v
-            bias_correction1 = 1.0 - beta1**t
-            bias_correction2 = 1.0 - beta2**t
-            denom = ops.add(ops.mul(ops.map_("sqrt", v), 1.0 / math.sqrt(bias_correction2)), self.eps)
-            step = ops.mul(ops.div(m, denom), self.lr / bias_correction1)
-            self._update(p, ops.sub(p, step))
+        g = p.grad
+        if weight_decay:
+            g = ops.add(g, ops.mul(p, weight_decay))
+        t = state["step"] = state.get("step", 0) + 1
+        m = state.get("exp_avg")
+        v = state.get("exp_avg_sq")
+        m_new = ops.mul(g, 1.0 - beta1)
+        v_new = ops.mul(ops.mul(g, g), 1.0 - beta2)
+        m = m_new if m is None else ops.add(ops.mul(m, beta1), m_new)
+        v = v_new if v is None else ops.add(ops.mul(v, beta2), v_new)
+        state["exp_avg"], state["exp_avg_sq"] = m, v
+        bias_correction1 = 1.0 - beta1**t
+        bias_correction2 = 1.0 - beta2**t
+        denom = ops.add(ops.mul(ops.map_("sqrt", v), 1.0 / math.sqrt(bias_correction2)), self.eps)
+        step = ops.mul(ops.div(m, denom), self.lr / bias_correction1)
+        self._update(p, ops.sub(p, step))
         # TASK(layers_optim) STUB
-        #| # TODO (task layers_optim): the update of the class docstring, for each
-        #| # parameter with a gradient: the step count t and the moving averages
-        #| # m and v live in the parameter's state dict (torch names them step,
-        #| # exp_avg and exp_avg_sq); write the new value with self._update.
-        #| raise NotImplementedError("task layers_optim is not done: Adam.step in minitensor/optim.py")
+        #| # TODO (task layers_optim): the update of the class docstring for the
+        #| # parameter p (its gradient is p.grad), with this weight_decay: the step
+        #| # count t and the moving averages m and v live in p's state dict (torch
+        #| # names them step, exp_avg and exp_avg_sq); write the new value with
+        #| # self._update.
+        #| raise NotImplementedError("task layers_optim is not done: Adam._adam_update in minitensor/optim.py")
         # TASK(layers_optim) END
+
+    def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+        m = self._state_like(p, state, "exp_avg")
+        v = self._state_like(p, state, "exp_avg_sq")
+        t = state["step"] = state.get("step", 0) + 1
+        ops.adam_step_(p, p.grad, m, v, self.lr, self.betas, self.eps, self.weight_decay, t, self.decoupled)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov and Hutter, 2019), as torch.optim.AdamW:
+
+        p = p * (1 - lr * weight_decay)
+        then Adam's update of p, with no weight decay in the gradient
+    """
+
+    decoupled = True
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, fused: Optional[bool] = None) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, fused)

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 7
+#define MT_ABI_VERSION 8
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -337,6 +337,16 @@ mt_status mt_layer_norm(mt_tensor out, mt_tensor mean, mt_tensor rstd, mt_tensor
 mt_status mt_layer_norm_backward(mt_tensor grad_in, mt_tensor grad_weight, mt_tensor grad_bias, mt_tensor grad_out,
                                  mt_tensor in, mt_tensor mean, mt_tensor rstd, mt_tensor weight, int want,
                                  int affine);
+/* Optimizer updates, in place, one kernel per parameter (src/optim.cu), with
+ * torch's formulas: param, grad and the state are contiguous float tensors
+ * of one shape and dtype. SGD: momentum_buffer is read and written when
+ * momentum != 0 (set to the gradient when first_step), else not read.
+ * Adam: step counts from 1; decoupled non-zero is AdamW (weight decay on the
+ * parameter, not in the gradient). */
+mt_status mt_sgd_step(mt_tensor param, mt_tensor grad, mt_tensor momentum_buffer, double lr, double momentum,
+                      double weight_decay, int first_step);
+mt_status mt_adam_step(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_tensor exp_avg_sq, double lr,
+                       double beta1, double beta2, double eps, double weight_decay, int64_t step, int decoupled);
 /* out[i][j] = in[i][index[i][j]] along dim (torch.gather). index holds whole
  * numbers in a float dtype and has out's shape; every other dim of index must
  * be no longer than in's. Indices out of range are an error. */

@@ -340,8 +340,15 @@ def private_uses(path: Path) -> list[str]:
     return found
 
 
+# Files that reach below the public API on purpose, each with its reason.
+INTERNALS_ON_PURPOSE = {
+    "bench/host_path.py": "it times each internal layer of the road from Tensor to kernel on its own",
+}
+
+
 def scanned_files() -> list[Path]:
-    return sorted(p for d in PUBLIC_SCANNED for p in d.rglob("*.py"))
+    return sorted(p for d in PUBLIC_SCANNED for p in d.rglob("*.py")
+                  if str(p.relative_to(ROOT)) not in INTERNALS_ON_PURPOSE)
 
 
 def test_the_scan_finds_private_imports(tmp_path: Path) -> None:

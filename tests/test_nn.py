@@ -265,10 +265,12 @@ def run_optimizer(make, steps=3):
     return history
 
 
-def test_sgd_plain_momentum_and_weight_decay():
-    history = run_optimizer(lambda ps: mt.optim.SGD(ps, lr=0.1))
+# fused=False runs the chain of ops (the course's task layers_optim), True the kernel.
+@pytest.mark.parametrize("fused", [False, True])
+def test_sgd_plain_momentum_and_weight_decay(fused):
+    history = run_optimizer(lambda ps: mt.optim.SGD(ps, lr=0.1, fused=fused))
     assert_close(history[-1], P0 - 0.1 * sum(GRADS), mt.float64)
-    history = run_optimizer(lambda ps: mt.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01))
+    history = run_optimizer(lambda ps: mt.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01, fused=fused))
     p, buf = P0.copy(), None
     for g, got in zip(GRADS, history):
         d = g + 0.01 * p
@@ -277,10 +279,11 @@ def test_sgd_plain_momentum_and_weight_decay():
         assert_close(got, p, mt.float64)
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
-def test_adam_matches_the_formula(weight_decay):
+def test_adam_matches_the_formula(weight_decay, fused):
     history = run_optimizer(lambda ps: mt.optim.Adam(ps, lr=0.01, betas=(0.8, 0.9), eps=1e-6,
-                                                     weight_decay=weight_decay))
+                                                     weight_decay=weight_decay, fused=fused))
     p, m, v = P0.copy(), 0.0, 0.0
     for t, (g, got) in enumerate(zip(GRADS, history), start=1):
         g = g + weight_decay * p
@@ -288,6 +291,71 @@ def test_adam_matches_the_formula(weight_decay):
         v = 0.9 * v + 0.1 * g * g
         p = p - 0.01 / (1 - 0.8**t) * m / (np.sqrt(v) / np.sqrt(1 - 0.9**t) + 1e-6)
         assert_close(got, p, mt.float64)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_adamw_decays_the_parameter_not_the_gradient(fused):
+    history = run_optimizer(lambda ps: mt.optim.AdamW(ps, lr=0.01, betas=(0.8, 0.9), eps=1e-6,
+                                                      weight_decay=0.1, fused=fused))
+    p, m, v = P0.copy(), 0.0, 0.0
+    for t, (g, got) in enumerate(zip(GRADS, history), start=1):
+        p = p * (1 - 0.01 * 0.1)
+        m = 0.8 * m + 0.2 * g
+        v = 0.9 * v + 0.1 * g * g
+        p = p - 0.01 / (1 - 0.8**t) * m / (np.sqrt(v) / np.sqrt(1 - 0.9**t) + 1e-6)
+        assert_close(got, p, mt.float64)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps, f: mt.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=0.01, fused=f),
+    lambda ps, f: mt.optim.Adam(ps, lr=0.01, weight_decay=0.01, fused=f),
+    lambda ps, f: mt.optim.AdamW(ps, lr=0.01, fused=f),
+], ids=["sgd", "adam", "adamw"])
+def test_fused_and_chained_updates_agree_on_random_parameters(make):
+    rng = np.random.default_rng(11)
+    shapes = [(33, 17), (5,), (1, 1), (0, 3), (300,)]
+    values = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(4)]
+    results = []
+    for fused in (False, True):
+        params = [nn.Parameter(mt.tensor(v)) for v in values]
+        opt = make(params, fused)
+        for step in grads:
+            for p, g in zip(params, step):
+                p.grad = mt.tensor(g)
+            opt.step()
+        results.append([p.numpy() for p in params])
+    for chained, fused in zip(*results):
+        assert_close(fused, chained, mt.float32, n=8)
+
+
+def test_the_fused_update_is_one_launch_and_follows_the_kernel_policy():
+    from minitensor import _lib
+
+    if _lib.launch_count("adam_step") < 0:
+        pytest.skip("the CUDA build counts no launches")
+    params = [nn.Parameter(mt.randn(4, 3)), nn.Parameter(mt.randn(3))]
+    opt = mt.optim.Adam(params)
+    for p in params:
+        p.grad = mt.ones(*p.shape)
+    with mt.kernels.policy("fast"):
+        _lib.reset_launch_counts()
+        opt.step()
+        assert _lib.launch_count("adam_step") == 2  # one per parameter
+    with mt.kernels.policy("teaching"):  # the default paths run the students' kernels
+        _lib.reset_launch_counts()
+        opt.step()
+        assert _lib.launch_count("adam_step") == 0
+
+
+def test_fused_true_refuses_what_the_kernel_cannot_take():
+    p = nn.Parameter(mt.randn(4, 6))
+    view = p.T  # not contiguous; an optimizer of views is odd, but allowed with fused=False
+    view.grad = mt.ones(6, 4)
+    with pytest.raises(ValueError, match=r"fused=True.*shape \(6, 4\).*not contiguous"):
+        mt.optim.SGD([p], lr=0.1, fused=True)._fuse(view)
+    with pytest.raises(TypeError, match="fused must be None, True or False"):
+        mt.optim.Adam([p], fused="yes")
 
 
 def test_optimizer_errors_and_skipped_parameters():

@@ -1,0 +1,175 @@
+/*
+ * optim.cu: the optimizers' updates, one kernel per parameter, in place.
+ *
+ * minitensor/optim.py writes each update as a chain of ops too (the course's
+ * task): Adam's is ten kernels and nine temporary tensors per parameter, each
+ * a pass over the whole parameter. Here each element's update is one thread's
+ * arithmetic: read p, g and the state once, write p and the state once.
+ *
+ *   sgd_step   g' = g + weight_decay * p
+ *              b  = g' (first step) or momentum * b + g'   (when momentum != 0)
+ *              p  = p - lr * b                              (b = g' without momentum)
+ *   adam_step  g' = g + weight_decay * p          (Adam: L2 in the gradient)
+ *              p  = p * (1 - lr * weight_decay)   (AdamW: decoupled instead)
+ *              m  = beta1 * m + (1 - beta1) * g'
+ *              v  = beta2 * v + (1 - beta2) * g' * g'
+ *              p  = p - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
+ *   with step_size = lr / (1 - beta1^t) and inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t),
+ *   computed once on the host, as torch does.
+ *
+ * Every tensor is contiguous (the Python layer falls back to the chain of
+ * ops otherwise), so element i of each is at first + i: a grid-stride loop.
+ */
+#include "ops_common.h"
+
+template <typename T>
+__global__ void sgd_step(T *p, const T *g, T *buf, int64_t n, T lr, T momentum, T weight_decay, bool first)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const T pi = p[i];
+        T d = g[i] + weight_decay * pi;
+        if (buf) {
+            d = first ? d : momentum * buf[i] + d;
+            buf[i] = d;
+        }
+        p[i] = pi - lr * d;
+    }
+}
+
+template <typename T>
+struct AdamScalars {
+    T lr, beta1, beta2, eps, weight_decay, step_size, inv_sqrt_bc2;
+    bool decoupled;
+};
+
+template <typename T>
+__global__ void adam_step(T *p, const T *g, T *m, T *v, int64_t n, AdamScalars<T> s)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        T pi = p[i];
+        T gi = g[i];
+        if (s.decoupled)
+            pi *= T(1) - s.lr * s.weight_decay;
+        else
+            gi += s.weight_decay * pi;
+        const T mi = s.beta1 * m[i] + (T(1) - s.beta1) * gi;
+        const T vi = s.beta2 * v[i] + (T(1) - s.beta2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - s.step_size * mi / (mt_sqrt(vi) * s.inv_sqrt_bc2 + s.eps);
+    }
+}
+
+template <typename T>
+static T *first_of(const mt_tensor &t)
+{
+    return t.data ? static_cast<T *>(t.data) + t.offset : nullptr;
+}
+
+/* Every argument of an update: a contiguous float tensor of param's shape and
+ * dtype, sharing no byte with param unless it is exactly param (an element is
+ * read and written by one thread only). */
+static mt_status check_operand(const char *func, const char *name, const mt_tensor *t, const mt_tensor *param,
+                               bool output)
+{
+    MT_TRY(output ? mt_check_output(func, name, t) : mt_check_tensor(func, name, t));
+    MT_TRY(mt_check_extent(func, name, t));
+    MT_TRY(mt_check_same_dtype(func, t, name, param, "param"));
+    MT_TRY(mt_check_same_shape(func, t, name, param, "param"));
+    if (!is_contiguous(*t) && tensor_numel(*t) > 0)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s is not contiguous (the fused update takes contiguous "
+                       "tensors; use the optimizer's fused=False for others)", name);
+    if (t != param)
+        MT_TRY(mt_check_alias(func, t, param, "param"));
+    return MT_OK;
+}
+
+static mt_status check_param(const char *func, const mt_tensor *param)
+{
+    MT_TRY(mt_ensure_init(func));
+    if (param->dtype != MT_FLOAT32 && param->dtype != MT_FLOAT64)
+        return mt_fail(MT_ERR_DTYPE, func, "param is %s; the optimizers update float32 or float64 tensors",
+                       dtype_name(param->dtype));
+    return check_operand(func, "param", param, param, true);
+}
+
+static mt_status check_hyper(const char *func, const char *name, double value, double low, double high)
+{
+    if (!(value >= low && value <= high))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s must be in [%g, %g], got %g", name, low, high, value);
+    return MT_OK;
+}
+
+mt_status mt_sgd_step(mt_tensor param, mt_tensor grad, mt_tensor momentum_buffer, double lr, double momentum,
+                      double weight_decay, int first_step)
+{
+    const char *func = "mt_sgd_step";
+    MT_TRY(check_param(func, &param));
+    MT_TRY(check_operand(func, "grad", &grad, &param, false));
+    MT_TRY(check_hyper(func, "lr", lr, 0.0, INFINITY));
+    MT_TRY(check_hyper(func, "momentum", momentum, 0.0, INFINITY));
+    MT_TRY(check_hyper(func, "weight_decay", weight_decay, 0.0, INFINITY));
+    if (momentum != 0.0) {
+        MT_TRY(check_operand(func, "momentum_buffer", &momentum_buffer, &param, true));
+        MT_TRY(mt_check_alias(func, &momentum_buffer, &grad, "grad"));
+    }
+    const int64_t n = tensor_numel(param);
+    if (n == 0)
+        return MT_OK;
+    const unsigned int grid = grid_size(n, kBlockSize);
+    if (param.dtype == MT_FLOAT32)
+        sgd_step<float><<<grid, kBlockSize>>>(first_of<float>(param), first_of<float>(grad),
+                                              momentum != 0.0 ? first_of<float>(momentum_buffer) : nullptr, n,
+                                              (float)lr, (float)momentum, (float)weight_decay, first_step != 0);
+    else
+        sgd_step<double><<<grid, kBlockSize>>>(first_of<double>(param), first_of<double>(grad),
+                                               momentum != 0.0 ? first_of<double>(momentum_buffer) : nullptr, n,
+                                               lr, momentum, weight_decay, first_step != 0);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+template <typename T>
+static mt_status launch_adam(const mt_tensor &param, const mt_tensor &grad, const mt_tensor &m, const mt_tensor &v,
+                             int64_t n, const AdamScalars<T> &s)
+{
+    adam_step<T><<<grid_size(n, kBlockSize), kBlockSize>>>(first_of<T>(param), first_of<T>(grad), first_of<T>(m),
+                                                         first_of<T>(v), n, s);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+mt_status mt_adam_step(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_tensor exp_avg_sq, double lr,
+                       double beta1, double beta2, double eps, double weight_decay, int64_t step, int decoupled)
+{
+    const char *func = "mt_adam_step";
+    MT_TRY(check_param(func, &param));
+    MT_TRY(check_operand(func, "grad", &grad, &param, false));
+    MT_TRY(check_operand(func, "exp_avg", &exp_avg, &param, true));
+    MT_TRY(check_operand(func, "exp_avg_sq", &exp_avg_sq, &param, true));
+    MT_TRY(mt_check_alias(func, &exp_avg, &grad, "grad"));
+    MT_TRY(mt_check_alias(func, &exp_avg_sq, &grad, "grad"));
+    MT_TRY(mt_check_alias(func, &exp_avg_sq, &exp_avg, "exp_avg"));
+    if (tensor_numel(param) > 0 && exp_avg.data == exp_avg_sq.data && exp_avg.offset == exp_avg_sq.offset)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "exp_avg and exp_avg_sq are the same tensor");
+    MT_TRY(check_hyper(func, "lr", lr, 0.0, INFINITY));
+    MT_TRY(check_hyper(func, "beta1", beta1, 0.0, 0.999999999));
+    MT_TRY(check_hyper(func, "beta2", beta2, 0.0, 0.999999999));
+    MT_TRY(check_hyper(func, "eps", eps, 0.0, INFINITY));
+    MT_TRY(check_hyper(func, "weight_decay", weight_decay, 0.0, INFINITY));
+    if (step < 1)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "step counts from 1, got %lld", (long long)step);
+    const int64_t n = tensor_numel(param);
+    if (n == 0)
+        return MT_OK;
+    /* The bias corrections in double whatever the dtype: beta^t for large t. */
+    const double step_size = lr / (1.0 - pow(beta1, (double)step));
+    const double inv_sqrt_bc2 = 1.0 / sqrt(1.0 - pow(beta2, (double)step));
+    if (param.dtype == MT_FLOAT32) {
+        AdamScalars<float> s{(float)lr, (float)beta1, (float)beta2, (float)eps, (float)weight_decay,
+                             (float)step_size, (float)inv_sqrt_bc2, decoupled != 0};
+        return launch_adam(param, grad, exp_avg, exp_avg_sq, n, s);
+    }
+    AdamScalars<double> s{lr, beta1, beta2, eps, weight_decay, step_size, inv_sqrt_bc2, decoupled != 0};
+    return launch_adam(param, grad, exp_avg, exp_avg_sq, n, s);
+}
