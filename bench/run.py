@@ -299,6 +299,46 @@ def norm_cases(res: Results, quick: bool) -> None:
                torch_both, bytes_moved=4 * rows * n * F32, quick=quick, tol=1e-4)
     del X, G, mX, mG, mXg, tXg
 
+    # logsumexp and cross-entropy over rows of 4096 (16384 rows; torch's
+    # logsumexp measured 0.62 ms here): one kernel each way, against the chain
+    # of ops the teaching policy runs.
+    L = torch.randn(rows, n, device="cuda", generator=gen)
+    mL = to_mt(L)
+    targets_np = np.random.default_rng(4).integers(0, n, rows)
+    T = torch.tensor(targets_np, device="cuda")
+    mT = mt.tensor(targets_np.astype(np.float32))  # class indices as minitensor holds them
+    for policy in ("fast", "teaching"):
+        label = "one kernel" if policy == "fast" else "chain of ops (teaching policy)"
+
+        def mt_lse(policy: str = policy) -> Any:
+            with mt.kernels.policy(policy):
+                return mL.logsumexp(-1)
+
+        bench_case(res, "rows", f"logsumexp(L, dim=-1), {label}", mt_lse, lambda: torch.logsumexp(L, -1),
+                   bytes_moved=rows * n * F32, quick=quick, tol=1e-5, target=1.5 if policy == "fast" else None)
+    mLg, tLg = mL.detach().requires_grad_(True), L.detach().requires_grad_(True)
+
+    def mt_ce_both() -> Any:
+        mLg.grad = None
+        F.cross_entropy(mLg, mT).backward()
+        return mLg.grad
+
+    def torch_ce_both() -> Any:
+        tLg.grad = None
+        torch.nn.functional.cross_entropy(tLg, T).backward()
+        return tLg.grad
+
+    def mt_ce_forward() -> Any:
+        with mt.no_grad():
+            return F.cross_entropy(mL, mT)
+
+    bench_case(res, "rows", "cross_entropy forward (mean), one kernel + mean", mt_ce_forward,
+               lambda: torch.nn.functional.cross_entropy(L, T), bytes_moved=rows * n * F32, quick=quick, tol=1e-5,
+               target=1.5)
+    bench_case(res, "rows", "cross_entropy forward + backward, two kernels", mt_ce_both, torch_ce_both,
+               bytes_moved=3 * rows * n * F32, quick=quick, tol=1e-5, target=1.5)
+    del L, mL, mLg, tLg
+
 
 def matmul_cases(res: Results, quick: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False

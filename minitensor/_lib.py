@@ -59,7 +59,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 8
+ABI_VERSION = 9
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -162,6 +162,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_layer_norm": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_double]),
     "mt_layer_norm_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                        MtTensor, c_int, c_int]),
+    "mt_logsumexp": (c_int, [MtTensor, MtTensor, c_int]),
+    "mt_cross_entropy": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor]),
+    "mt_cross_entropy_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double]),
     "mt_sgd_step": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_int]),
     "mt_adam_step": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_double,
                              c_double, c_int64, c_int]),
@@ -620,6 +623,24 @@ def layer_norm_backward(grad_in: Any, grad_weight: Any, grad_bias: Any, grad_out
     check(lib().mt_layer_norm_backward(_desc(grad_in), _desc(grad_weight), _desc(grad_bias), grad_out.descriptor(),
                                        inp.descriptor(), mean.descriptor(), rstd.descriptor(), _desc(weight),
                                        want, affine), "mt_layer_norm_backward")
+
+
+def logsumexp(out: Any, inp: Any, dim: int) -> None:
+    """out (inp's shape, dim kept as 1) = log(sum(exp(inp))) along dim (mt_logsumexp)."""
+    check(lib().mt_logsumexp(out.descriptor(), inp.descriptor(), dim), "mt_logsumexp")
+
+
+def cross_entropy(loss: Any, lse: Any, logits: Any, targets: Any) -> None:
+    """Each row's cross-entropy and logsumexp (mt_cross_entropy)."""
+    check(lib().mt_cross_entropy(loss.descriptor(), lse.descriptor(), logits.descriptor(), targets.descriptor()),
+          "mt_cross_entropy")
+
+
+def cross_entropy_backward(grad_logits: Any, logits: Any, targets: Any, lse: Any, grad: Any, scale: float) -> None:
+    """The gradient of cross_entropy's rows with respect to the logits (mt_cross_entropy_backward)."""
+    check(lib().mt_cross_entropy_backward(grad_logits.descriptor(), logits.descriptor(), targets.descriptor(),
+                                          lse.descriptor(), grad.descriptor(), float(scale)),
+          "mt_cross_entropy_backward")
 
 
 def sgd_step(param: Any, grad: Any, momentum_buffer: Any, lr: float, momentum: float, weight_decay: float,

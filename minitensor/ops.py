@@ -450,16 +450,51 @@ def mean(x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     return map_("mul_scalar", total, 1.0 / count if count else math.nan)
 
 
+def fast_kernels() -> bool:
+    """Whether the kernel policy is fast: the ops whose only kernels are fused ones
+    (logsumexp, cross-entropy) then take them; under teaching they run as chains
+    of the kernels students write."""
+    return _lib.get_kernel_policy() == "fast"
+
+
 def logsumexp(x: Array, dim: Any, keepdim: bool = False) -> Array:
-    """log(sum(exp(x))) over dim, computed stably as m + log(sum(exp(x - m))), m = max."""
+    """log(sum(exp(x))) over dim, stably: one kernel reading each row once (mt_logsumexp)
+    for one dim under the fast policy; else m + log(sum(exp(x - m))), m = max."""
     _require_array(x, "logsumexp()")
+    dims = reduce_dims(dim, x.ndim, "logsumexp()") if x.ndim else None
+    if dims is not None and len(dims) == 1 and fast_kernels():
+        d = dims[0]
+        out = empty(x.shape[:d] + (1,) + x.shape[d + 1:], x.dtype)
+        if out.numel() > 0:
+            _lib.logsumexp(out, x, d)
+        return out if keepdim else squeeze(out, dims)
     m = reduce_("max", x, dim, keepdim=True)
     m = where(isinf(m), 0.0, m)  # rows of all -inf (or an inf) must not give inf - inf
     s = reduce_("sum", map_("exp", sub(x, m)), dim, keepdim=True)
     out = add(map_("log", s), m)
     if keepdim:
         return out
-    return squeeze(out, reduce_dims(dim, x.ndim, "logsumexp()") if x.ndim else None)
+    return squeeze(out, dims)
+
+
+def cross_entropy_rows(logits: Array, targets: Array) -> tuple[Array, Array]:
+    """Each row's cross-entropy against its target class, and its logsumexp (kept
+    for the backward): one kernel reading the logits once (mt_cross_entropy).
+    logits (N, C); targets (N,) class indices in logits' dtype."""
+    n = logits.shape[0]
+    loss, lse = empty((n,), logits.dtype), empty((n,), logits.dtype)
+    _lib.cross_entropy(loss, lse, logits, targets)
+    return loss, lse
+
+
+def cross_entropy_backward(grad: Array, logits: Array, targets: Array, lse: Array, scale: float) -> Array:
+    """The gradient of cross_entropy_rows' losses with respect to the logits, each
+    row's loss gradient grad (N,) (a broadcast view is fine) times scale
+    (mt_cross_entropy_backward)."""
+    out = empty(logits.shape, logits.dtype)
+    if out.numel() > 0:
+        _lib.cross_entropy_backward(out, logits, targets, lse, grad, scale)
+    return out
 
 
 def softmax(x: Array, dim: int, log: bool = False) -> Array:

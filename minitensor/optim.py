@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Optional
 
-from . import autograd, kernels, ops
+from . import autograd, ops
 from ._creation import zeros_like
 from .tensor import Tensor
 
@@ -84,7 +84,7 @@ class Optimizer:
                     f"{'' if p.is_contiguous() else 'not '}contiguous) and a gradient of shape {p.grad.shape}"
                 )
             return True
-        return applies and kernels.get_policy() == "fast"
+        return applies and ops.fast_kernels()
 
     def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         """p's update as a chain of ops."""

@@ -90,6 +90,11 @@ const char *mt_shape_str(const mt_tensor *t, char *buf, size_t bufsize);
 /* Makes sure the device is initialised (the lazy first use). */
 mt_status mt_ensure_init(const char *func);
 
+/* Every element of `index` (class indices in a float dtype, as gather takes
+ * them) is a whole number in [0, classes), else MT_ERR_INVALID_ARGUMENT naming
+ * the first that is not (src/gather.cu; it waits for the check's kernel). */
+mt_status mt_check_class_indices(const char *func, const mt_tensor *index, int64_t classes);
+
 /* ---- memory the library may touch (src/memory.cu, src/validate.cu) ------
  * Every descriptor an entry point gets, and the device side of every copy,
  * must lie inside ONE known buffer: a live mt_malloc allocation or a foreign

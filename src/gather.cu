@@ -254,3 +254,13 @@ mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
         return run_scatter_add<double, float>(out, index, src, dim);
     return run_scatter_add<double, double>(out, index, src, dim);
 }
+
+mt_status mt_check_class_indices(const char *func, const mt_tensor *index, int64_t classes)
+{
+    /* The classes are dim 1 of the logits (N, C). */
+    if (tensor_numel(*index) == 0)
+        return MT_OK;
+    if (index->dtype == MT_FLOAT32)
+        return check_indices<float>(func, *index, 1, classes);
+    return check_indices<double>(func, *index, 1, classes);
+}

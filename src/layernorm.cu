@@ -28,14 +28,11 @@
  */
 #include "ops_common.h"
 #include "block_reduce.h" /* after ops_common.h: its stub uses task.h */
+#include "combine.h"
 
 #include <stdio.h>
 
 
-template <typename T>
-struct LayerNormSum {
-    __device__ T operator()(T a, T b) const { return a + b; }
-};
 
 /* Row r of `rows` rows of length n. mean and rstd may be null (nothing
  * saved); w and b may be null (no affine part). */
@@ -101,7 +98,7 @@ __global__ void __launch_bounds__(512) layer_norm_rows_registers(LayerNormArgs<T
             MT_UNROLL for (int w = 0; w < W; ++w)
                 local += v[p][w];
         }
-        const T mean = block_reduce_warps(scratch, local, T(0), LayerNormSum<T>()) / T(a.n);
+        const T mean = block_reduce_warps(scratch, local, T(0), CombineSum<T>()) / T(a.n);
 
         /* The second pass is over registers; a slot past the end would add
          * mean^2, so it is skipped. */
@@ -112,7 +109,7 @@ __global__ void __launch_bounds__(512) layer_norm_rows_registers(LayerNormArgs<T
                 if (slot_element(vec, p, w, B, t, W) < a.n)
                     local += d * d;
             }
-        const T var = block_reduce_warps(scratch, local, T(0), LayerNormSum<T>()) / T(a.n);
+        const T var = block_reduce_warps(scratch, local, T(0), CombineSum<T>()) / T(a.n);
         const T rstd = T(1) / mt_sqrt(var + a.eps);
         if (t == 0 && a.mean) {
             a.mean[row] = mean;
@@ -151,13 +148,13 @@ __global__ void layer_norm_rows(LayerNormArgs<T> a)
         T local = T(0);
         for (int64_t k = threadIdx.x; k < a.n; k += blockDim.x)
             local += x[k];
-        const T mean = block_reduce_warps(scratch, local, T(0), LayerNormSum<T>()) / T(a.n);
+        const T mean = block_reduce_warps(scratch, local, T(0), CombineSum<T>()) / T(a.n);
         local = T(0);
         for (int64_t k = threadIdx.x; k < a.n; k += blockDim.x) {
             const T d = x[k] - mean;
             local += d * d;
         }
-        const T var = block_reduce_warps(scratch, local, T(0), LayerNormSum<T>()) / T(a.n);
+        const T var = block_reduce_warps(scratch, local, T(0), CombineSum<T>()) / T(a.n);
         const T rstd = T(1) / mt_sqrt(var + a.eps);
         if (threadIdx.x == 0 && a.mean) {
             a.mean[row] = mean;
@@ -184,8 +181,8 @@ __global__ void layer_norm_backward_rows(T *dx, const T *g, const T *x, const T 
             sum_gw += gw;
             sum_gw_xhat += gw * (x[first + k] - m) * r;
         }
-        const T mean_gw = block_reduce_warps(scratch, sum_gw, T(0), LayerNormSum<T>()) / T(n);
-        const T mean_gw_xhat = block_reduce_warps(scratch, sum_gw_xhat, T(0), LayerNormSum<T>()) / T(n);
+        const T mean_gw = block_reduce_warps(scratch, sum_gw, T(0), CombineSum<T>()) / T(n);
+        const T mean_gw_xhat = block_reduce_warps(scratch, sum_gw_xhat, T(0), CombineSum<T>()) / T(n);
         for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
             const T gw = w ? g[first + k] * w[k] : g[first + k];
             const T xhat = (x[first + k] - m) * r;
@@ -232,8 +229,8 @@ __global__ void __launch_bounds__(512) layer_norm_backward_fused(T *dx, T *parti
             acc_w[j] += gv * xhat[j];
             acc_b[j] += gv;
         }
-        const T mean_gw = block_reduce_warps(scratch, sum_gw, T(0), LayerNormSum<T>()) / T(n);
-        const T mean_gw_xhat = block_reduce_warps(scratch, sum_gw_xhat, T(0), LayerNormSum<T>()) / T(n);
+        const T mean_gw = block_reduce_warps(scratch, sum_gw, T(0), CombineSum<T>()) / T(n);
+        const T mean_gw_xhat = block_reduce_warps(scratch, sum_gw_xhat, T(0), CombineSum<T>()) / T(n);
         if (dx)
             MT_UNROLL for (int j = 0; j < kCols; ++j) {
                 const int64_t k = t + j * B;

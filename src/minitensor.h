@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 8
+#define MT_ABI_VERSION 9
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -337,6 +337,18 @@ mt_status mt_layer_norm(mt_tensor out, mt_tensor mean, mt_tensor rstd, mt_tensor
 mt_status mt_layer_norm_backward(mt_tensor grad_in, mt_tensor grad_weight, mt_tensor grad_bias, mt_tensor grad_out,
                                  mt_tensor in, mt_tensor mean, mt_tensor rstd, mt_tensor weight, int want,
                                  int affine);
+/* log(sum(exp(in))) along dim, stably, one block per row reading it once;
+ * out has in's shape with dim kept as 1. An empty row gives -inf. */
+mt_status mt_logsumexp(mt_tensor out, mt_tensor in, int dim);
+/* Cross-entropy of each row of logits (N, C) against its target class:
+ * loss[i] = lse[i] - logits[i][targets[i]], with lse[i] = logsumexp of row i
+ * saved for the backward. targets (N,) holds whole numbers in [0, C) in the
+ * logits' dtype; loss and lse are (N,). */
+mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_tensor targets);
+/* grad_logits = grad[i] * scale * (exp(logits - lse[i]) - onehot(targets[i])),
+ * row by row; grad (N,) may be a broadcast scalar (stride 0). */
+mt_status mt_cross_entropy_backward(mt_tensor grad_logits, mt_tensor logits, mt_tensor targets, mt_tensor lse,
+                                    mt_tensor grad, double scale);
 /* Optimizer updates, in place, one kernel per parameter (src/optim.cu), with
  * torch's formulas: param, grad and the state are contiguous float tensors
  * of one shape and dtype. SGD: momentum_buffer is read and written when

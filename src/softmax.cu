@@ -27,17 +27,8 @@
  */
 #include "ops_common.h"
 #include "block_reduce.h" /* after ops_common.h: its stub uses task.h */
+#include "combine.h"
 
-/* block_reduce combiners. */
-template <typename T>
-struct CombineMax {
-    __device__ T operator()(T a, T b) const { return mt_max(a, b); }
-};
-
-template <typename T>
-struct CombineSum {
-    __device__ T operator()(T a, T b) const { return a + b; }
-};
 
 /* TASK(softmax) BEGIN */
 /* in_rows and out_rows are in and out with shape[dim] set to 1: ordinal r of

@@ -204,6 +204,48 @@ def test_cross_entropy_value_and_gradient(kind):
     assert_close(F.cross_entropy(logits, given, reduction="none"), ref, mt.float64, n=5)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_kernel_and_chain_agree(reduction):
+    """The fused kernels (the default under the fast policy) against the chain of
+    ops (the course's task, what the teaching policy runs), values and gradients,
+    on logits of awkward widths and a transposed view."""
+    rng = np.random.default_rng(21)
+    for shape in [(5, 3), (7, 1000), (1, 1), (4, 33)]:
+        x = rng.standard_normal(shape) * 4
+        targets = rng.integers(0, shape[1], shape[0])
+        g = rng.standard_normal(shape[0]) if reduction == "none" else 0.7
+        results = []
+        for fused in (True, False):
+            logits = mt.tensor(x, requires_grad=True)
+            index = mt.tensor(targets.astype(np.float64))
+            loss = (F.cross_entropy(logits, targets, reduction) if fused
+                    else F.cross_entropy_chain(logits, index, reduction))
+            (loss * mt.tensor(g)).sum().backward()
+            results.append((loss.numpy(), logits.grad.numpy()))
+        assert_close(results[0][0], results[1][0], mt.float64, n=shape[1])
+        assert_close(results[0][1], results[1][1], mt.float64, n=shape[1])
+    xt = mt.tensor(rng.standard_normal((6, 4))).T  # (4, 6), not contiguous
+    assert_close(F.cross_entropy(xt, [0, 5, 2, 3], reduction),
+                 F.cross_entropy_chain(xt, mt.tensor([0.0, 5.0, 2.0, 3.0], dtype=mt.float64), reduction),
+                 mt.float64, n=6)
+
+
+def test_cross_entropy_is_two_launches_and_checks_tensor_targets():
+    from minitensor import _lib
+
+    logits = mt.randn(8, 10, requires_grad=True)
+    with pytest.raises(mt.InvalidArgumentError, match="index 10 out of range"):
+        F.cross_entropy(logits, mt.tensor([0.0] * 7 + [10.0]))
+    if _lib.launch_count("cross_entropy_forward_rows") < 0:
+        return  # the CUDA build counts no launches
+    with mt.kernels.policy("fast"):
+        _lib.reset_launch_counts()
+        loss = F.cross_entropy(logits, list(range(8)), reduction="none")
+        loss.sum().backward()
+        assert _lib.launch_count("cross_entropy_forward_rows") == 1
+        assert _lib.launch_count("cross_entropy_backward") == 1
+
+
 def test_cross_entropy_is_stable_for_huge_logits():
     logits = mt.tensor([[1e4, 0.0, -1e4]], requires_grad=True)
     loss = F.cross_entropy(logits, [1])

@@ -195,6 +195,21 @@ def test_logsumexp_on_strided_views(data: st.DataObject, keepdim: bool, scale: f
     assert_close(mt.logsumexp(t, dim, keepdim=keepdim), expected, t.dtype, n=a.shape[dim])
 
 
+def test_logsumexp_kernel_matches_the_chain_of_teaching_kernels() -> None:
+    """One kernel per row under the fast policy; under teaching the chain of
+    reductions the students write: the same values, a row of -inf included."""
+    a = random_array(31, (5, 300), mt.float64) * 30
+    a[1] = -np.inf
+    a[2, 7] = np.inf
+    t = mt.tensor(a)
+    results = []
+    for policy in ("fast", "teaching"):
+        with mt.kernels.policy(policy):
+            results.append([mt.logsumexp(t, 1).numpy(), mt.logsumexp(t.T, 0).numpy(), mt.logsumexp(t, 0).numpy()])
+    for fast, teaching in zip(*results):
+        np.testing.assert_allclose(fast, teaching, rtol=1e-12)
+
+
 def test_logsumexp_extremes() -> None:
     t = mt.tensor([[-np.inf, -np.inf], [np.inf, 1.0], [1e30, 1e30], [0.0, -np.inf]], dtype=mt.float64)
     got = mt.logsumexp(t, 1).numpy()

@@ -7,7 +7,7 @@ differentiable op of minitensor are Function subclasses next to it:
     engine.py       Variable, Function, backward(), no_grad, queue_callback
     helpers.py      unbroadcast() and the other pieces the rules share
     elementwise.py  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Where, Exp, ...
-    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, LayerNorm, ..., MatMul
+    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, LayerNorm, CrossEntropy, ..., MatMul
     shaping.py      View, Reshape, Permute, Expand, Index, ..., Gather, Cat, Stack
 
 The rules compute with the raw ops of minitensor/ops.py on Arrays; the
@@ -56,6 +56,7 @@ from .reductions import (
     Softmax,
     LogSoftmax,
     LayerNorm,
+    CrossEntropy,
     MatMul,
 )
 from .shaping import (
@@ -117,6 +118,7 @@ __all__ = [
     "Softmax",
     "LogSoftmax",
     "LayerNorm",
+    "CrossEntropy",
     "MatMul",
     "View",
     "Reshape",

@@ -1,0 +1,149 @@
+/*
+ * cross_entropy.cu: the cross-entropy of each row of logits against its
+ * target class, forward and backward, each one kernel reading the logits once.
+ *
+ *   forward   lse_i  = log(sum_j exp(x_ij))            (online_lse.h)
+ *             loss_i = lse_i - x_i,t_i                 (t_i: row i's target class)
+ *   backward  dx_ij  = g_i * (exp(x_ij - lse_i) - [j == t_i])
+ *             with g_i the gradient of loss_i (one value broadcast for a mean
+ *             or a sum, times `scale`: 1/N for the mean)
+ *
+ * The composite -gather(log_softmax(x), t) is five kernels forward (and the
+ * mean) and ten backward, each a pass over the logits; the forward saves lse
+ * (one number per row) so that the backward needs no reduction at all.
+ * Targets are class indices held in the logits' float dtype (as gather takes
+ * them), checked to be whole numbers in [0, C) before any launch.
+ */
+#include "ops_common.h"
+#include "online_lse.h" /* after ops_common.h: block_reduce.h's stub uses task.h */
+
+/* x (N, C) with any strides; targets, loss and lse (N,). */
+template <typename T>
+__global__ void cross_entropy_forward_rows(mt_tensor loss, mt_tensor lse_out, mt_tensor x, mt_tensor targets,
+                                           int64_t rows, int64_t classes)
+{
+    __shared__ BlockScratch<T> scratch;
+    const T *xd = static_cast<const T *>(x.data);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t first = x.offset + row * x.strides[0];
+        OnlineLse<T> lse;
+        for (int64_t k = threadIdx.x; k < classes; k += blockDim.x)
+            lse.add(xd[first + k * x.strides[1]]);
+        const T row_lse = block_logsumexp(scratch, lse);
+        if (threadIdx.x == 0) {
+            const T t = static_cast<const T *>(targets.data)[targets.offset + row * targets.strides[0]];
+            const T picked = xd[first + (int64_t)t * x.strides[1]];
+            static_cast<T *>(loss.data)[loss.offset + row * loss.strides[0]] = row_lse - picked;
+            static_cast<T *>(lse_out.data)[lse_out.offset + row * lse_out.strides[0]] = row_lse;
+        }
+    }
+}
+
+/* dx (N, C), x (N, C), targets, lse and grad (N,): grad may be a broadcast
+ * scalar (stride 0). Each element is one thread's exp and multiply: a
+ * grid-stride loop over rows * classes, no reduction. */
+template <typename T>
+__global__ void cross_entropy_backward(mt_tensor dx, mt_tensor x, mt_tensor targets, mt_tensor lse, mt_tensor grad,
+                                       int64_t rows, int64_t classes, T scale)
+{
+    const int64_t n = rows * classes;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = i / classes;
+        const int64_t k = i - row * classes;
+        const T xv = static_cast<const T *>(x.data)[x.offset + row * x.strides[0] + k * x.strides[1]];
+        const T lv = static_cast<const T *>(lse.data)[lse.offset + row * lse.strides[0]];
+        const T gv = static_cast<const T *>(grad.data)[grad.offset + row * grad.strides[0]] * scale;
+        const T t = static_cast<const T *>(targets.data)[targets.offset + row * targets.strides[0]];
+        const T one_hot = (int64_t)t == k ? T(1) : T(0);
+        static_cast<T *>(dx.data)[dx.offset + row * dx.strides[0] + k * dx.strides[1]] = gv * (mt_exp(xv - lv) - one_hot);
+    }
+}
+
+/* logits (N, C); the (N,) arguments named in `names`, each of logits' dtype. */
+static mt_status check_rows(const char *func, const mt_tensor &x, const mt_tensor *vecs[], const char *names[],
+                            int count)
+{
+    if (x.ndim != 2)
+        return mt_fail(MT_ERR_SHAPE, func, "logits must be 2-D (N, C), got %d dims", x.ndim);
+    for (int i = 0; i < count; ++i) {
+        MT_TRY(mt_check_extent(func, names[i], vecs[i]));
+        MT_TRY(mt_check_same_dtype(func, vecs[i], names[i], &x, "logits"));
+        if (vecs[i]->ndim != 1 || vecs[i]->shape[0] != x.shape[0]) {
+            char shape[96];
+            return mt_fail(MT_ERR_SHAPE, func, "%s has shape %s; expected (%lld,), one value per row of logits",
+                           names[i], mt_shape_str(vecs[i], shape, sizeof shape), (long long)x.shape[0]);
+        }
+    }
+    return MT_OK;
+}
+
+mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_tensor targets)
+{
+    const char *func = "mt_cross_entropy";
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "loss", &loss));
+    MT_TRY(mt_check_output(func, "lse", &lse));
+    MT_TRY(mt_check_tensor(func, "logits", &logits));
+    MT_TRY(mt_check_tensor(func, "targets", &targets));
+    MT_TRY(mt_check_extent(func, "logits", &logits));
+    const mt_tensor *vecs[] = {&loss, &lse, &targets};
+    const char *names[] = {"loss", "lse", "targets"};
+    MT_TRY(check_rows(func, logits, vecs, names, 3));
+    MT_TRY(mt_check_alias(func, &loss, &logits, "logits"));
+    MT_TRY(mt_check_alias(func, &lse, &logits, "logits"));
+    MT_TRY(mt_check_alias(func, &loss, &targets, "targets"));
+    MT_TRY(mt_check_alias(func, &lse, &targets, "targets"));
+    MT_TRY(mt_check_alias(func, &lse, &loss, "loss"));
+    const int64_t rows = logits.shape[0], classes = logits.shape[1];
+    if (rows == 0)
+        return MT_OK;
+    MT_TRY(mt_check_class_indices(func, &targets, classes));
+    if (loss.data == lse.data && loss.offset == lse.offset)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "loss and lse are the same tensor; each needs its own");
+    const unsigned int grid = grid_size(rows, 1);
+    const int block = row_block_size(classes);
+    if (logits.dtype == MT_FLOAT32)
+        cross_entropy_forward_rows<float><<<grid, block>>>(loss, lse, logits, targets, rows, classes);
+    else
+        cross_entropy_forward_rows<double><<<grid, block>>>(loss, lse, logits, targets, rows, classes);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+mt_status mt_cross_entropy_backward(mt_tensor grad_logits, mt_tensor logits, mt_tensor targets, mt_tensor lse,
+                                    mt_tensor grad, double scale)
+{
+    const char *func = "mt_cross_entropy_backward";
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "grad_logits", &grad_logits));
+    MT_TRY(mt_check_tensor(func, "logits", &logits));
+    MT_TRY(mt_check_tensor(func, "targets", &targets));
+    MT_TRY(mt_check_tensor(func, "lse", &lse));
+    MT_TRY(mt_check_tensor(func, "grad", &grad));
+    MT_TRY(mt_check_extent(func, "grad_logits", &grad_logits));
+    MT_TRY(mt_check_extent(func, "logits", &logits));
+    MT_TRY(mt_check_same_dtype(func, &grad_logits, "grad_logits", &logits, "logits"));
+    MT_TRY(mt_check_same_shape(func, &grad_logits, "grad_logits", &logits, "logits"));
+    const mt_tensor *vecs[] = {&targets, &lse, &grad};
+    const char *names[] = {"targets", "lse", "grad"};
+    MT_TRY(check_rows(func, logits, vecs, names, 3));
+    MT_TRY(mt_check_alias(func, &grad_logits, &logits, "logits"));
+    MT_TRY(mt_check_alias(func, &grad_logits, &targets, "targets"));
+    MT_TRY(mt_check_alias(func, &grad_logits, &lse, "lse"));
+    MT_TRY(mt_check_alias(func, &grad_logits, &grad, "grad"));
+    if (!(scale == scale) || scale == INFINITY || scale == -INFINITY)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "scale must be a finite number, got %g", scale);
+    const int64_t rows = logits.shape[0], classes = logits.shape[1];
+    if (rows == 0 || classes == 0)
+        return MT_OK;
+    MT_TRY(mt_check_class_indices(func, &targets, classes));
+    const unsigned int grid = grid_size(rows * classes, kBlockSize);
+    if (logits.dtype == MT_FLOAT32)
+        cross_entropy_backward<float><<<grid, kBlockSize>>>(grad_logits, logits, targets, lse, grad, rows, classes,
+                                                             (float)scale);
+    else
+        cross_entropy_backward<double><<<grid, kBlockSize>>>(grad_logits, logits, targets, lse, grad, rows, classes,
+                                                              scale);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}

@@ -1,0 +1,192 @@
+/*
+ * test_logsumexp.c: mt_logsumexp along each dim of strided tensors, and
+ * mt_cross_entropy / mt_cross_entropy_backward on (N, C) logits, float32 and
+ * float64, against the two-pass formulas in double.
+ *
+ * Inputs around +-1000 overflow or underflow exp() unless the row's maximum
+ * is taken out; rows of -inf and rows holding +inf follow the formula
+ * m + log(sum(exp(x - m))) (-inf and +inf); row lengths 1, 31, 33 and 1025
+ * cross the block sizes of a one-block-per-row kernel.
+ *
+ *   make build/tests/emu/test_logsumexp && build/tests/emu/test_logsumexp
+ *   MT_TEST_SEED=42 build/tests/emu/test_logsumexp     (replay a run)
+ */
+#include "test_util.h"
+
+/* log(sum(exp(x))) of `len` values read by `at(k)`, the two-pass way. */
+static double ref_lse(const tt_tensor *x, int64_t *index, int dim, int64_t len)
+{
+    double m = -INFINITY;
+    for (int64_t k = 0; k < len; ++k) {
+        index[dim] = k;
+        m = fmax(m, tt_at(x, index));
+    }
+    if (isinf(m))
+        return m; /* all -inf, or a +inf in the row */
+    double s = 0.0;
+    for (int64_t k = 0; k < len; ++k) {
+        index[dim] = k;
+        s += exp(tt_at(x, index) - m);
+    }
+    return m + log(s);
+}
+
+static void logsumexp_case(int dtype, int ndim, const int64_t *shape, int dim, double center, int specials)
+{
+    int64_t out_shape[MT_MAX_DIMS];
+    for (int d = 0; d < ndim; ++d)
+        out_shape[d] = d == dim ? 1 : shape[d];
+    tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
+    tt_tensor out = tt_new(dtype, ndim, out_shape, TT_OUTPUT);
+    tt_fill(&in, center - 5, center + 5, 0);
+    /* A row of -inf and a +inf in another row, where there are rows enough. */
+    if (specials && tt_numel(&in.t) >= 2 * shape[dim] && shape[dim] > 0) {
+        int64_t index[MT_MAX_DIMS] = {0};
+        for (int64_t k = 0; k < shape[dim]; ++k) {
+            index[dim] = k;
+            in.host[tt_pos(&in, index)] = -INFINITY;
+        }
+        for (int d = 0; d < ndim; ++d)
+            if (d != dim && shape[d] > 1) {
+                index[d] = 1;
+                index[dim] = shape[dim] - 1;
+                in.host[tt_pos(&in, index)] = INFINITY;
+                break;
+            }
+        tt_upload(&in);
+    }
+    tt_case("mt_logsumexp dim %d, inputs %g +- 5%s: out %s, in %s", dim, center, specials ? ", -inf and inf" : "",
+            tt_str(&out), tt_str(&in));
+    tt_expect *expect = tt_expect_alloc(&out);
+    for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
+        int64_t index[MT_MAX_DIMS];
+        to_index(i, out.t.shape, out.t.ndim, index);
+        const double ref = ref_lse(&in, index, dim, shape[dim]);
+        expect[i] = (tt_expect){ref, fabs(ref) + 1.0, shape[dim] > 0 ? shape[dim] : 1};
+    }
+    if (tt_expect_ok(mt_logsumexp(out.t, in.t, dim), "mt_logsumexp")) {
+        tt_check_output(&out, expect);
+        tt_expect_unchanged(&in, "in");
+    }
+    free(expect);
+    tt_free(&in);
+    tt_free(&out);
+}
+
+static void cross_entropy_case(int dtype, int64_t rows, int64_t classes, double center, int grad_broadcast)
+{
+    int64_t shape[] = {rows, classes};
+    tt_tensor x = tt_new(dtype, 2, shape, TT_INPUT);
+    tt_tensor t = tt_new(dtype, 1, shape, TT_INPUT);
+    tt_tensor loss = tt_new(dtype, 1, shape, TT_OUTPUT);
+    tt_tensor lse = tt_new(dtype, 1, shape, TT_OUTPUT);
+    tt_tensor dx = tt_new(dtype, 2, shape, TT_OUTPUT);
+    tt_tensor g = tt_new(dtype, 1, shape, TT_INPUT);
+    tt_fill(&x, center - 4, center + 4, 0);
+    tt_fill(&g, -1, 1, 0);
+    /* Whole-number targets in [0, classes), through whatever layout t has. */
+    for (int64_t r = 0; r < rows; ++r)
+        t.host[tt_pos(&t, &r)] = (double)tt_rand_int(0, classes - 1);
+    tt_upload(&t);
+    if (grad_broadcast) { /* one loss gradient for every row: stride 0 */
+        g.t.strides[0] = 0;
+    }
+    const double scale = grad_broadcast ? 1.0 / (double)(rows > 0 ? rows : 1) : 1.0;
+    tt_case("mt_cross_entropy (and backward) rows %lld, classes %lld, logits %g +- 4%s: logits %s", (long long)rows,
+            (long long)classes, center, grad_broadcast ? ", broadcast grad" : "", tt_str(&x));
+    tt_expect *e_loss = tt_expect_alloc(&loss);
+    tt_expect *e_lse = tt_expect_alloc(&lse);
+    tt_expect *e_dx = tt_expect_alloc(&dx);
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t index[2] = {r, 0};
+        const double l = ref_lse(&x, index, 1, classes);
+        const int64_t target = (int64_t)t.host[tt_pos(&t, &r)];
+        index[1] = target;
+        const double picked = tt_at(&x, index);
+        e_lse[r] = (tt_expect){l, fabs(l) + 1.0, classes};
+        e_loss[r] = (tt_expect){l - picked, fabs(l) + fabs(picked) + 1.0, classes};
+        const double gr = g.host[g.t.offset + r * g.t.strides[0]] * scale;
+        for (int64_t k = 0; k < classes; ++k) {
+            index[1] = k;
+            const double ref = gr * (exp(tt_at(&x, index) - l) - (k == target ? 1.0 : 0.0));
+            e_dx[r * classes + k] = (tt_expect){ref, fabs(gr) * (fabs(center) + 2.0), classes};
+        }
+    }
+    if (tt_expect_ok(mt_cross_entropy(loss.t, lse.t, x.t, t.t), "mt_cross_entropy")) {
+        tt_check_output(&loss, e_loss);
+        tt_check_output(&lse, e_lse);
+        /* The backward reads the lse the forward wrote. */
+        if (tt_expect_ok(mt_cross_entropy_backward(dx.t, x.t, t.t, lse.t, g.t, scale), "mt_cross_entropy_backward"))
+            tt_check_output(&dx, e_dx);
+    }
+    free(e_loss);
+    free(e_lse);
+    free(e_dx);
+    tt_free(&x);
+    tt_free(&t);
+    tt_free(&loss);
+    tt_free(&lse);
+    tt_free(&dx);
+    tt_free(&g);
+}
+
+int main(void)
+{
+    tt_init("test_logsumexp");
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    static const int64_t lengths[] = {1, 31, 33, 1025};
+    static const double centers[] = {0.0, 1000.0, -1000.0};
+    int64_t shape[MT_MAX_DIMS];
+    for (int ti = 0; ti < 2; ++ti) {
+        const int dtype = dtypes[ti];
+        TT_GROUP("logsumexp %s", tt_dtype_name(dtype)) {
+            for (int c = 0; c < 10; ++c) {
+                int ndim = tt_random_shape(shape, 1, 4, 300, 0.1);
+                for (int dim = 0; dim < ndim; ++dim)
+                    logsumexp_case(dtype, ndim, shape, dim, 0.0, c % 2);
+            }
+            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
+                for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c) {
+                    int64_t rows_shape[] = {3, lengths[l]};
+                    logsumexp_case(dtype, 2, rows_shape, 1, centers[c], 1);
+                }
+            /* Empty rows give -inf; no rows, nothing. */
+            static const int64_t s_empty[] = {3, 0};
+            logsumexp_case(dtype, 2, s_empty, 1, 0.0, 0);
+            logsumexp_case(dtype, 2, s_empty, 0, 0.0, 0);
+        }
+        TT_GROUP("cross_entropy %s", tt_dtype_name(dtype)) {
+            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
+                for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c)
+                    cross_entropy_case(dtype, tt_rand_int(1, 9), lengths[l], centers[c], (int)(l + c) % 2);
+            cross_entropy_case(dtype, 0, 5, 0.0, 1);
+        }
+    }
+    TT_GROUP("bad targets") {
+        int64_t shape[] = {2, 3};
+        tt_tensor x = tt_new(MT_FLOAT32, 2, shape, TT_CONTIGUOUS);
+        tt_tensor t = tt_new(MT_FLOAT32, 1, shape, TT_CONTIGUOUS);
+        tt_tensor loss = tt_new(MT_FLOAT32, 1, shape, TT_CONTIGUOUS);
+        tt_tensor lse = tt_new(MT_FLOAT32, 1, shape, TT_CONTIGUOUS);
+        tt_fill(&x, -1, 1, 0);
+        t.host[0] = 1.0;
+        t.host[1] = 3.0;
+        tt_upload(&t);
+        tt_case("a target equal to the number of classes");
+        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy", &loss);
+        t.host[1] = 0.5;
+        tt_upload(&t);
+        tt_case("a target that is no whole number");
+        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy", &loss);
+        tt_case("loss and lse one tensor");
+        t.host[1] = 2.0;
+        tt_upload(&t);
+        tt_expect_error(mt_cross_entropy(loss.t, loss.t, x.t, t.t), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy",
+                        &loss);
+        tt_free(&x);
+        tt_free(&t);
+        tt_free(&loss);
+        tt_free(&lse);
+    }
+    return tt_summary();
+}
