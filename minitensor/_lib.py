@@ -59,7 +59,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -162,6 +162,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_layer_norm": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_double]),
     "mt_layer_norm_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                        MtTensor, c_int, c_int]),
+    "mt_where": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor]),
     "mt_logsumexp": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_cross_entropy": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor]),
     "mt_cross_entropy_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double]),
@@ -623,6 +624,11 @@ def layer_norm_backward(grad_in: Any, grad_weight: Any, grad_bias: Any, grad_out
     check(lib().mt_layer_norm_backward(_desc(grad_in), _desc(grad_weight), _desc(grad_bias), grad_out.descriptor(),
                                        inp.descriptor(), mean.descriptor(), rstd.descriptor(), _desc(weight),
                                        want, affine), "mt_layer_norm_backward")
+
+
+def where(out: Any, cond: Any, a: Any, b: Any) -> None:
+    """out = a where cond is non-zero, else b, broadcast (mt_where)."""
+    check(lib().mt_where(out.descriptor(), cond.descriptor(), a.descriptor(), b.descriptor()), "mt_where")
 
 
 def logsumexp(out: Any, inp: Any, dim: int) -> None:

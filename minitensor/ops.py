@@ -376,14 +376,21 @@ def isinf(x: Array) -> Array:
 def where(cond: Array, a: Any, b: Any) -> Array:
     """a where cond is non-zero, else b (all three broadcast together).
 
-    Exact for any values (inf and nan included): a and b are stacked along
-    a new last dim and cond selects one of the two with gather().
+    Exact for any values (inf and nan included): one kernel under the fast
+    policy; under teaching, a and b are stacked along a new last dim and cond
+    selects one of the two with gather().
     """
     _require_array(cond, "where()", "condition")
     if not is_array(a) and not is_array(b):
         a = _scalar_tensor(a, cond.dtype, cond) if is_scalar(a) else a
     a, b = _promote_pair(a, b, "where()")
     shape = broadcast_shapes(cond.shape, broadcast_shapes(a.shape, b.shape, "where()"), "where()")
+    if fast_kernels():  # one kernel (mt_where); the teaching policy keeps the chain below
+        check_new_shape(shape, "where()")
+        out = empty(shape, a.dtype)
+        if out.numel() > 0:
+            _lib.where(out, cond, a, b)
+        return out
     check_new_shape(shape + (1,), "where()")
     both = empty(shape + (2,), a.dtype)  # ..., [b, a]
     copy_(index(both, (Ellipsis, 0)), b)

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 9
+#define MT_ABI_VERSION 10
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -337,6 +337,9 @@ mt_status mt_layer_norm(mt_tensor out, mt_tensor mean, mt_tensor rstd, mt_tensor
 mt_status mt_layer_norm_backward(mt_tensor grad_in, mt_tensor grad_weight, mt_tensor grad_bias, mt_tensor grad_out,
                                  mt_tensor in, mt_tensor mean, mt_tensor rstd, mt_tensor weight, int want,
                                  int affine);
+/* out = a where cond is non-zero (NaN included), else b: cond, a and b
+ * broadcast to out's shape; a, b and out share a dtype, cond may have its own. */
+mt_status mt_where(mt_tensor out, mt_tensor cond, mt_tensor a, mt_tensor b);
 /* log(sum(exp(in))) along dim, stably, one block per row reading it once;
  * out has in's shape with dim kept as 1. An empty row gives -inf. */
 mt_status mt_logsumexp(mt_tensor out, mt_tensor in, int dim);

@@ -230,6 +230,26 @@ def test_where() -> None:
     assert mt.where(mt.tensor([0.0, 2.0]), mt.tensor([1.0, 1.0]), -1.0).tolist() == [-1.0, 1.0]
 
 
+@pytest.mark.parametrize("policy", ["fast", "teaching"])
+def test_where_on_views_and_mixed_dtypes(policy: str) -> None:
+    """One kernel under the fast policy, the stacked gather under teaching: the
+    same exact selections on strided, broadcast views with a float32 condition
+    and float64 values (NaN in the condition selects a, as any non-zero)."""
+    from minitensor import _lib
+
+    rng = np.random.default_rng(8)
+    c = rng.integers(0, 2, (5, 1)).astype(np.float32)
+    c[0, 0] = np.nan
+    a = rng.standard_normal((4, 5))
+    b = rng.standard_normal(8)
+    with mt.kernels.policy(policy):
+        _lib.reset_launch_counts()
+        got = mt.where(mt.tensor(c), mt.tensor(a).T, mt.tensor(b)[::2]).numpy()
+        if policy == "fast" and _lib.launch_count("where_strided") >= 0:
+            assert _lib.launch_count("where_strided") == 1
+    np.testing.assert_array_equal(got, np.where(c != 0, a.T, b[::2]))
+
+
 def test_empty_tensors_pass_through() -> None:
     e = mt.zeros(0, 3)
     assert (e + 1).shape == (0, 3)
