@@ -59,7 +59,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 10
+ABI_VERSION = 11
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -164,8 +164,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                        MtTensor, c_int, c_int]),
     "mt_where": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor]),
     "mt_logsumexp": (c_int, [MtTensor, MtTensor, c_int]),
-    "mt_cross_entropy": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor]),
-    "mt_cross_entropy_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double]),
+    "mt_cross_entropy": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_cross_entropy_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_sgd_step": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_int]),
     "mt_adam_step": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_double,
                              c_double, c_int64, c_int]),
@@ -636,16 +636,18 @@ def logsumexp(out: Any, inp: Any, dim: int) -> None:
     check(lib().mt_logsumexp(out.descriptor(), inp.descriptor(), dim), "mt_logsumexp")
 
 
-def cross_entropy(loss: Any, lse: Any, logits: Any, targets: Any) -> None:
-    """Each row's cross-entropy and logsumexp (mt_cross_entropy)."""
-    check(lib().mt_cross_entropy(loss.descriptor(), lse.descriptor(), logits.descriptor(), targets.descriptor()),
-          "mt_cross_entropy")
+def cross_entropy(loss: Any, lse: Any, logits: Any, targets: Any, checked: bool) -> None:
+    """Each row's cross-entropy and logsumexp (mt_cross_entropy); checked: the
+    targets are known to be whole numbers in range (no device check)."""
+    check(lib().mt_cross_entropy(loss.descriptor(), lse.descriptor(), logits.descriptor(), targets.descriptor(),
+                                 1 if checked else 0), "mt_cross_entropy")
 
 
-def cross_entropy_backward(grad_logits: Any, logits: Any, targets: Any, lse: Any, grad: Any, scale: float) -> None:
+def cross_entropy_backward(grad_logits: Any, logits: Any, targets: Any, lse: Any, grad: Any, scale: float,
+                           checked: bool) -> None:
     """The gradient of cross_entropy's rows with respect to the logits (mt_cross_entropy_backward)."""
     check(lib().mt_cross_entropy_backward(grad_logits.descriptor(), logits.descriptor(), targets.descriptor(),
-                                          lse.descriptor(), grad.descriptor(), float(scale)),
+                                          lse.descriptor(), grad.descriptor(), float(scale), 1 if checked else 0),
           "mt_cross_entropy_backward")
 
 

@@ -484,23 +484,24 @@ def logsumexp(x: Array, dim: Any, keepdim: bool = False) -> Array:
     return squeeze(out, dims)
 
 
-def cross_entropy_rows(logits: Array, targets: Array) -> tuple[Array, Array]:
+def cross_entropy_rows(logits: Array, targets: Array, checked: bool = False) -> tuple[Array, Array]:
     """Each row's cross-entropy against its target class, and its logsumexp (kept
     for the backward): one kernel reading the logits once (mt_cross_entropy).
-    logits (N, C); targets (N,) class indices in logits' dtype."""
+    logits (N, C); targets (N,) class indices in logits' dtype, checked on the
+    device unless `checked` (the caller checked them on the host)."""
     n = logits.shape[0]
     loss, lse = empty((n,), logits.dtype), empty((n,), logits.dtype)
-    _lib.cross_entropy(loss, lse, logits, targets)
+    _lib.cross_entropy(loss, lse, logits, targets, checked)
     return loss, lse
 
 
 def cross_entropy_backward(grad: Array, logits: Array, targets: Array, lse: Array, scale: float) -> Array:
     """The gradient of cross_entropy_rows' losses with respect to the logits, each
     row's loss gradient grad (N,) (a broadcast view is fine) times scale
-    (mt_cross_entropy_backward)."""
+    (mt_cross_entropy_backward). The targets are those the forward checked."""
     out = empty(logits.shape, logits.dtype)
     if out.numel() > 0:
-        _lib.cross_entropy_backward(out, logits, targets, lse, grad, scale)
+        _lib.cross_entropy_backward(out, logits, targets, lse, grad, scale, True)
     return out
 
 

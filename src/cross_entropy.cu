@@ -12,7 +12,10 @@
  * mean) and ten backward, each a pass over the logits; the forward saves lse
  * (one number per row) so that the backward needs no reduction at all.
  * Targets are class indices held in the logits' float dtype (as gather takes
- * them), checked to be whole numbers in [0, C) before any launch.
+ * them), checked to be whole numbers in [0, C) before any launch, unless the
+ * caller says it has checked them (Python checks NumPy targets on the host,
+ * and the backward's targets are the forward's): the device check waits for
+ * its answer, which would stall the queue of launches once per step.
  */
 #include "ops_common.h"
 #include "online_lse.h" /* after ops_common.h: block_reduce.h's stub uses task.h */
@@ -27,8 +30,7 @@ __global__ void cross_entropy_forward_rows(mt_tensor loss, mt_tensor lse_out, mt
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t first = x.offset + row * x.strides[0];
         OnlineLse<T> lse;
-        for (int64_t k = threadIdx.x; k < classes; k += blockDim.x)
-            lse.add(xd[first + k * x.strides[1]]);
+        add_row(lse, xd + first, classes, x.strides[1]);
         const T row_lse = block_logsumexp(scratch, lse);
         if (threadIdx.x == 0) {
             const T t = static_cast<const T *>(targets.data)[targets.offset + row * targets.strides[0]];
@@ -40,22 +42,35 @@ __global__ void cross_entropy_forward_rows(mt_tensor loss, mt_tensor lse_out, mt
 }
 
 /* dx (N, C), x (N, C), targets, lse and grad (N,): grad may be a broadcast
- * scalar (stride 0). Each element is one thread's exp and multiply: a
- * grid-stride loop over rows * classes, no reduction. */
+ * scalar (stride 0). One block per row (rows in a grid-stride loop), so a
+ * row's lse, gradient and target are read once per thread and no thread
+ * divides an ordinal into row and column; 16-byte Packs where both rows are
+ * contiguous and aligned. */
 template <typename T>
-__global__ void cross_entropy_backward(mt_tensor dx, mt_tensor x, mt_tensor targets, mt_tensor lse, mt_tensor grad,
-                                       int64_t rows, int64_t classes, T scale)
+__global__ void cross_entropy_backward_rows(mt_tensor dx, mt_tensor x, mt_tensor targets, mt_tensor lse,
+                                            mt_tensor grad, int64_t rows, int64_t classes, T scale)
 {
-    const int64_t n = rows * classes;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t row = i / classes;
-        const int64_t k = i - row * classes;
-        const T xv = static_cast<const T *>(x.data)[x.offset + row * x.strides[0] + k * x.strides[1]];
+    constexpr int W = Pack<T>::kWidth;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const T *xr = static_cast<const T *>(x.data) + x.offset + row * x.strides[0];
+        T *dr = static_cast<T *>(dx.data) + dx.offset + row * dx.strides[0];
         const T lv = static_cast<const T *>(lse.data)[lse.offset + row * lse.strides[0]];
         const T gv = static_cast<const T *>(grad.data)[grad.offset + row * grad.strides[0]] * scale;
-        const T t = static_cast<const T *>(targets.data)[targets.offset + row * targets.strides[0]];
-        const T one_hot = (int64_t)t == k ? T(1) : T(0);
-        static_cast<T *>(dx.data)[dx.offset + row * dx.strides[0] + k * dx.strides[1]] = gv * (mt_exp(xv - lv) - one_hot);
+        const int64_t t = (int64_t)static_cast<const T *>(targets.data)[targets.offset + row * targets.strides[0]];
+        const bool vec = x.strides[1] == 1 && dx.strides[1] == 1 && classes % W == 0 &&
+                         (uintptr_t)xr % 16 == 0 && (uintptr_t)dr % 16 == 0;
+        if (vec) {
+            for (int64_t c = threadIdx.x; c < classes / W; c += blockDim.x) {
+                const Pack<T> in = reinterpret_cast<const Pack<T> *>(xr)[c];
+                Pack<T> out;
+                MT_UNROLL for (int w = 0; w < W; ++w)
+                    out.v[w] = gv * (mt_exp(in.v[w] - lv) - (c * W + w == t ? T(1) : T(0)));
+                reinterpret_cast<Pack<T> *>(dr)[c] = out;
+            }
+        } else {
+            for (int64_t k = threadIdx.x; k < classes; k += blockDim.x)
+                dr[k * dx.strides[1]] = gv * (mt_exp(xr[k * x.strides[1]] - lv) - (k == t ? T(1) : T(0)));
+        }
     }
 }
 
@@ -77,7 +92,7 @@ static mt_status check_rows(const char *func, const mt_tensor &x, const mt_tenso
     return MT_OK;
 }
 
-mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_tensor targets)
+mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_tensor targets, int targets_checked)
 {
     const char *func = "mt_cross_entropy";
     MT_TRY(mt_ensure_init(func));
@@ -97,7 +112,10 @@ mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_t
     const int64_t rows = logits.shape[0], classes = logits.shape[1];
     if (rows == 0)
         return MT_OK;
-    MT_TRY(mt_check_class_indices(func, &targets, classes));
+    /* The device check waits for its answer: skipped for targets the caller
+     * has checked (on the host, or by the forward of the same targets). */
+    if (!targets_checked)
+        MT_TRY(mt_check_class_indices(func, &targets, classes));
     if (loss.data == lse.data && loss.offset == lse.offset)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "loss and lse are the same tensor; each needs its own");
     const unsigned int grid = grid_size(rows, 1);
@@ -111,7 +129,7 @@ mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_t
 }
 
 mt_status mt_cross_entropy_backward(mt_tensor grad_logits, mt_tensor logits, mt_tensor targets, mt_tensor lse,
-                                    mt_tensor grad, double scale)
+                                    mt_tensor grad, double scale, int targets_checked)
 {
     const char *func = "mt_cross_entropy_backward";
     MT_TRY(mt_ensure_init(func));
@@ -136,14 +154,18 @@ mt_status mt_cross_entropy_backward(mt_tensor grad_logits, mt_tensor logits, mt_
     const int64_t rows = logits.shape[0], classes = logits.shape[1];
     if (rows == 0 || classes == 0)
         return MT_OK;
-    MT_TRY(mt_check_class_indices(func, &targets, classes));
-    const unsigned int grid = grid_size(rows * classes, kBlockSize);
+    /* The device check waits for its answer: skipped for targets the caller
+     * has checked (on the host, or by the forward of the same targets). */
+    if (!targets_checked)
+        MT_TRY(mt_check_class_indices(func, &targets, classes));
+    const unsigned int grid = grid_size(rows, 1);
+    const int block = row_block_size(classes);
     if (logits.dtype == MT_FLOAT32)
-        cross_entropy_backward<float><<<grid, kBlockSize>>>(grad_logits, logits, targets, lse, grad, rows, classes,
-                                                             (float)scale);
+        cross_entropy_backward_rows<float><<<grid, block>>>(grad_logits, logits, targets, lse, grad, rows, classes,
+                                                            (float)scale);
     else
-        cross_entropy_backward<double><<<grid, kBlockSize>>>(grad_logits, logits, targets, lse, grad, rows, classes,
-                                                              scale);
+        cross_entropy_backward_rows<double><<<grid, block>>>(grad_logits, logits, targets, lse, grad, rows, classes,
+                                                             scale);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }

@@ -22,8 +22,7 @@ __global__ void logsumexp_rows(mt_tensor out_rows, mt_tensor in_rows, int64_t le
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t first = ordinal_to_position(row, &in_rows);
         OnlineLse<T> lse;
-        for (int64_t k = threadIdx.x; k < len; k += blockDim.x)
-            lse.add(in[first + k * in_stride]);
+        add_row(lse, in + first, len, in_stride);
         const T result = block_logsumexp(scratch, lse);
         if (threadIdx.x == 0)
             out[ordinal_to_position(row, &out_rows)] = result;

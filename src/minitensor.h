@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 10
+#define MT_ABI_VERSION 11
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -346,12 +346,13 @@ mt_status mt_logsumexp(mt_tensor out, mt_tensor in, int dim);
 /* Cross-entropy of each row of logits (N, C) against its target class:
  * loss[i] = lse[i] - logits[i][targets[i]], with lse[i] = logsumexp of row i
  * saved for the backward. targets (N,) holds whole numbers in [0, C) in the
- * logits' dtype; loss and lse are (N,). */
-mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_tensor targets);
+ * logits' dtype (checked on the device unless targets_checked is non-zero:
+ * the caller has checked them); loss and lse are (N,). */
+mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_tensor targets, int targets_checked);
 /* grad_logits = grad[i] * scale * (exp(logits - lse[i]) - onehot(targets[i])),
  * row by row; grad (N,) may be a broadcast scalar (stride 0). */
 mt_status mt_cross_entropy_backward(mt_tensor grad_logits, mt_tensor logits, mt_tensor targets, mt_tensor lse,
-                                    mt_tensor grad, double scale);
+                                    mt_tensor grad, double scale, int targets_checked);
 /* Optimizer updates, in place, one kernel per parameter (src/optim.cu), with
  * torch's formulas: param, grad and the state are contiguous float tensors
  * of one shape and dtype. SGD: momentum_buffer is read and written when

@@ -164,8 +164,8 @@ class CrossEntropy(Function):
     and one backward (ops.cross_entropy_rows, ops.cross_entropy_backward)."""
 
     @staticmethod
-    def forward(ctx, logits, targets, reduction):
-        rows, lse = ops.cross_entropy_rows(logits, targets)
+    def forward(ctx, logits, targets, reduction, checked=False):
+        rows, lse = ops.cross_entropy_rows(logits, targets, checked)
         ctx.reduction = reduction
         ctx.save_for_backward(logits, targets, lse)
         if reduction == "none":
@@ -179,11 +179,11 @@ class CrossEntropy(Function):
         logits, targets, lse = ctx.saved_tensors
         n = logits.shape[0]
         if ctx.reduction == "none":
-            return ops.cross_entropy_backward(grad, logits, targets, lse, 1.0), None, None
+            return ops.cross_entropy_backward(grad, logits, targets, lse, 1.0), None, None, None
         # One loss gradient for every row: a broadcast view, no copy.
         per_row = ops.expand(ops.reshape(grad, (1,)), (n,))
         scale = 1.0 / n if ctx.reduction == "mean" and n else 1.0
-        return ops.cross_entropy_backward(per_row, logits, targets, lse, scale), None, None
+        return ops.cross_entropy_backward(per_row, logits, targets, lse, scale), None, None, None
 
 
 class LayerNorm(Function):

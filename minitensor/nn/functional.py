@@ -163,7 +163,8 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     n, classes = logits.shape
     index = _class_indices(targets, n, classes, logits, "cross_entropy()")
     if ops.fast_kernels():
-        return autograd.CrossEntropy.apply(logits, index, reduction)
+        # Targets from the host were range-checked there; a Tensor's are checked on the device.
+        return autograd.CrossEntropy.apply(logits, index, reduction, not isinstance(targets, Tensor))
     return cross_entropy_chain(logits, index, reduction)
 
 

@@ -13,6 +13,11 @@
  */
 #include "test_util.h"
 
+/* The layout of logsumexp's input and cross_entropy's logits and gradient:
+ * TT_CONTIGUOUS for the kernels' 16-byte-load paths. */
+static int g_role_in = TT_INPUT;
+static int g_role_out = TT_OUTPUT;
+
 /* log(sum(exp(x))) of `len` values read by `at(k)`, the two-pass way. */
 static double ref_lse(const tt_tensor *x, int64_t *index, int dim, int64_t len)
 {
@@ -36,7 +41,7 @@ static void logsumexp_case(int dtype, int ndim, const int64_t *shape, int dim, d
     int64_t out_shape[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
-    tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
+    tt_tensor in = tt_new(dtype, ndim, shape, g_role_in);
     tt_tensor out = tt_new(dtype, ndim, out_shape, TT_OUTPUT);
     tt_fill(&in, center - 5, center + 5, 0);
     /* A row of -inf and a +inf in another row, where there are rows enough. */
@@ -76,11 +81,11 @@ static void logsumexp_case(int dtype, int ndim, const int64_t *shape, int dim, d
 static void cross_entropy_case(int dtype, int64_t rows, int64_t classes, double center, int grad_broadcast)
 {
     int64_t shape[] = {rows, classes};
-    tt_tensor x = tt_new(dtype, 2, shape, TT_INPUT);
+    tt_tensor x = tt_new(dtype, 2, shape, g_role_in);
     tt_tensor t = tt_new(dtype, 1, shape, TT_INPUT);
     tt_tensor loss = tt_new(dtype, 1, shape, TT_OUTPUT);
     tt_tensor lse = tt_new(dtype, 1, shape, TT_OUTPUT);
-    tt_tensor dx = tt_new(dtype, 2, shape, TT_OUTPUT);
+    tt_tensor dx = tt_new(dtype, 2, shape, g_role_out);
     tt_tensor g = tt_new(dtype, 1, shape, TT_INPUT);
     tt_fill(&x, center - 4, center + 4, 0);
     tt_fill(&g, -1, 1, 0);
@@ -112,11 +117,11 @@ static void cross_entropy_case(int dtype, int64_t rows, int64_t classes, double 
             e_dx[r * classes + k] = (tt_expect){ref, fabs(gr) * (fabs(center) + 2.0), classes};
         }
     }
-    if (tt_expect_ok(mt_cross_entropy(loss.t, lse.t, x.t, t.t), "mt_cross_entropy")) {
+    if (tt_expect_ok(mt_cross_entropy(loss.t, lse.t, x.t, t.t, 0), "mt_cross_entropy")) {
         tt_check_output(&loss, e_loss);
         tt_check_output(&lse, e_lse);
         /* The backward reads the lse the forward wrote. */
-        if (tt_expect_ok(mt_cross_entropy_backward(dx.t, x.t, t.t, lse.t, g.t, scale), "mt_cross_entropy_backward"))
+        if (tt_expect_ok(mt_cross_entropy_backward(dx.t, x.t, t.t, lse.t, g.t, scale, 0), "mt_cross_entropy_backward"))
             tt_check_output(&dx, e_dx);
     }
     free(e_loss);
@@ -162,6 +167,20 @@ int main(void)
             cross_entropy_case(dtype, 0, 5, 0.0, 1);
         }
     }
+    /* Contiguous rows whose length is a multiple of the Pack: 16-byte loads
+     * (and stores, for the gradient). */
+    TT_GROUP("contiguous rows") {
+        g_role_in = g_role_out = TT_CONTIGUOUS;
+        static const int64_t widths[] = {4, 64, 1024, 4100};
+        for (int ti = 0; ti < 2; ++ti)
+            for (size_t w = 0; w < sizeof widths / sizeof widths[0]; ++w) {
+                int64_t rows_shape[] = {3, widths[w]};
+                logsumexp_case(dtypes[ti], 2, rows_shape, 1, w % 2 ? 1000.0 : 0.0, 1);
+                cross_entropy_case(dtypes[ti], 5, widths[w], w % 2 ? -1000.0 : 0.0, (int)w % 2);
+            }
+        g_role_in = TT_INPUT;
+        g_role_out = TT_OUTPUT;
+    }
     TT_GROUP("bad targets") {
         int64_t shape[] = {2, 3};
         tt_tensor x = tt_new(MT_FLOAT32, 2, shape, TT_CONTIGUOUS);
@@ -173,15 +192,15 @@ int main(void)
         t.host[1] = 3.0;
         tt_upload(&t);
         tt_case("a target equal to the number of classes");
-        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy", &loss);
+        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t, 0), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy", &loss);
         t.host[1] = 0.5;
         tt_upload(&t);
         tt_case("a target that is no whole number");
-        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy", &loss);
+        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t, 0), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy", &loss);
         tt_case("loss and lse one tensor");
         t.host[1] = 2.0;
         tt_upload(&t);
-        tt_expect_error(mt_cross_entropy(loss.t, loss.t, x.t, t.t), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy",
+        tt_expect_error(mt_cross_entropy(loss.t, loss.t, x.t, t.t, 0), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy",
                         &loss);
         tt_free(&x);
         tt_free(&t);
