@@ -107,10 +107,8 @@ class Array:
         """
         d = self._desc
         if d is None:
-            shape = self._shape
-            d = self._desc = _lib.MtTensor(
-                self._storage.ptr, self._offset, self._dtype.code, len(shape), shape, self._strides
-            )
+            d = self._desc = _lib.make_descriptor(self._storage.ptr, self._offset, self._dtype.code,
+                                                  self._shape, self._strides)
         return d
 
     def numpy(self) -> np.ndarray:

@@ -34,6 +34,22 @@ def numel(shape: Iterable[int]) -> int:
 
 def contiguous_strides(shape: Sequence[int]) -> Shape:
     """Row-major strides, in elements, of a tensor of this shape."""
+    # Every new tensor asks this: a dict lookup beats the loop for the shapes
+    # a program repeats (the cache holds the most recent few hundred).
+    key = tuple(shape)
+    found = _STRIDES_CACHE.get(key)
+    if found is not None:
+        return found
+    if len(_STRIDES_CACHE) >= 512:
+        _STRIDES_CACHE.clear()
+    found = _STRIDES_CACHE[key] = _row_major_strides(key)
+    return found
+
+
+_STRIDES_CACHE: dict[Shape, Shape] = {}
+
+
+def _row_major_strides(shape: Shape) -> Shape:
     strides = [0] * len(shape)
     step = 1
     for d in range(len(shape) - 1, -1, -1):

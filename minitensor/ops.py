@@ -491,7 +491,15 @@ def cross_entropy_rows(logits: Array, targets: Array, checked: bool = False) -> 
     device unless `checked` (the caller checked them on the host)."""
     n = logits.shape[0]
     loss, lse = empty((n,), logits.dtype), empty((n,), logits.dtype)
+    # The device check waits for its answer; targets checked before and not
+    # written since (the same view, the same storage version) are not checked again.
+    seal = (targets._offset, targets._shape, targets._strides, logits.shape[1], targets._storage.version)
+    checked = checked or getattr(targets._storage, "class_indices_checked", None) == seal
     _lib.cross_entropy(loss, lse, logits, targets, checked)
+    try:
+        targets._storage.class_indices_checked = seal
+    except AttributeError:  # a storage that takes no new attributes: checked every time
+        pass
     return loss, lse
 
 

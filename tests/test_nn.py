@@ -238,6 +238,16 @@ def test_cross_entropy_is_two_launches_and_checks_tensor_targets():
         F.cross_entropy(logits, mt.tensor([0.0] * 7 + [10.0]))
     if _lib.launch_count("cross_entropy_forward_rows") < 0:
         return  # the CUDA build counts no launches
+    # Tensor targets are checked on the device once, until they are written to.
+    targets = mt.tensor([float(i) for i in range(8)])
+    with mt.kernels.policy("fast"):
+        _lib.reset_launch_counts()
+        F.cross_entropy(logits, targets)
+        F.cross_entropy(logits, targets)
+        assert _lib.launch_count("find_bad_index") == 1
+        targets[3] = 10.0
+        with pytest.raises(mt.InvalidArgumentError, match="index 10 out of range"):
+            F.cross_entropy(logits, targets)
     with mt.kernels.policy("fast"):
         _lib.reset_launch_counts()
         loss = F.cross_entropy(logits, list(range(8)), reduction="none")

@@ -134,17 +134,19 @@ class Function:
     whether argument i needs a gradient, so backward may skip work.
     """
 
-    def __init__(self) -> None:
-        self.inputs: tuple[Any, ...] = ()  # the arguments of forward (tensors and others)
-        # The grad_fn of each input when this node was recorded: the graph's
-        # edges. An in-place op later gives the input tensor a new grad_fn;
-        # this node must still send its gradient to the old one.
-        self.input_fns: tuple[Optional[Function], ...] = ()
-        self.needs_input_grad: tuple[bool, ...] = ()
-        self._saved: tuple[Optional[Array], ...] = ()
-        self._versions: tuple[int, ...] = ()  # the version of each saved tensor's storage, when saved
-        self._freed = False
-        self._retained: Optional[weakref.ref] = None  # the result, when it called retain_grad()
+    # A node's fields, with their values before forward runs. Class-level
+    # defaults (all immutable), so that making a node, which every op does,
+    # runs no __init__; apply and save_for_backward set them per node.
+    inputs: tuple[Any, ...] = ()  # the arguments of forward (tensors and others)
+    # The grad_fn of each input when this node was recorded: the graph's
+    # edges. An in-place op later gives the input tensor a new grad_fn;
+    # this node must still send its gradient to the old one.
+    input_fns: tuple[Optional[Function], ...] = ()
+    needs_input_grad: tuple[bool, ...] = ()
+    _saved: tuple[Optional[Array], ...] = ()
+    _versions: tuple[int, ...] = ()  # the version of each saved tensor's storage, when saved
+    _freed = False
+    _retained: Optional[weakref.ref] = None  # the result, when it called retain_grad()
 
     def save_for_backward(self, *tensors: Optional[Array]) -> None:
         """Keeps tensors or arrays (or None) for backward."""
