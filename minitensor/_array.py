@@ -19,6 +19,7 @@ call, and kept in the Array's own ``_desc`` slot.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from . import _interop, _lib
 from ._dtype import DType
 from ._shape import INT64_LIMIT, check_layout, check_new_shape, contiguous_strides, is_contiguous, numel
+from ._errors import OutOfMemoryError
 from ._storage import Storage
 
 
@@ -203,8 +205,29 @@ def upload(x: Array, host: np.ndarray) -> None:
     x._storage.upload(host, x._offset * x._dtype.itemsize)
 
 
+def _host_memory_bytes() -> int:
+    """This machine's physical memory (0 where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
 def to_numpy(x: Array) -> np.ndarray:
-    """A NumPy copy of x (honours strides and offset)."""
+    """A NumPy copy of x (honours strides and offset).
+
+    An expanded view may have far more elements than the memory it reads (an
+    expand to 2**40 elements of one float): a copy larger than this machine's
+    memory is refused with OutOfMemoryError before anything is allocated,
+    since NumPy's allocation would be granted lazily and the process killed
+    while filling it."""
+    nbytes = numel(x._shape) * x._dtype.itemsize
+    memory = _host_memory_bytes()
+    if memory and nbytes > memory:
+        raise OutOfMemoryError(
+            f"a NumPy copy of the tensor of shape {x._shape} would take {nbytes} bytes, more than this "
+            f"machine's {memory} bytes of memory; copy a smaller part (a slice, or the tensor before expand())"
+        )
     out = np.empty(x._shape, dtype=x._dtype.np_dtype)
     if out.size == 0:
         return out

@@ -158,14 +158,19 @@ def emulator_buildable() -> bool:
     the repository (the course kit's) skip where it cannot."""
     global _EMULATOR_BUILDABLE
     if _EMULATOR_BUILDABLE is None:
+        import os
         import shutil
         import subprocess
+        import tempfile
 
         cxx = shutil.which("g++") or shutil.which("c++")
-        probe = "#include <boost/context/fiber.hpp>\n"
-        _EMULATOR_BUILDABLE = bool(cxx) and subprocess.run(
-            [cxx, "-std=c++17", "-x", "c++", "-fsyntax-only", "-"], input=probe, text=True,
-            capture_output=True).returncode == 0
+        # Compiled and linked: a machine may have Boost's headers without its
+        # library (the H100 machine of the device tool has).
+        probe = "#include <boost/context/fiber.hpp>\nint main() { return 0; }\n"
+        with tempfile.TemporaryDirectory() as tmp:
+            _EMULATOR_BUILDABLE = bool(cxx) and subprocess.run(
+                [cxx, "-std=c++17", "-x", "c++", "-", "-o", os.path.join(tmp, "probe"), "-lboost_context"],
+                input=probe, text=True, capture_output=True).returncode == 0
     return _EMULATOR_BUILDABLE
 
 

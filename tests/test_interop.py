@@ -419,3 +419,11 @@ def test_empty_arrays(host: None) -> None:
     t = mt.asarray(np.zeros((0, 3), dtype=np.float32))
     assert t.shape == (0, 3) and regions() == []
     assert np.asarray(mt.zeros(0, 2)).shape == (0, 2)
+
+
+def test_a_numpy_copy_larger_than_memory_is_refused_before_allocating() -> None:
+    # An expanded view reads one float but would copy into 4 TiB: NumPy's lazy
+    # allocation would be granted, and the process killed while filling it.
+    huge = mt.ones(1).expand(2**40)
+    with pytest.raises(mt.OutOfMemoryError, match=r"shape \(1099511627776,\) would take 4398046511104 bytes"):
+        huge.numpy()
