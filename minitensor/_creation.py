@@ -219,3 +219,16 @@ def asarray(obj: Any) -> Tensor:
     if isinstance(obj, Tensor):
         return obj
     return Tensor._from_array(_array.Array(*_interop.borrow(obj, "asarray()")))
+
+
+def eye(n: int, m: Optional[int] = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """The n x m identity (m = n by default): ones on the diagonal, zeros elsewhere."""
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise ValueError(f"eye(): {name} must be a whole number >= 0, got {v!r}")
+    m = n if m is None else m
+    out = zeros(n, m, dtype=dtype)
+    if n and m:
+        # The diagonal is every (m + 1)-th element of the row-major matrix.
+        ops.fill_(ops.as_strided(out, (min(n, m),), (m + 1,), 0), 1.0)
+    return out.requires_grad_(requires_grad)

@@ -7,9 +7,11 @@ apply their gradient rule themselves.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Optional, Sequence
 
 from . import autograd
+from ._shape import broadcast_shapes as _broadcast_pair
 from .tensor import Tensor
 
 
@@ -184,3 +186,58 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     """a where condition is non-zero, else b (broadcast together)."""
     return autograd.Where.apply(condition, a, b)
+
+
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+    """x limited to [min, max] (see Tensor.clamp)."""
+    return _check(x, "clamp").clamp(min, max)
+
+
+clip = clamp
+
+
+def var(x: Tensor, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+        correction: Optional[float] = None) -> Tensor:
+    """The variance over dim (see Tensor.var)."""
+    return _check(x, "var").var(dim, unbiased, keepdim, correction=correction)
+
+
+def std(x: Tensor, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+        correction: Optional[float] = None) -> Tensor:
+    """The standard deviation over dim (see Tensor.std)."""
+    return _check(x, "std").std(dim, unbiased, keepdim, correction=correction)
+
+
+def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    """The shape that tensors of these shapes broadcast to (NumPy's rules)."""
+    out: tuple[int, ...] = ()
+    for shape in shapes:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        out = _broadcast_pair(out, shape, "broadcast_shapes()")
+    return out
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Views of the tensors, each expanded to their common broadcast shape."""
+    for t in tensors:
+        _check(t, "broadcast_tensors")
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def allclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every |a - b| <= atol + rtol * |b| (b broadcast), as torch.allclose:
+    equal infinities are close, NaN is close to NaN only with equal_nan."""
+    _check(a, "allclose")
+    with autograd.no_grad():
+        a = a.detach()
+        b = b.detach() if isinstance(b, Tensor) else b
+        diff = (a - b).abs()
+        tolerance = (b.abs() if isinstance(b, Tensor) else builtins.abs(b)) * rtol + atol
+        # An infinite difference is never within an (infinite) tolerance: an
+        # infinity is close only to itself, which a == b finds (inf - inf is nan).
+        close = autograd.Maximum.apply((diff <= tolerance) * (diff != float("inf")), a == b)
+        if equal_nan:
+            both_nan = (a != a) * ((b != b) if isinstance(b, Tensor) else float(b != b))
+            close = autograd.Maximum.apply(close, both_nan)
+        return close.numel() == 0 or bool(close.min().item() == 1.0)

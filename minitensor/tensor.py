@@ -131,9 +131,55 @@ class Tensor(Variable):
         """Nested Python lists of floats (a float for a 0-d tensor)."""
         return self.numpy().tolist()
 
-    def to(self, dtype: Any) -> Tensor:
-        """This tensor converted to dtype (itself when it has it already)."""
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """This tensor converted to a dtype, as torch's ``to``: ``to(dtype)``,
+        ``to(device)``, ``to(device, dtype)``, ``to(other)`` (other's dtype), or the
+        keywords ``dtype=`` and ``device=``; itself when nothing changes.
+
+        A process keeps every tensor on its one device (``.device``): naming that
+        device is accepted, another one is refused with a message.
+        """
+        dtype, device = None, kwargs.pop("device", None)
+        if "dtype" in kwargs:
+            dtype = kwargs.pop("dtype")
+        if kwargs:
+            raise TypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg._dtype
+            elif isinstance(arg, str) or hasattr(arg, "type") and not isinstance(arg, DType):
+                device = arg
+            else:
+                dtype = arg
+        if device is not None:
+            _check_device(self, device)
+        if dtype is None:
+            return self
         return self if to_dtype(dtype) is self._dtype else autograd.Cast.apply(self, to_dtype(dtype))
+
+    def cpu(self) -> Tensor:
+        """Itself on the CPU emulator; on a GPU, refused: every tensor of a
+        process lives on its one device (``.numpy()`` gives a host copy)."""
+        return self.to("cpu")
+
+    def cuda(self) -> Tensor:
+        """Itself on the GPU backend; on the CPU emulator, refused with the reason."""
+        return self.to("cuda")
+
+    @property
+    def data(self) -> Tensor:
+        """This tensor's values outside autograd (torch's ``.data``): a view of the
+        same storage, so writes through it are seen here and are not recorded."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """Makes this tensor a view of value's storage (shape and dtype included),
+        as torch's ``t.data = value``; autograd's record of this tensor is kept."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
+        self._storage, self._shape, self._strides = value._storage, value._shape, value._strides
+        self._offset, self._dtype, self._desc = value._offset, value._dtype, value._desc
 
     def float(self) -> Tensor:
         """This tensor as float32."""
@@ -501,6 +547,43 @@ class Tensor(Variable):
         """Index of the first minimum along dim (None: of the flattened tensor), as floats."""
         return Tensor._from_array(ops.reduce_("argmin", self, dim, keepdim))
 
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+        """Each element limited to [min, max] (numbers, or tensors that broadcast);
+        NaN stays NaN; the gradient passes where min <= x <= max, as torch's."""
+        if min is None and max is None:
+            raise ValueError("clamp(): at least one of min and max must not be None")
+        out = self
+        if min is not None:
+            out = autograd.Where.apply(out < min, min, out)
+        if max is not None:
+            out = autograd.Where.apply(out > max, max, out)
+        return out
+
+    clip = clamp
+
+    def var(self, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+            correction: Optional[float] = None) -> Tensor:
+        """The variance over dim: the sum of squared deviations from the mean over
+        N - correction (correction 1 by default, Bessel's; ``unbiased=False`` is
+        correction 0). N - correction <= 0 gives nan or inf, as torch."""
+        if unbiased is not None and correction is not None:
+            raise ValueError("var(): give unbiased or correction, not both")
+        c = float(correction) if correction is not None else (0.0 if unbiased is False else 1.0)
+        dims = tuple(range(self.ndim)) if dim is None else dim
+        count = 1
+        for d in (dims if isinstance(dims, (tuple, list)) else (dims,)):
+            count *= self.shape[normalize_dim(d, self.ndim, "var()")]
+        centered = self - self.mean(dims, keepdim=True)
+        total = (centered * centered).sum(dims, keepdim)
+        if count - c > 0:
+            return total * (1.0 / (count - c))
+        return total / (total.detach() * 0.0)  # no terms left: 0/0 is nan, x/0 is inf, as torch
+
+    def std(self, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
+            correction: Optional[float] = None) -> Tensor:
+        """The standard deviation over dim: the square root of var (same arguments)."""
+        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
         """log(sum(exp(self))) over dim, numerically stable."""
         return autograd.LogSumExp.apply(self, dim, keepdim)
@@ -570,6 +653,23 @@ def _rebase(x: Tensor, result: Tensor) -> Tensor:
     x.requires_grad = result.requires_grad
     x.grad_fn = result.grad_fn
     return x
+
+
+def _check_device(x: Tensor, device: Any) -> None:
+    """device (a string or an object with ``.type``, as torch.device) names x's
+    device, else a RuntimeError saying where this process keeps its tensors."""
+    name = str(device if isinstance(device, str) else getattr(device, "type", device))
+    kind, _, index = name.partition(":")
+    here = x.device
+    if kind in ("cpu", "cpu-emulator") and here == "cpu-emulator":
+        return
+    if kind == "cuda" and here.startswith("cuda") and (not index or f"cuda:{index}" == here):
+        return
+    if kind not in ("cpu", "cpu-emulator", "cuda"):
+        raise RuntimeError(f"to(): unknown device {name!r} (minitensor knows 'cpu' and 'cuda')")
+    hint = ("a host copy is .numpy()" if here.startswith("cuda") else
+            "run on a machine with a GPU and the CUDA build, where tensors live on 'cuda'")
+    raise RuntimeError(f"to(): this process keeps every tensor on {here}; it cannot move one to {name} ({hint})")
 
 
 def _inplace(x: Tensor, op: str, rule: Any, other: Any) -> Tensor:

@@ -12,12 +12,14 @@
 
 from . import functional
 from .modules import (
+    CrossEntropyLoss,
     Dropout,
     Embedding,
     IncompatibleKeys,
     LayerNorm,
     Linear,
     Module,
+    MSELoss,
     ReLU,
     Sequential,
     Sigmoid,
@@ -26,12 +28,14 @@ from .modules import (
 from .parameter import Parameter
 
 __all__ = [
+    "CrossEntropyLoss",
     "Dropout",
     "Embedding",
     "IncompatibleKeys",
     "LayerNorm",
     "Linear",
     "Module",
+    "MSELoss",
     "Parameter",
     "ReLU",
     "Sequential",

@@ -353,6 +353,28 @@ class Sigmoid(Module):
         return F.sigmoid(x)
 
 
+class MSELoss(Module):
+    """The mean (or sum, or elementwise: reduction) squared error, as F.mse_loss."""
+
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002 - torch's name
+        return F.mse_loss(input, target, self.reduction)
+
+
+class CrossEntropyLoss(Module):
+    """Cross-entropy of logits (N, C) against class indices, as F.cross_entropy."""
+
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002 - torch's name
+        return F.cross_entropy(input, target, self.reduction)
+
+
 class Dropout(Module):
     """In training mode, zeroes each element with probability p and scales the rest by
     1/(1-p); in evaluation mode (model.eval()), the identity."""

@@ -1,0 +1,139 @@
+"""The everyday API a PyTorch user reaches for (issue: integer and boolean tensors,
+full indexing, and the everyday API), the part that needs no new dtype: clamp,
+var/std, eye, broadcast_shapes/broadcast_tensors, allclose, Tensor.data, the
+device spellings (.to(device), .cpu(), .cuda()) and the loss modules. Values
+against NumPy (strided views, empty and size-1 dims), gradients against finite
+differences and torch's documented rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.nn.functional as F
+from gradcheck import gradcheck
+from helpers import assert_close, random_array
+from minitensor import nn
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+def test_clamp_matches_numpy_with_nan_and_tensor_bounds(dtype: mt.DType) -> None:
+    a = random_array(1, (4, 6), dtype) * 3
+    a[0, 0] = np.nan
+    t = mt.tensor(a).T  # a strided view
+    np.testing.assert_array_equal(t.clamp(-1.0, 2.0).numpy(), np.clip(a.T, -1.0, 2.0))
+    np.testing.assert_array_equal(mt.clamp(t, min=0.5).numpy(), np.maximum(a.T, 0.5))
+    np.testing.assert_array_equal(t.clip(max=-0.5).numpy(), np.minimum(a.T, -0.5))
+    lo = random_array(2, (4,), dtype) - 1  # broadcast along the rows of t (6, 4)
+    np.testing.assert_array_equal(t.clamp(mt.tensor(lo), 1.0).numpy(), np.clip(a.T, lo, 1.0))
+    # min > max: every element becomes max, as torch's min(max(x, lo), hi).
+    assert mt.tensor([0.0, 5.0]).clamp(3.0, 1.0).tolist() == [1.0, 1.0]
+    assert mt.zeros(0, 3).clamp(0, 1).shape == (0, 3)
+    with pytest.raises(ValueError, match="at least one of min and max"):
+        t.clamp()
+
+
+def test_clamp_gradient_passes_inside_the_bounds_and_at_them() -> None:
+    x = mt.tensor([-2.0, -1.0, 0.0, 1.0, 2.0], dtype=mt.float64, requires_grad=True)
+    x.clamp(-1.0, 1.0).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]  # torch's: 1 where min <= x <= max
+    gradcheck(lambda m, x: x.clamp(-0.5, 0.5), [np.array([-0.9, -0.2, 0.3, 0.8])])
+
+
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), ((0, 1), False), (-1, False)])
+def test_var_and_std_match_numpy(dim, keepdim) -> None:
+    a = random_array(3, (5, 7), mt.float64)
+    t = mt.tensor(a)[:, ::1].T.T  # same values through views
+    axis = dim if dim is None or isinstance(dim, int) else tuple(dim)
+    for correction in (1, 0):
+        assert_close(t.var(dim, keepdim=keepdim, correction=correction),
+                     a.var(axis=axis, ddof=correction, keepdims=keepdim), mt.float64, n=35)
+        assert_close(mt.std(t, dim, keepdim=keepdim, correction=correction),
+                     a.std(axis=axis, ddof=correction, keepdims=keepdim), mt.float64, n=35)
+    assert_close(t.var(0, unbiased=False), a.var(axis=0), mt.float64, n=5)
+    gradcheck(lambda m, x: x.var(1), [a])
+
+
+def test_var_of_too_few_elements_is_nan_as_torch() -> None:
+    assert np.isnan(mt.tensor([3.0]).var().item())  # 0 / 0
+    assert mt.tensor([1.0, 2.0]).var(correction=3).item() == np.inf  # a positive sum over max(0, N - c) = 0
+    with pytest.raises(ValueError, match="unbiased or correction"):
+        mt.ones(3).var(unbiased=True, correction=1)
+
+
+def test_eye() -> None:
+    np.testing.assert_array_equal(mt.eye(3).numpy(), np.eye(3))
+    np.testing.assert_array_equal(mt.eye(2, 5, dtype=mt.float64).numpy(), np.eye(2, 5))
+    np.testing.assert_array_equal(mt.eye(4, 1).numpy(), np.eye(4, 1))
+    assert mt.eye(0).shape == (0, 0) and mt.eye(3, 0).shape == (3, 0)
+    assert mt.eye(2, requires_grad=True).requires_grad
+    with pytest.raises(ValueError, match="n must be a whole number >= 0"):
+        mt.eye(-1)
+
+
+def test_broadcast_shapes_and_tensors() -> None:
+    assert mt.broadcast_shapes((2, 1), (3,), 1) == np.broadcast_shapes((2, 1), (3,), 1)
+    assert mt.broadcast_shapes() == ()
+    a, b = mt.broadcast_tensors(mt.ones(2, 1), mt.tensor([1.0, 2.0, 3.0]))
+    assert a.shape == b.shape == (2, 3) and b.stride() == (0, 1)  # views, no copy
+    assert b.tolist() == [[1.0, 2.0, 3.0]] * 2
+    with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
+        mt.broadcast_shapes((2,), (3,))
+
+
+def test_allclose_as_torch() -> None:
+    a = mt.tensor([1.0, np.inf, -np.inf, 0.0])
+    assert mt.allclose(a, mt.tensor([1.0 + 1e-9, np.inf, -np.inf, 1e-9]))
+    assert not mt.allclose(a, mt.tensor([1.0, np.inf, np.inf, 0.0]))
+    assert not mt.allclose(mt.tensor([np.nan]), mt.tensor([np.nan]))
+    assert mt.allclose(mt.tensor([np.nan, 1.0]), mt.tensor([np.nan, 1.0]), equal_nan=True)
+    assert mt.allclose(mt.tensor([1.0, 1.05]), 1.0, rtol=0.1)
+    assert mt.allclose(mt.zeros(0), mt.zeros(0))
+    x = mt.ones(3, requires_grad=True)
+    assert mt.allclose(x * 2, mt.full((3,), 2.0)) is True
+
+
+def test_data_is_a_view_outside_autograd_and_can_be_replaced() -> None:
+    p = mt.ones(3, requires_grad=True)
+    d = p.data
+    assert not d.requires_grad and d.data_ptr() == p.data_ptr()
+    d.mul_(2.0)  # not recorded; seen through p
+    assert p.tolist() == [2.0, 2.0, 2.0]
+    p.data = mt.zeros(2, 2, dtype=mt.float64)
+    assert p.shape == (2, 2) and p.dtype is mt.float64 and p.requires_grad
+    with pytest.raises(TypeError, match="data must be set to a Tensor"):
+        p.data = [1.0]
+
+
+def test_device_spellings() -> None:
+    t = mt.ones(2)
+    here = t.device
+    assert t.to(here) is t and t.to(device=here) is t
+    assert t.to(here, mt.float64).dtype is mt.float64
+    assert t.to(mt.zeros(1, dtype=mt.float64)).dtype is mt.float64
+    if here == "cpu-emulator":
+        assert t.cpu() is t and t.to("cpu") is t
+        with pytest.raises(RuntimeError, match="keeps every tensor on cpu-emulator; it cannot move one to cuda"):
+            t.cuda()
+    else:
+        assert t.cuda() is t and t.to("cuda:0") is t
+        with pytest.raises(RuntimeError, match=r"cannot move one to cpu \(a host copy is .numpy\(\)\)"):
+            t.cpu()
+    with pytest.raises(RuntimeError, match="unknown device 'tpu'"):
+        t.to("tpu")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        t.to(non_blocking=True)
+
+
+def test_loss_modules() -> None:
+    x = random_array(4, (3, 5), mt.float64)
+    y = random_array(5, (3, 5), mt.float64)
+    assert_close(nn.MSELoss()(mt.tensor(x), mt.tensor(y)), ((x - y) ** 2).mean(), mt.float64, n=15)
+    assert_close(nn.MSELoss(reduction="sum")(mt.tensor(x), mt.tensor(y)), ((x - y) ** 2).sum(), mt.float64, n=15)
+    logits = mt.tensor(x, requires_grad=True)
+    loss = nn.CrossEntropyLoss()(logits, [0, 4, 2])
+    assert_close(loss, F.cross_entropy(mt.tensor(x), [0, 4, 2]), mt.float64, n=5)
+    loss.backward()
+    assert logits.grad.shape == (3, 5)
+    assert nn.CrossEntropyLoss(reduction="none")(mt.tensor(x), [0, 1, 2]).shape == (3,)
