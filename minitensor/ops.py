@@ -38,6 +38,7 @@ from typing import Any, Sequence, Union
 
 from . import _lib, autotune
 from ._array import Array, alias, bump_version, empty, empty_like, shares_storage
+from ._storage import Storage
 from ._array import to_numpy  # noqa: F401 - part of the ops API (an Array as a NumPy copy)
 from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permute, ...)
     as_strided,
@@ -493,13 +494,15 @@ def cross_entropy_rows(logits: Array, targets: Array, checked: bool = False) -> 
     loss, lse = empty((n,), logits.dtype), empty((n,), logits.dtype)
     # The device check waits for its answer; targets checked before and not
     # written since (the same view, the same storage version) are not checked again.
-    seal = (targets._offset, targets._shape, targets._strides, logits.shape[1], targets._storage.version)
-    checked = checked or getattr(targets._storage, "class_indices_checked", None) == seal
+    # Only memory minitensor owns: another library may write a borrowed buffer
+    # without minitensor's version counter knowing.
+    storage = targets._storage
+    own = type(storage) is Storage
+    seal = (targets._offset, targets._shape, targets._strides, logits.shape[1], storage.version)
+    checked = checked or own and getattr(storage, "class_indices_checked", None) == seal
     _lib.cross_entropy(loss, lse, logits, targets, checked)
-    try:
-        targets._storage.class_indices_checked = seal
-    except AttributeError:  # a storage that takes no new attributes: checked every time
-        pass
+    if own:
+        storage.class_indices_checked = seal
     return loss, lse
 
 

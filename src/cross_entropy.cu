@@ -34,7 +34,11 @@ __global__ void cross_entropy_forward_rows(mt_tensor loss, mt_tensor lse_out, mt
         const T row_lse = block_logsumexp(scratch, lse);
         if (threadIdx.x == 0) {
             const T t = static_cast<const T *>(targets.data)[targets.offset + row * targets.strides[0]];
-            const T picked = xd[first + (int64_t)t * x.strides[1]];
+            /* The targets were checked before the launch; a target out of
+             * range all the same (memory another library changed since) reads
+             * nothing and gives NaN, never an address outside the row. */
+            const bool valid = t >= T(0) && t < T(classes) && t == (T)(int64_t)t;
+            const T picked = valid ? xd[first + (int64_t)t * x.strides[1]] : (T)NAN;
             static_cast<T *>(loss.data)[loss.offset + row * loss.strides[0]] = row_lse - picked;
             static_cast<T *>(lse_out.data)[lse_out.offset + row * lse_out.strides[0]] = row_lse;
         }

@@ -197,6 +197,15 @@ int main(void)
         tt_upload(&t);
         tt_case("a target that is no whole number");
         tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t, 0), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy", &loss);
+        tt_case("a target out of range that the caller said it had checked: NaN, no read outside the row");
+        t.host[0] = 0.0;
+        t.host[1] = 1e9;
+        tt_upload(&t);
+        if (tt_expect_ok(mt_cross_entropy(loss.t, lse.t, x.t, t.t, 1), "mt_cross_entropy")) {
+            tt_download(&loss, loss.host);
+            if (!isnan(loss.host[1]) || isnan(loss.host[0]))
+                tt_fail("loss: got %g and %g, expected a number and NaN", loss.host[0], loss.host[1]);
+        }
         tt_case("loss and lse one tensor");
         t.host[1] = 2.0;
         tt_upload(&t);
