@@ -147,8 +147,9 @@ class Tensor(Variable):
         for arg in args:
             if isinstance(arg, Tensor):
                 dtype = arg._dtype
-            elif isinstance(arg, str) or hasattr(arg, "type") and not isinstance(arg, DType):
-                device = arg
+            elif isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cpu-emulator", "cuda") or \
+                    not isinstance(arg, (str, DType)) and hasattr(arg, "type"):
+                device = arg  # a device name ("cuda:0"), or a torch.device; other strings are dtypes
             else:
                 dtype = arg
         if device is not None:
