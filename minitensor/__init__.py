@@ -117,7 +117,7 @@ from ._functions import (  # noqa: E402
 
 from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 
-from . import autograd, kernels, nn, ops, optim  # noqa: E402  (after Tensor: they build on it)
+from . import autograd, kernels, nn, ops, optim, utils  # noqa: E402  (after Tensor: they build on it)
 
 # torch spells the default dtype float and double for float64.
 float = float32  # noqa: A001

@@ -113,6 +113,12 @@ def empty_like(x: Tensor, dtype: Any = None) -> Tensor:
 _generator = np.random.default_rng()
 
 
+def numpy_generator() -> np.random.Generator:
+    """The package's generator (seeded by manual_seed), for host-side draws such
+    as a DataLoader's shuffle."""
+    return _generator
+
+
 def manual_seed(seed: int) -> None:
     """Seeds the generator of rand/randn (torch returns a Generator; this returns None)."""
     global _generator
