@@ -17,7 +17,8 @@ Layers, each importing only the ones below it (tests/test_layers.py checks
 this; docs/architecture.md draws them):
 
     distributed/   data-parallel training over MPI / NCCL
-    nn/, optim.py  layers, losses and optimizers (kernels.py: the kernel ladders)
+    nn/, optim.py  layers, losses and optimizers (kernels.py: the kernel ladders);
+                   cuda/: streams, events, kernels compiled at run time
     tensor.py      the Tensor class; _creation.py (zeros, randn, ...),
                    _functions.py (mt.exp, mt.cat, ...)
     autograd/      engine.py: Function, the graph, backward(), no_grad;
@@ -38,6 +39,7 @@ _lib.check_built()
 
 from ._dtype import DType, float32, float64  # noqa: E402
 from ._errors import (  # noqa: E402
+    CompileError,
     CudaError,
     DimError,
     DTypeError,
@@ -117,7 +119,7 @@ from ._functions import (  # noqa: E402
 
 from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 
-from . import autograd, kernels, nn, ops, optim, utils  # noqa: E402  (after Tensor: they build on it)
+from . import autograd, cuda, kernels, nn, ops, optim, utils  # noqa: E402  (after Tensor: they build on it)
 
 # torch spells the default dtype float and double for float64.
 float = float32  # noqa: A001
@@ -160,6 +162,7 @@ __all__ = [
     "argmin",
     "asarray",
     "autograd",
+    "cuda",
     "backend",
     "broadcast_shapes",
     "broadcast_tensors",
@@ -228,6 +231,7 @@ __all__ = [
     "synchronize",
     "tanh",
     "TaskNotDoneError",
+    "CompileError",
     "Tensor",
     "tensor",
     "transpose",

@@ -63,3 +63,16 @@ class TaskNotDoneError(MinitensorError, NotImplementedError):
     failed before it launched any kernel. Python stubs raise a plain
     ``NotImplementedError`` with the same words.
     """
+
+
+class CompileError(MinitensorError):
+    """A kernel given to ``minitensor.cuda.compile`` did not compile.
+
+    The message holds the compiler's log (NVRTC's, or the host compiler's on
+    the emulator), whose line numbers are those of the source as written;
+    ``log`` is the log alone.
+    """
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log

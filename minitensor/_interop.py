@@ -3,8 +3,9 @@
 Export (an Array lends its memory; ``_array.Array``'s dunder methods call
 these):
 
-- CUDA backend: ``__cuda_array_interface__`` (version 3; its "stream" is 1,
-  the legacy default stream, on which minitensor queues all its work) and
+- CUDA backend: ``__cuda_array_interface__`` (version 3; its "stream" is the
+  current stream, on which minitensor queues its work: 1, the legacy default
+  stream, unless ``mt.cuda.stream`` chose another) and
   ``__dlpack__`` / ``__dlpack_device__`` as kDLCUDA memory;
 - emulator: ``__array_interface__`` (so ``np.asarray(t)`` is a view) and
   ``__dlpack__`` as kDLCPU memory.
@@ -68,8 +69,9 @@ def cuda_array_interface(x: Any) -> dict[str, Any]:
             "__cuda_array_interface__: the emulator's tensors live in host memory "
             "(np.asarray(t) is a zero-copy view of them)"
         )
-    # All of minitensor's work is queued on the legacy default stream (1).
-    return {**_interface(x), "stream": 1}
+    # minitensor's work is queued on the current stream (0 there is the
+    # legacy default stream, which the interface spells 1).
+    return {**_interface(x), "stream": _lib.get_stream() or 1}
 
 
 def array_interface(x: Any) -> dict[str, Any]:
@@ -110,7 +112,7 @@ def to_dlpack(x: Any, stream: Any = None, max_version: Optional[tuple[int, int]]
         if stream == 0:
             raise ValueError("__dlpack__: stream 0 is ambiguous (use 1 for the legacy default stream, 2 per-thread)")
         if stream is not None and stream != -1:
-            _lib.stream_wait(stream, 0)  # the consumer's stream waits for minitensor's work
+            _lib.stream_wait(stream, _lib.get_stream())  # the consumer's stream waits for minitensor's work
     elif stream is not None:
         raise ValueError(f"__dlpack__: a CPU tensor takes stream=None, got {stream}")
     if x.numel() * x.dtype.itemsize >= INT64_LIMIT:
@@ -214,9 +216,10 @@ def from_dlpack(obj: Any, what: str = "from_dlpack()") -> Fields:
     if hasattr(obj, "__dlpack_device__"):
         device_type, device_id = obj.__dlpack_device__()
         _refuse_device(int(device_type), int(device_id), what)
-    # The consumer's stream: minitensor queues its work on the legacy default
-    # stream (1); a CPU producer takes None.
-    stream = 1 if _is_cuda() else None
+    # The consumer's stream: minitensor queues its work on the current stream
+    # (the legacy default stream, 1, unless mt.cuda.stream changed it); a CPU
+    # producer takes None.
+    stream = (_lib.get_stream() or 1) if _is_cuda() else None
     try:
         capsule = obj.__dlpack__(stream=stream, max_version=_dlpack.VERSION)
     except TypeError:  # a producer older than DLPack 1.0 knows no max_version
@@ -259,7 +262,7 @@ def from_cuda_array_interface(obj: Any, what: str = "asarray()") -> Fields:
     if stream == 0:
         raise InvalidArgumentError(f"{what}: __cuda_array_interface__ has stream 0, which the interface disallows")
     if stream is not None:
-        _lib.stream_wait(0, int(stream))  # minitensor's next work waits for the producer's
+        _lib.stream_wait(_lib.get_stream(), int(stream))  # minitensor's next work waits for the producer's
     return _from_interface(what, cai, obj)
 
 

@@ -59,7 +59,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 11
+ABI_VERSION = 12
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -157,7 +157,21 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_device_key": (c_int, [c_char_p, c_size_t]),
     "mt_set_sync_debug": (c_int, [c_int]),
     "mt_synchronize": (c_int, []),
+    "mt_set_stream": (c_int, [c_void_p]),
+    "mt_get_stream": (c_int, [POINTER(c_void_p)]),
+    "mt_stream_create": (c_int, [POINTER(c_void_p)]),
+    "mt_stream_destroy": (c_int, [c_void_p]),
+    "mt_stream_synchronize": (c_int, [c_void_p]),
+    "mt_stream_query": (c_int, [c_void_p, POINTER(c_int)]),
     "mt_stream_wait": (c_int, [c_void_p, c_void_p]),
+    "mt_event_create": (c_int, [POINTER(c_void_p), c_int]),
+    "mt_event_destroy": (c_int, [c_void_p]),
+    "mt_event_record": (c_int, [c_void_p, c_void_p]),
+    "mt_event_synchronize": (c_int, [c_void_p]),
+    "mt_event_query": (c_int, [c_void_p, POINTER(c_int)]),
+    "mt_event_elapsed": (c_int, [POINTER(ctypes.c_float), c_void_p, c_void_p]),
+    "mt_stream_wait_event": (c_int, [c_void_p, c_void_p]),
+    "mt_record_stream": (c_int, [c_void_p, c_void_p]),
     "mt_malloc": (c_int, [POINTER(c_void_p), c_size_t]),
     "mt_free": (c_int, [c_void_p]),
     "mt_memory_in_use": (c_int, [POINTER(c_int64)]),
@@ -471,10 +485,84 @@ def synchronize() -> None:
     check(lib().mt_synchronize(), "mt_synchronize")
 
 
+# ---- streams and events (raw cudaStream_t / cudaEvent_t values; 0 is the
+# legacy default stream) --------------------------------------------------------
+
+
 def stream_wait(waiting: int, done: int) -> None:
     """Work queued on stream `waiting` from now on waits for the work queued on
-    `done` so far (raw cudaStream_t values; 0 is the library's own stream)."""
+    `done` so far."""
     check(lib().mt_stream_wait(waiting or None, done or None), "mt_stream_wait")
+
+
+def set_stream(stream: int) -> None:
+    """Makes `stream` this thread's current stream: every op queues on it."""
+    check(lib().mt_set_stream(stream or None), "mt_set_stream")
+
+
+def get_stream() -> int:
+    out = c_void_p()
+    check(lib().mt_get_stream(ctypes.byref(out)), "mt_get_stream")
+    return out.value or 0
+
+
+def stream_create() -> int:
+    out = c_void_p()
+    check(lib().mt_stream_create(ctypes.byref(out)), "mt_stream_create")
+    return out.value or 0
+
+
+def stream_destroy(stream: int) -> None:
+    check(lib().mt_stream_destroy(stream or None), "mt_stream_destroy")
+
+
+def stream_synchronize(stream: int) -> None:
+    check(lib().mt_stream_synchronize(stream or None), "mt_stream_synchronize")
+
+
+def stream_query(stream: int) -> bool:
+    done = c_int()
+    check(lib().mt_stream_query(stream or None, ctypes.byref(done)), "mt_stream_query")
+    return bool(done.value)
+
+
+def event_create(timing: bool) -> int:
+    out = c_void_p()
+    check(lib().mt_event_create(ctypes.byref(out), 1 if timing else 0), "mt_event_create")
+    return out.value or 0
+
+
+def event_destroy(event: int) -> None:
+    check(lib().mt_event_destroy(event or None), "mt_event_destroy")
+
+
+def event_record(event: int, stream: int) -> None:
+    check(lib().mt_event_record(event or None, stream or None), "mt_event_record")
+
+
+def event_synchronize(event: int) -> None:
+    check(lib().mt_event_synchronize(event or None), "mt_event_synchronize")
+
+
+def event_query(event: int) -> bool:
+    done = c_int()
+    check(lib().mt_event_query(event or None, ctypes.byref(done)), "mt_event_query")
+    return bool(done.value)
+
+
+def event_elapsed(start: int, end: int) -> float:
+    ms = ctypes.c_float()
+    check(lib().mt_event_elapsed(ctypes.byref(ms), start or None, end or None), "mt_event_elapsed")
+    return ms.value
+
+
+def stream_wait_event(stream: int, event: int) -> None:
+    check(lib().mt_stream_wait_event(stream or None, event or None), "mt_stream_wait_event")
+
+
+def record_stream(ptr: int, stream: int) -> None:
+    """The buffer at ptr is used on `stream` too; its free waits for that work."""
+    check(lib().mt_record_stream(ptr or None, stream or None), "mt_record_stream")
 
 
 # ---- memory -----------------------------------------------------------------

@@ -167,6 +167,18 @@ class Tensor(Variable):
         """Itself on the GPU backend; on the CPU emulator, refused with the reason."""
         return self.to("cuda")
 
+    def record_stream(self, stream: Any) -> None:
+        """Marks this tensor's memory as used by work queued on `stream` (an
+        ``mt.cuda.Stream``, a torch or CuPy stream, or a raw handle): when it
+        is freed, the memory is reused only after that work (torch's rule; a
+        tensor is otherwise freed in the order of the stream it was made on).
+        Memory of another library (from_dlpack, asarray) is its owner's to free."""
+        handle = getattr(stream, "cuda_stream", getattr(stream, "ptr", stream))
+        if isinstance(handle, bool) or not isinstance(handle, int):
+            raise TypeError(f"record_stream: expected a stream, got {type(stream).__name__}")
+        if type(self._storage) is Storage:
+            _lib.record_stream(self._storage.ptr, handle)
+
     @property
     def data(self) -> Tensor:
         """This tensor's values outside autograd (torch's ``.data``): a view of the

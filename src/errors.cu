@@ -179,29 +179,3 @@ mt_status mt_synchronize(void)
     CUDA_CHECK(cudaDeviceSynchronize());
     return MT_OK;
 }
-
-mt_status mt_stream_wait(void *waiting, void *done)
-{
-    MT_TRY(mt_ensure_init("mt_stream_wait"));
-#ifdef MT_EMULATOR
-    /* Every emulated kernel has finished when its launch returns: whatever
-     * was queued on `done` is complete already. */
-    (void)waiting;
-    (void)done;
-#else
-    if (waiting == done)
-        return MT_OK; /* one stream runs its work in order */
-    /* An event marks the point reached on `done`; `waiting` waits for it on
-     * the device, so the host never blocks. Destroying the event at once is
-     * allowed: the wait already queued keeps what it needs. */
-    cudaEvent_t event;
-    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    cudaError_t err = cudaEventRecord(event, (cudaStream_t)done);
-    if (err == cudaSuccess)
-        err = cudaStreamWaitEvent((cudaStream_t)waiting, event, 0);
-    const cudaError_t destroyed = cudaEventDestroy(event);
-    CUDA_CHECK(err);
-    CUDA_CHECK(destroyed);
-#endif
-    return MT_OK;
-}

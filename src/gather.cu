@@ -108,12 +108,14 @@ static mt_status check_indices(const char *func, const mt_tensor &index, int dim
     CUDA_CHECK(first_bad_dev.allocate(sizeof(unsigned long long)));
     /* All bytes 0xFF is ULLONG_MAX: "no bad index found yet", the identity
      * of atomicMin. */
-    CUDA_CHECK(cudaMemsetAsync(first_bad_dev.as<unsigned long long>(), 0xFF, sizeof(unsigned long long), 0));
-    find_bad_index<TI><<<grid_size(n, kBlockSize), kBlockSize>>>(index, n, limit, first_bad_dev.as<unsigned long long>());
+    CUDA_CHECK(cudaMemsetAsync(first_bad_dev.as<unsigned long long>(), 0xFF, sizeof(unsigned long long), mt_stream()));
+    find_bad_index<TI><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(index, n, limit, first_bad_dev.as<unsigned long long>());
     CUDA_CHECK(mt_launch_status());
     unsigned long long first_bad = ULLONG_MAX;
     /* Synchronous: the host needs the answer before it launches anything. */
-    CUDA_CHECK(cudaMemcpy(&first_bad, first_bad_dev.as<unsigned long long>(), sizeof first_bad, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpyAsync(&first_bad, first_bad_dev.as<unsigned long long>(), sizeof first_bad,
+                               cudaMemcpyDeviceToHost, mt_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(mt_stream()));
     CUDA_CHECK(first_bad_dev.release());
     if (first_bad == ULLONG_MAX)
         return MT_OK;
@@ -122,7 +124,8 @@ static mt_status check_indices(const char *func, const mt_tensor &index, int dim
     const int64_t ordinal = (int64_t)first_bad;
     const TI *where = static_cast<const TI *>(index.data) + ordinal_to_position(ordinal, &index);
     TI value = 0;
-    CUDA_CHECK(cudaMemcpy(&value, where, sizeof value, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpyAsync(&value, where, sizeof value, cudaMemcpyDeviceToHost, mt_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(mt_stream()));
     int64_t idx[MT_MAX_DIMS];
     to_index(ordinal, index.shape, index.ndim, idx);
     char at[256];
@@ -180,7 +183,7 @@ static mt_status run_gather(const mt_tensor &out, const mt_tensor &in, const mt_
 {
     MT_TRY(check_indices<TI>("mt_gather", index, dim, in.shape[dim]));
     const int64_t n = tensor_numel(out);
-    gather_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize>>>(out, in, index, dim, n);
+    gather_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, in, index, dim, n);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
@@ -190,7 +193,7 @@ static mt_status run_scatter_add(const mt_tensor &out, const mt_tensor &index, c
 {
     MT_TRY(check_indices<TI>("mt_scatter_add", index, dim, out.shape[dim]));
     const int64_t n = tensor_numel(src);
-    scatter_add_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize>>>(out, index, src, dim, n);
+    scatter_add_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, index, src, dim, n);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }

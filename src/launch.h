@@ -109,4 +109,18 @@ inline int row_block_size(int64_t len)
  * fails. Call it after mt_ensure_init. */
 int mt_sm_count(void);
 
+/* ---- streams (src/stream.cu) ---------------------------------------------- */
+
+/* The calling thread's current stream (NULL: the legacy default stream).
+ * Every launch, copy, memset and allocation of the library is queued on it:
+ *
+ *     kernel<<<grid, block, 0, mt_stream()>>>(...);
+ */
+cudaStream_t mt_stream(void);
+
+/* Before a stream is destroyed: waits for its work and moves the buffers
+ * allocated or used on it to the legacy default stream, so that freeing them
+ * later does not name a stream that no longer exists (src/memory.cu). */
+mt_status mt_forget_stream(const char *func, cudaStream_t stream);
+
 #endif /* MT_LAUNCH_H */

@@ -317,7 +317,7 @@ static mt_status launch_forward(const LayerNormArgs<T> &a)
     constexpr int64_t W = Pack<T>::kWidth;
     const unsigned int grid = grid_size(a.rows, 1);
     if (a.n > kMaxRegisterPacks * kMaxRegisterThreads * W) {
-        layer_norm_rows<T><<<grid, row_block_size(a.n)>>>(a);
+        layer_norm_rows<T><<<grid, row_block_size(a.n), 0, mt_stream()>>>(a);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     }
@@ -334,11 +334,11 @@ static mt_status launch_forward(const LayerNormArgs<T> &a)
         packs *= 2;
     const unsigned int threads = (unsigned int)block;
     switch (packs) {
-    case 1: layer_norm_rows_registers<T, 1><<<grid, threads>>>(a, vec); break;
-    case 2: layer_norm_rows_registers<T, 2><<<grid, threads>>>(a, vec); break;
-    case 4: layer_norm_rows_registers<T, 4><<<grid, threads>>>(a, vec); break;
-    case 8: layer_norm_rows_registers<T, 8><<<grid, threads>>>(a, vec); break;
-    default: layer_norm_rows_registers<T, kMaxRegisterPacks><<<grid, threads>>>(a, vec); break;
+    case 1: layer_norm_rows_registers<T, 1><<<grid, threads, 0, mt_stream()>>>(a, vec); break;
+    case 2: layer_norm_rows_registers<T, 2><<<grid, threads, 0, mt_stream()>>>(a, vec); break;
+    case 4: layer_norm_rows_registers<T, 4><<<grid, threads, 0, mt_stream()>>>(a, vec); break;
+    case 8: layer_norm_rows_registers<T, 8><<<grid, threads, 0, mt_stream()>>>(a, vec); break;
+    default: layer_norm_rows_registers<T, kMaxRegisterPacks><<<grid, threads, 0, mt_stream()>>>(a, vec); break;
     }
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
@@ -351,7 +351,7 @@ template <typename T, int kCols>
 static void launch_fused_cols(unsigned int grid, unsigned int block, T *dx, T *pw, T *pb, const T *g, const T *x,
                               const T *mean, const T *rstd, const T *w, int64_t n, int64_t rows)
 {
-    layer_norm_backward_fused<T, kCols><<<grid, block>>>(dx, pw, pb, g, x, mean, rstd, w, n, rows);
+    layer_norm_backward_fused<T, kCols><<<grid, block, 0, mt_stream()>>>(dx, pw, pb, g, x, mean, rstd, w, n, rows);
 }
 
 template <typename T>
@@ -395,11 +395,11 @@ static mt_status launch_backward_fused(const mt_tensor &dx, const mt_tensor &dw,
     CUDA_CHECK(mt_launch_status());
     const unsigned int sum_grid = grid_size(n, kBlockSize);
     if (pw) {
-        layer_norm_column_sums<T><<<sum_grid, kBlockSize>>>(first_of<T>(dw), pw, n, (int64_t)grid);
+        layer_norm_column_sums<T><<<sum_grid, kBlockSize, 0, mt_stream()>>>(first_of<T>(dw), pw, n, (int64_t)grid);
         CUDA_CHECK(mt_launch_status());
     }
     if (pb) {
-        layer_norm_column_sums<T><<<sum_grid, kBlockSize>>>(first_of<T>(db), pb, n, (int64_t)grid);
+        layer_norm_column_sums<T><<<sum_grid, kBlockSize, 0, mt_stream()>>>(first_of<T>(db), pb, n, (int64_t)grid);
         CUDA_CHECK(mt_launch_status());
     }
     if (params)
@@ -417,7 +417,7 @@ static mt_status launch_backward(const mt_tensor &dx, const mt_tensor &dw, const
     if (n <= max_fused)
         return launch_backward_fused<T>(dx, dw, db, g, x, mean, rstd, w, n, rows);
     if (dx.data) {
-        layer_norm_backward_rows<T><<<grid_size(rows, 1), row_block_size(n)>>>(
+        layer_norm_backward_rows<T><<<grid_size(rows, 1), row_block_size(n), 0, mt_stream()>>>(
             first_of<T>(dx), first_of<T>(g), first_of<T>(x), first_of<T>(mean), first_of<T>(rstd),
             first_of<T>(w), n, rows);
         CUDA_CHECK(mt_launch_status());
@@ -437,17 +437,17 @@ static mt_status launch_backward(const mt_tensor &dx, const mt_tensor &dw, const
     T *partial_w = dw.data ? partials.as<T>() : nullptr;
     T *partial_b = db.data ? partials.as<T>() + chunks * n : nullptr;
     const dim3 grid((unsigned int)col_blocks, (unsigned int)chunks);
-    layer_norm_param_partials<T><<<grid, dim3(kColTile, kRowTile)>>>(
+    layer_norm_param_partials<T><<<grid, dim3(kColTile, kRowTile), 0, mt_stream()>>>(
         partial_w, partial_b, first_of<T>(g), first_of<T>(x), first_of<T>(mean), first_of<T>(rstd), n, rows,
         per_chunk);
     CUDA_CHECK(mt_launch_status());
     const unsigned int sum_grid = grid_size(n, kBlockSize);
     if (partial_w) {
-        layer_norm_column_sums<T><<<sum_grid, kBlockSize>>>(first_of<T>(dw), partial_w, n, chunks);
+        layer_norm_column_sums<T><<<sum_grid, kBlockSize, 0, mt_stream()>>>(first_of<T>(dw), partial_w, n, chunks);
         CUDA_CHECK(mt_launch_status());
     }
     if (partial_b) {
-        layer_norm_column_sums<T><<<sum_grid, kBlockSize>>>(first_of<T>(db), partial_b, n, chunks);
+        layer_norm_column_sums<T><<<sum_grid, kBlockSize, 0, mt_stream()>>>(first_of<T>(db), partial_b, n, chunks);
         CUDA_CHECK(mt_launch_status());
     }
     CUDA_CHECK(partials.release());
@@ -458,9 +458,9 @@ template <typename T>
 static mt_status zero_param_grads(const mt_tensor &dw, const mt_tensor &db, int64_t n)
 {
     if (dw.data)
-        CUDA_CHECK(cudaMemsetAsync(first_of<T>(dw), 0, (size_t)n * sizeof(T), 0));
+        CUDA_CHECK(cudaMemsetAsync(first_of<T>(dw), 0, (size_t)n * sizeof(T), mt_stream()));
     if (db.data)
-        CUDA_CHECK(cudaMemsetAsync(first_of<T>(db), 0, (size_t)n * sizeof(T), 0));
+        CUDA_CHECK(cudaMemsetAsync(first_of<T>(db), 0, (size_t)n * sizeof(T), mt_stream()));
     return MT_OK;
 }
 

@@ -36,7 +36,7 @@ static mt_status launch_logsumexp(const mt_tensor &out, const mt_tensor &in, int
     in_rows.shape[dim] = 1;
     const int64_t rows = tensor_numel(in_rows);
     const int64_t len = in.shape[dim];
-    logsumexp_rows<T><<<grid_size(rows, 1), row_block_size(len)>>>(out, in_rows, len, in.strides[dim], rows);
+    logsumexp_rows<T><<<grid_size(rows, 1), row_block_size(len), 0, mt_stream()>>>(out, in_rows, len, in.strides[dim], rows);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }

@@ -326,7 +326,7 @@ static mt_status launch_copy_transposed(const mt_tensor &out, const mt_tensor &i
     const int64_t batches = shape_numel(in.shape, nd - 2);
     const dim3 block(kTransposeTile, kTransposeRows);
     return for_each_grid_chunk(col_tiles, row_tiles, batches, [&](dim3 grid, int64_t y0, int64_t b0) {
-        copy_transposed<TOut, TIn, kPad><<<grid, block>>>(out, in, y0, b0);
+        copy_transposed<TOut, TIn, kPad><<<grid, block, 0, mt_stream()>>>(out, in, y0, b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
@@ -337,7 +337,7 @@ static mt_status launch_map_strided(const mt_tensor &out, const mt_tensor &in, O
 {
     MT_TRY(MT_TASK_CHECK(map_zip));
     const int64_t n = tensor_numel(out);
-    map_strided<TOut, TIn, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out, in, n, op);
+    map_strided<TOut, TIn, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, in, n, op);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
@@ -357,13 +357,13 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
             if (fast && aligned16(out_first) && aligned16(in_first)) {
                 const int64_t packs = n / Pack<TIn>::kWidth;
                 const unsigned int grid = grid_size(packs > 0 ? packs : n, kBlockSize);
-                map_contiguous_vec<TIn, Op><<<grid, kBlockSize>>>(out_first, in_first, n, op);
+                map_contiguous_vec<TIn, Op><<<grid, kBlockSize, 0, mt_stream()>>>(out_first, in_first, n, op);
                 CUDA_CHECK(mt_launch_status());
                 return MT_OK;
             }
         }
         MT_TRY(MT_TASK_CHECK(map_zip));
-        map_contiguous<TOut, TIn, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out_first, in_first, n, op);
+        map_contiguous<TOut, TIn, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, in_first, n, op);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     }
@@ -398,9 +398,9 @@ static mt_status launch_fill(const mt_tensor &out, T value)
     const unsigned int grid = grid_size(n, kBlockSize);
     if (is_contiguous(out)) {
         T *out_first = static_cast<T *>(out.data) + out.offset;
-        fill_contiguous<T><<<grid, kBlockSize>>>(out_first, n, value);
+        fill_contiguous<T><<<grid, kBlockSize, 0, mt_stream()>>>(out_first, n, value);
     } else {
-        fill_strided<T><<<grid, kBlockSize>>>(out, n, value);
+        fill_strided<T><<<grid, kBlockSize, 0, mt_stream()>>>(out, n, value);
     }
     CUDA_CHECK(mt_launch_status());
     return MT_OK;

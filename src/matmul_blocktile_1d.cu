@@ -99,7 +99,7 @@ mt_status launch_blocktile_1d(const mt_tensor &out, const mt_tensor &a, const mt
     MT_TRY(MT_TASK_CHECK(ladder_rung));
     using C = Blocktile1dTiles;
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_blocktile_1d<T, C><<<grid, C::kThreads>>>(out, a, b, y0, b0);
+        matmul_blocktile_1d<T, C><<<grid, C::kThreads, 0, mt_stream()>>>(out, a, b, y0, b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });

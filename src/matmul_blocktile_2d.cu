@@ -87,7 +87,7 @@ mt_status launch_blocktile_2d(const mt_tensor &out, const mt_tensor &a, const mt
 {
     using C = Blocktile2dTiles;
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_blocktile_2d<T, C><<<grid, C::kThreads>>>(out, a, b, y0, b0);
+        matmul_blocktile_2d<T, C><<<grid, C::kThreads, 0, mt_stream()>>>(out, a, b, y0, b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });

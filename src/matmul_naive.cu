@@ -46,7 +46,7 @@ mt_status launch_naive(const mt_tensor &out, const mt_tensor &a, const mt_tensor
     const dim3 block(C::BM, C::BN);
     return for_each_grid_chunk((M + C::BM - 1) / C::BM, (N + C::BN - 1) / C::BN, batches,
                                [&](dim3 grid, int64_t y0, int64_t b0) {
-                                   matmul_naive<T, C><<<grid, block>>>(out, a, b, y0, b0);
+                                   matmul_naive<T, C><<<grid, block, 0, mt_stream()>>>(out, a, b, y0, b0);
                                    CUDA_CHECK(mt_launch_status());
                                    return MT_OK;
                                });

@@ -87,7 +87,7 @@ mt_status launch_tiled(const mt_tensor &out, const mt_tensor &a, const mt_tensor
     using C = SimpleTiles;
     const dim3 block(C::BN, C::BM);
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_tiled<T, C><<<grid, block>>>(out, a, b, y0, b0);
+        matmul_tiled<T, C><<<grid, block, 0, mt_stream()>>>(out, a, b, y0, b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });

@@ -276,7 +276,7 @@ static mt_status launch_warptile_typed(const mt_tensor &out, const mt_tensor &a,
     const int64_t ldb = leading_dim(b, kBTrans);
     const bool vec_out = out_vector_ok(out);
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_warptile<T, C, kATrans, kBTrans><<<grid, C::kThreads>>>(out, a, b, lda, ldb, vec_out, y0, b0);
+        matmul_warptile<T, C, kATrans, kBTrans><<<grid, C::kThreads, 0, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0, b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });

@@ -2,11 +2,14 @@
  * memory.cu: device allocations, copies, and the table of known buffers.
  *
  * Allocations come from the runtime's stream-ordered pool (cudaMallocAsync on
- * stream 0): freeing and re-allocating a tensor of the same size, as every
- * training step does, reuses pool memory instead of asking the driver. All
- * the library's work runs on stream 0, so an allocation is ready for every
- * kernel launched after it, and a buffer freed with cudaFreeAsync is only
- * reused after the kernels queued before the free have finished with it.
+ * the current stream, mt_stream()): freeing and re-allocating a tensor of the
+ * same size, as every training step does, reuses pool memory instead of
+ * asking the driver. An allocation is ready for every kernel queued after it
+ * on its stream. A buffer is freed on the stream it was allocated on
+ * (cudaFreeAsync), so the pool reuses it only after the work queued there
+ * before the free. Work on another stream is not ordered with that free:
+ * mt_record_stream names such a stream, and mt_free then makes the
+ * allocation stream wait for it first (torch's Tensor.record_stream).
  *
  * The library keeps a table of the buffers it may touch: every live mt_malloc
  * allocation, and every foreign buffer registered with mt_register_buffer
@@ -31,6 +34,7 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 #ifdef MT_EMULATOR
 #include <sys/mman.h>
@@ -39,12 +43,15 @@
 
 #include "check.h"
 #include "descriptor.h"
+#include "launch.h"
 
 namespace {
 
 struct Entry {
     size_t bytes;
-    bool foreign; /* registered with mt_register_buffer, not from mt_malloc */
+    bool foreign;                     /* registered with mt_register_buffer, not from mt_malloc */
+    cudaStream_t stream = nullptr;    /* allocated on it; freed on it */
+    std::vector<cudaStream_t> users;  /* other streams it was used on (mt_record_stream) */
 };
 
 /* Host data, shared by every thread that calls the library. */
@@ -135,9 +142,10 @@ mt_status mt_malloc(void **ptr, size_t bytes)
     MT_TRY(mt_ensure_init("mt_malloc"));
 
     void *p = nullptr;
-    CUDA_CHECK(cudaMallocAsync(&p, bytes, 0));
+    const cudaStream_t stream = mt_stream();
+    CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
     std::unique_lock<std::shared_mutex> lock(g_table_mutex);
-    g_buffers[(uintptr_t)p] = Entry{bytes, false};
+    g_buffers[(uintptr_t)p] = Entry{bytes, false, stream, {}};
     g_bytes_in_use += (int64_t)bytes;
     *ptr = p;
     return MT_OK;
@@ -159,10 +167,57 @@ mt_status mt_free(void *ptr)
                        "pointer %p is a foreign buffer registered with mt_register_buffer; "
                        "mt_unregister_buffer forgets it (its owner frees it)",
                        ptr);
-    CUDA_CHECK(cudaFreeAsync(ptr, 0));
+    /* The allocation stream waits for the work queued so far on every other
+     * stream that used the buffer; then the pool may hand it out again. */
+    for (cudaStream_t user : it->second.users)
+        MT_TRY(mt_stream_wait((void *)it->second.stream, (void *)user));
+    CUDA_CHECK(cudaFreeAsync(ptr, it->second.stream));
     g_bytes_in_use -= (int64_t)it->second.bytes;
     g_buffers.erase(it);
     g_generation.fetch_add(1, std::memory_order_release);
+    return MT_OK;
+}
+
+mt_status mt_record_stream(void *ptr, void *stream)
+{
+    if (ptr == nullptr)
+        return MT_OK; /* an empty tensor */
+    MT_TRY(mt_ensure_init("mt_record_stream"));
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    auto it = g_buffers.find((uintptr_t)ptr);
+    if (it == g_buffers.end() || it->second.foreign)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_record_stream",
+                       "pointer %p is not the start of a buffer allocated by mt_malloc", ptr);
+    Entry &e = it->second;
+    const cudaStream_t s = (cudaStream_t)stream;
+    if (s == e.stream)
+        return MT_OK;
+    for (cudaStream_t user : e.users)
+        if (user == s)
+            return MT_OK;
+    e.users.push_back(s);
+    return MT_OK;
+}
+
+mt_status mt_forget_stream(const char *func, cudaStream_t stream)
+{
+    /* Its work done, nothing queued on it can still touch a buffer: freeing
+     * on the legacy default stream is then as safe as freeing on it. */
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    for (auto &kv : g_buffers) {
+        Entry &e = kv.second;
+        if (e.stream == stream)
+            e.stream = nullptr;
+        for (size_t i = 0; i < e.users.size();)
+            if (e.users[i] == stream || e.users[i] == e.stream) {
+                e.users[i] = e.users.back();
+                e.users.pop_back();
+            } else {
+                ++i;
+            }
+    }
+    (void)func;
     return MT_OK;
 }
 
@@ -256,7 +311,7 @@ mt_status mt_register_buffer(void *ptr, size_t bytes)
                        "ptr %p (%zu bytes) overlaps %s of %zu bytes at %p", ptr, bytes,
                        it->second.foreign ? "a registered buffer" : "an mt_malloc allocation",
                        it->second.bytes, (void *)it->first);
-    g_buffers[p] = Entry{bytes, true};
+    g_buffers[p] = Entry{bytes, true, nullptr, {}};
     return MT_OK;
 }
 
@@ -287,7 +342,7 @@ mt_status mt_grow_buffer(void *ptr, size_t bytes)
     /* One step under the writer lock: no lookup ever finds the memory unknown. */
     const bool replaced = first != last;
     g_buffers.erase(first, last);
-    g_buffers[p] = Entry{bytes, true};
+    g_buffers[p] = Entry{bytes, true, nullptr, {}};
     if (replaced)
         g_generation.fetch_add(1, std::memory_order_release); /* entries left the table */
     return MT_OK;
@@ -330,9 +385,10 @@ mt_status mt_memcpy_h2d(void *dst, const void *src, size_t bytes)
     if (bytes == 0)
         return MT_OK;
     MT_TRY(check_copy("mt_memcpy_h2d", dst, src, bytes, true, false));
-    /* cudaMemcpy from pageable host memory returns once the source has been
-     * read, so the caller may reuse its host buffer straight away. */
-    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    /* On the current stream, after the work queued there. From pageable
+     * host memory the call returns once the source has been read (staged),
+     * so the caller may reuse its host buffer straight away. */
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, mt_stream()));
     return MT_OK;
 }
 
@@ -341,9 +397,10 @@ mt_status mt_memcpy_d2h(void *dst, const void *src, size_t bytes)
     if (bytes == 0)
         return MT_OK;
     MT_TRY(check_copy("mt_memcpy_d2h", dst, src, bytes, false, true));
-    /* Synchronous: it waits for the kernels queued before it that produce
-     * src, and returns only when the host may read dst. */
-    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    /* After the kernels queued before it on the current stream (they produce
+     * src); the host may read dst only once that stream has reached it. */
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, mt_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(mt_stream()));
     return MT_OK;
 }
 
@@ -359,8 +416,8 @@ mt_status mt_memcpy_d2d(void *dst, const void *src, size_t bytes)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "dst %p and src %p overlap (%zu bytes each): copy through a temporary", dst, src,
                        bytes);
-    /* Ordered on stream 0 with the kernels around it; the host need not
-     * wait for it. */
-    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    /* Ordered on the current stream with the kernels around it; the host
+     * need not wait for it. */
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, mt_stream()));
     return MT_OK;
 }

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 11
+#define MT_ABI_VERSION 12
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -236,15 +236,42 @@ mt_status mt_device_key(char *buf, size_t bufsize);
  * environment variable MINITENSOR_SYNC=1 turns it on at load. */
 mt_status mt_set_sync_debug(int on);
 mt_status mt_synchronize(void);
-/* Orders work between the library and another library's CUDA stream, for
- * zero-copy exchange (DLPack, __cuda_array_interface__): work queued on
- * `waiting` after this call starts only after all the work queued on `done`
- * before it (an event recorded on `done`, waited for on the device; the host
- * does not block). Both are raw cudaStream_t handles: NULL is the library's
- * own stream (the legacy default stream), 1 and 2 are CUDA's
- * cudaStreamLegacy and cudaStreamPerThread. Emulator: nothing to wait for,
- * every kernel has finished when its launch returns. */
+/* ---- streams and events (src/stream.cu) --------------------------------- */
+/* Streams and events are raw cudaStream_t / cudaEvent_t handles. NULL is the
+ * legacy default stream; 1 and 2 are CUDA's cudaStreamLegacy and
+ * cudaStreamPerThread. Every kernel, copy, memset and allocation of the
+ * library is queued on the calling thread's current stream (NULL until
+ * mt_set_stream changes it). A buffer is freed on the stream it was
+ * allocated on; a stream that used it besides is named with
+ * mt_record_stream, so that the free waits for its work. Emulator: one
+ * in-order queue; streams and events are handles, and waits return at once. */
+mt_status mt_set_stream(void *stream);
+mt_status mt_get_stream(void **stream);
+/* A new blocking stream (cudaStreamCreate): it may overlap other streams, and
+ * the legacy default stream waits for it. */
+mt_status mt_stream_create(void **stream);
+/* Waits for the stream's work, moves the buffers allocated or used on it to
+ * the legacy default stream, then destroys it. */
+mt_status mt_stream_destroy(void *stream);
+mt_status mt_stream_synchronize(void *stream);
+/* *done = 1 when all the work queued on the stream has finished, else 0. */
+mt_status mt_stream_query(void *stream, int *done);
+/* Work queued on `waiting` after this call starts only after all the work
+ * queued on `done` before it (an event recorded on `done`, waited for on the
+ * device; the host does not block). */
 mt_status mt_stream_wait(void *waiting, void *done);
+/* timing = 0 makes an event that cannot be timed but is cheaper. */
+mt_status mt_event_create(void **event, int timing);
+mt_status mt_event_destroy(void *event);
+mt_status mt_event_record(void *event, void *stream);
+mt_status mt_event_synchronize(void *event);
+mt_status mt_event_query(void *event, int *done);
+/* Milliseconds between two recorded timing events. */
+mt_status mt_event_elapsed(float *ms, void *start, void *end);
+mt_status mt_stream_wait_event(void *stream, void *event);
+/* The buffer starting at ptr (from mt_malloc) is used on `stream` too: its
+ * free will wait for the work queued there (torch's record_stream). */
+mt_status mt_record_stream(void *ptr, void *stream);
 
 /* ---- memory ------------------------------------------------------------- */
 /* Device allocations come from the runtime's stream-ordered pool. */

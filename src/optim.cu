@@ -118,11 +118,11 @@ mt_status mt_sgd_step(mt_tensor param, mt_tensor grad, mt_tensor momentum_buffer
         return MT_OK;
     const unsigned int grid = grid_size(n, kBlockSize);
     if (param.dtype == MT_FLOAT32)
-        sgd_step<float><<<grid, kBlockSize>>>(first_of<float>(param), first_of<float>(grad),
+        sgd_step<float><<<grid, kBlockSize, 0, mt_stream()>>>(first_of<float>(param), first_of<float>(grad),
                                               momentum != 0.0 ? first_of<float>(momentum_buffer) : nullptr, n,
                                               (float)lr, (float)momentum, (float)weight_decay, first_step != 0);
     else
-        sgd_step<double><<<grid, kBlockSize>>>(first_of<double>(param), first_of<double>(grad),
+        sgd_step<double><<<grid, kBlockSize, 0, mt_stream()>>>(first_of<double>(param), first_of<double>(grad),
                                                momentum != 0.0 ? first_of<double>(momentum_buffer) : nullptr, n,
                                                lr, momentum, weight_decay, first_step != 0);
     CUDA_CHECK(mt_launch_status());
@@ -133,7 +133,7 @@ template <typename T>
 static mt_status launch_adam(const mt_tensor &param, const mt_tensor &grad, const mt_tensor &m, const mt_tensor &v,
                              int64_t n, const AdamScalars<T> &s)
 {
-    adam_step<T><<<grid_size(n, kBlockSize), kBlockSize>>>(first_of<T>(param), first_of<T>(grad), first_of<T>(m),
+    adam_step<T><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(first_of<T>(param), first_of<T>(grad), first_of<T>(m),
                                                          first_of<T>(v), n, s);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;

@@ -188,12 +188,12 @@ static mt_status launch_reduce_columns(const mt_tensor &out, const mt_tensor &in
     for (int64_t o0 = 0; o0 < outer; o0 += kMaxGridYZ) {
         const int64_t count = outer - o0 < kMaxGridYZ ? outer - o0 : kMaxGridYZ;
         const dim3 grid((unsigned int)col_blocks, (unsigned int)count, (unsigned int)splits);
-        reduce_columns<T, R><<<grid, block>>>(out_first, in_first, len, inner, o0, chunk, partials.as<Acc>(), outer, R{});
+        reduce_columns<T, R><<<grid, block, 0, mt_stream()>>>(out_first, in_first, len, inner, o0, chunk, partials.as<Acc>(), outer, R{});
         CUDA_CHECK(mt_launch_status());
     }
     if (splits > 1) {
         const int64_t count = outer * inner;
-        reduce_column_partials<T, R><<<grid_size(count, kBlockSize), kBlockSize>>>(out_first, partials.as<Acc>(), count, splits, R{});
+        reduce_column_partials<T, R><<<grid_size(count, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, partials.as<Acc>(), count, splits, R{});
         CUDA_CHECK(mt_launch_status());
         CUDA_CHECK(partials.release());
     }
@@ -208,7 +208,7 @@ static mt_status launch_reduce_all_with(const mt_tensor &out, const mt_tensor &i
     const int64_t n = tensor_numel(in);
     T *out_element = static_cast<T *>(out.data) + out.offset;
     if (n == 0) {
-        reduce_all_finish<T, R, Finish><<<1, kBlockSize>>>(nullptr, 0, out_element, R{});
+        reduce_all_finish<T, R, Finish><<<1, kBlockSize, 0, mt_stream()>>>(nullptr, 0, out_element, R{});
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     }
@@ -219,9 +219,9 @@ static mt_status launch_reduce_all_with(const mt_tensor &out, const mt_tensor &i
     DeviceScratch partials;
     CUDA_CHECK(partials.allocate((size_t)blocks * sizeof(Acc)));
     const bool contiguous = is_contiguous(in);
-    reduce_all_partials<T, R, Finish><<<(unsigned int)blocks, kBlockSize>>>(in, n, contiguous, partials.as<Acc>(), R{});
+    reduce_all_partials<T, R, Finish><<<(unsigned int)blocks, kBlockSize, 0, mt_stream()>>>(in, n, contiguous, partials.as<Acc>(), R{});
     CUDA_CHECK(mt_launch_status());
-    reduce_all_finish<T, R, Finish><<<1, kBlockSize>>>(partials.as<Acc>(), blocks, out_element, R{});
+    reduce_all_finish<T, R, Finish><<<1, kBlockSize, 0, mt_stream()>>>(partials.as<Acc>(), blocks, out_element, R{});
     CUDA_CHECK(mt_launch_status());
     CUDA_CHECK(partials.release());
     return MT_OK;

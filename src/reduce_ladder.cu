@@ -191,18 +191,18 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
     const unsigned int grid = grid_size(rows, 1);
     switch (algo) {
     case MT_REDUCE_ALGO_INTERLEAVED:
-        reduce_rows_interleaved<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_interleaved<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
         break;
     case MT_REDUCE_ALGO_SEQUENTIAL:
         MT_TRY(MT_TASK_CHECK(reductions)); /* its tree is block_reduce */
-        reduce_rows_sequential<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_sequential<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
         break;
     case MT_REDUCE_ALGO_FIRST_ADD:
         MT_TRY(MT_TASK_CHECK(reductions)); /* its tree is block_reduce */
-        reduce_rows_first_add<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_first_add<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
         break;
     case MT_REDUCE_ALGO_WARP_SHUFFLE:
-        reduce_rows_warp<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_warp<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
         break;
     case MT_REDUCE_ALGO_VECTORIZED:
     default: {
@@ -212,7 +212,7 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
         const T *first = static_cast<const T *>(in.data) + in.offset;
         const bool vec = (stride == 1 || len == 1) && is_contiguous(in) && dim == in.ndim - 1 &&
                          len % width == 0 && aligned16(first);
-        reduce_rows_vectorized<T, R><<<grid, block>>>(out, in_rows, len, stride, rows, vec, R{});
+        reduce_rows_vectorized<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, R{});
         break;
     }
     }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "cuda_compat.h"
+#include "launch.h"
 
 /* A temporary device buffer (reduction partials, an error flag). CUDA_CHECK
  * returns early on failure; the destructor then frees the buffer so that the
@@ -18,13 +19,19 @@ public:
     DeviceScratch(const DeviceScratch &) = delete;
     DeviceScratch &operator=(const DeviceScratch &) = delete;
 
-    cudaError_t allocate(size_t bytes) { return cudaMallocAsync(&ptr_, bytes, 0); }
+    /* On the current stream, where the kernels that use it are queued; freed
+     * on the same stream after them. */
+    cudaError_t allocate(size_t bytes)
+    {
+        stream_ = mt_stream();
+        return cudaMallocAsync(&ptr_, bytes, stream_);
+    }
 
     cudaError_t release()
     {
         void *p = ptr_;
         ptr_ = nullptr;
-        return p ? cudaFreeAsync(p, 0) : cudaSuccess;
+        return p ? cudaFreeAsync(p, stream_) : cudaSuccess;
     }
 
     ~DeviceScratch()
@@ -33,7 +40,7 @@ public:
          * returned is the one worth reporting, so this free's status is
          * dropped on purpose. */
         if (ptr_)
-            (void)cudaFreeAsync(ptr_, 0);
+            (void)cudaFreeAsync(ptr_, stream_);
     }
 
     template <typename T>
@@ -43,6 +50,7 @@ public:
     }
 
 private:
+    cudaStream_t stream_ = nullptr;
     void *ptr_ = nullptr;
 };
 

@@ -200,19 +200,19 @@ static mt_status launch_softmax_registers(const mt_tensor &out, const mt_tensor 
     const unsigned int grid = grid_size(rows, 1);
     switch (packs) {
     case 1:
-        softmax_rows_registers<T, 1><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        softmax_rows_registers<T, 1><<<grid, (unsigned int)block, 0, mt_stream()>>>(out_first, in_first, len, rows, vec, log_softmax);
         break;
     case 2:
-        softmax_rows_registers<T, 2><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        softmax_rows_registers<T, 2><<<grid, (unsigned int)block, 0, mt_stream()>>>(out_first, in_first, len, rows, vec, log_softmax);
         break;
     case 4:
-        softmax_rows_registers<T, 4><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        softmax_rows_registers<T, 4><<<grid, (unsigned int)block, 0, mt_stream()>>>(out_first, in_first, len, rows, vec, log_softmax);
         break;
     case 8:
-        softmax_rows_registers<T, 8><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        softmax_rows_registers<T, 8><<<grid, (unsigned int)block, 0, mt_stream()>>>(out_first, in_first, len, rows, vec, log_softmax);
         break;
     default:
-        softmax_rows_registers<T, kMaxRegisterPacks><<<grid, (unsigned int)block>>>(out_first, in_first, len, rows, vec, log_softmax);
+        softmax_rows_registers<T, kMaxRegisterPacks><<<grid, (unsigned int)block, 0, mt_stream()>>>(out_first, in_first, len, rows, vec, log_softmax);
         break;
     }
     CUDA_CHECK(mt_launch_status());
@@ -239,7 +239,7 @@ static mt_status launch_softmax(const mt_tensor &out, const mt_tensor &in, int d
      * block_reduce. */
     MT_TRY(MT_TASK_CHECK(softmax));
     MT_TRY(MT_TASK_CHECK(reductions));
-    softmax_rows<T><<<grid, block>>>(out_rows, in_rows, len, in.strides[dim], out.strides[dim], rows, log_softmax);
+    softmax_rows<T><<<grid, block, 0, mt_stream()>>>(out_rows, in_rows, len, in.strides[dim], out.strides[dim], rows, log_softmax);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }

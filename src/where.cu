@@ -50,12 +50,12 @@ static mt_status launch_where(const mt_tensor &out, const mt_tensor &cond, const
     const bool dense = is_contiguous(out) && shapes_equal(cond, out) && is_contiguous(cond) && shapes_equal(a, out) &&
                        is_contiguous(a) && shapes_equal(b, out) && is_contiguous(b);
     if (dense)
-        where_contiguous<T, TC><<<grid, kBlockSize>>>(static_cast<T *>(out.data) + out.offset,
+        where_contiguous<T, TC><<<grid, kBlockSize, 0, mt_stream()>>>(static_cast<T *>(out.data) + out.offset,
                                                       static_cast<const TC *>(cond.data) + cond.offset,
                                                       static_cast<const T *>(a.data) + a.offset,
                                                       static_cast<const T *>(b.data) + b.offset, n);
     else
-        where_strided<T, TC><<<grid, kBlockSize>>>(out, cond, a, b, n);
+        where_strided<T, TC><<<grid, kBlockSize, 0, mt_stream()>>>(out, cond, a, b, n);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }

@@ -290,7 +290,7 @@ static mt_status launch_row_broadcast(const mt_tensor &out, const mt_tensor &ful
     const T *rep_first = static_cast<const T *>(rep.data) + rep.offset;
     const bool vec = rep_n % Pack<T>::kWidth == 0 && aligned16(out_first) && aligned16(full_first) && aligned16(rep_first);
     const int64_t items = vec ? n / Pack<T>::kWidth : n;
-    zip_row_broadcast<T, Op, kRepFirst><<<grid_size(items > 0 ? items : 1, kBlockSize), kBlockSize>>>(out_first, full_first, rep_first, n, rep_n, vec, Op{});
+    zip_row_broadcast<T, Op, kRepFirst><<<grid_size(items > 0 ? items : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, full_first, rep_first, n, rep_n, vec, Op{});
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
@@ -304,7 +304,7 @@ static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &tr
     const int64_t batches = shape_numel(out.shape, nd - 2);
     const dim3 block(kZipTile, kZipTileRows);
     return for_each_grid_chunk(col_tiles, row_tiles, batches, [&](dim3 grid, int64_t y0, int64_t b0) {
-        zip_transposed<T, Op, kTransFirst><<<grid, block>>>(out, trans, other, y0, b0, Op{});
+        zip_transposed<T, Op, kTransFirst><<<grid, block, 0, mt_stream()>>>(out, trans, other, y0, b0, Op{});
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
@@ -331,10 +331,10 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
             const T *b_first = static_cast<const T *>(b.data) + b.offset;
             if (fast && aligned16(out_first) && aligned16(a_first) && aligned16(b_first)) {
                 const int64_t packs = n / Pack<T>::kWidth;
-                zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize>>>(out_first, a_first, b_first, n, Op{});
+                zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
             } else {
                 MT_TRY(MT_TASK_CHECK(map_zip));
-                zip_contiguous<T, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out_first, a_first, b_first, n, Op{});
+                zip_contiguous<T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
             }
             CUDA_CHECK(mt_launch_status());
             return MT_OK;
@@ -351,7 +351,7 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
             return launch_zip_transposed<T, Op, true>(out, a, b);
     }
     MT_TRY(MT_TASK_CHECK(map_zip));
-    zip_strided<T, Op><<<grid_size(n, kBlockSize), kBlockSize>>>(out, a, b, n, Op{});
+    zip_strided<T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, a, b, n, Op{});
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }

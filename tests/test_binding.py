@@ -40,6 +40,7 @@ C_TO_CTYPES = {
     "int64_t *": POINTER(c_int64),
     "size_t *": POINTER(c_size_t),
     "int *": POINTER(c_int),
+    "float *": POINTER(c_float),
     "mt_tensor": _lib.MtTensor,
 }
 

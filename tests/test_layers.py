@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("autograd engine", ["minitensor.autograd.engine"]),
     ("gradient rules", ["minitensor.autograd"]),
     ("tensor", ["minitensor.tensor", "minitensor._creation", "minitensor._functions"]),
-    ("nn, optim, kernels", ["minitensor.nn", "minitensor.optim", "minitensor.kernels", "minitensor.utils"]),
+    ("nn, optim, kernels", ["minitensor.nn", "minitensor.optim", "minitensor.kernels", "minitensor.utils",
+                                   "minitensor.cuda"]),
     ("distributed", ["minitensor.distributed"]),
     ("package", ["minitensor"]),
 ]

@@ -79,6 +79,8 @@ enum cudaError {
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
     /* Faults inside a running kernel. The emulator reports its own kernel
      * errors as cudaErrorLaunchFailure; the others exist so host code can
      * name them in both builds. */
@@ -123,6 +125,12 @@ typedef struct CUstream_st *cudaStream_t;
 typedef struct CUmemPool_st *cudaMemPool_t;
 typedef struct CUevent_st *cudaEvent_t;
 
+/* Event flags (CUDA's values). */
+enum {
+    cudaEventDefault = 0,
+    cudaEventDisableTiming = 2
+};
+
 struct cudaDeviceProp {
     char name[256];
     size_t totalGlobalMem;
@@ -151,6 +159,12 @@ cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = 0);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+/* Streams: one in-order queue, so a stream is a handle and every launch on
+ * any of them has finished when it returns. */
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t err);
@@ -167,6 +181,8 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device);
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void *value);
 cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
+cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
@@ -437,8 +453,10 @@ SharedView<A> shared_array(const char *name, const char *file, int line)
     return SharedView<A>{static_cast<A *>(mem), info, line, std::extent<A, 0>::value};
 }
 
-/* extern __shared__ T name[]: viewed as T[huge], with the launch's size. */
-constexpr size_t kDynamicExtent = (size_t)1 << 40;
+/* extern __shared__ T name[]: viewed as T[huge], with the launch's size.
+ * Huge but below 2**31: GCC 12 does not match SharedView<E[N]> to an array
+ * type whose bound is 2**31 or more (the view would be an incomplete type). */
+constexpr size_t kDynamicExtent = (size_t)1 << 30;
 size_t dynamic_shared_bytes(void);
 template <typename T>
 SharedView<T[kDynamicExtent]> dynamic_shared_array(const char *name, const char *file, int line)

@@ -81,6 +81,8 @@ const char *plain_error_string(cudaError_t err)
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorMisalignedAddress: return "misaligned address";
     case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
@@ -144,6 +146,11 @@ std::string format(const char *fmt, ...)
 /* ---- the runtime API twins -------------------------------------------------- */
 
 using mt_emu::record_error;
+
+/* A stream: only a handle, as every launch runs to its end in order. */
+struct CUstream_st {
+    int unused;
+};
 
 struct CUevent_st {
     std::chrono::steady_clock::time_point when;
@@ -245,6 +252,8 @@ const char *cudaGetErrorName(cudaError_t err)
     case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
     case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
@@ -364,6 +373,43 @@ cudaError_t cudaEventCreate(cudaEvent_t *event)
         return record_error(cudaErrorInvalidValue, "cudaEventCreate: null pointer");
     *event = new (std::nothrow) CUevent_st{};
     return *event ? cudaSuccess : record_error(cudaErrorMemoryAllocation, "cudaEventCreate");
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int)
+{
+    return cudaEventCreate(event);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    if (!event)
+        return record_error(cudaErrorInvalidResourceHandle, "cudaEventQuery: null event");
+    return mt_emu::take_pending_kernel_error();
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+    if (!stream)
+        return record_error(cudaErrorInvalidValue, "cudaStreamCreate: null pointer");
+    *stream = new (std::nothrow) CUstream_st{};
+    return *stream ? cudaSuccess : record_error(cudaErrorMemoryAllocation, "cudaStreamCreate");
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    if (!stream)
+        return record_error(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the default stream");
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t) { return mt_emu::take_pending_kernel_error(); }
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int)
+{
+    if (!event)
+        return record_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: null event");
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event)

@@ -1,0 +1,52 @@
+"""minitensor.cuda: streams, events and your own kernels (torch.cuda's and
+CuPy's vocabulary), on the GPU and on the emulator alike.
+
+- streams.py: Stream, ExternalStream, Event, current_stream, stream(),
+  synchronize, and the default-stream semantics;
+- compiler.py: compile / RawKernel, kernels compiled at run time (NVRTC and
+  the driver API through _nvrtc.py on CUDA; tools/cu2emu.py and the host
+  compiler through _host_build.py on the emulator), cached on disk.
+"""
+
+from .. import _lib
+from .._errors import CompileError
+from .compiler import RawKernel, cache_dir, compile
+from .streams import (
+    Event,
+    ExternalStream,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+    synchronize,
+)
+
+
+def is_available() -> bool:
+    """True when minitensor runs on a GPU (False on the emulator)."""
+    return _lib.backend_name() == "cuda"
+
+
+def device_count() -> int:
+    """GPUs this process can use: 1 on the CUDA backend (one device per
+    process), 0 on the emulator."""
+    return 1 if is_available() else 0
+
+
+__all__ = [
+    "CompileError",
+    "Event",
+    "ExternalStream",
+    "RawKernel",
+    "Stream",
+    "cache_dir",
+    "compile",
+    "current_stream",
+    "default_stream",
+    "device_count",
+    "is_available",
+    "set_stream",
+    "stream",
+    "synchronize",
+]
