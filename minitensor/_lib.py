@@ -28,6 +28,7 @@ library checks them again.
 from __future__ import annotations
 
 import ctypes
+import threading
 import os
 from ctypes import (
     POINTER,
@@ -495,15 +496,30 @@ def stream_wait(waiting: int, done: int) -> None:
     check(lib().mt_stream_wait(waiting or None, done or None), "mt_stream_wait")
 
 
-def set_stream(stream: int) -> None:
-    """Makes `stream` this thread's current stream: every op queues on it."""
+# The current stream lives in C, per thread (mt_set_stream); this mirror of it
+# answers get_stream without a call, since every change goes through here.
+_current_stream = threading.local()
+
+
+def set_stream(stream: int, owner: Any = None) -> None:
+    """Makes `stream` this thread's current stream: every op queues on it.
+    owner is the Python object of another library's stream (torch's, CuPy's),
+    which every allocation made on it keeps alive (stream_owner)."""
     check(lib().mt_set_stream(stream or None), "mt_set_stream")
+    _current_stream.handle = stream or 0
+    _current_stream.owner = owner
+
+
+def stream_owner() -> Any:
+    """The foreign stream object behind the current stream, or None. A buffer
+    is freed on the stream it was allocated on, so a buffer allocated on a
+    foreign stream keeps that stream's object (and the stream) alive."""
+    return getattr(_current_stream, "owner", None)
 
 
 def get_stream() -> int:
-    out = c_void_p()
-    check(lib().mt_get_stream(ctypes.byref(out)), "mt_get_stream")
-    return out.value or 0
+    """This thread's current stream (0: the legacy default stream)."""
+    return getattr(_current_stream, "handle", 0)
 
 
 def stream_create() -> int:
@@ -514,6 +530,9 @@ def stream_create() -> int:
 
 def stream_destroy(stream: int) -> None:
     check(lib().mt_stream_destroy(stream or None), "mt_stream_destroy")
+    if get_stream() == stream:  # C made the default stream current again
+        _current_stream.handle = 0
+        _current_stream.owner = None
 
 
 def stream_synchronize(stream: int) -> None:

@@ -44,6 +44,7 @@ class Storage:
     # a tensor for backward and refuses a backward that would read a saved
     # tensor changed since.
     version = 0
+    stream_owner = None  # the foreign stream object it was allocated on, kept alive
 
     def __init__(self, nbytes: int) -> None:
         self.ptr = 0  # set first, so that __del__ works if malloc raises
@@ -53,6 +54,12 @@ class Storage:
         self.nbytes = nbytes
         if nbytes > 0:
             self.ptr = _lib.malloc(nbytes)
+            owner = _lib.stream_owner()
+            if owner is not None:
+                # Allocated on another library's stream, freed on it later:
+                # the stream must outlive this storage (CuPy destroys a
+                # stream when its object goes).
+                self.stream_owner = owner
 
     def __del__(self) -> None:
         if self.ptr and not self._shutting_down:

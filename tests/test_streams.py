@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -149,6 +150,28 @@ def test_record_stream_is_a_no_op_for_borrowed_memory_and_checks_its_argument() 
     borrowed.record_stream(mt.cuda.current_stream())
     with pytest.raises(TypeError, match="stream"):
         borrowed.record_stream("s")
+
+
+def test_a_tensor_allocated_on_a_foreign_stream_keeps_its_object_alive() -> None:
+    # CuPy destroys a stream when its object goes; a tensor made on it is
+    # freed on it later, so the tensor keeps the object alive.
+    s = mt.cuda.Stream()
+
+    class CupyLike:
+        ptr = s.cuda_stream
+
+    foreign = CupyLike()
+    alive = weakref.ref(foreign)
+    with mt.cuda.stream(foreign):
+        t = mt.ones(10)
+    empty_made = mt.ones(10)  # after the block: the default stream, no owner
+    del foreign
+    gc.collect()
+    assert alive() is not None
+    del t
+    gc.collect()
+    assert alive() is None
+    assert empty_made.sum().item() == 10.0
 
 
 def test_the_default_stream_cannot_be_destroyed() -> None:

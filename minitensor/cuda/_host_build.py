@@ -159,7 +159,11 @@ class EmulatedKernel:
             if ctypes.sizeof(arg) != size:
                 raise TypeError(f"RawKernel: argument {i} has {ctypes.sizeof(arg)} bytes but the kernel's "
                                 f"parameter has {size}; pass a NumPy scalar of the parameter's type")
-        params = (c_void_p * max(len(packed), 1))(*[ctypes.addressof(a) for a in packed])
+        self.launch_prepared(dims, shared, stream,
+                             (c_void_p * max(len(packed), 1))(*[ctypes.addressof(a) for a in packed]))
+
+    def launch_prepared(self, dims: tuple[int, ...], shared: int, stream: int, params: Any) -> None:
+        """A launch with a ready array of argument addresses (compiler.PreparedArgs)."""
         message = c_char_p()
         code = self._lib.mt_user_launch((c_uint * 6)(*dims), shared, stream or None, params, ctypes.byref(message))
         if code != 0:

@@ -274,7 +274,7 @@ def rtc_include_dir() -> Path:
 
 # ---- RawKernel's CUDA side (minitensor/cuda/compiler.py) ---------------------------------------
 
-_memo: dict[str, tuple[bytes, str]] = {}
+_memo: dict[str, "CudaKernel"] = {}  # loaded kernels of this process, by cache key
 
 # Line numbers for profilers and the sanitizer; functions without __host__ or
 # __device__ compiled for the device (the library's headers declare host
@@ -297,6 +297,10 @@ class CudaKernel:
         params = (c_void_p * max(len(packed), 1))(*[ctypes.addressof(a) for a in packed])
         self._loaded.launch(dims, shared, stream, params)
 
+    def launch_prepared(self, dims: tuple[int, ...], shared: int, stream: int, params: Any) -> None:
+        """A launch with a ready array of argument addresses (compiler.PreparedArgs)."""
+        self._loaded.launch(dims, shared, stream, params)
+
 
 def build(kernel: Any) -> tuple[CudaKernel, bool]:
     """Compiles (or finds in the caches) a RawKernel's source; returns the
@@ -307,19 +311,19 @@ def build(kernel: Any) -> tuple[CudaKernel, bool]:
     src = _lib.REPO_ROOT / "src"
     options = [arch_option, *BASE_OPTIONS, f"-I{src}", f"-I{rtc_include_dir()}", *kernel.options]
     key = cache_key("cuda", kernel.source, kernel.name, "\0".join(options), kind, version())
-    cached = key in _memo
-    if not cached:
-        path = cache_dir() / f"{key}.{kind}"
-        if path.is_file():
-            mangled, _, image = path.read_bytes().partition(b"\n")
-            _memo[key] = (image, mangled.decode())
-            cached = True
-        else:
-            image, mangled, _log = compile_source(kernel.source, kernel.filename, kernel.name, options, kind)
-            try:
-                write_atomically(path, mangled.encode() + b"\n" + image)
-            except OSError:
-                pass  # a read-only home: the kernel still works, uncached
-            _memo[key] = (image, mangled)
-    image, mangled = _memo[key]
-    return CudaKernel(image, mangled), cached
+    loaded = _memo.get(key)
+    if loaded is not None:
+        return loaded, True
+    path = cache_dir() / f"{key}.{kind}"
+    cached = path.is_file()
+    if cached:
+        mangled_bytes, _, image = path.read_bytes().partition(b"\n")
+        mangled = mangled_bytes.decode()
+    else:
+        image, mangled, _log = compile_source(kernel.source, kernel.filename, kernel.name, options, kind)
+        try:
+            write_atomically(path, mangled.encode() + b"\n" + image)
+        except OSError:
+            pass  # a read-only home: the kernel still works, uncached
+    loaded = _memo[key] = CudaKernel(image, mangled)
+    return loaded, cached

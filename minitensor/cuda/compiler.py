@@ -43,7 +43,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import time
+import ctypes
 from ctypes import (c_bool, c_double, c_float, c_int8, c_int16, c_int32, c_int64, c_uint8, c_uint16, c_uint32,
                     c_uint64, c_void_p)
 from dataclasses import dataclass
@@ -54,7 +56,9 @@ import numpy as np
 
 from .. import _lib
 from .._array import Array
+from .._dtype import float32, float64
 from .._errors import CompileError, DTypeError, InvalidArgumentError
+from .._shape import contiguous_strides
 
 # C spellings of a number parameter -> ctypes type.
 _NUMBER_TYPES: dict[str, Any] = {
@@ -207,22 +211,22 @@ def pack_args(params: Optional[list[Param]], args: Sequence[Any], where: str) ->
     if len(args) != len(params):
         listing = ", ".join(p.describe() for p in params)
         raise TypeError(f"{where}: the kernel takes {len(params)} arguments ({listing}), got {len(args)}")
-    packed = []
-    for i, (p, a) in enumerate(zip(params, args)):
-        at = f"{where}, argument {i}"
-        if p.kind == "pointer":
-            packed.append(_pointer(p, a, at))
-        elif p.kind == "tensor":
-            if not isinstance(a, Array):
-                raise TypeError(f"{at}: parameter 'mt_tensor {p.name}' takes a Tensor, got {type(a).__name__}")
-            if p.writes:
-                a._storage.version += 1
-            packed.append(_lib.MtTensor.from_buffer_copy(a.descriptor()))
-        elif p.kind == "number":
-            packed.append(_number(p, a, at))
-        else:
-            packed.append(_unknown(p, a, at))
-    return packed
+    return [convert(p, a, f"{where}, argument {i}") for i, (p, a) in enumerate(zip(params, args))]
+
+
+def convert(p: Param, a: Any, at: str) -> Any:
+    """One argument as the ctypes object of its parameter, checked."""
+    if p.kind == "pointer":
+        return _pointer(p, a, at)
+    if p.kind == "tensor":
+        if not isinstance(a, Array):
+            raise TypeError(f"{at}: parameter 'mt_tensor {p.name}' takes a Tensor, got {type(a).__name__}")
+        if p.writes:
+            a._storage.version += 1
+        return _lib.MtTensor.from_buffer_copy(a.descriptor())
+    if p.kind == "number":
+        return _number(p, a, at)
+    return _unknown(p, a, at)
 
 
 def _dims(value: Any, what: str) -> tuple[int, int, int]:
@@ -245,6 +249,81 @@ def launch_dims(grid: Any, block: Any, max_threads: int) -> tuple[int, ...]:
             f"RawKernel: block {b} has {b[0] * b[1] * b[2]} threads; this kernel allows at most {max_threads} "
             f"per block (and x, y <= 1024, z <= 64)")
     return g + b
+
+
+class PreparedArgs:
+    """The launch's argument block, made once per kernel: one ctypes object per
+    parameter and the array of their addresses that cuLaunchKernel (and the
+    emulator's launcher) reads. A call only stores each argument's value into
+    its object, after the same checks as pack_args; the common cases (a
+    contiguous tensor for a pointer, a Python number) take a short path, the
+    rest go through pack_args' converters."""
+
+    def __init__(self, params: list[Param]) -> None:
+        self.params = params
+        self.slots: list[Any] = []
+        setters = []
+        for p in params:
+            if p.kind == "pointer":
+                slot = c_void_p()
+                setters.append(self._pointer_setter(p, slot))
+            elif p.kind == "number":
+                slot = p.ctype()
+                setters.append(self._number_setter(p, slot))
+            else:  # "tensor": the descriptor is copied in whole
+                slot = _lib.MtTensor()
+                setters.append(self._general_setter(p, slot))
+            self.slots.append(slot)
+        self.setters = setters
+        self.array = (c_void_p * max(len(params), 1))(*[ctypes.addressof(s) for s in self.slots])
+        self.lock = threading.Lock()  # one argument block: one launch fills it at a time
+
+    @staticmethod
+    def _general_setter(p: Param, slot: Any) -> Any:
+        size = ctypes.sizeof(slot)
+
+        def store(value: Any, where: str, i: int) -> None:
+            packed = convert(p, value, f"{where}, argument {i}")
+            ctypes.memmove(ctypes.addressof(slot), ctypes.addressof(packed), size)
+        return store
+
+    @staticmethod
+    def _pointer_setter(p: Param, slot: Any) -> Any:
+        expected = {"float": float32, "double": float64}.get(p.pointee)
+        general = PreparedArgs._general_setter(p, slot)
+        writes = p.writes
+
+        def store(value: Any, where: str, i: int) -> None:
+            if isinstance(value, Array) and (expected is None or value._dtype is expected):
+                shape, strides = value._shape, value._strides
+                if strides is contiguous_strides(shape) or strides == contiguous_strides(shape):
+                    if writes:
+                        value._storage.version += 1
+                    slot.value = (value._storage.ptr + value._offset * value._dtype.itemsize) or None
+                    return
+            general(value, where, i)  # its checks raise, or it converts the rest
+        return store
+
+    @staticmethod
+    def _number_setter(p: Param, slot: Any) -> Any:
+        general = PreparedArgs._general_setter(p, slot)
+        if p.ctype in (c_float, c_double):
+            def store(value: Any, where: str, i: int) -> None:
+                if type(value) is float or type(value) is int:
+                    slot.value = value
+                else:
+                    general(value, where, i)
+        elif p.ctype is c_bool:
+            store = general
+        else:
+            lo, hi = _integer_range(p.ctype)
+
+            def store(value: Any, where: str, i: int) -> None:
+                if type(value) is int and lo <= value <= hi:
+                    slot.value = value
+                else:
+                    general(value, where, i)
+        return store
 
 
 # ---- the disk cache -------------------------------------------------------------------------
@@ -331,25 +410,61 @@ class RawKernel:
             from . import _host_build as impl
         self._impl, self.cached = impl.build(self)
         self.compile_seconds = time.perf_counter() - start
+        # The argument block when every parameter's type is known; a kernel
+        # with a template parameter packs its arguments per call.
+        known = self.params is not None and all(p.kind != "unknown" for p in self.params)
+        self._prepared = PreparedArgs(self.params) if known else None
+        sizes = getattr(self._impl, "sizes", None)  # the emulator knows the compiler's parameter sizes
+        if self._prepared is not None and sizes is not None and \
+                sizes != [ctypes.sizeof(slot) for slot in self._prepared.slots]:
+            self._prepared = None  # the parser misread a type: check each call against the sizes
+        self._dims: dict[Any, tuple[int, ...]] = {}
+        self._where = f"kernel '{self.name}'"
 
     def __call__(self, grid: Any, block: Any, args: Sequence[Any], *, shared_mem: int = 0,
                  stream: Any = None) -> None:
-        where = f"kernel '{self.name}'"
-        if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list)):
+        where = self._where
+        if type(args) is not tuple and type(args) is not list:
             raise TypeError(f"{where}: args must be a tuple or list of the kernel's arguments")
+        key = (grid, block) if _plain(grid) and _plain(block) else None
+        dims = self._dims.get(key) if key is not None else None
+        if dims is None:
+            dims = launch_dims(grid, block, self._impl.max_threads)
+            if key is not None and len(self._dims) < 64:
+                self._dims[key] = dims
+        if type(shared_mem) is not int or shared_mem < 0 or shared_mem > self._impl.max_shared:
+            shared_mem = self._check_shared(shared_mem)
+        handle = _lib.get_stream() if stream is None else _stream_handle(stream)
+        prepared = self._prepared
+        if prepared is None:
+            packed = pack_args(self.params, args, where)
+            self._impl.launch(dims, shared_mem, handle, packed)
+            return
+        if len(args) != len(prepared.setters):
+            pack_args(self.params, args, where)  # raises, naming the parameters
+        with prepared.lock:
+            for i, (store, value) in enumerate(zip(prepared.setters, args)):
+                store(value, where, i)
+            self._impl.launch_prepared(dims, shared_mem, handle, prepared.array)
+
+    def _check_shared(self, shared_mem: Any) -> int:
+        where = self._where
         if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
             raise InvalidArgumentError(f"{where}: shared_mem must be a number of bytes >= 0, got {shared_mem!r}")
-        dims = launch_dims(grid, block, self._impl.max_threads)
         if shared_mem > self._impl.max_shared:
             raise InvalidArgumentError(f"{where}: shared_mem={shared_mem} bytes is more than a block may have "
                                        f"on this device ({self._impl.max_shared})")
-        packed = pack_args(self.params, args, where)
-        handle = _lib.get_stream() if stream is None else _stream_handle(stream)
-        self._impl.launch(dims, int(shared_mem), handle, packed)
+        return int(shared_mem)
 
     def __repr__(self) -> str:
         params = "?" if self.params is None else ", ".join(p.describe() for p in self.params)
         return f"<RawKernel {self.name}({params}) on {self.backend}>"
+
+
+def _plain(dims: Any) -> bool:
+    """Whether grid or block is spelled with Python ints only, so that it can
+    key the cache of checked launch shapes (1.0 and True hash as 1 does)."""
+    return type(dims) is int or (type(dims) is tuple and all(type(d) is int for d in dims))
 
 
 def _stream_handle(stream: Any) -> int:

@@ -25,7 +25,9 @@ Default-stream semantics (docs/api.md says the same):
 
 Foreign streams: ``mt.cuda.stream(x)`` and ``ExternalStream(x)`` accept a
 torch stream (``.cuda_stream``), a CuPy stream (``.ptr``) or a raw
-``cudaStream_t`` value; the owner must keep it alive while it is used.
+``cudaStream_t`` value. A tensor allocated on another library's stream is
+freed on it, so it keeps that stream's Python object alive; a raw handle is
+the caller's to keep alive until such tensors are gone.
 """
 
 from __future__ import annotations
@@ -106,12 +108,12 @@ class Stream:
         _lib.stream_wait(self._handle, _handle_of(stream, "Stream.wait_stream"))
 
     def __enter__(self) -> Stream:
-        self._previous.append(_lib.get_stream())
-        _lib.set_stream(self._handle)
+        self._previous.append((_lib.get_stream(), _lib.stream_owner()))
+        _lib.set_stream(self._handle, _owner_of(self))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _lib.set_stream(self._previous.pop())
+        _lib.set_stream(*self._previous.pop())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Stream) and other._handle == self._handle
@@ -133,10 +135,24 @@ class Stream:
 
 class ExternalStream(Stream):
     """Another library's stream (torch's ``.cuda_stream``, CuPy's ``.ptr``, or a
-    raw handle), used but never destroyed by minitensor."""
+    raw handle), used but never destroyed by minitensor. It keeps the other
+    library's stream object alive, and so does every tensor allocated on it."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(handle=_handle_of(stream, "ExternalStream"))
+        self._foreign = stream if not isinstance(stream, int) else None
+
+
+def _owner_of(s: Any) -> Any:
+    """What a tensor allocated on stream s must keep alive: a minitensor
+    Stream hands its buffers to the default stream when it is destroyed
+    (nothing to keep); another library's stream object is kept, since its
+    stream may be destroyed with it. A raw handle is the caller's to keep."""
+    if isinstance(s, ExternalStream):
+        return s
+    if isinstance(s, Stream) or isinstance(s, int):
+        return None
+    return s
 
 
 class Event:
@@ -201,7 +217,7 @@ def default_stream() -> Stream:
 
 def set_stream(stream: Any) -> None:
     """Makes `stream` this thread's current stream (torch.cuda.set_stream)."""
-    _lib.set_stream(_handle_of(stream, "set_stream"))
+    _lib.set_stream(_handle_of(stream, "set_stream"), _owner_of(stream))
 
 
 @contextlib.contextmanager
@@ -213,12 +229,12 @@ def stream(s: Any) -> Iterator[Any]:
         yield None
         return
     handle = _handle_of(s, "stream")
-    previous = _lib.get_stream()
-    _lib.set_stream(handle)
+    previous = (_lib.get_stream(), _lib.stream_owner())
+    _lib.set_stream(handle, _owner_of(s))
     try:
         yield s
     finally:
-        _lib.set_stream(previous)
+        _lib.set_stream(*previous)
 
 
 def synchronize() -> None:

@@ -175,7 +175,9 @@ except mt.CudaError as e:  # on the emulator with MINITENSOR_EMU_CHECK=full
 # %% [markdown]
 # ## Mistakes at compile time
 # A syntax error is reported with the compiler's own message and the line
-# numbers of *your* source (line 3 here), whichever compiler ran.
+# numbers of *your* source, whichever compiler ran: g++ (the emulator) points
+# at line 3, where the `;` is missing; NVRTC (a GPU) at line 4, where it
+# found the `}` instead.
 
 # %%
 try:
