@@ -474,7 +474,38 @@ def training_case(res: Results, quick: bool) -> None:
     torch_s = per_step(torch_step)
     res.add(group="training", case=f"one step, MLP 64-128-10, batch 64 ({note})", mt_ms=mt_s * 1e3,
             torch_ms=torch_s * 1e3, cupy_ms=None, unit="", mt_rate=None, torch_rate=None, vs_torch=torch_s / mt_s,
-            ok=math.isfinite(mt_step()), err=0.0, target=None)
+            ok=math.isfinite(mt_step()), err=0.0, target=1.0)
+
+    # The same step from a CUDA graph: the data in static tensors, forward and
+    # backward captured once, the fused Adam step after each replay.
+    sx, sy = mt.tensor(x_np), mt.tensor(y_np.astype(np.float32))
+    graph, graph_loss = graphed_forward_backward(model, opt, lambda: F.cross_entropy(model(sx), sy))
+
+    def mt_graph_step() -> float:
+        graph.replay()
+        opt.step()
+        return graph_loss.item()  # as the eager steps, a step ends with its loss on the host
+
+    mt_g = per_step(mt_graph_step)
+    res.add(group="training", case="one step, MLP 64-128-10, batch 64, forward and backward replayed from a CUDA graph",
+            mt_ms=mt_g * 1e3, torch_ms=torch_s * 1e3, cupy_ms=None, unit="", mt_rate=None, torch_rate=None,
+            vs_torch=torch_s / mt_g, ok=math.isfinite(mt_graph_step()), err=0.0, target=None)
+
+
+def graphed_forward_backward(model: Any, opt: Any, loss_fn: Callable[[], Any]) -> tuple[Any, Any]:
+    """Warms up, then captures opt.zero_grad(), the loss and its backward into a
+    CUDA graph; returns (graph, loss tensor). Adam's step stays outside (its
+    bias correction needs the step count), run after each replay."""
+    for _ in range(3):
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+    graph = mt.cuda.CUDAGraph()
+    with mt.cuda.graph(graph):
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+    return graph, loss
 
 
 def mlp_step_case(res: Results, quick: bool) -> None:
@@ -529,6 +560,51 @@ def mlp_step_case(res: Results, quick: bool) -> None:
                 mt_ms=step_s * 1e3, torch_ms=torch_step_s * 1e3, cupy_ms=None, unit="", mt_rate=None,
                 torch_rate=None, vs_torch=torch_step_s / step_s, ok=True, err=0.0, target=None)
         del model, opt
+
+    # Graph replay: forward and backward captured once, the fused Adam step
+    # eagerly after each replay (one launch per parameter).
+    model = nn.Sequential(nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10))
+    opt = mt.optim.Adam(model.parameters(), lr=1e-3)
+    my = mt.tensor(y_np.astype(np.float32))
+    graph, loss = graphed_forward_backward(model, opt, lambda: F.cross_entropy(model(mx), my))
+
+    def replay_step() -> Any:
+        graph.replay()
+        opt.step()
+
+    mt_s = per_step(replay_step)
+    res.add(group="training", case="Adam step, MLP 784-2048-2048-10, batch 1024, forward and backward replayed "
+            "from a CUDA graph, fused Adam after it", mt_ms=mt_s * 1e3, torch_ms=torch_s * 1e3, cupy_ms=None,
+            unit="", mt_rate=None, torch_rate=None, vs_torch=torch_s / mt_s, ok=math.isfinite(loss.item()),
+            err=0.0, target=1.3)
+    del graph, loss, model, opt
+
+    # The whole step in the graph: SGD with momentum (no step count), against torch's eager SGD.
+    model = nn.Sequential(nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10))
+    opt = mt.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    tsgd = torch.optim.SGD(tmodel.parameters(), lr=1e-3, momentum=0.9)
+
+    def torch_sgd_step() -> Any:
+        tsgd.zero_grad()
+        torch.nn.functional.cross_entropy(tmodel(tx), ty).backward()
+        tsgd.step()
+
+    torch_sgd_s = per_step(torch_sgd_step)
+    for _ in range(3):
+        opt.zero_grad()
+        F.cross_entropy(model(mx), my).backward()
+        opt.step()
+    whole = mt.cuda.CUDAGraph()
+    with mt.cuda.graph(whole):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(mx), my)
+        loss.backward()
+        opt.step()
+    mt_s = per_step(whole.replay)
+    res.add(group="training", case="SGD-momentum step, MLP 784-2048-2048-10, batch 1024, the whole step replayed "
+            "from a CUDA graph (torch: eager)", mt_ms=mt_s * 1e3, torch_ms=torch_sgd_s * 1e3, cupy_ms=None,
+            unit="", mt_rate=None, torch_rate=None, vs_torch=torch_sgd_s / mt_s, ok=math.isfinite(loss.item()),
+            err=0.0, target=None)
 
 
 # ---- the report -------------------------------------------------------------------------

@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 12
+ABI_VERSION = 13
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -173,6 +173,11 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_event_elapsed": (c_int, [POINTER(ctypes.c_float), c_void_p, c_void_p]),
     "mt_stream_wait_event": (c_int, [c_void_p, c_void_p]),
     "mt_record_stream": (c_int, [c_void_p, c_void_p]),
+    "mt_graph_capture_begin": (c_int, [c_void_p]),
+    "mt_graph_capture_end": (c_int, [c_void_p, POINTER(c_void_p)]),
+    "mt_graph_capture_abort": (c_int, []),
+    "mt_graph_replay": (c_int, [c_void_p, c_void_p]),
+    "mt_graph_destroy": (c_int, [c_void_p]),
     "mt_malloc": (c_int, [POINTER(c_void_p), c_size_t]),
     "mt_free": (c_int, [c_void_p]),
     "mt_memory_in_use": (c_int, [POINTER(c_int64)]),
@@ -577,6 +582,36 @@ def event_elapsed(start: int, end: int) -> float:
 
 def stream_wait_event(stream: int, event: int) -> None:
     check(lib().mt_stream_wait_event(stream or None, event or None), "mt_stream_wait_event")
+
+
+def graph_capture_begin(stream: int) -> None:
+    check(lib().mt_graph_capture_begin(stream or None), "mt_graph_capture_begin")
+    _current_stream.capturing = True
+
+
+def graph_capture_end(stream: int) -> int:
+    out = c_void_p()
+    _current_stream.capturing = False
+    check(lib().mt_graph_capture_end(stream or None, ctypes.byref(out)), "mt_graph_capture_end")
+    return out.value or 0
+
+
+def graph_capture_abort() -> None:
+    _current_stream.capturing = False
+    check(lib().mt_graph_capture_abort(), "mt_graph_capture_abort")
+
+
+def capturing() -> bool:
+    """Whether this thread is capturing a CUDA graph (mt.cuda.graph)."""
+    return getattr(_current_stream, "capturing", False)
+
+
+def graph_replay(graph: int, stream: int) -> None:
+    check(lib().mt_graph_replay(graph or None, stream or None), "mt_graph_replay")
+
+
+def graph_destroy(graph: int) -> None:
+    check(lib().mt_graph_destroy(graph or None), "mt_graph_destroy")
 
 
 def record_stream(ptr: int, stream: int) -> None:

@@ -31,8 +31,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Optional
 
-from . import autograd, ops
+from . import _lib, autograd, ops
 from ._creation import zeros_like
+from ._errors import InvalidArgumentError
 from .tensor import Tensor
 
 
@@ -175,6 +176,14 @@ class Adam(Optimizer):
 
     # AdamW (below) decays the parameter itself instead of adding to the gradient.
     decoupled = False
+
+    def step(self) -> None:
+        if _lib.capturing():
+            raise InvalidArgumentError(
+                f"{type(self).__name__}.step: its bias correction depends on the step count, which a CUDA graph "
+                f"replay would not advance (the replay reuses the captured count); capture the forward and "
+                f"backward and call step() after each replay, or capture SGD")
+        super().step()
 
     def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         if self.decoupled and self.weight_decay:

@@ -21,6 +21,7 @@
 #include <atomic>
 
 #include "check.h"
+#include "launch.h"
 #include "task.h"
 
 /* Long enough for a function name, two shapes of MT_MAX_DIMS dims and a CUDA
@@ -161,8 +162,9 @@ cudaError_t mt_launch_status(void)
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return err;
-    /* A fault inside the kernel is only known once it has run. */
-    if (g_sync_debug.load())
+    /* A fault inside the kernel is only known once it has run. (Not while
+     * a graph is captured: nothing runs, and a synchronize would end it.) */
+    if (g_sync_debug.load() && !mt_capturing())
         return cudaDeviceSynchronize();
     return cudaSuccess;
 }

@@ -123,4 +123,24 @@ cudaStream_t mt_stream(void);
  * later does not name a stream that no longer exists (src/memory.cu). */
 mt_status mt_forget_stream(const char *func, cudaStream_t stream);
 
+/* ---- graph capture (src/graph.cu) ----------------------------------------- */
+
+/* Whether this thread is capturing a graph now, and on which stream, and a
+ * number that names the capture (0 when none). */
+bool mt_capturing(void);
+cudaStream_t mt_capture_stream(void);
+unsigned long long mt_capture_id(void);
+/* Frees the buffers mt_free kept back during the capture (src/memory.cu),
+ * and destroys the streams mt_stream_destroy kept back (src/stream.cu). */
+mt_status mt_release_deferred_frees(const char *func);
+mt_status mt_release_deferred_streams(void);
+/* mt_free of a buffer that capture `id` allocated: true when the graph keeps
+ * it (it has not been replayed yet, so the buffer holds no memory of its own
+ * to free), src/graph.cu. */
+bool mt_graph_take_free(unsigned long long id, void *ptr);
+/* A graph is gone: its buffers the program still has become ordinary ones,
+ * or, where the graph never ran (backed false), ones with no memory to free
+ * (src/memory.cu). */
+mt_status mt_forget_capture(unsigned long long id, bool backed);
+
 #endif /* MT_LAUNCH_H */

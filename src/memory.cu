@@ -51,8 +51,15 @@ struct Entry {
     size_t bytes;
     bool foreign;                     /* registered with mt_register_buffer, not from mt_malloc */
     cudaStream_t stream = nullptr;    /* allocated on it; freed on it */
+    unsigned long long capture = 0;   /* the graph capture that allocated it (mt_capture_id), or 0 */
     std::vector<cudaStream_t> users;  /* other streams it was used on (mt_record_stream) */
+    bool unbacked = false;            /* a graph's buffer whose graph never ran: nothing to free */
 };
+
+/* Buffers freed during a graph capture that the capture did not allocate:
+ * freed when it ends (a free recorded into the graph would run again at
+ * every replay). Per thread, as captures are. */
+thread_local std::vector<void *> t_deferred;
 
 /* Host data, shared by every thread that calls the library. */
 std::shared_mutex g_table_mutex;
@@ -145,7 +152,7 @@ mt_status mt_malloc(void **ptr, size_t bytes)
     const cudaStream_t stream = mt_stream();
     CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
     std::unique_lock<std::shared_mutex> lock(g_table_mutex);
-    g_buffers[(uintptr_t)p] = Entry{bytes, false, stream, {}};
+    g_buffers[(uintptr_t)p] = Entry{bytes, false, stream, mt_capture_id(), {}};
     g_bytes_in_use += (int64_t)bytes;
     *ptr = p;
     return MT_OK;
@@ -167,6 +174,17 @@ mt_status mt_free(void *ptr)
                        "pointer %p is a foreign buffer registered with mt_register_buffer; "
                        "mt_unregister_buffer forgets it (its owner frees it)",
                        ptr);
+    if (mt_capturing() && it->second.capture != mt_capture_id()) {
+        t_deferred.push_back(ptr);
+        return MT_OK;
+    }
+    if ((it->second.capture != 0 && mt_graph_take_free(it->second.capture, ptr)) || it->second.unbacked) {
+        /* The graph's memory: it keeps it (or there is none); forget it here. */
+        g_bytes_in_use -= (int64_t)it->second.bytes;
+        g_buffers.erase(it);
+        g_generation.fetch_add(1, std::memory_order_release);
+        return MT_OK;
+    }
     /* The allocation stream waits for the work queued so far on every other
      * stream that used the buffer; then the pool may hand it out again. */
     for (cudaStream_t user : it->second.users)
@@ -176,6 +194,20 @@ mt_status mt_free(void *ptr)
     g_buffers.erase(it);
     g_generation.fetch_add(1, std::memory_order_release);
     return MT_OK;
+}
+
+mt_status mt_release_deferred_frees(const char *func)
+{
+    std::vector<void *> pending;
+    pending.swap(t_deferred);
+    mt_status first = MT_OK;
+    for (void *ptr : pending) {
+        const mt_status status = mt_free(ptr);
+        if (status != MT_OK && first == MT_OK)
+            first = status;
+    }
+    (void)func;
+    return first;
 }
 
 mt_status mt_record_stream(void *ptr, void *stream)
@@ -196,6 +228,17 @@ mt_status mt_record_stream(void *ptr, void *stream)
         if (user == s)
             return MT_OK;
     e.users.push_back(s);
+    return MT_OK;
+}
+
+mt_status mt_forget_capture(unsigned long long id, bool backed)
+{
+    std::unique_lock<std::shared_mutex> lock(g_table_mutex);
+    for (auto &kv : g_buffers)
+        if (kv.second.capture == id) {
+            kv.second.capture = 0;
+            kv.second.unbacked = !backed;
+        }
     return MT_OK;
 }
 
@@ -311,7 +354,7 @@ mt_status mt_register_buffer(void *ptr, size_t bytes)
                        "ptr %p (%zu bytes) overlaps %s of %zu bytes at %p", ptr, bytes,
                        it->second.foreign ? "a registered buffer" : "an mt_malloc allocation",
                        it->second.bytes, (void *)it->first);
-    g_buffers[p] = Entry{bytes, true, nullptr, {}};
+    g_buffers[p] = Entry{bytes, true, nullptr, 0, {}};
     return MT_OK;
 }
 
@@ -342,7 +385,7 @@ mt_status mt_grow_buffer(void *ptr, size_t bytes)
     /* One step under the writer lock: no lookup ever finds the memory unknown. */
     const bool replaced = first != last;
     g_buffers.erase(first, last);
-    g_buffers[p] = Entry{bytes, true, nullptr, {}};
+    g_buffers[p] = Entry{bytes, true, nullptr, 0, {}};
     if (replaced)
         g_generation.fetch_add(1, std::memory_order_release); /* entries left the table */
     return MT_OK;

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 12
+#define MT_ABI_VERSION 13
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -272,6 +272,21 @@ mt_status mt_stream_wait_event(void *stream, void *event);
 /* The buffer starting at ptr (from mt_malloc) is used on `stream` too: its
  * free will wait for the work queued there (torch's record_stream). */
 mt_status mt_record_stream(void *ptr, void *stream);
+
+/* ---- graphs (src/graph.cu) ------------------------------------------------ */
+/* Work queued on `stream` (not the legacy default stream) by this thread from
+ * mt_graph_capture_begin to mt_graph_capture_end is recorded, not run, and
+ * comes back as a graph that mt_graph_replay runs again, on the same buffers.
+ * Nothing may wait for the device in between (a copy to the host, a
+ * synchronize: they fail and spoil the capture). Buffers allocated during
+ * the capture are the graph's: the same address at every replay. A failed
+ * capture is ended with mt_graph_capture_abort. Emulator: the same, the
+ * recorded launches run again at each replay. */
+mt_status mt_graph_capture_begin(void *stream);
+mt_status mt_graph_capture_end(void *stream, void **graph_exec);
+mt_status mt_graph_capture_abort(void);
+mt_status mt_graph_replay(void *graph_exec, void *stream);
+mt_status mt_graph_destroy(void *graph_exec);
 
 /* ---- memory ------------------------------------------------------------- */
 /* Device allocations come from the runtime's stream-ordered pool. */

@@ -21,9 +21,7 @@
 #include "check.h"
 #include "launch.h"
 
-#ifdef MT_EMULATOR
-#include <new>
-#endif
+#include <vector>
 
 /* The thread's current stream: every launch reads it. */
 static thread_local cudaStream_t t_stream = nullptr;
@@ -60,11 +58,32 @@ mt_status mt_stream_create(void **stream)
     return MT_OK;
 }
 
+/* Streams destroyed while this thread captures a graph: destroying one waits
+ * for its work, which a capture forbids, so it waits for the capture's end. */
+static thread_local std::vector<cudaStream_t> t_deferred_streams;
+
+mt_status mt_release_deferred_streams(void)
+{
+    std::vector<cudaStream_t> pending;
+    pending.swap(t_deferred_streams);
+    mt_status first = MT_OK;
+    for (cudaStream_t s : pending) {
+        const mt_status status = mt_stream_destroy((void *)s);
+        if (status != MT_OK && first == MT_OK)
+            first = status;
+    }
+    return first;
+}
+
 mt_status mt_stream_destroy(void *stream)
 {
     MT_TRY(mt_ensure_init("mt_stream_destroy"));
     if (stream == nullptr)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_stream_destroy", "the default stream cannot be destroyed");
+    if (mt_capturing()) {
+        t_deferred_streams.push_back((cudaStream_t)stream);
+        return MT_OK;
+    }
     /* Buffers allocated on it, or used on it, are freed later on another
      * stream; mt_forget_stream waits for its work and moves them. */
     MT_TRY(mt_forget_stream("mt_stream_destroy", (cudaStream_t)stream));

@@ -3,6 +3,7 @@ CuPy's vocabulary), on the GPU and on the emulator alike.
 
 - streams.py: Stream, ExternalStream, Event, current_stream, stream(),
   synchronize, and the default-stream semantics;
+- graphs.py: CUDAGraph and graph(), capture of a step and its replay;
 - compiler.py: compile / RawKernel, kernels compiled at run time (NVRTC and
   the driver API through _nvrtc.py on CUDA; tools/cu2emu.py and the host
   compiler through _host_build.py on the emulator), cached on disk.
@@ -11,6 +12,7 @@ CuPy's vocabulary), on the GPU and on the emulator alike.
 from .. import _lib
 from .._errors import CompileError
 from .compiler import RawKernel, cache_dir, compile
+from .graphs import CUDAGraph, graph
 from .streams import (
     Event,
     ExternalStream,
@@ -35,6 +37,7 @@ def device_count() -> int:
 
 
 __all__ = [
+    "CUDAGraph",
     "CompileError",
     "Event",
     "ExternalStream",
@@ -45,6 +48,7 @@ __all__ = [
     "current_stream",
     "default_stream",
     "device_count",
+    "graph",
     "is_available",
     "set_stream",
     "stream",

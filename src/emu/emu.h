@@ -43,6 +43,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -91,6 +93,9 @@ enum cudaError {
     cudaErrorInvalidAddressSpace = 717,
     cudaErrorAssert = 710,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureUnmatched = 903,
     cudaErrorUnknown = 999,
     /* The emulator's own (no CUDA runtime has it): a launch abandoned
      * because the user pressed Ctrl-C while it ran. */
@@ -124,6 +129,17 @@ enum cudaDeviceAttr {
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUmemPool_st *cudaMemPool_t;
 typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+};
+enum {
+    cudaGraphInstantiateFlagAutoFreeOnLaunch = 1
+};
 
 /* Event flags (CUDA's values). */
 enum {
@@ -180,6 +196,19 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 /* Host memory has no pool to tune: these accept the calls and do nothing. */
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device);
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void *value);
+/* Graphs: while a stream captures, its launches, memsets and device copies
+ * are recorded; a launch of the instantiated graph runs them again in order.
+ * Memory allocated during the capture belongs to the graph (it keeps its
+ * address for every replay, as a CUDA graph's allocation does) and is given
+ * back when the graph and every instance of it are destroyed. A synchronizing
+ * call, or a copy to or from the host, while this thread captures fails with
+ * cudaErrorStreamCaptureUnsupported and invalidates the capture. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaEventCreate(cudaEvent_t *event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
 cudaError_t cudaEventQuery(cudaEvent_t event);
@@ -221,10 +250,15 @@ struct LaunchConfig {
     dim3 grid;
     dim3 block;
     size_t shared_bytes;
+    cudaStream_t stream;
 };
 /* Runs body(ctx) once for every thread of the grid; sets the error that
  * cudaGetLastError() will return. */
 void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *ctx);
+/* Graph capture (emu_runtime.cpp): while a stream captures, the work queued
+ * on it is recorded instead of run, and a launch of the graph runs it. */
+bool capturing(cudaStream_t stream);
+void record_work(cudaStream_t stream, std::function<void()> work);
 cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes);
 
 template <typename... Params>
@@ -243,10 +277,19 @@ struct Launcher {
             void (*kernel)(Params...);
             std::tuple<Params...> args;
         } call{kernel, std::tuple<Params...>(std::forward<Args>(args)...)};
-        run_kernel(cfg, [](void *p) {
+        auto body = [](void *p) {
             Call *c = static_cast<Call *>(p);
             std::apply(c->kernel, c->args);
-        }, &call);
+        };
+        if (cfg.stream != nullptr && capturing(cfg.stream)) {
+            /* Recorded with its own copy of the arguments, as a CUDA graph's
+             * kernel node keeps the values the capture saw. */
+            auto saved = std::make_shared<Call>(call);
+            const LaunchConfig c = cfg;
+            record_work(cfg.stream, [c, saved, body] { run_kernel(c, body, saved.get()); });
+            return;
+        }
+        run_kernel(cfg, body, &call);
     }
 };
 
@@ -254,9 +297,10 @@ template <typename... Params>
 Launcher<Params...> launch(const char *name, void (*kernel)(Params...), dim3 grid, dim3 block,
                            size_t shared_bytes = 0, cudaStream_t stream = 0)
 {
-    (void)stream; /* one in-order queue: every launch finishes before it returns */
+    /* One in-order queue: every launch finishes before it returns (the
+     * stream only matters while it captures a graph). */
     return Launcher<Params...>{
-        LaunchConfig{name, reinterpret_cast<const void *>(kernel), grid, block, shared_bytes},
+        LaunchConfig{name, reinterpret_cast<const void *>(kernel), grid, block, shared_bytes, stream},
         kernel};
 }
 

@@ -15,9 +15,14 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include <unistd.h>
 
@@ -83,6 +88,9 @@ const char *plain_error_string(cudaError_t err)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not initiated in this stream";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorMisalignedAddress: return "misaligned address";
     case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
@@ -147,10 +155,90 @@ std::string format(const char *fmt, ...)
 
 using mt_emu::record_error;
 
-/* A stream: only a handle, as every launch runs to its end in order. */
-struct CUstream_st {
-    int unused;
+/* What a capture recorded: the work in order, and the memory allocated
+ * during it (the graph's, kept while the graph or an instance lives). */
+struct GraphData {
+    std::vector<std::function<void()>> work;
+    std::vector<void *> memory;
+    ~GraphData();
 };
+
+struct CUgraph_st {
+    std::shared_ptr<GraphData> data;
+};
+
+struct CUgraphExec_st {
+    std::shared_ptr<GraphData> data;
+};
+
+/* A stream: a handle, as every launch runs to its end in order; while it
+ * captures, the graph being recorded. */
+struct CUstream_st {
+    std::shared_ptr<GraphData> capture;
+    bool invalidated = false;
+};
+
+namespace {
+
+std::mutex g_graph_mutex;
+std::set<CUstream_st *> g_streams;           /* made by cudaStreamCreate, not destroyed */
+std::atomic<int> g_capturing{0};             /* streams capturing now */
+std::atomic<int> g_graph_memory_count{0};    /* entries in g_graph_memory */
+/* Memory allocated during a capture -> whether the program freed it since
+ * (the graph still uses it; it is given back with the graph). */
+std::unordered_map<void *, bool> g_graph_memory;
+thread_local CUstream_st *t_capturing = nullptr; /* the stream this thread captures on */
+
+CUstream_st *capturing_stream(cudaStream_t stream)
+{
+    if (g_capturing.load(std::memory_order_relaxed) == 0 || stream == nullptr)
+        return nullptr;
+    std::lock_guard<std::mutex> lock(g_graph_mutex);
+    return g_streams.count(stream) && stream->capture ? stream : nullptr;
+}
+
+/* A call that would wait for the device, made while this thread captures:
+ * refused, and the capture can no longer succeed (as on a GPU). */
+cudaError_t refuse_while_capturing(const char *call)
+{
+    t_capturing->invalidated = true;
+    return record_error(cudaErrorStreamCaptureUnsupported,
+                        mt_emu::format("%s is not allowed while a stream captures a graph: it would wait for "
+                                       "work that is only being recorded", call));
+}
+
+} /* namespace */
+
+GraphData::~GraphData()
+{
+    std::vector<void *> mine;
+    {
+        std::lock_guard<std::mutex> lock(g_graph_mutex);
+        for (void *p : memory) {
+            auto it = g_graph_memory.find(p);
+            if (it == g_graph_memory.end())
+                continue;
+            if (it->second) /* the program freed it already: now it goes */
+                mine.push_back(p);
+            g_graph_memory.erase(it); /* otherwise it is the program's again */
+            g_graph_memory_count.fetch_sub(1);
+        }
+    }
+    for (void *p : mine)
+        mt_emu::device_free(p);
+}
+
+namespace mt_emu {
+
+bool capturing(cudaStream_t stream) { return capturing_stream(stream) != nullptr; }
+
+void record_work(cudaStream_t stream, std::function<void()> work)
+{
+    std::lock_guard<std::mutex> lock(g_graph_mutex);
+    stream->capture->work.push_back(std::move(work));
+}
+
+} /* namespace mt_emu */
 
 struct CUevent_st {
     std::chrono::steady_clock::time_point when;
@@ -174,6 +262,18 @@ cudaError_t cudaFree(void *ptr)
 {
     if (!ptr)
         return cudaSuccess;
+    if (g_graph_memory_count.load(std::memory_order_relaxed) > 0) {
+        /* A graph's memory: its replays still write there, so it stays
+         * until the graph goes (on a GPU a replay allocates it again). */
+        std::lock_guard<std::mutex> lock(g_graph_mutex);
+        auto it = g_graph_memory.find(ptr);
+        if (it != g_graph_memory.end()) {
+            if (it->second)
+                return record_error(cudaErrorInvalidValue, mt_emu::format("cudaFree: %p was already freed", ptr));
+            it->second = true;
+            return cudaSuccess;
+        }
+    }
     if (!mt_emu::device_free(ptr))
         return record_error(cudaErrorInvalidValue,
                             mt_emu::format("cudaFree: %p is not a live device allocation (%s)", ptr,
@@ -181,11 +281,29 @@ cudaError_t cudaFree(void *ptr)
     return cudaSuccess;
 }
 
-cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t) { return cudaMalloc(ptr, bytes); }
-cudaError_t cudaFreeAsync(void *ptr, cudaStream_t) { return cudaFree(ptr); }
+cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream)
+{
+    cudaError_t err = cudaMalloc(ptr, bytes);
+    CUstream_st *s = capturing_stream(stream);
+    if (err == cudaSuccess && s && *ptr) {
+        std::lock_guard<std::mutex> lock(g_graph_mutex);
+        s->capture->memory.push_back(*ptr);
+        g_graph_memory[*ptr] = false;
+        g_graph_memory_count.fetch_add(1);
+    }
+    return err;
+}
+
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+    (void)stream; /* a free inside a capture: the graph's memory stays with the graph (cudaFree) */
+    return cudaFree(ptr);
+}
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
+    if (t_capturing)
+        return refuse_while_capturing("cudaMemcpy");
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
         return record_error(cudaErrorInvalidMemcpyDirection, "cudaMemcpy: unknown copy direction");
     if (bytes == 0)
@@ -197,8 +315,19 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t)
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream)
 {
+    if (capturing_stream(stream)) {
+        if (kind != cudaMemcpyDeviceToDevice)
+            return refuse_while_capturing("cudaMemcpyAsync to or from host memory");
+        mt_emu::record_work(stream, [dst, src, bytes] {
+            mt_emu::initialise_device_range(dst, bytes);
+            mt_emu::copy_device_range(dst, src, bytes);
+        });
+        return cudaSuccess;
+    }
+    if (t_capturing)
+        return refuse_while_capturing("cudaMemcpyAsync on another stream");
     return cudaMemcpy(dst, src, bytes, kind);
 }
 
@@ -213,15 +342,30 @@ cudaError_t cudaMemset(void *ptr, int value, size_t bytes)
     return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t)
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
 {
+    if (capturing_stream(stream)) {
+        mt_emu::record_work(stream, [ptr, value, bytes] { cudaMemset(ptr, value, bytes); });
+        return cudaSuccess;
+    }
     return cudaMemset(ptr, value, bytes);
 }
 
 /* Every emulated launch has finished when it returns; a synchronize
  * reports the error of a kernel that failed since the last report. */
-cudaError_t cudaDeviceSynchronize(void) { return mt_emu::take_pending_kernel_error(); }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return mt_emu::take_pending_kernel_error(); }
+cudaError_t cudaDeviceSynchronize(void)
+{
+    if (t_capturing)
+        return refuse_while_capturing("cudaDeviceSynchronize");
+    return mt_emu::take_pending_kernel_error();
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t)
+{
+    if (t_capturing)
+        return refuse_while_capturing("cudaStreamSynchronize");
+    return mt_emu::take_pending_kernel_error();
+}
 
 cudaError_t cudaGetLastError(void)
 {
@@ -254,6 +398,9 @@ const char *cudaGetErrorName(cudaError_t err)
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
     case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
@@ -392,14 +539,104 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream)
     if (!stream)
         return record_error(cudaErrorInvalidValue, "cudaStreamCreate: null pointer");
     *stream = new (std::nothrow) CUstream_st{};
-    return *stream ? cudaSuccess : record_error(cudaErrorMemoryAllocation, "cudaStreamCreate");
+    if (!*stream)
+        return record_error(cudaErrorMemoryAllocation, "cudaStreamCreate");
+    std::lock_guard<std::mutex> lock(g_graph_mutex);
+    g_streams.insert(*stream);
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     if (!stream)
         return record_error(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: the default stream");
+    {
+        std::lock_guard<std::mutex> lock(g_graph_mutex);
+        if (!g_streams.erase(stream))
+            return record_error(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a stream of this process");
+        if (stream->capture)
+            g_capturing.fetch_sub(1);
+    }
+    if (t_capturing == stream)
+        t_capturing = nullptr;
     delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode)
+{
+    if (t_capturing)
+        return record_error(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: this thread captures already");
+    std::lock_guard<std::mutex> lock(g_graph_mutex);
+    if (!stream || !g_streams.count(stream))
+        return record_error(cudaErrorStreamCaptureUnsupported,
+                            "cudaStreamBeginCapture: the legacy default stream cannot be captured; use a stream "
+                            "made with cudaStreamCreate");
+    stream->capture = std::make_shared<GraphData>();
+    stream->invalidated = false;
+    g_capturing.fetch_add(1);
+    t_capturing = stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    if (!graph)
+        return record_error(cudaErrorInvalidValue, "cudaStreamEndCapture: null graph pointer");
+    *graph = nullptr;
+    std::shared_ptr<GraphData> data;
+    bool invalidated;
+    {
+        std::lock_guard<std::mutex> lock(g_graph_mutex);
+        if (!stream || !g_streams.count(stream) || !stream->capture)
+            return record_error(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture: the stream is not capturing");
+        data = std::move(stream->capture);
+        stream->capture.reset();
+        invalidated = stream->invalidated;
+        g_capturing.fetch_sub(1);
+    }
+    t_capturing = nullptr;
+    if (invalidated)
+        return record_error(cudaErrorStreamCaptureInvalidated,
+                            "cudaStreamEndCapture: the capture was invalidated by a call it does not allow");
+    *graph = new (std::nothrow) CUgraph_st{std::move(data)};
+    return *graph ? cudaSuccess : record_error(cudaErrorMemoryAllocation, "cudaStreamEndCapture");
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long)
+{
+    if (!exec || !graph)
+        return record_error(cudaErrorInvalidValue, "cudaGraphInstantiateWithFlags: null argument");
+    *exec = new (std::nothrow) CUgraphExec_st{graph->data};
+    return *exec ? cudaSuccess : record_error(cudaErrorMemoryAllocation, "cudaGraphInstantiateWithFlags");
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t)
+{
+    if (!exec)
+        return record_error(cudaErrorInvalidValue, "cudaGraphLaunch: null graph");
+    if (t_capturing)
+        return refuse_while_capturing("cudaGraphLaunch");
+    /* The recorded work, in order; the first failure stops the replay and is
+     * what the launch returns (a kernel's error is also pending, as after a
+     * failed launch of it). */
+    for (const auto &work : exec->data->work) {
+        work();
+        if (mt_emu::last_error != cudaSuccess)
+            return mt_emu::last_error;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    delete graph;
     return cudaSuccess;
 }
 
@@ -430,6 +667,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     if (!event)
         return record_error(cudaErrorInvalidValue, "cudaEventSynchronize: null event");
+    if (t_capturing)
+        return refuse_while_capturing("cudaEventSynchronize");
     return mt_emu::take_pending_kernel_error();
 }
 
