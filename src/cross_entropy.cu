@@ -125,9 +125,11 @@ mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_t
     const unsigned int grid = grid_size(rows, 1);
     const int block = row_block_size(classes);
     if (logits.dtype == MT_FLOAT32)
-        cross_entropy_forward_rows<float><<<grid, block, 0, mt_stream()>>>(loss, lse, logits, targets, rows, classes);
+        cross_entropy_forward_rows<float><<<grid, block, 0, mt_stream()>>>(loss, lse, logits, targets, rows,
+                                                                            classes);
     else
-        cross_entropy_forward_rows<double><<<grid, block, 0, mt_stream()>>>(loss, lse, logits, targets, rows, classes);
+        cross_entropy_forward_rows<double><<<grid, block, 0, mt_stream()>>>(loss, lse, logits, targets, rows,
+                                                                             classes);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
@@ -165,11 +167,11 @@ mt_status mt_cross_entropy_backward(mt_tensor grad_logits, mt_tensor logits, mt_
     const unsigned int grid = grid_size(rows, 1);
     const int block = row_block_size(classes);
     if (logits.dtype == MT_FLOAT32)
-        cross_entropy_backward_rows<float><<<grid, block, 0, mt_stream()>>>(grad_logits, logits, targets, lse, grad, rows, classes,
-                                                            (float)scale);
+        cross_entropy_backward_rows<float><<<grid, block, 0, mt_stream()>>>(
+            grad_logits, logits, targets, lse, grad, rows, classes, (float)scale);
     else
-        cross_entropy_backward_rows<double><<<grid, block, 0, mt_stream()>>>(grad_logits, logits, targets, lse, grad, rows, classes,
-                                                             scale);
+        cross_entropy_backward_rows<double><<<grid, block, 0, mt_stream()>>>(
+            grad_logits, logits, targets, lse, grad, rows, classes, scale);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
