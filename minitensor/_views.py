@@ -178,7 +178,9 @@ def index(x: Array, key: Any) -> Array:
         if isinstance(k, bool) or not (
             k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
         ):
-            raise TypeError(f"invalid index {k!r} of type {type(k).__name__}: use ints, slices, None or ...")
+            # IndexError, as NumPy and torch raise for a float or string index.
+            raise IndexError(f"invalid index {k!r} of type {type(k).__name__}: only integers, slices (`:`), "
+                             f"ellipsis (`...`) and None are valid indices")
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from . import _array, _lib, autograd, ops
+from . import _array, _lib, _views, autograd, ops
 from ._array import Array
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
 from ._errors import ShapeError
@@ -335,7 +335,13 @@ class Tensor(Variable):
         return autograd.Index.apply(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        """Writes a number or a broadcastable tensor into the basic-index view self[key]."""
+        """Writes a number or a broadcastable tensor into the basic-index view self[key].
+        Leading dims of size 1 that the view lacks are dropped first, as NumPy
+        and torch do (a (1, 3, 2) value fits a (3, 2) view)."""
+        if isinstance(value, Array) and value.ndim > 0:
+            extra = value.ndim - _views.index(self, key).ndim
+            if extra > 0 and all(size == 1 for size in value.shape[:extra]):
+                value = value.reshape(value.shape[extra:])
         _overwrite(self, key, value, "__setitem__")
 
     # ---- in place ----

@@ -113,7 +113,6 @@ def test_index_out_of_range() -> None:
         lambda t: t.reshape(2.5),
         lambda t: t[mt.zeros(1)],
         lambda t: t[[0, 1]],
-        lambda t: t[1.5],
         lambda t: t.to("int64"),
         lambda t: t.fill_("x"),
         lambda t: mt.exp(np.ones(2)),
@@ -125,6 +124,14 @@ def test_index_out_of_range() -> None:
 def test_wrong_argument_type_is_a_type_error(call) -> None:
     with pytest.raises(TypeError):
         call(mt.ones(2, 3))
+
+
+@pytest.mark.parametrize("key", [1.5, (0, 1.0), "a", (slice(None), 2.0)])
+def test_an_index_that_is_no_int_is_an_index_error_as_in_numpy(key) -> None:
+    with pytest.raises(IndexError, match="valid indices"):
+        mt.ones(2, 3)[key]
+    with pytest.raises(IndexError):
+        np.ones((2, 3))[key]
 
 
 @pytest.mark.parametrize(

@@ -137,3 +137,21 @@ def test_loss_modules() -> None:
     loss.backward()
     assert logits.grad.shape == (3, 5)
     assert nn.CrossEntropyLoss(reduction="none")(mt.tensor(x), [0, 1, 2]).shape == (3,)
+
+
+def test_assignment_drops_the_leading_ones_the_view_lacks_as_numpy_does() -> None:
+    z, ref = mt.zeros(3, 2), np.zeros((3, 2), dtype=np.float32)
+    value = np.arange(6, dtype=np.float32).reshape(1, 3, 2)
+    z[...] = mt.tensor(value)
+    ref[...] = value
+    np.testing.assert_array_equal(z.numpy(), ref)
+    z[0] = mt.full((1, 1, 2), 5.0)
+    ref[0] = np.full((1, 1, 2), 5.0)
+    np.testing.assert_array_equal(z.numpy(), ref)
+    with pytest.raises(ValueError, match="broadcast"):
+        z[...] = mt.ones(2, 3, 2)  # a leading 2 is not dropped (NumPy refuses it too)
+    leaf = mt.ones(1, 3, 2, requires_grad=True)
+    target = mt.zeros(3, 2, requires_grad=True) * 1.0
+    target[...] = leaf * 2.0
+    target.sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), np.full((1, 3, 2), 2.0))
