@@ -63,6 +63,7 @@ bool mt_graph_take_free(unsigned long long id, void *ptr)
 static thread_local cudaStream_t t_capture = nullptr;
 static thread_local bool t_capturing = false;
 static thread_local unsigned long long t_capture_id = 0;
+static thread_local void *t_stream_before = nullptr; /* the current stream when the capture began */
 static std::atomic<unsigned long long> g_captures{0};
 
 unsigned long long mt_capture_id(void)
@@ -93,6 +94,9 @@ mt_status mt_graph_capture_begin(void *stream)
     /* Thread-local mode: only this thread's calls are checked against the
      * capture, so another thread's work is not drawn into it. */
     CUDA_CHECK(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal));
+    /* The library's ops queue on the current stream: the capture's, until it ends. */
+    t_stream_before = (void *)mt_stream();
+    MT_TRY(mt_set_stream(stream));
     t_capture = (cudaStream_t)stream;
     t_capturing = true;
     t_capture_id = ++g_captures;
@@ -111,6 +115,7 @@ static mt_status finish_capture(const char *func, cudaGraph_t *graph)
     cudaStream_t stream = t_capture;
     t_capture = nullptr;
     t_capturing = false;
+    (void)mt_set_stream(t_stream_before);
     cudaGraph_t g = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream, &g);
     mt_status released = mt_release_deferred_frees(func);

@@ -277,6 +277,8 @@ mt_status mt_record_stream(void *ptr, void *stream);
 /* Work queued on `stream` (not the legacy default stream) by this thread from
  * mt_graph_capture_begin to mt_graph_capture_end is recorded, not run, and
  * comes back as a graph that mt_graph_replay runs again, on the same buffers.
+ * The capture makes `stream` the thread's current stream meanwhile (the one
+ * before comes back when it ends), so the library's ops are what it records.
  * Nothing may wait for the device in between (a copy to the host, a
  * synchronize: they fail and spoil the capture). Buffers allocated during
  * the capture are the graph's: the same address at every replay. A failed
