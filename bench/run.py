@@ -380,6 +380,29 @@ def matmul_ladder(res: Results, quick: bool) -> None:
         del ref
 
 
+def tf32_case(res: Results, quick: bool) -> None:
+    """The tensor-core rung against torch with TF32 on (cuBLAS TF32), and the
+    error of each against float64; torch's TF32 is switched off again after."""
+    for n in (1024, 4096):
+        A = torch.randn(n, n, device="cuda")
+        B = torch.randn(n, n, device="cuda")
+        exact = A.double() @ B.double()
+        mA, mB = to_mt(A), to_mt(B)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            theirs = A @ B
+            bench_case(res, "tf32", f"matmul {n}^3, TF32 tensor cores (torch: TF32 on)",
+                             lambda: mt.kernels.matmul(mA, mB, "tf32"), lambda: A @ B, ref=theirs,
+                             flops=2.0 * n**3, quick=quick, tol=5e-3, target=0.8 if n == 4096 else None)
+            ours = to_torch(mt.kernels.matmul(mA, mB, "tf32")).double()
+            scale = exact.abs().max().item()
+            res.rows[-1]["case"] += (f"; max abs error / max abs exact: minitensor {(ours - exact).abs().max().item() / scale:.1e}, "
+                            f"torch {(theirs.double() - exact).abs().max().item() / scale:.1e}")
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        del exact
+
+
 def latency_case(res: Results, quick: bool) -> None:
     """Host microseconds per a + b on 16-element tensors, in a long loop."""
     loops = 2000 if quick else 20000
@@ -696,11 +719,12 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Optional[str]:
 def write_report(rows: list[dict[str, Any]], info: dict[str, str], out: Path, seconds: float) -> None:
     png = out.with_suffix(".png")
     note = plot(rows, png)
-    groups = [("Benchmark cases", lambda r: not r["group"].startswith(("ladder", "tune"))),
+    groups = [("Benchmark cases", lambda r: not r["group"].startswith(("ladder", "tune", "tf32"))),
               ("Matmul ladder (every rung)", lambda r: r["group"] == "ladder:matmul"),
               ("Warptile configurations (what the autotuner chooses from)", lambda r: r["group"] == "tune:matmul"),
               ("Reduction ladder (mt_reduce_variant)", lambda r: r["group"] == "ladder:reduce"),
-              ("Transpose ladder (mt_copy_variant)", lambda r: r["group"] == "ladder:copy")]
+              ("Transpose ladder (mt_copy_variant)", lambda r: r["group"] == "ladder:copy"),
+              ("TF32 on tensor cores (opt-in, against torch's TF32)", lambda r: r["group"] == "tf32")]
     parts = [
         "# Performance: minitensor against PyTorch",
         "",
@@ -767,7 +791,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also save the raw results here (for --render)")
     parser.add_argument("--render", type=Path, help="no benchmarks: re-write --out from a saved --json file")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke test)")
-    parser.add_argument("--only", default="", help="comma-separated groups: elementwise,norm,matmul,ladder,latency,training,mlp")
+    parser.add_argument("--only", default="", help="comma-separated groups: elementwise,norm,matmul,ladder,tf32,latency,training,mlp")
     args = parser.parse_args()
 
     if args.render:
@@ -785,7 +809,7 @@ def main() -> int:
     start = time.perf_counter()
     only = set(filter(None, args.only.split(",")))
     steps = [("elementwise", elementwise_cases), ("norm", norm_cases), ("matmul", matmul_cases),
-             ("ladder", matmul_ladder),
+             ("ladder", matmul_ladder), ("tf32", tf32_case),
              ("latency", latency_case), ("training", training_case), ("mlp", mlp_step_case)]
     for name, fn in steps:
         if only and name not in only:

@@ -119,7 +119,8 @@ from ._functions import (  # noqa: E402
 
 from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 
-from . import autograd, cuda, kernels, nn, ops, optim, utils  # noqa: E402  (after Tensor: they build on it)
+from . import autograd, backends, cuda, kernels, nn, ops, optim, utils  # noqa: E402  (after Tensor: they build on it)
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
 
 # torch spells the default dtype float and double for float64.
 float = float32  # noqa: A001
@@ -162,6 +163,7 @@ __all__ = [
     "argmin",
     "asarray",
     "autograd",
+    "backends",
     "cuda",
     "backend",
     "broadcast_shapes",
@@ -185,6 +187,7 @@ __all__ = [
     "float32",
     "float64",
     "from_dlpack",
+    "get_float32_matmul_precision",
     "full",
     "full_like",
     "gather",
@@ -195,6 +198,7 @@ __all__ = [
     "log_softmax",
     "logsumexp",
     "manual_seed",
+    "set_float32_matmul_precision",
     "matmul",
     "max",
     "maximum",

@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 13
+ABI_VERSION = 14
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -197,6 +197,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_matmul_config_count": (c_int, []),
     "mt_matmul_config_name": (c_char_p, [c_int]),
     "mt_matmul_with_config": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int]),
+    "mt_matmul_tf32": (c_int, [MtTensor, MtTensor, MtTensor]),
     "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
     "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_softmax": (c_int, [MtTensor, MtTensor, c_int, c_int]),
@@ -729,6 +730,11 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
         lib().mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
         "mt_matmul",
     )
+
+
+def matmul_tf32(out: Any, a: Any, b: Any) -> None:
+    """out = a @ b on tensor cores, float32 operands rounded to TF32 (mt_matmul_tf32)."""
+    check(lib().mt_matmul_tf32(out.descriptor(), a.descriptor(), b.descriptor()), "mt_matmul_tf32")
 
 
 def matmul_config_count() -> int:

@@ -230,7 +230,8 @@ def matmul(
         a, b: tensors of at least 1 dim; the last two dims multiply
             ((..., M, K) @ (..., K, N)), the leading (batch) dims broadcast,
             a 1-D operand is a vector, float32 with float64 gives float64.
-        algo: one of ``algorithms("matmul")``.
+        algo: one of ``algorithms("matmul")``, or ``"tf32"``: the tensor-core
+            rung (float32 only, TF32 products: about 1e-3 relative error).
         config: a warptile tile configuration, an index into
             ``matmul_configs()`` or its name; only with algo ``"default"`` or
             ``"warptile"``. None: the autotuner's choice for ``"default"``
@@ -245,7 +246,8 @@ def matmul(
     func = "kernels.matmul()"
     _check_tensor(a, func, "a")
     _check_tensor(b, func, "b")
-    _check_algo(algo, "matmul", func)
+    if algo != "tf32":
+        _check_algo(algo, "matmul", func)
     index = -1 if config is None else _config_index(config, algo, func)
     if out is None:
         return Tensor._from_array(ops.matmul(a, b, algo, index))

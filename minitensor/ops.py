@@ -36,7 +36,7 @@ import math
 import numbers
 from typing import Any, Sequence, Union
 
-from . import _lib, autotune
+from . import _lib, autotune, backends
 from ._array import Array, alias, bump_version, empty, empty_like, shares_storage
 from ._storage import Storage
 from ._array import to_numpy  # noqa: F401 - part of the ops API (an Array as a NumPy copy)
@@ -51,7 +51,7 @@ from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permu
     unsqueeze,
     view,
 )
-from ._dtype import DType, promote, to_dtype
+from ._dtype import DType, float32, promote, to_dtype
 from ._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
 from ._shape import (
     as_shape,
@@ -620,7 +620,9 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
     A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
     is removed from the result. algo picks a kernel of the ladder (one of
     _lib.op_names("matmul"): "default", "naive", "coalesced", "tiled",
-    "blocktile_1d", "blocktile_2d", "vectorized", "warptile"). config is a
+    "blocktile_1d", "blocktile_2d", "vectorized", "warptile"), or "tf32", the
+    tensor-core rung (float32 only; "default" takes it for float32 operands
+    while mt.backends.cuda.matmul.allow_tf32 is set). config is a
     warptile tile configuration (an index below _lib.matmul_config_count());
     -1 lets "default" ask the autotuner and "warptile" choose from the shape.
     out, if given, is an Array of the result's shape and dtype to write into.
@@ -631,8 +633,8 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         raise ShapeError(
             f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
         )
-    if algo not in _lib.op_names("matmul"):
-        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul')}")
+    if algo != "tf32" and algo not in _lib.op_names("matmul"):
+        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul') + ('tf32',)}")
     # Every shape check comes before the casts, which allocate.
     a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
     b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
@@ -668,6 +670,11 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         if k == 0:
             fill_(target, 0.0)
         else:
+            if algo == "default" and config == -1 and dtype is float32 and backends.cuda.matmul.allow_tf32:
+                algo = "tf32"
+            if algo == "tf32":
+                _lib.matmul_tf32(target, a2, b2)
+                return out
             # "default": the tile configuration comes from the autotuner
             # (measured once per device and shape class, then cached).
             if config == -1 and algo == "default":

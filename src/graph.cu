@@ -158,11 +158,16 @@ static mt_status release_graph(MtGraph *g)
 #endif
     mt_status status = MT_OK;
     if (backed && !g->dropped.empty()) {
-        /* The last replay's buffers may still be in use on any stream. */
+        /* The last replay's buffers may still be in use on any stream: wait
+         * for the device, then give them back to the pool they came from
+         * (stream-ordered, as they were allocated: compute-sanitizer follows
+         * a graph's memory through cudaFreeAsync, not through cudaFree). */
         cudaError_t err = cudaDeviceSynchronize();
         for (void *p : g->dropped)
             if (err == cudaSuccess)
-                err = cudaFree(p);
+                err = cudaFreeAsync(p, nullptr);
+        if (err == cudaSuccess)
+            err = cudaStreamSynchronize(nullptr);
         if (err != cudaSuccess)
             status = mt_fail_cuda(err, "cudaFree(a graph's buffer)", __FILE__, __LINE__);
     }

@@ -286,3 +286,27 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
         return launch_matmul<float>(algo, config, out, a, b);
     return launch_matmul<double>(algo, config, out, a, b);
 }
+
+mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
+{
+    const char *func = "mt_matmul_tf32";
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    if (out.dtype != MT_FLOAT32)
+        return mt_fail(MT_ERR_DTYPE, func, "TF32 products take float32 operands, got %s", dtype_name(out.dtype));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "a", &a));
+    MT_TRY(mt_check_extent(func, "b", &b));
+    MT_TRY(check_product(func, out, a, b));
+#ifndef MT_EMULATOR
+    int device = 0, major = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 8)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "TF32 tensor cores need compute capability 8.0 or newer; this GPU has %d.x", major);
+#endif
+    if (tensor_numel(out) == 0)
+        return MT_OK;
+    return launch_tf32(out, a, b);
+}

@@ -6,7 +6,9 @@
  *   src/matmul_<rung>.cu        one file per rung of the ladder: naive,
  *                               coalesced, tiled, blocktile_1d, blocktile_2d,
  *                               vectorized, warptile (with the tile
- *                               configurations the autotuner chooses from);
+ *                               configurations the autotuner chooses from),
+ *                               and tf32 on tensor cores, outside the ladder's
+ *                               float-exact list (mt_matmul_tf32);
  *   src/matmul_view.h           one batch's matrices as the kernels see them.
  *
  * This header declares no __shared__ arrays and launches nothing (it is not
@@ -57,6 +59,8 @@ template <typename T>
 mt_status launch_vectorized(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
 mt_status launch_warptile(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
+/* The tensor-core rung (float32 operands, TF32 products; any strides). */
+mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 
 /* The warptile tile configurations: how many there are, each one's name, and
  * the one the library picks for a product when nobody (the autotuner) chose. */

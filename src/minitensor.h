@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 13
+#define MT_ABI_VERSION 14
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -349,6 +349,13 @@ const char *mt_matmul_config_name(int config);
  * from the shape; 0..count-1 is allowed only with MT_MATMUL_DEFAULT and
  * MT_MATMUL_WARPTILE (the other algos have nothing to configure). */
 mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config);
+/* out = a @ b as mt_matmul, on tensor cores: float32 operands rounded to
+ * TF32 (10 bits of mantissa) for the products, float sums. Not exact in
+ * float32 (about 1e-3 relative), hence not an algo of the ladder above:
+ * Python calls it only where mt.backends.cuda.matmul.allow_tf32 is set.
+ * MT_ERR_DTYPE for float64; MT_ERR_INVALID_ARGUMENT on a GPU older than
+ * compute capability 8.0. */
+mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
  * for teaching and benchmarks: every algo gives the same result (up to the
  * order of float additions) for every op, dim and layout.

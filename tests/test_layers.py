@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("binding", ["minitensor._lib", "minitensor._errors", "minitensor._dtype", "minitensor._dlpack"]),
     ("array", ["minitensor._shape", "minitensor._storage", "minitensor._foreign", "minitensor._interop",
                "minitensor._array", "minitensor._views"]),
-    ("ops", ["minitensor.ops", "minitensor.autotune"]),
+    ("ops", ["minitensor.ops", "minitensor.autotune", "minitensor.backends"]),
     ("autograd engine", ["minitensor.autograd.engine"]),
     ("gradient rules", ["minitensor.autograd"]),
     ("tensor", ["minitensor.tensor", "minitensor._creation", "minitensor._functions"]),

@@ -42,6 +42,24 @@ static const char *const LAYOUT_NOTE[] = {"", " (transposed)", " (row-major)"};
  * -1 calls plain mt_matmul. */
 static int g_config = -1;
 
+/* Set: matmul_case calls mt_matmul_tf32 (the tensor-core rung) instead, with
+ * inputs already rounded to TF32, so that its products are exact and the
+ * float reference holds as for every other rung. */
+static int g_tf32 = 0;
+
+/* The TF32 value nearest to v (10 bits of mantissa, ties away from zero), as
+ * the GPU's cvt.rna.tf32.f32 and the emulator's __float_to_tf32 round. */
+static double tf32_round(double v)
+{
+    float f = (float)v;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7f800000u) != 0x7f800000u)
+        bits = (bits + 0x1000u) & 0xffffe000u;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 /* A (batch..., rows, cols) input laid out as `layout` says. */
 static tt_tensor matrix_input(int dtype, int batch_ndim, const int64_t *batch, int64_t rows, int64_t cols,
                               int layout)
@@ -56,6 +74,11 @@ static tt_tensor matrix_input(int dtype, int batch_ndim, const int64_t *batch, i
     if (transposed)
         transpose_last2(&x);
     tt_fill(&x, -1, 1, 0);
+    if (g_tf32) {
+        for (int64_t i = 0; i < x.cap; ++i)
+            x.host[i] = tf32_round(x.host[i]);
+        tt_upload(&x);
+    }
     return x;
 }
 
@@ -74,7 +97,7 @@ static void matmul_case(int algo, int dtype, int batch_ndim, const int64_t *batc
     out_shape[batch_ndim + 1] = N;
     tt_tensor out = tt_new(dtype, batch_ndim + 2, out_shape, TT_OUTPUT);
     tt_case("mt_matmul %s config %d M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s%s, b %s%s",
-            tt_op_name("matmul", algo), g_config, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NOTE[a_t],
+            g_tf32 ? "tf32" : tt_op_name("matmul", algo), g_config, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NOTE[a_t],
             tt_str(&b), LAYOUT_NOTE[b_t]);
 
     /* Reference: out[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], where za and
@@ -98,8 +121,9 @@ static void matmul_case(int algo, int dtype, int batch_ndim, const int64_t *batc
         expect[o] = tt_sum(sum, sumsq, K);
     }
 
-    mt_status status = g_config < 0 ? mt_matmul(out.t, a.t, b.t, algo)
-                                    : mt_matmul_with_config(out.t, a.t, b.t, algo, g_config);
+    mt_status status = g_tf32 ? mt_matmul_tf32(out.t, a.t, b.t)
+                       : g_config < 0 ? mt_matmul(out.t, a.t, b.t, algo)
+                                      : mt_matmul_with_config(out.t, a.t, b.t, algo, g_config);
     if (tt_expect_ok(status, "mt_matmul")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&a, "a");
@@ -197,6 +221,29 @@ int main(void)
                 matmul_case(algo, dtype, 1, b3, 1, b1, 0, NULL, 68, 36, 36, ROW_MAJOR, TRANSPOSED);
             }
         }
+
+    /* The tensor-core rung: float32 only, any layout, sizes off its 64 x 64
+     * tiles and its K step of 8, batches. */
+    TT_GROUP("tf32") {
+        g_tf32 = 1;
+        plain_case(0, MT_FLOAT32, 1, 1, 1, 0, 0);
+        plain_case(0, MT_FLOAT32, 65, 65, 65, 0, 0);
+        plain_case(0, MT_FLOAT32, 128, 64, 16, ROW_MAJOR, ROW_MAJOR);
+        for (int c = 0; c < 10; ++c)
+            plain_case(0, MT_FLOAT32, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
+                       (int)tt_rand_int(0, 2));
+        plain_case(0, MT_FLOAT32, 7, 31, 0, 0, 0);
+        static const int64_t b3[] = {3}, b1[] = {1};
+        matmul_case(0, MT_FLOAT32, 1, b3, 1, b3, 1, b1, 33, 65, 31, 0, 1);
+        g_tf32 = 0;
+        int64_t s22[] = {2, 2};
+        tt_tensor x = tt_new(MT_FLOAT64, 2, s22, TT_CONTIGUOUS);
+        tt_tensor y = tt_new(MT_FLOAT64, 2, s22, TT_CONTIGUOUS);
+        tt_case("mt_matmul_tf32 of float64 operands");
+        tt_expect_error(mt_matmul_tf32(y.t, x.t, x.t), MT_ERR_DTYPE, "mt_matmul_tf32", &y);
+        tt_free(&x);
+        tt_free(&y);
+    }
 
     /* Every warptile configuration, through the warptile algo and (under the
      * fast kernel policy) the default one; under the teaching policy the
