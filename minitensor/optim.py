@@ -70,6 +70,11 @@ class Optimizer:
             if self._fuse(p):
                 self._fused_update_one(p, state)
             else:
+                if _lib.capturing():
+                    raise InvalidArgumentError(
+                        f"{type(self).__name__}.step: the chain of ops replaces its state tensors (the "
+                        f"momentum buffer) at each step, and a CUDA graph replay would keep reading the "
+                        f"ones it captured; capture the fused update ({type(self).__name__}(..., fused=True))")
                 self._update_one(p, state)
 
     def _fuse(self, p: Tensor) -> bool:

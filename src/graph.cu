@@ -40,8 +40,9 @@
 struct MtGraph {
     cudaGraphExec_t exec = nullptr;
     unsigned long long id = 0;
-    std::vector<void *> dropped;
-    bool launched = false; /* until the first replay, its buffers hold no memory (on a GPU) */
+    std::vector<void *> dropped; /* its own buffers, dropped by the program */
+    std::vector<void *> kept;    /* older buffers the program freed during the capture */
+    bool launched = false;       /* until the first replay, its buffers hold no memory (on a GPU) */
 };
 
 static std::mutex g_graphs_mutex;
@@ -49,6 +50,14 @@ static std::map<unsigned long long, MtGraph *> g_graphs; /* by capture number */
 static thread_local MtGraph *t_pending = nullptr;         /* the graph being captured */
 static thread_local std::vector<MtGraph *> t_deferred_graphs;
 static mt_status release_graph(MtGraph *g);
+
+bool mt_graph_keep(void *ptr)
+{
+    if (t_pending == nullptr)
+        return false;
+    t_pending->kept.push_back(ptr);
+    return true;
+}
 
 bool mt_graph_take_free(unsigned long long id, void *ptr)
 {
@@ -174,6 +183,12 @@ static mt_status release_graph(MtGraph *g)
     const mt_status forgot = mt_forget_capture(g->id, backed);
     if (status == MT_OK)
         status = forgot;
+    /* The older buffers its kernels read at every replay: free now. */
+    for (void *p : g->kept) {
+        const mt_status freed = mt_free(p);
+        if (status == MT_OK)
+            status = freed;
+    }
     if (g->exec) {
         const cudaError_t err = cudaGraphExecDestroy(g->exec);
         if (err != cudaSuccess && status == MT_OK)

@@ -138,6 +138,9 @@ mt_status mt_release_deferred_streams(void);
  * it (it has not been replayed yet, so the buffer holds no memory of its own
  * to free), src/graph.cu. */
 bool mt_graph_take_free(unsigned long long id, void *ptr);
+/* mt_free, during a capture, of a buffer allocated before it: the graph
+ * being captured keeps it until the graph is destroyed (false: no graph). */
+bool mt_graph_keep(void *ptr);
 /* A graph is gone: its buffers the program still has become ordinary ones,
  * or, where the graph never ran (backed false), ones with no memory to free
  * (src/memory.cu). */

@@ -175,7 +175,9 @@ mt_status mt_free(void *ptr)
                        "mt_unregister_buffer forgets it (its owner frees it)",
                        ptr);
     if (mt_capturing() && it->second.capture != mt_capture_id()) {
-        t_deferred.push_back(ptr);
+        /* The capture's kernels may read it at every replay. */
+        if (!mt_graph_keep(ptr))
+            t_deferred.push_back(ptr);
         return MT_OK;
     }
     if ((it->second.capture != 0 && mt_graph_take_free(it->second.capture, ptr)) || it->second.unbacked) {
