@@ -153,6 +153,40 @@ def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor
     return _random(shape, dtype, requires_grad, "randn()", _generator.standard_normal)
 
 
+def _whole_numbers(values: np.ndarray, dtype: Any, func: str, largest: int) -> Tensor:
+    """Integers as a float tensor (minitensor has no integer dtype yet, as
+    arange), refused where the dtype cannot hold every one of them exactly."""
+    dtype = default_dtype if dtype is None else to_dtype(dtype)
+    exact = 2 ** (24 if dtype.itemsize == 4 else 53)
+    if largest > exact:
+        raise ValueError(f"{func}: values up to {largest} are not all exact in {dtype.name} "
+                         f"(whole numbers only up to 2**{exact.bit_length() - 1}); pass dtype=float64")
+    return _from_numpy(values, dtype)
+
+
+def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None) -> Tensor:
+    """Integers drawn uniformly from [low, high), as torch.randint: randint(high,
+    size) or randint(low, high, size). Floats holding whole numbers (float32
+    unless dtype is given), as arange gives: minitensor has no int64 yet."""
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    for name, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"randint(): {name} must be an int, got {type(value).__name__}")
+    if not low < high:
+        raise ValueError(f"randint(): low must be below high, got low={low}, high={high}")
+    shape = as_shape(size, "randint()")
+    values = _generator.integers(int(low), int(high), size=shape)
+    return _whole_numbers(values, dtype, "randint()", max(abs(int(low)), abs(int(high) - 1)))
+
+
+def randperm(n: int, *, dtype: Any = None) -> Tensor:
+    """A random permutation of 0 .. n-1, as torch.randperm (floats, as randint)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"randperm(): n must be an int >= 0, got {n!r}")
+    return _whole_numbers(_generator.permutation(int(n)), dtype, "randperm()", max(int(n) - 1, 0))
+
+
 def rand_like(x: Tensor, dtype: Any = None) -> Tensor:
     """rand with x's shape (and dtype unless given)."""
     return rand(x.shape, dtype=x.dtype if dtype is None else dtype)

@@ -7,7 +7,6 @@ apply their gradient rule themselves.
 
 from __future__ import annotations
 
-import builtins
 from typing import Any, Optional, Sequence
 
 from . import autograd
@@ -225,19 +224,21 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     return tuple(t.expand(shape) for t in tensors)
 
 
+def isclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """Where |a - b| <= atol + rtol * |b| (b broadcast), as torch.isclose (Tensor.isclose)."""
+    return _check(a, "isclose").isclose(b, rtol, atol, equal_nan)
+
+
 def allclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    """Whether every |a - b| <= atol + rtol * |b| (b broadcast), as torch.allclose:
-    equal infinities are close, NaN is close to NaN only with equal_nan."""
-    _check(a, "allclose")
-    with autograd.no_grad():
-        a = a.detach()
-        b = b.detach() if isinstance(b, Tensor) else b
-        diff = (a - b).abs()
-        tolerance = (b.abs() if isinstance(b, Tensor) else builtins.abs(b)) * rtol + atol
-        # An infinite difference is never within an (infinite) tolerance: an
-        # infinity is close only to itself, which a == b finds (inf - inf is nan).
-        close = autograd.Maximum.apply((diff <= tolerance) * (diff != float("inf")), a == b)
-        if equal_nan:
-            both_nan = (a != a) * ((b != b) if isinstance(b, Tensor) else float(b != b))
-            close = autograd.Maximum.apply(close, both_nan)
-        return close.numel() == 0 or bool(close.min().item() == 1.0)
+    """Whether every element of isclose(a, b, ...) holds, as torch.allclose (a bool)."""
+    return _check(a, "allclose").allclose(b, rtol, atol, equal_nan)
+
+
+def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - torch's name
+    """Whether every element (along dim) is non-zero, as torch.all (Tensor.all)."""
+    return _check(x, "all").all(dim, keepdim)
+
+
+def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - torch's name
+    """Whether some element (along dim) is non-zero, as torch.any (Tensor.any)."""
+    return _check(x, "any").any(dim, keepdim)

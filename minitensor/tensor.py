@@ -528,6 +528,44 @@ class Tensor(Variable):
 
     # ---- reductions ----
 
+    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Whether every element (along dim) is non-zero (NaN counts as non-zero), as
+        torch.all; True over no elements. 1.0 or 0.0 in this tensor's dtype:
+        minitensor has no bool dtype yet (docs/api.md)."""
+        with autograd.no_grad():
+            return (self.detach() != 0).prod(dim=dim, keepdim=keepdim)
+
+    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """Whether some element (along dim) is non-zero, as torch.any; False over no
+        elements. 1.0 or 0.0, as all()."""
+        with autograd.no_grad():
+            return (self.detach() != 0).sum(dim=dim, keepdim=keepdim) > 0
+
+    def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+        """Where |self - other| <= atol + rtol * |other| (other broadcast), as
+        torch.isclose: equal infinities are close, NaN is close to NaN only with
+        equal_nan. A mask of 1.0 and 0.0, as the comparisons give."""
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"isclose: {name} must be a number >= 0, got {value!r}")
+        with autograd.no_grad():
+            a = self.detach()
+            b = other.detach() if isinstance(other, Tensor) else other
+            diff = (a - b).abs()
+            tolerance = (b.abs() if isinstance(b, Tensor) else abs(b)) * rtol + atol
+            # An infinite difference is never within an (infinite) tolerance: an
+            # infinity is close only to itself, which a == b finds (inf - inf is nan).
+            close = autograd.Maximum.apply((diff <= tolerance) * (diff != float("inf")), a == b)
+            if equal_nan:
+                both_nan = (a != a) * ((b != b) if isinstance(b, Tensor) else float(b != b))
+                close = autograd.Maximum.apply(close, both_nan)
+            return close
+
+    def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+        """Whether every element of isclose holds, as torch.allclose (a bool)."""
+        close = self.isclose(other, rtol, atol, equal_nan)
+        return close.numel() == 0 or bool(close.min().item() == 1.0)
+
     def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Sum over dim (None: everything; an int or a tuple of ints)."""
         return autograd.Sum.apply(self, dim, keepdim)

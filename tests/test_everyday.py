@@ -155,3 +155,51 @@ def test_assignment_drops_the_leading_ones_the_view_lacks_as_numpy_does() -> Non
     target[...] = leaf * 2.0
     target.sum().backward()
     np.testing.assert_array_equal(leaf.grad.numpy(), np.full((1, 3, 2), 2.0))
+
+
+def test_isclose_all_any_as_numpy() -> None:
+    a = np.array([[1.0, np.nan, np.inf, 2.0], [0.0, -np.inf, 1e-9, 5.0]], dtype=np.float32)
+    b = np.array([[1.0 + 1e-7, np.nan, np.inf, 2.1], [-0.0, np.inf, 0.0, 5.0]], dtype=np.float32)
+    for equal_nan in (False, True):
+        got = mt.isclose(mt.tensor(a), mt.tensor(b), equal_nan=equal_nan).numpy()
+        np.testing.assert_array_equal(got, np.isclose(a, b, equal_nan=equal_nan).astype(np.float32))
+    np.testing.assert_array_equal(mt.tensor(a).isclose(2.0).numpy(), np.isclose(a, 2.0).astype(np.float32))
+    assert mt.tensor(a)[:, :1].allclose(mt.tensor(b)[:, :1]) and not mt.allclose(mt.tensor(a), mt.tensor(b))
+    x = np.array([[1.0, 0.0, np.nan], [2.0, 3.0, 4.0]], dtype=np.float32)
+    t = mt.tensor(x).t()  # a strided view
+    for dim in (None, 0, 1):
+        for keepdim in (False, True):
+            if dim is None and keepdim:
+                continue
+            np.testing.assert_array_equal(t.all(dim, keepdim).numpy(), np.all(x.T, axis=dim, keepdims=keepdim))
+            np.testing.assert_array_equal(mt.any(t, dim, keepdim).numpy(), np.any(x.T, axis=dim, keepdims=keepdim))
+    assert mt.all(mt.zeros(0)).item() == 1.0 and mt.any(mt.zeros(2, 0), dim=1).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="rtol"):
+        mt.isclose(mt.ones(2), mt.ones(2), rtol=-1.0)
+    with pytest.raises(TypeError):
+        mt.all([1.0, 2.0])
+
+
+def test_randint_and_randperm_as_torch() -> None:
+    mt.manual_seed(3)
+    r = mt.randint(10, (1000,)).numpy()
+    assert r.dtype == np.float32 and r.min() >= 0 and r.max() <= 9 and np.all(r == np.round(r))
+    assert set(np.unique(r)) == set(range(10))
+    r = mt.randint(-3, 4, (5, 6)).numpy()
+    assert r.shape == (5, 6) and r.min() >= -3 and r.max() <= 3
+    p = mt.randperm(50).numpy()
+    np.testing.assert_array_equal(np.sort(p), np.arange(50))
+    assert mt.randperm(0).shape == (0,) and mt.randint(5, (0, 3)).shape == (0, 3)
+    mt.manual_seed(3)
+    again = mt.randint(10, (1000,)).numpy()
+    mt.manual_seed(3)
+    np.testing.assert_array_equal(mt.randint(10, (1000,)).numpy(), again)  # the package's generator
+    assert mt.randperm(5, dtype=mt.float64).dtype is mt.float64
+    with pytest.raises(ValueError, match="below"):
+        mt.randint(4, 4, (2,))
+    with pytest.raises(ValueError, match="float64"):
+        mt.randint(0, 2**25, (2,))
+    with pytest.raises(TypeError, match="int"):
+        mt.randint(0.5, 3, (2,))
+    with pytest.raises(ValueError, match="n must be"):
+        mt.randperm(-1)
