@@ -11,14 +11,17 @@ labels (see data/README.md for its origin and licence). The script
    statistics are buffers of the model's first layer, so they are saved with
    the weights),
 3. trains Standardize -> Linear(64, 128) -> ReLU -> Linear(128, 10) with Adam
-   on minibatches of cross-entropy, showing a progress bar per epoch,
+   on minibatches of cross-entropy, drawn by a DataLoader over the training
+   tensors (shuffled every epoch), showing a progress bar per epoch,
 4. reports the held-out accuracy (it must reach 95%), saves the model to
    build/digits_mlp.npz, loads it into a fresh model and checks that the
    fresh model gives the same accuracy.
 
 Every tensor operation, forward and backward, runs on minitensor's kernels:
 the GPU with the CUDA build, the CPU emulator otherwise (mt.backend() says
-which). NumPy only reads the file, shuffles and slices the batches on the host.
+which). NumPy reads the file and splits it; the training set is uploaded once
+and each batch is gathered on the device (minitensor.utils.data). The labels
+are float32 whole numbers: minitensor has no int64 dtype yet.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ sys.path.insert(0, str(REPO))  # run from anywhere without installing the packag
 import minitensor as mt  # noqa: E402
 import minitensor.nn.functional as F  # noqa: E402
 from minitensor import nn  # noqa: E402
+from minitensor.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 DATA = REPO / "data" / "digits.csv.gz"
 WEIGHTS = REPO / "build" / "digits_mlp.npz"
@@ -111,21 +115,20 @@ def main() -> int:
     optimizer = mt.optim.Adam(model.parameters(), lr=args.lr)
     print(model)
 
-    batches = (len(x_train) + args.batch_size - 1) // args.batch_size
+    # The same generator as the split: each epoch's order is its next permutation.
+    loader = DataLoader(TensorDataset(mt.tensor(x_train), mt.tensor(y_train.astype(np.float32))),
+                        batch_size=args.batch_size, shuffle=True, generator=rng)
     for epoch in range(1, args.epochs + 1):
         epoch_start = time.perf_counter()
-        shuffled = rng.permutation(len(x_train))
         total_loss, seen = 0.0, 0
-        for b in range(batches):
-            idx = shuffled[b * args.batch_size : (b + 1) * args.batch_size]
-            x = mt.tensor(x_train[idx])  # B, 64
+        for b, (x, y) in enumerate(loader):  # x: B, 64; y: B
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y_train[idx])
+            loss = F.cross_entropy(model(x), y)
             loss.backward()
             optimizer.step()
-            total_loss += loss.item() * len(idx)
-            seen += len(idx)
-            progress(epoch, args.epochs, b + 1, batches, total_loss / seen)
+            total_loss += loss.item() * len(y)
+            seen += len(y)
+            progress(epoch, args.epochs, b + 1, len(loader), total_loss / seen)
         seconds = time.perf_counter() - epoch_start
         print(f"  {seconds:.1f} s")
 
