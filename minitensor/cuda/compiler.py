@@ -57,7 +57,7 @@ import numpy as np
 from .. import _lib
 from .._array import Array
 from .._dtype import float32, float64
-from .._errors import CompileError, DTypeError, InvalidArgumentError
+from .._errors import DTypeError, InvalidArgumentError
 from .._shape import contiguous_strides
 
 # C spellings of a number parameter -> ctypes type.

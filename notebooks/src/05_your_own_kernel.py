@@ -19,7 +19,6 @@ repo = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "minitensor" / 
 sys.path.insert(0, str(repo))
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 import minitensor as mt
 
