@@ -166,7 +166,7 @@ def test_a_graph_is_captured_once_until_reset() -> None:
 
 def test_memory_freed_during_a_capture_lives_as_long_as_the_graph() -> None:
     gc.collect()
-    before = _lib.memory_in_use()
+    before = mt.memory_in_use()
     x = mt.ones(100)
     temp = mt.full((50,), 3.0)
     g = mt.cuda.CUDAGraph()
@@ -174,17 +174,17 @@ def test_memory_freed_during_a_capture_lives_as_long_as_the_graph() -> None:
         y = x * temp.sum()
         del temp  # allocated before the capture: the graph reads it at every replay
         gc.collect()
-    assert _lib.memory_in_use() - before == (100 + 100 + 50) * 4  # x, y and temp, kept by g
+    assert mt.memory_in_use() - before == (100 + 100 + 50) * 4  # x, y and temp, kept by g
     for _ in range(2):
         g.replay()
         assert y.sum().item() == 100 * 150.0
     del g
     gc.collect()
-    assert _lib.memory_in_use() - before == (100 + 100) * 4  # temp went with the graph
+    assert mt.memory_in_use() - before == (100 + 100) * 4  # temp went with the graph
     del x, y
     gc.collect()
     if mt.backend() == "emulator":  # a GPU's graph memory goes back to its pool on its own terms
-        assert _lib.memory_in_use() == before
+        assert mt.memory_in_use() == before
 
 
 def test_a_chained_optimizer_refuses_capture() -> None:

@@ -131,7 +131,7 @@ def test_events_refuse_what_cannot_be_timed() -> None:
 
 def test_memory_of_a_destroyed_stream_is_freed_later_without_error() -> None:
     gc.collect()
-    before = _lib.memory_in_use()
+    before = mt.memory_in_use()
     s = mt.cuda.Stream()
     with mt.cuda.stream(s):
         kept = mt.ones(1000)  # allocated on s
@@ -142,7 +142,7 @@ def test_memory_of_a_destroyed_stream_is_freed_later_without_error() -> None:
     assert kept.sum().item() == 1000.0
     del kept, used
     gc.collect()
-    assert _lib.memory_in_use() == before
+    assert mt.memory_in_use() == before
 
 
 def test_record_stream_is_a_no_op_for_borrowed_memory_and_checks_its_argument() -> None:
