@@ -172,8 +172,9 @@ def index(x: Array, key: Any) -> Array:
     for k in key:
         if isinstance(k, Array) or isinstance(k, (list, np.ndarray)):
             raise TypeError(
-                "indexing with a tensor, list or array (advanced indexing) is not supported; "
-                "use basic indices (ints, slices, None, ...) or gather()"
+                "writing through an index array (x[idx] = v) is not supported yet, and a view cannot be "
+                "one (reading x[idx] gathers a copy); use basic indices (ints, slices, None, ...) or "
+                "scatter_add()"
             )
         if isinstance(k, bool) or not (
             k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))

@@ -331,7 +331,12 @@ class Tensor(Variable):
         return self if self.is_contiguous() else autograd.Contiguous.apply(self)
 
     def __getitem__(self, key: Any) -> Tensor:
-        """Basic indexing (a view): ints, slices with a positive step, None and ...."""
+        """Basic indexing (a view): ints, slices with a positive step, None and ....
+        One index array (a list or NumPy array of ints, or of bools: a mask),
+        with only ``:`` and ``...`` beside it, selects as NumPy does (a copy,
+        through gather, so gradients flow)."""
+        if _has_index_array(key):
+            return _select(self, key)
         return autograd.Index.apply(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -677,6 +682,63 @@ class Tensor(Variable):
 
 
 # ---- in-place ops and autograd -----------------------------------------------------------
+
+
+def _has_index_array(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, (list, np.ndarray, Array)) for k in items)
+
+
+def _select(x: Tensor, key: Any) -> Tensor:
+    """x[key] for a key with one index array (ints or a bool mask) among full
+    slices and an ellipsis: the rows the array names along its dim, gathered."""
+    items = key if isinstance(key, tuple) else (key,)
+    arrays = [i for i, k in enumerate(items) if isinstance(k, (list, np.ndarray, Array))]
+    if any(isinstance(items[i], Array) for i in arrays):
+        raise IndexError("indexing with a minitensor tensor is not supported yet: a float tensor cannot say "
+                         "whether it holds indices or a mask (minitensor has no int64 or bool dtype); index "
+                         "with a list or NumPy array, or use gather()")
+    if len(arrays) != 1 or any(not (k is Ellipsis or k == slice(None)) for i, k in enumerate(items)
+                               if i != arrays[0]):
+        raise IndexError(f"only one index array, with ':' and '...' beside it, is supported; got {key!r}")
+    at = arrays[0]
+    index = np.asarray(items[at])
+    if index.dtype == bool:
+        consumed = index.ndim
+    elif index.size == 0 or index.dtype.kind in "iu":
+        consumed = 1
+        index = index.astype(np.int64)
+    else:
+        raise IndexError(f"arrays used as indices must be of integer (or boolean) type, got {index.dtype}")
+    others = sum(1 for k in items if k is not Ellipsis) - 1
+    fill = x.ndim - others - consumed
+    if fill < 0 or sum(1 for k in items if k is Ellipsis) > 1:
+        raise IndexError(f"too many indices for a tensor of {x.ndim} dims: {key!r}")
+    before = items[:at]
+    dim = sum(fill if k is Ellipsis else 1 for k in before)
+    if index.dtype == bool:
+        shape = x.shape[dim:dim + consumed]
+        if index.shape != shape:
+            raise IndexError(f"the mask's shape {index.shape} does not match the indexed dims {shape} "
+                             f"of a tensor of shape {x.shape}")
+        flat = x.reshape(*x.shape[:dim], -1, *x.shape[dim + consumed:]) if consumed != 1 else x
+        positions = np.flatnonzero(index)
+        return _gather_rows(flat, dim, positions, positions.shape)
+    size = x.shape[dim]
+    if index.size and (index.min() < -size or index.max() >= size):
+        bad = int(index[(index < -size) | (index >= size)].flat[0])
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+    return _gather_rows(x, dim, np.where(index < 0, index + size, index).reshape(-1), index.shape)
+
+
+def _gather_rows(x: Tensor, dim: int, rows: np.ndarray, shape: tuple[int, ...]) -> Tensor:
+    """The rows of x along dim (whole numbers in 0..size-1), as index shape `shape`."""
+    out_shape = x.shape[:dim] + (len(rows),) + x.shape[dim + 1:]
+    host = rows.astype(np.float64).reshape((1,) * dim + (len(rows),) + (1,) * (x.ndim - dim - 1))
+    index = _array.empty(host.shape, float64)
+    _array.upload(index, np.ascontiguousarray(host))
+    picked = x.gather(dim, Tensor._from_array(index).expand(*out_shape))
+    return picked.reshape(*x.shape[:dim], *shape, *x.shape[dim + 1:])
 
 
 def _check_leaf(x: Tensor, func: str) -> None:

@@ -111,8 +111,6 @@ def test_index_out_of_range() -> None:
         lambda t: t.argmax(dim=(0, 1)),
         lambda t: t.view("a"),
         lambda t: t.reshape(2.5),
-        lambda t: t[mt.zeros(1)],
-        lambda t: t[[0, 1]],
         lambda t: t.to("int64"),
         lambda t: t.fill_("x"),
         lambda t: mt.exp(np.ones(2)),

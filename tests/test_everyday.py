@@ -203,3 +203,43 @@ def test_randint_and_randperm_as_torch() -> None:
         mt.randint(0.5, 3, (2,))
     with pytest.raises(ValueError, match="n must be"):
         mt.randperm(-1)
+
+
+INDEX_KEYS = [
+    [1, 0], np.array([[1, -1], [0, 1]]), (slice(None), [2, 0, 2]), (Ellipsis, [3, 3, 0]), [],
+    np.array([True, False]), (slice(None), np.array([[True, False, True, False]] * 3)),
+    (Ellipsis, np.array([False] * 4)), (slice(None), [], slice(None)),
+]
+
+
+@pytest.mark.parametrize("key", INDEX_KEYS, ids=range(len(INDEX_KEYS)))
+def test_an_index_array_or_mask_selects_as_numpy(key) -> None:
+    x = random_array(0, (2, 3, 4), mt.float64)
+    for t in (mt.tensor(x), mt.tensor(x.transpose(2, 0, 1).copy()).permute(1, 2, 0)):  # contiguous, strided
+        np.testing.assert_array_equal(t[key].numpy(), x[key])
+
+
+def test_an_index_array_passes_gradients_back_to_the_rows_it_read() -> None:
+    x = random_array(1, (4, 3), mt.float64)
+    gradcheck(lambda m, t: t[[2, 0, 2, -1]] * 3.0, [x])
+    gradcheck(lambda m, t: t[:, np.array([True, False, True])], [x])
+
+
+@pytest.mark.parametrize("key,error,match", [
+    ([4], IndexError, "out of bounds for dimension 0 with size 4"),
+    ((0, [1]), IndexError, "only one index array"),
+    (([0], [1]), IndexError, "only one index array"),
+    ([1.5], IndexError, "integer"),
+    (np.array([True]), IndexError, "mask's shape"),
+])
+def test_index_arrays_out_of_reach_are_refused(key, error, match) -> None:
+    with pytest.raises(error, match=match):
+        mt.zeros(4, 3)[key]
+
+
+def test_a_tensor_index_is_refused_until_there_are_integer_dtypes() -> None:
+    t = mt.arange(6.0)
+    with pytest.raises(IndexError, match="int64 or bool"):
+        t[t > 2]  # a float 0/1 mask and float indices look the same
+    with pytest.raises(TypeError, match="writing through an index array"):
+        t[[0, 1]] = 5.0
