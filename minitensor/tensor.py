@@ -343,6 +343,8 @@ class Tensor(Variable):
         """Writes a number or a broadcastable tensor into the basic-index view self[key].
         Leading dims of size 1 that the view lacks are dropped first, as NumPy
         and torch do (a (1, 3, 2) value fits a (3, 2) view)."""
+        if _has_index_array(key):
+            return _assign_rows(self, key, value)
         if isinstance(value, Array) and value.ndim > 0:
             extra = value.ndim - _views.index(self, key).ndim
             if extra > 0 and all(size == 1 for size in value.shape[:extra]):
@@ -689,9 +691,10 @@ def _has_index_array(key: Any) -> bool:
     return any(isinstance(k, (list, np.ndarray, Array)) for k in items)
 
 
-def _select(x: Tensor, key: Any) -> Tensor:
-    """x[key] for a key with one index array (ints or a bool mask) among full
-    slices and an ellipsis: the rows the array names along its dim, gathered."""
+def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, ...]]:
+    """For a key with one index array (ints or a bool mask) among full slices
+    and an ellipsis: (dim, how many dims of x it consumes, the rows it names
+    along those dims flattened, in 0..size-1, the shape of the index)."""
     items = key if isinstance(key, tuple) else (key,)
     arrays = [i for i, k in enumerate(items) if isinstance(k, (list, np.ndarray, Array))]
     if any(isinstance(items[i], Array) for i in arrays):
@@ -714,31 +717,85 @@ def _select(x: Tensor, key: Any) -> Tensor:
     fill = x.ndim - others - consumed
     if fill < 0 or sum(1 for k in items if k is Ellipsis) > 1:
         raise IndexError(f"too many indices for a tensor of {x.ndim} dims: {key!r}")
-    before = items[:at]
-    dim = sum(fill if k is Ellipsis else 1 for k in before)
+    dim = sum(fill if k is Ellipsis else 1 for k in items[:at])
     if index.dtype == bool:
         shape = x.shape[dim:dim + consumed]
         if index.shape != shape:
             raise IndexError(f"the mask's shape {index.shape} does not match the indexed dims {shape} "
                              f"of a tensor of shape {x.shape}")
-        flat = x.reshape(*x.shape[:dim], -1, *x.shape[dim + consumed:]) if consumed != 1 else x
-        positions = np.flatnonzero(index)
-        return _gather_rows(flat, dim, positions, positions.shape)
+        rows = np.flatnonzero(index)
+        return dim, consumed, rows, rows.shape
     size = x.shape[dim]
     if index.size and (index.min() < -size or index.max() >= size):
         bad = int(index[(index < -size) | (index >= size)].flat[0])
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
-    return _gather_rows(x, dim, np.where(index < 0, index + size, index).reshape(-1), index.shape)
+    return dim, 1, np.where(index < 0, index + size, index).reshape(-1), index.shape
 
 
-def _gather_rows(x: Tensor, dim: int, rows: np.ndarray, shape: tuple[int, ...]) -> Tensor:
-    """The rows of x along dim (whole numbers in 0..size-1), as index shape `shape`."""
-    out_shape = x.shape[:dim] + (len(rows),) + x.shape[dim + 1:]
-    host = rows.astype(np.float64).reshape((1,) * dim + (len(rows),) + (1,) * (x.ndim - dim - 1))
+def _flat(x: Tensor, dim: int, consumed: int) -> Tensor:
+    """x with the `consumed` dims from dim on made one (a mask over several dims)."""
+    return x if consumed == 1 else x.reshape(*x.shape[:dim], -1, *x.shape[dim + consumed:])
+
+
+def _select(x: Tensor, key: Any) -> Tensor:
+    """x[key] with an index array: the rows it names along its dim, gathered."""
+    dim, consumed, rows, shape = _index_plan(x, key)
+    picked = _gather_rows(_flat(x, dim, consumed), dim, rows)
+    return picked.reshape(*x.shape[:dim], *shape, *x.shape[dim + consumed:])
+
+
+def _assign_rows(x: Tensor, key: Any, value: Any) -> None:
+    """x[key] = value with an index array: where(written, value's rows, x) over
+    the indexed dim, value's rows gathered to the positions they write (exact
+    copies), computed out of place (recorded where autograd records) and
+    written into x."""
+    _check_leaf(x, "__setitem__")
+    dim, consumed, rows, shape = _index_plan(x, key)
+    if len(np.unique(rows)) != len(rows):
+        raise IndexError("x[index] = value with repeated indices: which write wins is unspecified in torch; "
+                         "minitensor refuses (make the indices unique, or use scatter_add for sums)")
+    selected = x.shape[:dim] + shape + x.shape[dim + consumed:]  # x[key].shape, which value broadcasts to
+    if isinstance(value, Tensor) and value.shape != selected:
+        value = value.expand(*selected)
+    if len(rows) == 0:
+        return
+    records = _records(x, value)
+    if records:
+        ops.check_writable(x, "__setitem__")
+    with autograd.enable_grad() if records else autograd.no_grad():
+        # The rules below save what they read: a copy of x's old value, which
+        # the write into x must not change (as _inplace does).
+        old = autograd.Clone.apply(_previous(x)) if records else x.detach()
+        flat = _flat(old, dim, consumed)
+        size = flat.shape[dim]
+        source = np.zeros(size, dtype=np.int64)  # position -> the row of value written there
+        source[rows] = np.arange(len(rows))
+        written = np.zeros(size)
+        written[rows] = 1.0
+        mask = _row_index(dim, written, flat.shape)  # 1.0 where a row is written, expanded
+        if isinstance(value, Tensor):
+            rows_of_value = value.reshape(*flat.shape[:dim], len(rows), *flat.shape[dim + 1:])
+            value = rows_of_value.gather(dim, _row_index(dim, source, flat.shape))
+        result = autograd.Where.apply(mask, value, flat).reshape(*x.shape)
+    if records:
+        _rebase(x, result)
+    else:
+        ops.copy_(x, result)
+
+
+def _row_index(dim: int, rows: np.ndarray, shape: tuple[int, ...]) -> Tensor:
+    """Values along dim (rows for gather: whole numbers) as a float64 tensor
+    uploaded once and expanded over the other dims to `shape`."""
+    host = rows.astype(np.float64).reshape((1,) * dim + (len(rows),) + (1,) * (len(shape) - dim - 1))
     index = _array.empty(host.shape, float64)
     _array.upload(index, np.ascontiguousarray(host))
-    picked = x.gather(dim, Tensor._from_array(index).expand(*out_shape))
-    return picked.reshape(*x.shape[:dim], *shape, *x.shape[dim + 1:])
+    return Tensor._from_array(index).expand(*shape)
+
+
+def _gather_rows(x: Tensor, dim: int, rows: np.ndarray) -> Tensor:
+    """The rows of x along dim (whole numbers in 0..size-1), in order."""
+    out_shape = x.shape[:dim] + (len(rows),) + x.shape[dim + 1:]
+    return x.gather(dim, _row_index(dim, rows, out_shape))
 
 
 def _check_leaf(x: Tensor, func: str) -> None:

@@ -241,5 +241,49 @@ def test_a_tensor_index_is_refused_until_there_are_integer_dtypes() -> None:
     t = mt.arange(6.0)
     with pytest.raises(IndexError, match="int64 or bool"):
         t[t > 2]  # a float 0/1 mask and float indices look the same
-    with pytest.raises(TypeError, match="writing through an index array"):
-        t[[0, 1]] = 5.0
+    with pytest.raises(IndexError, match="int64 or bool"):
+        t[t > 2] = 0.0
+
+
+WRITE_CASES = [
+    ([1], 5.0), ((slice(None), [2, 0]), -1.0), ((Ellipsis, np.array([True, False, True, False])), 7.0),
+    (np.array([[True, False, True], [False, False, True]]), 9.0),
+    ([0, 1], np.arange(12.0).reshape(3, 4)), ((slice(None), [0]), np.ones((2, 1, 4))),
+    ((Ellipsis, [3, -2]), np.array([10.0, 20.0])), ([], 1.0),
+]
+
+
+@pytest.mark.parametrize("key,value", WRITE_CASES, ids=range(len(WRITE_CASES)))
+def test_writes_through_an_index_array_as_numpy(key, value) -> None:
+    x = random_array(2, (2, 3, 4), mt.float64)
+    ref = x.copy()
+    ref[key] = value
+    base = mt.tensor(x.transpose(2, 0, 1).copy())
+    for t in (mt.tensor(x), base.permute(1, 2, 0)):  # a contiguous tensor, and a view that writes into base
+        t[key] = mt.tensor(value) if isinstance(value, np.ndarray) else value
+        np.testing.assert_array_equal(t.numpy(), ref)
+    np.testing.assert_array_equal(base.numpy(), ref.transpose(2, 0, 1))
+
+
+def test_an_augmented_assignment_through_an_index_array() -> None:
+    x = random_array(3, (5, 2), mt.float64)
+    t, ref = mt.tensor(x), x.copy()
+    t[[4, 0]] += 100.0
+    ref[[4, 0]] += 100.0
+    np.testing.assert_array_equal(t.numpy(), ref)
+    with pytest.raises(IndexError, match="repeated indices"):
+        t[[1, 1]] = 0.0
+    with pytest.raises(RuntimeError, match="leaf"):
+        mt.ones(3, requires_grad=True)[[0]] = 2.0
+
+
+def test_a_write_through_an_index_array_is_differentiable() -> None:
+    x = random_array(4, (4, 3), mt.float64)
+    v = random_array(5, (2, 3), mt.float64)
+
+    def fn(m, a, b):
+        y = a * 2.0
+        y[[3, 1]] = b * b
+        return y
+
+    gradcheck(fn, [x, v])
