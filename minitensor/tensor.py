@@ -686,9 +686,17 @@ class Tensor(Variable):
 # ---- in-place ops and autograd -----------------------------------------------------------
 
 
+def _is_index_array(k: Any) -> bool:
+    """An index array, or a slice with a negative step (NumPy's reversed view;
+    minitensor has no negative strides, so it selects rows as an array does)."""
+    return isinstance(k, (list, np.ndarray, Array)) or (
+        isinstance(k, slice) and isinstance(k.step, (int, np.integer)) and not isinstance(k.step, bool)
+        and k.step < 0)
+
+
 def _has_index_array(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
-    return any(isinstance(k, (list, np.ndarray, Array)) for k in items)
+    return any(_is_index_array(k) for k in items)
 
 
 def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, ...]]:
@@ -696,7 +704,7 @@ def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, .
     and an ellipsis: (dim, how many dims of x it consumes, the rows it names
     along those dims flattened, in 0..size-1, the shape of the index)."""
     items = key if isinstance(key, tuple) else (key,)
-    arrays = [i for i, k in enumerate(items) if isinstance(k, (list, np.ndarray, Array))]
+    arrays = [i for i, k in enumerate(items) if _is_index_array(k)]
     if any(isinstance(items[i], Array) for i in arrays):
         raise IndexError("indexing with a minitensor tensor is not supported yet: a float tensor cannot say "
                          "whether it holds indices or a mask (minitensor has no int64 or bool dtype); index "
@@ -705,7 +713,14 @@ def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, .
                                if i != arrays[0]):
         raise IndexError(f"only one index array, with ':' and '...' beside it, is supported; got {key!r}")
     at = arrays[0]
-    index = np.asarray(items[at])
+    if isinstance(items[at], slice):  # a negative step: the rows it walks, as an array
+        fill = x.ndim - (sum(1 for k in items if k is not Ellipsis))
+        dim = sum(fill if k is Ellipsis else 1 for k in items[:at])
+        if fill < 0 or dim >= x.ndim:
+            raise IndexError(f"too many indices for a tensor of {x.ndim} dims: {key!r}")
+        index = np.arange(x.shape[dim])[items[at]]
+    else:
+        index = np.asarray(items[at])
     if index.dtype == bool:
         consumed = index.ndim
     elif index.size == 0 or index.dtype.kind in "iu":

@@ -287,3 +287,17 @@ def test_a_write_through_an_index_array_is_differentiable() -> None:
         return y
 
     gradcheck(fn, [x, v])
+
+
+@pytest.mark.parametrize("key", [slice(None, None, -1), (slice(None), slice(None, None, -2)),
+                                 (Ellipsis, slice(2, 0, -1)), (Ellipsis, slice(None, None, -3)),
+                                 slice(5, None, -1)], ids=range(5))
+def test_a_negative_step_reads_and_writes_as_numpy(key) -> None:
+    x = random_array(6, (2, 3, 4), mt.float64)
+    t = mt.tensor(x)
+    np.testing.assert_array_equal(t[key].numpy(), x[key])  # a copy (no negative strides), same values
+    ref = x.copy()
+    ref[key] = -1.0
+    t[key] = -1.0
+    np.testing.assert_array_equal(t.numpy(), ref)
+    gradcheck(lambda m, a: a[key] * 2.0, [x])
