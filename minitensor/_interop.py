@@ -320,3 +320,25 @@ def borrow(obj: Any, what: str = "asarray()") -> Fields:
         f"{what}: a {type(obj).__name__} exposes no memory to share (no __dlpack__, "
         f"__cuda_array_interface__, __array_interface__ or buffer); use mt.tensor(x) to copy it"
     )
+
+
+def stream_handle(obj: Any, func: str) -> int:
+    """The raw cudaStream_t value of a stream in any of its spellings: None (the
+    default stream, 0), a raw int, or an object with ``.cuda_stream`` (torch,
+    minitensor's Stream) or ``.ptr`` (CuPy)."""
+    if obj is None:
+        return 0
+    if isinstance(obj, bool):
+        raise TypeError(f"{func}: expected a stream, got a bool")
+    if isinstance(obj, int):
+        if obj < 0:
+            raise InvalidArgumentError(f"{func}: a stream handle is not negative, got {obj}")
+        return obj
+    for attr in ("cuda_stream", "ptr"):  # torch and minitensor, CuPy
+        value = getattr(obj, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    raise TypeError(
+        f"{func}: expected a minitensor Stream, an object with .cuda_stream (torch) or .ptr (CuPy), "
+        f"or a raw cudaStream_t int, got {type(obj).__name__}")
+

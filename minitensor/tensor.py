@@ -25,7 +25,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from . import _array, _lib, _views, autograd, ops
+from . import _array, _interop, _lib, _views, autograd, ops
 from ._array import Array
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
 from ._errors import ShapeError
@@ -173,9 +173,7 @@ class Tensor(Variable):
         is freed, the memory is reused only after that work (torch's rule; a
         tensor is otherwise freed in the order of the stream it was made on).
         Memory of another library (from_dlpack, asarray) is its owner's to free."""
-        handle = getattr(stream, "cuda_stream", getattr(stream, "ptr", stream))
-        if isinstance(handle, bool) or not isinstance(handle, int):
-            raise TypeError(f"record_stream: expected a stream, got {type(stream).__name__}")
+        handle = _interop.stream_handle(stream, "record_stream")
         if type(self._storage) is Storage:
             _lib.record_stream(self._storage.ptr, handle)
 

@@ -35,29 +35,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional
 
-from .. import _lib
+from .. import _interop, _lib
 from .._errors import InvalidArgumentError
 
 
 def _handle_of(obj: Any, func: str) -> int:
     """The raw cudaStream_t value of a stream given in any of its spellings."""
-    if obj is None:
-        return 0
     if isinstance(obj, Stream):
         return obj.cuda_stream
-    if isinstance(obj, bool):
-        raise TypeError(f"{func}: expected a stream, got a bool")
-    if isinstance(obj, int):
-        if obj < 0:
-            raise InvalidArgumentError(f"{func}: a stream handle is not negative, got {obj}")
-        return obj
-    for attr in ("cuda_stream", "ptr"):  # torch, CuPy
-        value = getattr(obj, attr, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    raise TypeError(
-        f"{func}: expected a minitensor Stream, an object with .cuda_stream (torch) or .ptr (CuPy), "
-        f"or a raw cudaStream_t int, got {type(obj).__name__}")
+    return _interop.stream_handle(obj, func)
 
 
 class Stream:
