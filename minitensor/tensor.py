@@ -868,6 +868,13 @@ def _inplace(x: Tensor, op: str, rule: Any, other: Any) -> Tensor:
     if _records(x, other):
         ops.check_inplace_shape(x, other, func)
         ops.check_writable(x, func)
+        if op in ("add", "sub") or (op in ("mul", "div") and ops.is_scalar(other)):
+            # The gradient needs neither x's old value nor its new one: one
+            # kernel into x's memory, recorded as such (torch's true in-place).
+            result = autograd.InPlace.apply(_previous(x), op, other)
+            x.requires_grad = result.requires_grad
+            x.grad_fn = result.grad_fn
+            return x
         # The rule sees a copy of x's old value: the write below must not change
         # what it saved for backward.
         return _rebase(x, rule.apply(autograd.Clone.apply(_previous(x)), other))

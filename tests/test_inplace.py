@@ -86,7 +86,7 @@ def test_in_place_on_a_non_leaf_is_recorded():
     y = x * 2
     y += 1
     y *= 3
-    assert not y.is_leaf and type(y.grad_fn).__name__ == "Mul"
+    assert not y.is_leaf and type(y.grad_fn).__name__ == "InPlace"  # one kernel into y's memory
     y.sum().backward()
     assert x.grad.tolist() == [6.0, 6.0, 6.0]
     x.grad = None
@@ -147,3 +147,42 @@ def test_optimizers_still_update_in_place():
         opt.step()
         assert model.weight.data_ptr() == ptr and model.weight.is_leaf
         assert not np.allclose(model.weight.numpy(), before)
+
+
+KERNELS = ("map_contiguous_vec", "map_contiguous", "map_strided", "zip_contiguous_vec", "zip_contiguous",
+           "zip_strided", "zip_row_broadcast", "copy_contiguous")
+
+
+def launches() -> int:
+    from minitensor import _lib
+    return sum(max(_lib.launch_count(k), 0) for k in KERNELS)
+
+
+@pytest.mark.parametrize("op,other", [("add_", 1.5), ("sub_", [0.5, 1.0, 2.0]), ("mul_", 3.0), ("div_", 4.0)])
+def test_a_recorded_in_place_op_is_one_kernel_with_torchs_gradients(op, other) -> None:
+    from minitensor import _lib
+    if _lib.launch_count("map_contiguous") < 0:
+        pytest.skip("launch counts are the emulator's")
+    x = np.array([1.0, -2.0, 3.0])
+    w = mt.tensor(x, requires_grad=True)
+    y = w * 2.0
+    value = mt.tensor(other, dtype=mt.float64) if isinstance(other, list) else other
+    _lib.reset_launch_counts()
+    getattr(y, op)(value)
+    assert launches() == 1  # no copy of y's old value, no copy of the result
+    (y * y).sum().backward()
+    expected = {"add_": 2 * (2 * x + 1.5) * 2, "sub_": 2 * (2 * x - np.array([0.5, 1.0, 2.0])) * 2,
+                "mul_": 2 * (6 * x) * 6, "div_": 2 * (x / 2) * 0.5}[op]
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-6)
+
+
+def test_a_tensor_added_in_place_gets_its_gradient_too() -> None:
+    a = mt.tensor([1.0, 2.0], requires_grad=True)
+    b = mt.tensor([[3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    y = a * 1.0
+    y = y.expand(2, 2).contiguous()
+    y.sub_(b)  # b broadcast-free, its gradient negated
+    y.add_(y)  # x op= x: twice the gradient
+    y.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [4.0, 4.0])
+    np.testing.assert_allclose(b.grad.numpy(), -2.0 * np.ones((2, 2)))

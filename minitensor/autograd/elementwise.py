@@ -31,6 +31,32 @@ class Add(Function):
         return ga, gb
 
 
+class InPlace(Function):
+    """x op= other in x's own memory, recorded: one kernel, with no copy of x's
+    old value and none of the result. It applies where the gradient needs
+    neither: add_ and sub_ (the gradient passes to x, and to other negated for
+    sub_), mul_ and div_ by a number (the gradient scaled by it). forward gets
+    x's alias (tensor._previous) and returns it, written."""
+
+    @staticmethod
+    def forward(ctx, x, op, other):
+        ctx.op = op
+        ctx.other_shape = getattr(other, "shape", ())
+        if op in ("mul", "div"):
+            ctx.scale = float(other) if op == "mul" else 1.0 / float(other)
+        return ops.inplace_(op, x, other)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.op in ("mul", "div"):
+            return ops.mul(grad, ctx.scale) if ctx.needs_input_grad[0] else None, None, None
+        gx = grad if ctx.needs_input_grad[0] else None
+        go = None
+        if ctx.needs_input_grad[2]:
+            go = unbroadcast(grad if ctx.op == "add" else ops.map_("neg", grad), ctx.other_shape)
+        return gx, None, go
+
+
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
