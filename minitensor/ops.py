@@ -51,7 +51,7 @@ from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permu
     unsqueeze,
     view,
 )
-from ._dtype import DType, float32, promote, to_dtype
+from ._dtype import DType, float32, float64, promote, to_dtype
 from ._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
 from ._shape import (
     as_shape,
@@ -687,10 +687,12 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
 
 
 def _index_tensor(index: Any, dtype: DType, func: str) -> Array:
-    """index as a tensor of dtype (indices are whole numbers stored as floats)."""
+    """index as a tensor the kernels take (indices are whole numbers stored as
+    floats): in dtype, except that a float64 index stays float64, exact up to
+    2**53 where float32 is exact only up to 2**24 (the kernels read either)."""
     if not is_array(index):
         raise TypeError(f"{func}: index must be a Tensor, got {type(index).__name__}")
-    return cast(index, dtype)
+    return index if index.dtype is float64 else cast(index, dtype)
 
 
 def gather(x: Array, dim: int, index: Array) -> Array:

@@ -28,7 +28,7 @@ import numpy as np
 from . import _array, _interop, _lib, _views, autograd, ops
 from ._array import Array
 from ._dtype import DType, default_dtype, float32, float64, to_dtype
-from ._errors import ShapeError
+from ._errors import OutOfMemoryError, ShapeError
 from ._shape import as_shape, check_new_shape, normalize_dim
 from ._storage import Storage
 from .autograd import Variable
@@ -716,7 +716,9 @@ def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, .
         dim = sum(fill if k is Ellipsis else 1 for k in items[:at])
         if fill < 0 or dim >= x.ndim:
             raise IndexError(f"too many indices for a tensor of {x.ndim} dims: {key!r}")
-        index = np.arange(x.shape[dim])[items[at]]
+        walk = range(*items[at].indices(x.shape[dim]))
+        _check_host_rows(len(walk), x, "a negative-step slice")
+        index = np.arange(walk.start, walk.stop, walk.step, dtype=np.int64)
     else:
         index = np.asarray(items[at])
     if index.dtype == bool:
@@ -745,6 +747,16 @@ def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, .
     return dim, 1, np.where(index < 0, index + size, index).reshape(-1), index.shape
 
 
+def _check_host_rows(rows: int, x: Tensor, what: str) -> None:
+    """Refuses a host table of `rows` entries (the index array that a negative
+    step or a write builds) larger than this machine's memory: an expanded
+    tensor can have far more rows than anything could hold."""
+    memory = _array._host_memory_bytes()
+    if memory and rows * 8 > memory:
+        raise OutOfMemoryError(f"{what} over {rows} rows of a tensor of shape {x.shape} needs more host memory "
+                               f"than this machine's {memory} bytes; index a smaller part first")
+
+
 def _flat(x: Tensor, dim: int, consumed: int) -> Tensor:
     """x with the `consumed` dims from dim on made one (a mask over several dims)."""
     return x if consumed == 1 else x.reshape(*x.shape[:dim], -1, *x.shape[dim + consumed:])
@@ -767,14 +779,14 @@ def _assign_rows(x: Tensor, key: Any, value: Any) -> None:
     if len(np.unique(rows)) != len(rows):
         raise IndexError("x[index] = value with repeated indices: which write wins is unspecified in torch; "
                          "minitensor refuses (make the indices unique, or use scatter_add for sums)")
+    ops.check_writable(x, "__setitem__")  # before anything is built for the write
     selected = x.shape[:dim] + shape + x.shape[dim + consumed:]  # x[key].shape, which value broadcasts to
     if isinstance(value, Tensor) and value.shape != selected:
         value = value.expand(*selected)
     if len(rows) == 0:
         return
     records = _records(x, value)
-    if records:
-        ops.check_writable(x, "__setitem__")
+    _check_host_rows(int(np.prod(x.shape[dim:dim + consumed])), x, "a write through an index array")
     with autograd.enable_grad() if records else autograd.no_grad():
         # The rules below save what they read: a copy of x's old value, which
         # the write into x must not change (as _inplace does).

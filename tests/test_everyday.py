@@ -301,3 +301,12 @@ def test_a_negative_step_reads_and_writes_as_numpy(key) -> None:
     t[key] = -1.0
     np.testing.assert_array_equal(t.numpy(), ref)
     gradcheck(lambda m, a: a[key] * 2.0, [x])
+
+
+def test_index_paths_refuse_huge_expanded_tensors_before_allocating() -> None:
+    huge = mt.ones(1, 1).expand(2**43, 3)  # found by test_fuzz: NumPy was asked for 64 TiB of row numbers
+    with pytest.raises(mt.OutOfMemoryError, match="negative-step"):
+        huge[::-1]
+    with pytest.raises(mt.MinitensorError, match="write"):
+        huge[[0]] = 1.0  # an expanded view is not writable: refused before any table is built
+    assert huge[[0, -1]].shape == (2, 3)
