@@ -100,20 +100,26 @@ mt_status mt_stream_synchronize(void *stream)
     return MT_OK;
 }
 
-mt_status mt_stream_query(void *stream, int *done)
+/* What cudaStreamQuery / cudaEventQuery said, as *done: "not ready" is an
+ * answer (0), not an error to keep; success is 1; anything else fails. */
+static mt_status query_answer(cudaError_t err, int *done)
 {
-    if (done == nullptr)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_stream_query", "done is null");
-    MT_TRY(mt_ensure_init("mt_stream_query"));
-    const cudaError_t err = cudaStreamQuery((cudaStream_t)stream);
     if (err == cudaErrorNotReady) {
-        (void)cudaGetLastError(); /* "not ready" is an answer, not an error to keep */
+        (void)cudaGetLastError();
         *done = 0;
         return MT_OK;
     }
     CUDA_CHECK(err);
     *done = 1;
     return MT_OK;
+}
+
+mt_status mt_stream_query(void *stream, int *done)
+{
+    if (done == nullptr)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_stream_query", "done is null");
+    MT_TRY(mt_ensure_init("mt_stream_query"));
+    return query_answer(cudaStreamQuery((cudaStream_t)stream), done);
 }
 
 mt_status mt_stream_wait(void *waiting, void *done)
@@ -182,15 +188,7 @@ mt_status mt_event_query(void *event, int *done)
     if (event == nullptr || done == nullptr)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_event_query", "event or done is null");
     MT_TRY(mt_ensure_init("mt_event_query"));
-    const cudaError_t err = cudaEventQuery((cudaEvent_t)event);
-    if (err == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        *done = 0;
-        return MT_OK;
-    }
-    CUDA_CHECK(err);
-    *done = 1;
-    return MT_OK;
+    return query_answer(cudaEventQuery((cudaEvent_t)event), done);
 }
 
 mt_status mt_event_elapsed(float *ms, void *start, void *end)
