@@ -21,7 +21,7 @@ Every tensor operation, forward and backward, runs on minitensor's kernels:
 the GPU with the CUDA build, the CPU emulator otherwise (mt.backend() says
 which). NumPy reads the file and splits it; the training set is uploaded once
 and each batch is gathered on the device (minitensor.utils.data). The labels
-are float32 whole numbers: minitensor has no int64 dtype yet.
+are int64, as in torch.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def main() -> int:
     print(model)
 
     # The same generator as the split: each epoch's order is its next permutation.
-    loader = DataLoader(TensorDataset(mt.tensor(x_train), mt.tensor(y_train.astype(np.float32))),
+    loader = DataLoader(TensorDataset(mt.tensor(x_train), mt.tensor(y_train.astype(np.int64))),
                         batch_size=args.batch_size, shuffle=True, generator=rng)
     for epoch in range(1, args.epochs + 1):
         epoch_start = time.perf_counter()

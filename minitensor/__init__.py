@@ -37,7 +37,8 @@ from . import _lib
 
 _lib.check_built()
 
-from ._dtype import DType, float32, float64  # noqa: E402
+from ._dtype import DType, float32, float64, int64  # noqa: E402
+from ._dtype import bool_ as _bool_dtype  # noqa: E402  (exported as `bool` at the end)
 from ._errors import (  # noqa: E402
     CompileError,
     CudaError,
@@ -81,6 +82,20 @@ from ._functions import (  # noqa: E402
     abs,
     all,
     allclose,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    count_nonzero,
+    floor_divide,
+    is_floating_point,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    masked_fill,
+    nonzero,
+    remainder,
     amax,
     any,
     amin,
@@ -127,9 +142,10 @@ from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 from . import autograd, backends, cuda, kernels, nn, ops, optim, utils  # noqa: E402  (after Tensor: they build on it)
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
 
-# torch spells the default dtype float and double for float64.
+# torch spells the default dtype float, float64 double and int64 long.
 float = float32  # noqa: A001
 double = float64
+long = int64
 
 
 def backend() -> str:
@@ -162,6 +178,23 @@ __all__ = [
     "abs",
     "all",
     "allclose",
+    "bitwise_and",
+    "bitwise_not",
+    "bitwise_or",
+    "bitwise_xor",
+    "bool",
+    "count_nonzero",
+    "floor_divide",
+    "int64",
+    "is_floating_point",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "long",
+    "masked_fill",
+    "nonzero",
+    "remainder",
     "any",
     "isclose",
     "randint",
@@ -255,3 +288,6 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+# torch.bool: bound last, since it hides Python's bool in this module.
+bool = _bool_dtype  # noqa: A001

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _array, _interop, ops
-from ._dtype import DType, default_dtype, float32, float64, to_dtype
+from ._dtype import DType, bool_, default_dtype, from_numpy_dtype, int64, promote_scalar, to_dtype
 from ._errors import OutOfMemoryError
 from ._shape import as_shape, check_new_shape
 from .tensor import Tensor
@@ -29,6 +29,8 @@ def _new(shape: tuple[int, ...], dtype: Any, func: str) -> Tensor:
 
 def _from_numpy(array: np.ndarray, dtype: DType, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of a host array."""
+    if np.asarray(array).dtype.kind == "f" and dtype is int64 and not np.isfinite(array).all():
+        raise ValueError("tensor(): NaN and infinity cannot be converted to int64")
     host = np.array(array, dtype=dtype.np_dtype, order="C")  # ascontiguousarray would make 0-d 1-d
     out = _new(tuple(host.shape), dtype, "tensor()")
     _array.upload(out, host)
@@ -39,9 +41,9 @@ def _from_numpy(array: np.ndarray, dtype: DType, requires_grad: bool = False) ->
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor from a number, (nested) lists or a NumPy array (always a copy).
 
-    A float32/float64 array (or NumPy scalar) keeps its dtype; any other data becomes the
-    default dtype (float32) unless dtype is given. minitensor has no integer
-    or bool dtypes: integers and bools are stored as floats.
+    The dtype, unless given, is inferred as torch infers it: bools give bool,
+    integers int64, Python floats the default dtype (float32); a NumPy array
+    keeps its dtype (other integer widths become int64, float16 float64).
     """
     if isinstance(data, Tensor):
         host = data.numpy()
@@ -56,12 +58,15 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         raise TypeError(f"tensor(): cannot make a tensor from data of type {host.dtype} ({type(data).__name__})")
     if dtype is not None:
         target = to_dtype(dtype)
-    elif host.dtype == np.float64 and isinstance(data, (np.ndarray, np.generic, Tensor)):
-        target = float64
-    elif host.dtype == np.float32:
-        target = float32
+    elif isinstance(data, Tensor):
+        target = data.dtype
+    elif isinstance(data, (np.ndarray, np.generic)) or host.dtype.kind != "f":
+        target = from_numpy_dtype(host.dtype)
     else:
-        target = default_dtype
+        target = default_dtype  # Python floats: float32, as torch's default
+    if requires_grad and not target.is_floating_point:
+        raise RuntimeError(f"tensor(): only tensors of floating point dtype can require gradients, "
+                           f"got {target.name} (pass dtype=minitensor.float32)")
     return _from_numpy(host, target, requires_grad)
 
 
@@ -72,20 +77,28 @@ def empty(*shape: Any, dtype: Any = None) -> Tensor:
 
 def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor of zeros; shape as varargs or a tuple."""
-    return full(as_shape(shape, "zeros()"), 0.0, dtype=dtype, requires_grad=requires_grad)
+    return _zeros_or_ones(shape, 0, dtype, requires_grad, "zeros()")
 
 
 def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor of ones; shape as varargs or a tuple."""
-    return full(as_shape(shape, "ones()"), 1.0, dtype=dtype, requires_grad=requires_grad)
+    return _zeros_or_ones(shape, 1, dtype, requires_grad, "ones()")
 
 
 def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor of shape filled with fill_value."""
+    """A new tensor of shape filled with fill_value; its dtype, unless given, is
+    inferred from fill_value as torch does (bool, int64 or float32)."""
+    if dtype is None and ops.is_scalar(fill_value):
+        dtype = promote_scalar(bool_, fill_value)
     out = _new(as_shape(shape, "full()"), dtype, "full()")
     ops.fill_(out, fill_value)
     out.requires_grad = requires_grad
     return out
+
+
+def _zeros_or_ones(shape: Any, value: int, dtype: Any, requires_grad: bool, func: str) -> Tensor:
+    return full(as_shape(shape, func), value, dtype=default_dtype if dtype is None else dtype,
+                requires_grad=requires_grad)
 
 
 def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
@@ -129,6 +142,8 @@ def _random(shape: tuple[int, ...], dtype: DType, requires_grad: bool, func: str
     """A new tensor of numbers from draw (a method of the generator), made on the
     host: the device memory is allocated first, so a shape too large fails there
     (ShapeError, OutOfMemoryError) and not in NumPy."""
+    if not dtype.is_floating_point:
+        raise TypeError(f"{func}: dtype must be float32 or float64, got {dtype.name}")
     out = _new(shape, dtype, func)
     try:
         host = draw(shape, dtype=dtype.np_dtype)
@@ -154,10 +169,12 @@ def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor
 
 
 def _whole_numbers(values: np.ndarray, dtype: Any, func: str, largest: int) -> Tensor:
-    """Integers as a float tensor (minitensor has no integer dtype yet, as
-    arange), refused where the dtype cannot hold every one of them exactly."""
-    dtype = default_dtype if dtype is None else to_dtype(dtype)
-    exact = 2 ** (24 if dtype.itemsize == 4 else 53)
+    """Integers as an int64 tensor, or in the float dtype asked for, refused
+    where that dtype cannot hold every one of them exactly."""
+    dtype = int64 if dtype is None else to_dtype(dtype)
+    if dtype is bool_:
+        raise TypeError(f"{func}: dtype must be int64 or a float dtype, got bool")
+    exact = 2 ** (24 if dtype.itemsize == 4 else 53 if dtype.is_floating_point else 63)
     if largest > exact:
         raise ValueError(f"{func}: values up to {largest} are not all exact in {dtype.name} "
                          f"(whole numbers only up to 2**{exact.bit_length() - 1}); pass dtype=float64")
@@ -166,8 +183,7 @@ def _whole_numbers(values: np.ndarray, dtype: Any, func: str, largest: int) -> T
 
 def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None) -> Tensor:
     """Integers drawn uniformly from [low, high), as torch.randint: randint(high,
-    size) or randint(low, high, size). Floats holding whole numbers (float32
-    unless dtype is given), as arange gives: minitensor has no int64 yet."""
+    size) or randint(low, high, size); int64 unless dtype is given."""
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
     for name, value in (("low", low), ("high", high)):
@@ -181,7 +197,7 @@ def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None) 
 
 
 def randperm(n: int, *, dtype: Any = None) -> Tensor:
-    """A random permutation of 0 .. n-1, as torch.randperm (floats, as randint)."""
+    """A random permutation of 0 .. n-1, as torch.randperm (int64 unless dtype is given)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"randperm(): n must be an int >= 0, got {n!r}")
     return _whole_numbers(_generator.permutation(int(n)), dtype, "randperm()", max(int(n) - 1, 0))
@@ -198,10 +214,10 @@ def randn_like(x: Tensor, dtype: Any = None) -> Tensor:
 
 
 def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Any = None) -> Tensor:
-    """Values start, start+step, ... below end (arange(n): 0..n-1), as floats.
+    """Values start, start+step, ... below end (arange(n): 0..n-1).
 
-    torch gives int64 for integer arguments; minitensor has no integer dtype,
-    so the result is float32 unless dtype is given.
+    As in torch: int64 when start, end and step are all integers, else the
+    default dtype (float32), unless dtype is given.
     """
     if end is None:
         start, end = 0, start
@@ -210,7 +226,10 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: An
             raise TypeError(f"arange(): {name} must be a number, got {type(value).__name__}")
     if step == 0:
         raise ValueError("arange(): step must be non-zero")
-    dtype = default_dtype if dtype is None else to_dtype(dtype)
+    if dtype is None:
+        whole = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
+        dtype = int64 if whole else default_dtype
+    dtype = to_dtype(dtype)
     try:
         count = max(0, math.ceil((float(end) - float(start)) / float(step)))
     except (ValueError, OverflowError):
@@ -222,7 +241,8 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: An
     if count == 0:
         return out
     try:
-        host = np.arange(start, end, step, dtype=np.float64)
+        host = np.arange(start, end, step, dtype=np.int64 if dtype is int64 and isinstance(start, (int, np.integer))
+                         and isinstance(step, (int, np.integer)) else np.float64)
     except (ValueError, MemoryError) as e:
         raise OutOfMemoryError(f"arange(): {count} values do not fit on the host ({e})") from None
     if host.shape != out.shape:  # NumPy rounded the count the other way

@@ -52,8 +52,10 @@ DEVICE_NAMES = {
     15: "WebGPU", 16: "Hexagon",
 }
 
-# DLDataTypeCode values, for naming a dtype minitensor does not have.
+# DLDataTypeCode values: those of minitensor's dtypes, and names for the others.
+INT = 0
 FLOAT = 2
+BOOL = 6
 TYPE_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque", 4: "bfloat", 5: "complex", 6: "bool"}
 
 # DLManagedTensorVersioned.flags bits.

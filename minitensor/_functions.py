@@ -242,3 +242,76 @@ def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A
 def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - torch's name
     """Whether some element (along dim) is non-zero, as torch.any (Tensor.any)."""
     return _check(x, "any").any(dim, keepdim)
+
+
+# ---- int64 and bool tensors --------------------------------------------------------------
+
+
+def floor_divide(a: Tensor, b: Any) -> Tensor:
+    """a // b, rounded toward -inf (torch.floor_divide)."""
+    return _check(a, "floor_divide").floor_divide(b)
+
+
+def remainder(a: Tensor, b: Any) -> Tensor:
+    """a % b, with the sign of b (torch.remainder)."""
+    return _check(a, "remainder").remainder(b)
+
+
+def bitwise_and(a: Tensor, b: Any) -> Tensor:
+    """a & b, for int64 and bool tensors."""
+    return _check(a, "bitwise_and").bitwise_and(b)
+
+
+def bitwise_or(a: Tensor, b: Any) -> Tensor:
+    """a | b, for int64 and bool tensors."""
+    return _check(a, "bitwise_or").bitwise_or(b)
+
+
+def bitwise_xor(a: Tensor, b: Any) -> Tensor:
+    """a ^ b, for int64 and bool tensors."""
+    return _check(a, "bitwise_xor").bitwise_xor(b)
+
+
+def bitwise_not(x: Tensor) -> Tensor:
+    """~x, for int64 and bool tensors."""
+    return _check(x, "bitwise_not").bitwise_not()
+
+
+def logical_and(a: Tensor, b: Any) -> Tensor:
+    """Both non-zero, as a bool tensor."""
+    return _check(a, "logical_and").logical_and(b)
+
+
+def logical_or(a: Tensor, b: Any) -> Tensor:
+    """Either non-zero, as a bool tensor."""
+    return _check(a, "logical_or").logical_or(b)
+
+
+def logical_xor(a: Tensor, b: Any) -> Tensor:
+    """Exactly one non-zero, as a bool tensor."""
+    return _check(a, "logical_xor").logical_xor(b)
+
+
+def logical_not(x: Tensor) -> Tensor:
+    """Zero, as a bool tensor."""
+    return _check(x, "logical_not").logical_not()
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """A copy of x with value where the bool mask is True."""
+    return _check(x, "masked_fill").masked_fill(mask, value)
+
+
+def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
+    """The indices of the non-zero elements of x (torch.nonzero)."""
+    return _check(x, "nonzero").nonzero(as_tuple)
+
+
+def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
+    """How many elements of x (along dim) are non-zero, as int64."""
+    return _check(x, "count_nonzero").count_nonzero(dim)
+
+
+def is_floating_point(x: Tensor) -> bool:
+    """Whether x is a float32 or float64 tensor."""
+    return _check(x, "is_floating_point").is_floating_point()

@@ -16,7 +16,8 @@ buffer protocol (NumPy, memoryview). The result is the five fields of an
 Array over a ``ForeignStorage`` (minitensor/_foreign.py), which keeps the
 producer alive and its range registered with the engine. Only memory the
 backend's kernels can address is accepted (device memory of minitensor's
-GPU for CUDA, host memory for the emulator), only float32/float64, and only
+GPU for CUDA, host memory for the emulator), only float32, float64, int64
+and bool (one byte), and only
 layouts an Array can describe: non-negative strides, each a multiple of the
 element size, at most MAX_DIMS dims, and a writable buffer. Everything
 else raises an error naming what is wrong and how to copy instead
@@ -30,14 +31,18 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _dlpack, _lib
-from ._dtype import DType, float32, float64
+from ._dtype import DType, bool_, float32, float64, int64
 from ._errors import DTypeError, InvalidArgumentError, ShapeError
 from ._foreign import ForeignStorage
 from ._shape import INT64_LIMIT, check_layout
 from ._storage import Storage
 
-_BY_BITS = {32: float32, 64: float64}
-_TYPESTR = {"<f4": float32, "<f8": float64}
+# DLPack's (type code, bits) and the array interfaces' typestr of each dtype.
+_DLPACK = {float32: (_dlpack.FLOAT, 32), float64: (_dlpack.FLOAT, 64), int64: (_dlpack.INT, 64),
+           bool_: (_dlpack.BOOL, 8)}
+_BY_DLPACK = {code_bits: dtype for dtype, code_bits in _DLPACK.items()}
+_TYPESTR = {"<f4": float32, "<f8": float64, "<i8": int64, "<b1": bool_}
+_SUPPORTED = "float32, float64, int64 and bool"
 
 COPY_HINT = "use mt.tensor(x) to copy it instead"
 
@@ -123,8 +128,9 @@ def to_dlpack(x: Any, stream: Any = None, max_version: Optional[tuple[int, int]]
             f"more than a consumer can count (2**63); export a smaller view"
         )
     versioned = max_version is not None and tuple(max_version)[0] >= 1
-    return _dlpack.export(x.data_ptr() if x.numel() else 0, device, x.dtype.itemsize * 8,
-                          x.shape, x.strides, x, versioned)
+    code, bits = _DLPACK[x.dtype]
+    return _dlpack.export(x.data_ptr() if x.numel() else 0, device, bits,
+                          x.shape, x.strides, x, versioned, code=code)
 
 
 # ---- import ---------------------------------------------------------------
@@ -201,7 +207,7 @@ def _dtype_of_typestr(what: str, typestr: str) -> DType:
     if dtype is None:
         raise DTypeError(
             f"{what}: unsupported dtype {np.dtype(typestr)} (typestr {typestr!r}); minitensor has "
-            f"float32 and float64: convert it first (e.g. x.astype(np.float32) or x.float())"
+            f"{_SUPPORTED}: convert it first (e.g. x.astype(np.float32) or x.float())"
         )
     return dtype
 
@@ -226,10 +232,10 @@ def from_dlpack(obj: Any, what: str = "from_dlpack()") -> Fields:
         capsule = obj.__dlpack__(stream=stream)
     borrowed = _dlpack.Borrowed(capsule)
     _refuse_device(*borrowed.device, what)
-    dtype = _BY_BITS.get(borrowed.bits) if borrowed.code == _dlpack.FLOAT and borrowed.lanes == 1 else None
+    dtype = _BY_DLPACK.get((borrowed.code, borrowed.bits)) if borrowed.lanes == 1 else None
     if dtype is None:
         raise DTypeError(
-            f"{what}: unsupported dtype {borrowed.dtype_name()}; minitensor has float32 and float64: "
+            f"{what}: unsupported dtype {borrowed.dtype_name()}; minitensor has {_SUPPORTED}: "
             f"convert it first (e.g. x.float() or x.astype(np.float32))"
         )
     if borrowed.read_only:

@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 14
+ABI_VERSION = 15
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -81,6 +81,8 @@ STATUS_ERRORS: dict[int, type[BaseException]] = {
 # mt_dtype values.
 MT_FLOAT32 = 0
 MT_FLOAT64 = 1
+MT_INT64 = 2
+MT_BOOL = 3
 
 # mt_kernel_policy values, by name (set_kernel_policy, minitensor.kernels.set_policy).
 KERNEL_POLICIES: dict[str, int] = {"fast": 0, "teaching": 1}
@@ -103,6 +105,7 @@ REQUIRED_OPS: dict[str, tuple[str, ...]] = {
     "zip": (
         "add", "sub", "mul", "div", "pow", "maximum", "minimum",
         "eq", "ne", "lt", "le", "gt", "ge", "relu_backward",
+        "bitwise_and", "bitwise_or", "bitwise_xor", "floor_divide", "remainder",
     ),
     "reduce": ("sum", "prod", "max", "min", "argmax", "argmin"),
     "matmul": ("default",),

@@ -52,7 +52,7 @@ from typing import Any, Iterator, Optional, Sequence, Union
 
 from . import _lib, autotune, ops
 from ._creation import empty
-from ._dtype import DType
+from ._dtype import DType, int64
 from ._errors import DimError
 from .tensor import Tensor
 
@@ -290,13 +290,13 @@ def reduce(
     Args:
         x: the input (any strides).
         op: one of ``reduce_ops()``: ``"sum"``, ``"prod"``, ``"max"``,
-            ``"min"``, ``"argmax"``, ``"argmin"`` (indices come back as whole
-            numbers in x's dtype).
+            ``"min"``, ``"argmax"``, ``"argmin"`` (indices come back as
+            int64).
         dim: the dim to reduce, negative counting from the end.
         algo: one of ``algorithms("reduce")``.
         keepdim: keep the reduced dim with size 1, as torch does.
-        out: a tensor of the result's shape and x's dtype to write into; None
-            allocates a new one.
+        out: a tensor of the result's shape and dtype (x's; int64 for
+            argmax/argmin) to write into; None allocates a new one.
 
     Returns:
         out, or a new tensor: x's shape without dim (with dim of size 1 when
@@ -315,10 +315,11 @@ def reduce(
         shape: tuple[int, ...] = ()
     else:
         shape = kept if keepdim else kept[:d] + kept[d + 1 :]
+    out_dtype = int64 if op in ("argmax", "argmin") else x.dtype
     if out is None:
-        out = empty(*shape, dtype=x.dtype)
+        out = empty(*shape, dtype=out_dtype)
     else:
-        _check_out(out, shape, x.dtype, func)
+        _check_out(out, shape, out_dtype, func)
     if x.ndim == 0:
         target = ops.unsqueeze(out, 0)
     else:
@@ -328,7 +329,7 @@ def reduce(
     if src.shape[d] == 0:
         if op not in ("sum", "prod"):
             raise DimError(f"{func}: cannot {op} over dim {d} of length 0 (shape {x.shape}): {op} has no identity")
-        ops.fill_(target, 0.0 if op == "sum" else 1.0)
+        ops.fill_(target, 0 if op == "sum" else 1)
         return out
     _lib.reduce_variant(op, target, src, d, algo)
     return out
@@ -439,7 +440,7 @@ def from_device_pointer(ptr: int, shape: Sequence[int], dtype: Any = None) -> Te
     Args:
         ptr: the device address of the first element.
         shape: the shape of the result.
-        dtype: float32 (the default) or float64.
+        dtype: float32 (the default), float64, int64 or bool.
     """
     func = "kernels.from_device_pointer()"
     x = empty(*ops.as_shape(tuple(shape), func), dtype=dtype)

@@ -18,8 +18,14 @@ Conventions, as in torch and NumPy:
   ValueError) naming both shapes;
 - a dim may be negative; out of range raises DimError (an IndexError)
   naming the dim and the rank;
-- float32 mixed with float64 gives float64 (the float32 operand is cast
-  first); a Python number takes the dtype of the tensor it meets.
+- dtypes promote as torch's do (minitensor/_dtype.py, the table in
+  docs/api.md): bool < int64 < float32 < float64 by category, the operand
+  of the lower dtype cast first; a Python number takes the dtype of the
+  tensor it meets unless it is of a higher category (2.5 with an int64
+  tensor gives float32). Comparisons give bool; argmax/argmin give int64;
+  ops that only make sense for floats (exp, true division, mean, ...) take
+  int64 and bool tensors as float32, as torch does; matmul, softmax and
+  the other float kernels refuse them with a DTypeError.
 
 Views (view, permute, expand, indexing, ...) are computed here too: they
 only change shape, strides and offset (with the rules of _shape.py), and
@@ -36,6 +42,8 @@ import math
 import numbers
 from typing import Any, Sequence, Union
 
+import numpy as np
+
 from . import _lib, autotune, backends
 from ._array import Array, alias, bump_version, empty, empty_like, shares_storage
 from ._storage import Storage
@@ -51,7 +59,7 @@ from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permu
     unsqueeze,
     view,
 )
-from ._dtype import DType, float32, float64, promote, to_dtype
+from ._dtype import DType, bool_, default_dtype, float32, int64, promote, promote_scalar, to_dtype
 from ._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
 from ._shape import (
     as_shape,
@@ -117,10 +125,32 @@ def as_float(value: Scalar, func: str) -> float:
         raise InvalidArgumentError(f"{func}: the number {value} is too large for a double") from None
 
 
+# The engine takes every scalar as a double, which holds each integer only up
+# to 2**53: a larger one meant for an int64 tensor is refused, not rounded.
+_EXACT_INT = 2 ** 53
+
+
+def engine_scalar(value: Scalar, dtype: DType, func: str) -> float:
+    """value as the double the engine takes for a tensor of dtype: refused
+    (InvalidArgumentError) for an int64 tensor when the double would not hold it exactly."""
+    if dtype is int64 and isinstance(value, numbers.Integral) and abs(int(value)) > _EXACT_INT:
+        raise InvalidArgumentError(f"{func}: the integer {value} is beyond 2**53, the largest that minitensor "
+                                   f"passes to a kernel exactly; use a tensor operand")
+    return as_float(value, func)
+
+
+def require_float(x: Array, func: str, name: str = "input") -> None:
+    """DTypeError unless x is a float32 or float64 tensor (the ops whose kernels
+    only exist for floats: matmul, softmax, layer_norm, ...)."""
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{func}: the {name} has dtype {x.dtype.name}; this op takes float32 or float64 "
+                         f"tensors (convert with .float())")
+
+
 def _scalar_tensor(value: Scalar, dtype: DType, like: Array) -> Array:
     """A new 0-d tensor holding value."""
     out = empty((), dtype)
-    _lib.fill(out, as_float(value, "a scalar operand"))
+    _lib.fill(out, engine_scalar(value, dtype, "a scalar operand"))
     return out
 
 
@@ -135,9 +165,9 @@ def _promote_pair(a: Any, b: Any, func: str) -> tuple[Array, Array]:
                 f"Python number (convert arrays with minitensor.tensor(...))"
             )
     if not is_array(a):
-        a = _scalar_tensor(a, b.dtype, b)
+        a = _scalar_tensor(a, promote_scalar(b.dtype, a), b)
     if not is_array(b):
-        b = _scalar_tensor(b, a.dtype, a)
+        b = _scalar_tensor(b, promote_scalar(a.dtype, b), a)
     dtype = promote(a.dtype, b.dtype)
     return cast(a, dtype), cast(b, dtype)
 
@@ -174,7 +204,7 @@ def fill_(out: Array, value: Scalar) -> Array:
     if not is_scalar(value):
         raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
     check_writable(out, "fill_()")
-    value = as_float(value, "fill_()")
+    value = engine_scalar(value, out.dtype, "fill_()")
     bump_version(out)
     if out.numel() > 0:
         _lib.fill(out, value)
@@ -236,29 +266,104 @@ def contiguous(x: Array) -> Array:
 # ---- elementwise ------------------------------------------------------------------
 
 
+# Maps whose result is a float whatever the input (torch computes them on an
+# int64 or bool tensor in the default float dtype), and maps with a scalar,
+# whose result dtype also depends on the scalar (promote_scalar).
+_FLOAT_MAPS = frozenset(("exp", "log", "sigmoid", "tanh", "sqrt", "reciprocal", "softplus"))
+_SCALAR_MAPS = frozenset(("add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar"))
+
+
+def _map_dtype(op: str, x: Array, scalar: Scalar) -> DType:
+    """The dtype op computes in for x (and scalar): x's, promoted where torch promotes."""
+    dtype = x.dtype
+    if dtype.is_floating_point:
+        return dtype
+    if op in _FLOAT_MAPS:
+        return default_dtype
+    if op in _SCALAR_MAPS:
+        dtype = promote_scalar(dtype, scalar)
+        if dtype is bool_:  # a bool number with a bool tensor: map_ calls the bool zip
+            return dtype
+        if dtype is int64 and op == "pow_scalar" and scalar < 0:
+            raise InvalidArgumentError("pow(): integers to negative integer powers are not allowed "
+                                       "(as in torch); use a float tensor")
+        return dtype
+    if dtype is bool_ and op != "copy":
+        raise DTypeError(f"{op}() is not defined for bool tensors (use ~ or logical_not() to invert a mask, "
+                         f"or convert with .long() first)")
+    return dtype
+
+
 def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
     """A new tensor op(x) elementwise; op is an mt_map_op name ("exp", "add_scalar", ...)."""
     _require_array(x, f"{op}()")
-    scalar = as_float(scalar, f"{op}()")
+    if not x.dtype.is_floating_point:
+        dtype = _map_dtype(op, x, scalar)
+        if dtype is bool_ and op in ("add_scalar", "mul_scalar"):
+            return zip_("add" if op == "add_scalar" else "mul", x, scalar)  # or / and, as torch's bool + and *
+        if dtype is bool_ and op in _SCALAR_MAPS:
+            dtype = int64  # True ** True: computed on integers
+        if op == "rpow_scalar" and dtype is int64:
+            return zip_("pow", _scalar_tensor(scalar, int64, x), x)  # the map kernel has no int64 rpow
+        x = cast(x, dtype)
+    scalar = engine_scalar(scalar, x.dtype, f"{op}()")
     out = empty_like(x)
     if out.numel() > 0:
         _lib.map_(op, out, x, scalar)
     return out
 
 
+COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+_BITWISE = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor"))
+_INT_DIVISIONS = frozenset(("floor_divide", "remainder"))
+
+
+def _zip_dtypes(op: str, dtype: DType) -> tuple[DType, DType]:
+    """For operands promoted to dtype: (the dtype op computes in, its result's)."""
+    if op in COMPARISONS:
+        return dtype, bool_
+    if dtype.is_floating_point:
+        if op in _BITWISE:
+            raise DTypeError(f"{op}() is only defined for int64 and bool tensors, got {dtype.name}")
+        return dtype, dtype
+    if op == "div":
+        return default_dtype, default_dtype  # true division, as torch: 7 / 2 is 3.5
+    if op == "relu_backward":
+        return default_dtype, default_dtype
+    if dtype is bool_:
+        if op == "sub":
+            raise DTypeError("sub(): subtracting two bool tensors is not supported (as in torch); use ^ or "
+                             "logical_xor() for masks, or convert with .long() first")
+        if op in ("pow",) or op in _INT_DIVISIONS:
+            return int64, int64
+    return dtype, dtype
+
+
+def _check_divisor(op: str, b: Array) -> None:
+    """floor_divide and remainder by an integer zero have no answer: ZeroDivisionError,
+    as torch's CPU ops raise (the check reads the divisor back: a synchronization)."""
+    if op in _INT_DIVISIONS and not b.dtype.is_floating_point and b.numel() > 0:
+        if to_numpy(reduce_("min", map_("abs", b))).item() == 0:
+            raise ZeroDivisionError(f"{op}(): integer division by zero")
+
+
 def zip_(op: str, a: Any, b: Any) -> Array:
     """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
-    if is_array(a) and is_array(b) and a.shape == b.shape and a.dtype is b.dtype:
-        # The common case: two tensors of one shape and dtype need no promotion
-        # or broadcasting, and their shape has already been checked.
-        out = empty_like(a)
+    if is_array(a) and is_array(b) and a.shape == b.shape and a.dtype is b.dtype and (
+            a.dtype.is_floating_point and op not in _BITWISE):
+        # The common case: two float tensors of one shape and dtype need no
+        # promotion or broadcasting, and their shape has already been checked.
+        out = empty(a.shape, bool_ if op in COMPARISONS else a.dtype)
         if out.numel() > 0:
             _lib.zip_(op, out, a, b)
         return out
     a, b = _promote_pair(a, b, f"{op}()")
+    compute, result = _zip_dtypes(op, a.dtype)
+    a, b = cast(a, compute), cast(b, compute)
+    _check_divisor(op, b)
     shape = broadcast_shapes(a.shape, b.shape, f"{op}()")
     check_new_shape(shape, f"{op}()")
-    out = empty(shape, a.dtype)
+    out = empty(shape, result)
     if out.numel() > 0:
         _lib.zip_(op, out, a, b)
     return out
@@ -287,8 +392,9 @@ def inplace_(op: str, x: Array, other: Any) -> Array:
     _require_array(x, func)
     check_inplace_shape(x, other, func)
     check_writable(x, func)
-    if is_scalar(other) and op != "div":
-        value = as_float(other, func)
+    check_inplace_dtype(op, x, other, func)
+    if is_scalar(other) and op != "div" and x.dtype is not bool_:
+        value = engine_scalar(other, x.dtype, func)
         bump_version(x)
         if x.numel() > 0:
             if op == "mul":
@@ -315,6 +421,19 @@ def inplace_(op: str, x: Array, other: Any) -> Array:
     return x
 
 
+def check_inplace_dtype(op: str, x: Array, other: Any, func: str) -> None:
+    """x op= other must give a result that x's dtype holds: torch refuses
+    int_tensor += 1.5 (and /= on integers) rather than truncate."""
+    if x.dtype.is_floating_point:
+        return
+    result = promote_scalar(x.dtype, other) if is_scalar(other) else promote(x.dtype, other.dtype)
+    if op == "div":
+        result = default_dtype
+    if result.category > x.dtype.category:
+        raise DTypeError(f"{func}: the result type {result.name} can't be cast to the desired output type "
+                         f"{x.dtype.name} (as in torch); compute out of place, or convert first")
+
+
 def add(a: Any, b: Any) -> Array:
     """a + b."""
     if is_array(a) and is_scalar(b):
@@ -325,7 +444,11 @@ def add(a: Any, b: Any) -> Array:
 
 
 def sub(a: Any, b: Any) -> Array:
-    """a - b."""
+    """a - b. As in torch, not for bools (a bool tensor or a Python bool on either side)."""
+    for x in (a, b):
+        if isinstance(x, (bool, np.bool_)) or is_array(x) and x.dtype is bool_:
+            raise DTypeError("sub(): subtraction with a bool is not supported (as in torch); use ^ or "
+                             "logical_xor() for masks, ~ or logical_not() to invert one, or convert with .long()")
     if is_array(a) and is_scalar(b):
         return map_("add_scalar", a, -b)
     return zip_("sub", a, b)
@@ -370,20 +493,25 @@ def relu_backward(grad: Array, x: Array) -> Array:
 
 
 def isinf(x: Array) -> Array:
-    """1.0 where x is +inf or -inf, else 0.0."""
+    """True where x is +inf or -inf (never for int64 and bool tensors)."""
+    if not x.dtype.is_floating_point:
+        return fill_(empty(x.shape, bool_), False)
     return zip_("eq", map_("abs", x), math.inf)
 
 
 def where(cond: Array, a: Any, b: Any) -> Array:
-    """a where cond is non-zero, else b (all three broadcast together).
+    """a where cond is true (non-zero), else b (all three broadcast together).
 
     Exact for any values (inf and nan included): one kernel under the fast
     policy; under teaching, a and b are stacked along a new last dim and cond
     selects one of the two with gather().
     """
     _require_array(cond, "where()", "condition")
-    if not is_array(a) and not is_array(b):
-        a = _scalar_tensor(a, cond.dtype, cond) if is_scalar(a) else a
+    if cond.dtype is int64:
+        cond = cast(cond, bool_)  # the kernel reads bool and float conditions
+    if not is_array(a) and not is_array(b) and is_scalar(a):
+        # Two numbers: the dtype of the result is theirs (torch.where(c, 1, 0) is int64).
+        a = _scalar_tensor(a, promote_scalar(bool_, a), cond)
     a, b = _promote_pair(a, b, "where()")
     shape = broadcast_shapes(cond.shape, broadcast_shapes(a.shape, b.shape, "where()"), "where()")
     if fast_kernels():  # one kernel (mt_where); the teaching policy keeps the chain below
@@ -396,7 +524,7 @@ def where(cond: Array, a: Any, b: Any) -> Array:
     both = empty(shape + (2,), a.dtype)  # ..., [b, a]
     copy_(index(both, (Ellipsis, 0)), b)
     copy_(index(both, (Ellipsis, 1)), a)
-    pick = cast(zip_("ne", cond, 0.0), a.dtype)  # 1.0 selects a
+    pick = cast(zip_("ne", cond, 0), int64)  # 1 selects a
     pick = unsqueeze(expand(pick, shape), -1)
     return view(gather(both, -1, pick), shape)
 
@@ -410,15 +538,20 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     """Reduces x with op ("sum", "prod", "max", "min", "argmax", "argmin").
 
     dim: None (every element), an int, or for sum/prod/max/min a tuple of ints.
-    keepdim keeps the reduced dims with size 1. argmax/argmin give indices as
-    floats in x's dtype; with dim=None, the index into the flattened tensor.
+    keepdim keeps the reduced dims with size 1. argmax/argmin give int64
+    indices; with dim=None, the index into the flattened tensor. sum and prod
+    of bool tensors count in int64, as torch's.
     """
     func = f"{op}()"
     _require_array(x, func)
-    dims = reduce_dims(dim, x.ndim, func, op not in ("argmax", "argmin"))
+    arg = op in ("argmax", "argmin")
+    dims = reduce_dims(dim, x.ndim, func, not arg)
+    if x.dtype is bool_ and op in _IDENTITY:
+        x = cast(x, int64)
+    out_dtype = int64 if arg else x.dtype
     if x.ndim == 0:
-        if op in ("argmax", "argmin"):
-            return fill_(empty((), x.dtype), 0.0)
+        if arg:
+            return fill_(empty((), int64), 0)
         return clone(x)
     kept = keepdim_shape(x.shape, dims)
     final = kept if keepdim else tuple(n for d, n in enumerate(x.shape) if d not in dims)
@@ -428,7 +561,7 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
             f"{func}: cannot reduce over zero elements (dims {dims} of a tensor of shape {x.shape}); "
             f"{op} has no identity"
         )
-    out = empty(kept, x.dtype)
+    out = empty(kept, out_dtype)
     if out.numel() == 0:
         pass
     elif x.numel() == 0:
@@ -450,8 +583,10 @@ def reduce_all(op: str, x: Array, keepdim: bool = False) -> Array:
 
 
 def mean(x: Array, dim: Any = None, keepdim: bool = False) -> Array:
-    """The mean over dim (None: every element; an int or a tuple); nan when empty."""
+    """The mean over dim (None: every element; an int or a tuple); nan when empty.
+    Float tensors only, as in torch (the mean of integers is not an integer)."""
     _require_array(x, "mean()")
+    require_float(x, "mean()")
     dims = reduce_dims(dim, x.ndim, "mean()")
     count = numel(x.shape[d] for d in dims)
     total = reduce_("sum", x, dim, keepdim)
@@ -469,6 +604,7 @@ def logsumexp(x: Array, dim: Any, keepdim: bool = False) -> Array:
     """log(sum(exp(x))) over dim, stably: one kernel reading each row once (mt_logsumexp)
     for one dim under the fast policy; else m + log(sum(exp(x - m))), m = max."""
     _require_array(x, "logsumexp()")
+    require_float(x, "logsumexp()")
     dims = reduce_dims(dim, x.ndim, "logsumexp()") if x.ndim else None
     if dims is not None and len(dims) == 1 and fast_kernels():
         d = dims[0]
@@ -520,6 +656,7 @@ def softmax(x: Array, dim: int, log: bool = False) -> Array:
     """softmax (or log_softmax when log) along dim, one fused stable pass per row."""
     func = "log_softmax()" if log else "softmax()"
     _require_array(x, func)
+    require_float(x, func)
     d = normalize_dim(dim, x.ndim, func)
     if x.ndim == 0:
         return view(softmax(view(x, (1,)), 0, log), ())
@@ -541,6 +678,7 @@ def layer_norm(x: Array, normalized_shape: Sequence[int], weight: Any = None, bi
     shape of x without the normalized dims), kept for layer_norm_backward."""
     func = "layer_norm()"
     _require_array(x, func)
+    require_float(x, func)
     shape = tuple(int(d) for d in normalized_shape)
     k = len(shape)
     if k == 0 or k > x.ndim or x.shape[x.ndim - k:] != shape:
@@ -651,6 +789,10 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
             f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
         ) from None
     dtype = promote(a.dtype, b.dtype)
+    if not dtype.is_floating_point:
+        raise DTypeError(f"matmul(): both operands are {a.dtype.name if a.dtype is b.dtype else 'integer or bool'}"
+                         f" tensors (shapes {a.shape} and {b.shape}); the matmul kernels take float32 or float64, "
+                         f"as torch's CUDA matmul does (convert with .float())")
     check_new_shape(batch + (m, n), "matmul()", dtype.itemsize)
     a2 = cast(a, dtype)
     b2 = cast(b, dtype)
@@ -687,12 +829,14 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
 
 
 def _index_tensor(index: Any, dtype: DType, func: str) -> Array:
-    """index as a tensor the kernels take (indices are whole numbers stored as
-    floats): in dtype, except that a float64 index stays float64, exact up to
-    2**53 where float32 is exact only up to 2**24 (the kernels read either)."""
+    """index as a tensor the kernels take: int64, as torch's; or, a documented
+    difference, whole numbers in a float tensor (the kernels read int64,
+    float32 and float64 indices, whatever the data's dtype)."""
     if not is_array(index):
         raise TypeError(f"{func}: index must be a Tensor, got {type(index).__name__}")
-    return index if index.dtype is float64 else cast(index, dtype)
+    if index.dtype is bool_:
+        raise DTypeError(f"{func}: index must be an int64 tensor, got a bool tensor (a mask selects with x[mask])")
+    return index
 
 
 def gather(x: Array, dim: int, index: Array) -> Array:

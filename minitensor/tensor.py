@@ -9,7 +9,7 @@ minitensor/autograd/ (``Rule.apply``, which runs the raw op of
 minitensor/ops.py and records the graph); the others call ops.py directly
 and wrap the Array it returns as a Tensor (``Tensor._from_array``: cheap, it
 copies five fields). Comparisons, argmax, argmin and sign have no gradient:
-their results never require one. In-place methods write into the tensor's
+their results never require one; nor does any int64 or bool tensor. In-place methods write into the tensor's
 memory and follow torch's autograd rules (see "in-place ops" below).
 
 The creation functions (tensor, zeros, randn, ...) are in _creation.py, the
@@ -27,8 +27,8 @@ import numpy as np
 
 from . import _array, _interop, _lib, _views, autograd, ops
 from ._array import Array
-from ._dtype import DType, default_dtype, float32, float64, to_dtype
-from ._errors import OutOfMemoryError, ShapeError
+from ._dtype import DType, bool_, default_dtype, float32, float64, int64, to_dtype
+from ._errors import DTypeError, OutOfMemoryError, ShapeError
 from ._shape import as_shape, check_new_shape, normalize_dim
 from ._storage import Storage
 from .autograd import Variable
@@ -48,6 +48,21 @@ class Tensor(Variable):
     # Make NumPy hand `ndarray + Tensor` to Tensor.__radd__ (which then
     # raises a TypeError asking for minitensor.tensor(...)).
     __array_priority__ = 1000
+
+    _requires_grad = False
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether backward() computes a gradient for this tensor (and records
+        the ops on it). Only float tensors can require one, as in torch."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value and not self._dtype.is_floating_point:
+            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+                               f"got {self._dtype.name} (as in torch)")
+        self._requires_grad = bool(value)
 
     def __init__(
         self,
@@ -118,18 +133,22 @@ class Tensor(Variable):
 
     # ---- conversion ----
 
-    def item(self) -> float:
-        """The value of a one-element tensor, as a Python float."""
+    def item(self) -> Any:
+        """The value of a one-element tensor, as a Python float, int or bool (by dtype)."""
         if self.numel() != 1:
             raise ShapeError(
                 f"item(): a tensor with {self.numel()} elements (shape {self._shape}) cannot be "
                 f"converted to a Python number"
             )
-        return float(self.numpy().reshape(-1)[0])
+        return self.numpy().reshape(-1)[0].item()
 
     def tolist(self) -> Any:
-        """Nested Python lists of floats (a float for a 0-d tensor)."""
+        """Nested Python lists of numbers (a number for a 0-d tensor)."""
         return self.numpy().tolist()
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is float32 or float64."""
+        return self._dtype.is_floating_point
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """This tensor converted to a dtype, as torch's ``to``: ``to(dtype)``,
@@ -200,6 +219,18 @@ class Tensor(Variable):
         """This tensor as float64."""
         return self.to(float64)
 
+    def long(self) -> Tensor:
+        """This tensor as int64 (floats truncated toward zero; NaN gives 0)."""
+        return self.to(int64)
+
+    def bool(self) -> Tensor:
+        """This tensor as bool (non-zero, NaN included, is True)."""
+        return self.to(bool_)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor in other's dtype."""
+        return self.to(other._dtype)
+
     def clone(self) -> Tensor:
         """A contiguous copy (differentiable: the gradient passes through)."""
         return autograd.Clone.apply(self)
@@ -256,9 +287,16 @@ class Tensor(Variable):
         return self.item() != 0.0
 
     def __float__(self) -> float:
-        return self.item()
+        return float(self.item())
 
     def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        """A one-element int64 or bool tensor is usable where Python wants an int."""
+        if self._dtype.is_floating_point:
+            raise TypeError(f"only integer tensors of a single element can be converted to an index, "
+                            f"got a {self._dtype.name} tensor")
         return int(self.item())
 
     def __len__(self) -> int:
@@ -443,7 +481,7 @@ class Tensor(Variable):
 
     # Comparisons are elementwise against a tensor, a number, or a list or
     # NumPy array (converted with this tensor's dtype), in either order; the
-    # result holds 1.0 and 0.0 in the promoted dtype.
+    # result is a bool tensor, as torch's.
 
     def __lt__(self, other: Any) -> Tensor:
         return _compare("lt", self, other)
@@ -462,6 +500,117 @@ class Tensor(Variable):
 
     def __ne__(self, other: Any) -> Any:  # type: ignore[override]
         return _compare("ne", self, other)
+
+    # Integer and mask operators (no gradient: their results are int64 or bool,
+    # or floats where // and % meet a float tensor).
+
+    def __and__(self, other: Any) -> Tensor:
+        return _no_grad_zip("bitwise_and", self, other)
+
+    def __or__(self, other: Any) -> Tensor:
+        return _no_grad_zip("bitwise_or", self, other)
+
+    def __xor__(self, other: Any) -> Tensor:
+        return _no_grad_zip("bitwise_xor", self, other)
+
+    __rand__ = __and__
+    __ror__ = __or__
+    __rxor__ = __xor__
+
+    def __invert__(self) -> Tensor:
+        """~x: logical not of a bool tensor, bitwise not (-x - 1) of an int64 one."""
+        if self._dtype is bool_:
+            return _no_grad_zip("bitwise_xor", self, True)
+        if self._dtype is int64:
+            return Tensor._from_array(ops.map_("add_scalar", ops.map_("neg", self), -1))
+        raise DTypeError(f"~ (bitwise_not) is only defined for int64 and bool tensors, got {self._dtype.name}")
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _no_grad_zip("floor_divide", self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _no_grad_zip("floor_divide", other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return _no_grad_zip("remainder", self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _no_grad_zip("remainder", other, self)
+
+    def floor_divide(self, other: Any) -> Tensor:
+        """self // other: the quotient rounded toward -inf (as Python's //, and torch's
+        floor_divide since 1.13). Integer division by zero raises ZeroDivisionError."""
+        return _no_grad_zip("floor_divide", self, other)
+
+    def remainder(self, other: Any) -> Tensor:
+        """self % other, with the sign of other (Python's %, torch.remainder)."""
+        return _no_grad_zip("remainder", self, other)
+
+    def bitwise_and(self, other: Any) -> Tensor:
+        """self & other, for int64 and bool tensors."""
+        return _no_grad_zip("bitwise_and", self, other)
+
+    def bitwise_or(self, other: Any) -> Tensor:
+        """self | other, for int64 and bool tensors."""
+        return _no_grad_zip("bitwise_or", self, other)
+
+    def bitwise_xor(self, other: Any) -> Tensor:
+        """self ^ other, for int64 and bool tensors."""
+        return _no_grad_zip("bitwise_xor", self, other)
+
+    def bitwise_not(self) -> Tensor:
+        """~self, for int64 and bool tensors."""
+        return ~self
+
+    def logical_and(self, other: Any) -> Tensor:
+        """Both non-zero (a bool tensor)."""
+        return _as_mask(self) & _as_mask(other)
+
+    def logical_or(self, other: Any) -> Tensor:
+        """Either non-zero (a bool tensor)."""
+        return _as_mask(self) | _as_mask(other)
+
+    def logical_xor(self, other: Any) -> Tensor:
+        """Exactly one non-zero (a bool tensor)."""
+        return _as_mask(self) ^ _as_mask(other)
+
+    def logical_not(self) -> Tensor:
+        """Zero (a bool tensor)."""
+        return ~_as_mask(self)
+
+    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        """A copy with value where mask (a bool tensor broadcast to self's shape) is True."""
+        _check_mask(mask, "masked_fill()")
+        if isinstance(value, Tensor) and value.ndim > 0:
+            raise ShapeError(f"masked_fill(): value must be a number or a 0-d tensor, got shape {value.shape}")
+        if isinstance(value, Tensor):
+            value = value.to(self._dtype)
+        out = autograd.Where.apply(mask, value, self)
+        if out.shape != self._shape:
+            raise ShapeError(f"masked_fill(): the mask of shape {mask.shape} does not broadcast to the "
+                             f"tensor's shape {self._shape}")
+        return out if out._dtype is self._dtype else out.to(self._dtype)
+
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        """Sets self to value where mask is True, in place."""
+        return self.copy_(self.masked_fill(mask, value))
+
+    def nonzero(self, as_tuple: bool = False) -> Any:
+        """The indices of the non-zero elements: an (n, ndim) int64 tensor, row-major
+        order, or with as_tuple one int64 tensor per dim. Reads the tensor back to the
+        host (its size depends on the values), as torch's does."""
+        host = self.numpy()
+        found = np.nonzero(host.reshape(1) if self.ndim == 0 else host)
+        if as_tuple:
+            return tuple(_host_tensor(f.astype(np.int64)) for f in found)
+        if self.ndim == 0:  # torch: (1, 0) for a non-zero scalar, (0, 0) for zero
+            return _host_tensor(np.zeros((len(found[0]), 0), dtype=np.int64))
+        return _host_tensor(np.stack(found, axis=1).astype(np.int64))
+
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        """How many elements (along dim) are non-zero, as int64."""
+        with autograd.no_grad():
+            return (self.detach() != 0).sum(dim)
 
     def add(self, other: Any) -> Tensor:
         """self + other."""
@@ -535,21 +684,20 @@ class Tensor(Variable):
 
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Whether every element (along dim) is non-zero (NaN counts as non-zero), as
-        torch.all; True over no elements. 1.0 or 0.0 in this tensor's dtype:
-        minitensor has no bool dtype yet (docs/api.md)."""
+        torch.all: a bool tensor; True over no elements."""
         with autograd.no_grad():
-            return (self.detach() != 0).prod(dim=dim, keepdim=keepdim)
+            return (self.detach() == 0).sum(dim=dim, keepdim=keepdim) == 0
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Whether some element (along dim) is non-zero, as torch.any; False over no
-        elements. 1.0 or 0.0, as all()."""
+        """Whether some element (along dim) is non-zero, as torch.any: a bool tensor;
+        False over no elements."""
         with autograd.no_grad():
             return (self.detach() != 0).sum(dim=dim, keepdim=keepdim) > 0
 
     def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
         """Where |self - other| <= atol + rtol * |other| (other broadcast), as
         torch.isclose: equal infinities are close, NaN is close to NaN only with
-        equal_nan. A mask of 1.0 and 0.0, as the comparisons give."""
+        equal_nan. A bool tensor, as the comparisons give."""
         for name, value in (("rtol", rtol), ("atol", atol)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"isclose: {name} must be a number >= 0, got {value!r}")
@@ -560,16 +708,14 @@ class Tensor(Variable):
             tolerance = (b.abs() if isinstance(b, Tensor) else abs(b)) * rtol + atol
             # An infinite difference is never within an (infinite) tolerance: an
             # infinity is close only to itself, which a == b finds (inf - inf is nan).
-            close = autograd.Maximum.apply((diff <= tolerance) * (diff != float("inf")), a == b)
+            close = (diff <= tolerance) & (diff != float("inf")) | (a == b)
             if equal_nan:
-                both_nan = (a != a) * ((b != b) if isinstance(b, Tensor) else float(b != b))
-                close = autograd.Maximum.apply(close, both_nan)
+                close = close | (a != a) & ((b != b) if isinstance(b, Tensor) else bool(b != b))
             return close
 
     def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
         """Whether every element of isclose holds, as torch.allclose (a bool)."""
-        close = self.isclose(other, rtol, atol, equal_nan)
-        return close.numel() == 0 or bool(close.min().item() == 1.0)
+        return bool(self.isclose(other, rtol, atol, equal_nan).all())
 
     def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """Sum over dim (None: everything; an int or a tuple of ints)."""
@@ -585,7 +731,7 @@ class Tensor(Variable):
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Any:
         """The maximum of every element (a tensor) or, as torch, over an int dim a named
-        pair (values, indices), indices as whole numbers in floats. Over a tuple of dims:
+        pair (values, indices), the indices int64. Over a tuple of dims:
         the values only (torch's amax)."""
         return _extremum(self, autograd.Max, "argmax", return_types.max, dim, keepdim)
 
@@ -602,11 +748,11 @@ class Tensor(Variable):
         return autograd.Min.apply(self, dim, keepdim)
 
     def argmax(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-        """Index of the first maximum along dim (None: of the flattened tensor), as floats."""
+        """Index of the first maximum along dim (None: of the flattened tensor), int64."""
         return Tensor._from_array(ops.reduce_("argmax", self, dim, keepdim))
 
     def argmin(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-        """Index of the first minimum along dim (None: of the flattened tensor), as floats."""
+        """Index of the first minimum along dim (None: of the flattened tensor), int64."""
         return Tensor._from_array(ops.reduce_("argmin", self, dim, keepdim))
 
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
@@ -665,7 +811,8 @@ class Tensor(Variable):
         return autograd.MatMul.apply(self, other)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
-        """out[i][j] = self[i][index[i][j]] along dim; index holds whole numbers as floats."""
+        """out[i][j] = self[i][index[i][j]] along dim; index an int64 tensor (whole numbers
+        in a float tensor are accepted too)."""
         return autograd.Gather.apply(self, dim, index)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -703,10 +850,14 @@ def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, .
     along those dims flattened, in 0..size-1, the shape of the index)."""
     items = key if isinstance(key, tuple) else (key,)
     arrays = [i for i, k in enumerate(items) if _is_index_array(k)]
-    if any(isinstance(items[i], Array) for i in arrays):
-        raise IndexError("indexing with a minitensor tensor is not supported yet: a float tensor cannot say "
-                         "whether it holds indices or a mask (minitensor has no int64 or bool dtype); index "
-                         "with a list or NumPy array, or use gather()")
+    for i in arrays:
+        if isinstance(items[i], Array):
+            if items[i].dtype.is_floating_point:
+                raise IndexError(f"tensors used as indices must be int64 or bool tensors, got "
+                                 f"{items[i].dtype.name} (as in torch)")
+            # The rows it names are read back to the host (a synchronization, as
+            # in torch: a mask's count of True decides the result's shape).
+            items = items[:i] + (_array.to_numpy(items[i]),) + items[i + 1:]
     if len(arrays) != 1 or any(not (k is Ellipsis or k == slice(None)) for i, k in enumerate(items)
                                if i != arrays[0]):
         raise IndexError(f"only one index array, with ':' and '...' beside it, is supported; got {key!r}")
@@ -795,9 +946,9 @@ def _assign_rows(x: Tensor, key: Any, value: Any) -> None:
         size = flat.shape[dim]
         source = np.zeros(size, dtype=np.int64)  # position -> the row of value written there
         source[rows] = np.arange(len(rows))
-        written = np.zeros(size)
-        written[rows] = 1.0
-        mask = _row_index(dim, written, flat.shape)  # 1.0 where a row is written, expanded
+        written = np.zeros(size, dtype=bool)
+        written[rows] = True
+        mask = _row_index(dim, written, flat.shape, bool_)  # True where a row is written, expanded
         if isinstance(value, Tensor):
             rows_of_value = value.reshape(*flat.shape[:dim], len(rows), *flat.shape[dim + 1:])
             value = rows_of_value.gather(dim, _row_index(dim, source, flat.shape))
@@ -808,11 +959,11 @@ def _assign_rows(x: Tensor, key: Any, value: Any) -> None:
         ops.copy_(x, result)
 
 
-def _row_index(dim: int, rows: np.ndarray, shape: tuple[int, ...]) -> Tensor:
-    """Values along dim (rows for gather: whole numbers) as a float64 tensor
+def _row_index(dim: int, rows: np.ndarray, shape: tuple[int, ...], dtype: DType = int64) -> Tensor:
+    """Values along dim (rows for gather, or a mask) as an int64 (or dtype) tensor
     uploaded once and expanded over the other dims to `shape`."""
-    host = rows.astype(np.float64).reshape((1,) * dim + (len(rows),) + (1,) * (len(shape) - dim - 1))
-    index = _array.empty(host.shape, float64)
+    host = rows.astype(dtype.np_dtype).reshape((1,) * dim + (len(rows),) + (1,) * (len(shape) - dim - 1))
+    index = _array.empty(host.shape, dtype)
     _array.upload(index, np.ascontiguousarray(host))
     return Tensor._from_array(index).expand(*shape)
 
@@ -932,6 +1083,39 @@ def _compare(op: str, x: Tensor, other: Any) -> Any:
     elif not (isinstance(other, Array) or ops.is_scalar(other)):
         return NotImplemented
     return Tensor._from_array(ops.zip_(op, x, other))
+
+
+def _no_grad_zip(op: str, a: Any, b: Any) -> Any:
+    """An op with no gradient (bitwise, floor_divide, remainder) as a Tensor;
+    NotImplemented for an operand that is no tensor or number."""
+    for x in (a, b):
+        if not (isinstance(x, Array) or ops.is_scalar(x)):
+            return NotImplemented
+    return Tensor._from_array(ops.zip_(op, a, b))
+
+
+def _as_mask(x: Any) -> Any:
+    """x as a bool tensor (non-zero is True); a number as a bool."""
+    if isinstance(x, Tensor):
+        return x if x._dtype is bool_ else x != 0
+    if ops.is_scalar(x):
+        return bool(x)
+    raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
+
+
+def _check_mask(mask: Any, func: str) -> None:
+    if not isinstance(mask, Tensor) or mask._dtype is not bool_:
+        what = mask._dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise DTypeError(f"{func}: the mask must be a bool tensor, got {what}")
+
+
+def _host_tensor(host: np.ndarray) -> Tensor:
+    """A new tensor holding a copy of a host array (of one of minitensor's dtypes)."""
+    host = np.ascontiguousarray(host)
+    out = _array.empty(tuple(host.shape), to_dtype(host.dtype))
+    if host.size:
+        _array.upload(out, host)
+    return Tensor._from_array(out)
 
 
 def _t_dims(x: Tensor) -> tuple[int, ...]:

@@ -112,7 +112,8 @@ MT_DEVICE Acc block_reduce(BlockScratch<Acc> &scratch, Acc value, Combine combin
  *
  * Every lane of the warp calls it (the full mask 0xffffffff names all 32).
  * shfl_down has an overload for every accumulator type a caller uses (float,
- * double here; reduce.h adds the argmax candidate, a struct of two fields). */
+ * double, int64_t and bool here, the types __shfl_down_sync moves; reduce.h
+ * adds the argmax candidate, a struct of two fields). */
 template <typename T>
 MT_DEVICE T shfl_down(T value, int delta)
 {

@@ -76,6 +76,11 @@ mt_status mt_check_same_dtype(const char *func, const mt_tensor *a, const char *
                               const mt_tensor *b, const char *bname);
 mt_status mt_check_same_shape(const char *func, const mt_tensor *a, const char *aname,
                               const mt_tensor *b, const char *bname);
+/* t is float32 or float64, else MT_ERR_DTYPE ("mt_matmul: a has dtype
+ * int64; this op takes float32 or float64"): the check of every entry point
+ * that only makes sense for floats (matmul, softmax, the optimizers, ...).
+ * Call it after mt_check_tensor, before any allocation or launch. */
+mt_status mt_check_float(const char *func, const char *name, const mt_tensor *t);
 /* 0 <= dim < t->ndim, else MT_ERR_DIM with a message naming t. */
 mt_status mt_check_dim(const char *func, const mt_tensor *t, const char *name, int dim);
 /* The operands of a binary op: out a valid output, a and b valid tensors,
@@ -90,9 +95,10 @@ const char *mt_shape_str(const mt_tensor *t, char *buf, size_t bufsize);
 /* Makes sure the device is initialised (the lazy first use). */
 mt_status mt_ensure_init(const char *func);
 
-/* Every element of `index` (class indices in a float dtype, as gather takes
- * them) is a whole number in [0, classes), else MT_ERR_INVALID_ARGUMENT naming
- * the first that is not (src/gather.cu; it waits for the check's kernel). */
+/* Every element of `index` (class indices, int64 or in a float dtype, as
+ * gather takes them) is a whole number in [0, classes), else
+ * MT_ERR_INVALID_ARGUMENT naming the first that is not (MT_ERR_DTYPE for a
+ * bool index; src/gather.cu; it waits for the check's kernel). */
 mt_status mt_check_class_indices(const char *func, const mt_tensor *index, int64_t classes);
 
 /* ---- memory the library may touch (src/memory.cu, src/validate.cu) ------

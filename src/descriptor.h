@@ -29,7 +29,16 @@ inline int64_t tensor_numel(const mt_tensor &t)
 
 inline size_t dtype_size(int32_t dtype)
 {
-    return dtype == MT_FLOAT64 ? sizeof(double) : sizeof(float);
+    switch (dtype) {
+    case MT_FLOAT64:
+        return sizeof(double);
+    case MT_INT64:
+        return sizeof(int64_t);
+    case MT_BOOL:
+        return 1; /* sizeof(bool), the kernels' element type, on every compiler we use */
+    default:
+        return sizeof(float);
+    }
 }
 
 inline const char *dtype_name(int32_t dtype)
@@ -39,6 +48,10 @@ inline const char *dtype_name(int32_t dtype)
         return "float32";
     case MT_FLOAT64:
         return "float64";
+    case MT_INT64:
+        return "int64";
+    case MT_BOOL:
+        return "bool";
     default:
         return "unknown dtype";
     }

@@ -15,8 +15,9 @@
  * be lost. (The order of float additions then varies from run to run, so
  * results may differ in the last bits.)
  *
- * Indices arrive as floats holding whole numbers. A bad one (out of range,
- * negative, fractional, NaN) would read or write outside the tensor, so all
+ * Indices arrive as int64, or as floats holding whole numbers. A bad one
+ * (out of range, negative, fractional, NaN) would read or write outside the
+ * tensor, so all
  * of them are checked by a first kernel, find_bad_index, before anything is
  * written: a rejected call leaves out untouched. That kernel records the
  * ordinal of the first bad index in one device word with atomicMin (the
@@ -26,9 +27,37 @@
 #include <limits.h>
 #include <stdio.h>
 
+#include <type_traits>
+
 #include "ops_common.h"
 
 /* ---- kernels ------------------------------------------------------------- */
+
+/* Is index value v a whole number in [0, limit)? An int64 simply compares.
+ * A float is compared as a double: exact for every float32 and float64
+ * value in question, and no cast to an integer happens before the range is
+ * known (casting 1e30 to int64 is undefined). NaN fails v >= 0. */
+template <typename TI>
+MT_HD bool index_ok(TI v, int64_t limit)
+{
+    if constexpr (std::is_same<TI, int64_t>::value) {
+        return v >= 0 && v < limit;
+    } else {
+        const double d = (double)v;
+        return d >= 0.0 && d < (double)limit && d == floor(d);
+    }
+}
+
+/* scatter_add's atomic addition, one overload per data type. CUDA has no
+ * atomicAdd for int64_t; the one for unsigned long long adds modulo 2^64,
+ * which is exactly int64's wrapping addition (two's complement). */
+MT_DEVICE void atomic_add(float *p, float v) { atomicAdd(p, v); }
+MT_DEVICE void atomic_add(double *p, double v) { atomicAdd(p, v); }
+MT_DEVICE void atomic_add(int64_t *p, int64_t v)
+{
+    static_assert(sizeof(int64_t) == sizeof(unsigned long long), "int64 atomics through unsigned long long");
+    atomicAdd(reinterpret_cast<unsigned long long *>(p), (unsigned long long)v);
+}
 
 /* *first_bad = the smallest ordinal of index whose value is not a whole
  * number in [0, limit); left untouched when every index is good. */
@@ -38,12 +67,7 @@ __global__ void find_bad_index(mt_tensor index, int64_t n, int64_t limit, unsign
     const TI *index_data = static_cast<const TI *>(index.data);
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-        /* Compared as double: exact for every float32 and float64 value in
-         * question, and no cast to an integer happens before the range is
-         * known (casting 1e30 to int64 is undefined). NaN fails v >= 0. */
-        const double v = (double)index_data[ordinal_to_position(i, &index)];
-        const bool good = v >= 0.0 && v < (double)limit && v == floor(v);
-        if (!good)
+        if (!index_ok(index_data[ordinal_to_position(i, &index)], limit))
             atomicMin(first_bad, (unsigned long long)i);
     }
 }
@@ -81,7 +105,7 @@ __global__ void scatter_add_kernel(mt_tensor out, mt_tensor index, mt_tensor src
         const T value = src_data[src.offset + index_to_position(idx, src.strides, src.ndim)];
         const int64_t index_pos = index.offset + index_to_position(idx, index.strides, index.ndim);
         idx[dim] = (int64_t)index_data[index_pos];
-        atomicAdd(&out_data[out.offset + index_to_position(idx, out.strides, out.ndim)], value);
+        atomic_add(&out_data[out.offset + index_to_position(idx, out.strides, out.ndim)], value);
     }
 }
 
@@ -130,15 +154,21 @@ static mt_status check_indices(const char *func, const mt_tensor &index, int dim
     to_index(ordinal, index.shape, index.ndim, idx);
     char at[256];
     format_index(idx, index.ndim, at, sizeof at);
-    const double v = (double)value;
-    if (v == floor(v))
+    if constexpr (std::is_same<TI, int64_t>::value) {
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "index %g out of range for dim %d of size %lld (index element %s)", v, dim,
-                       (long long)limit, at);
-    return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                   "index %g is not a whole number (index element %s); indices must be whole "
-                   "numbers in [0, %lld)",
-                   v, at, (long long)limit);
+                       "index %lld out of range for dim %d of size %lld (index element %s)", (long long)value,
+                       dim, (long long)limit, at);
+    } else {
+        const double v = (double)value;
+        if (v == floor(v))
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                           "index %g out of range for dim %d of size %lld (index element %s)", v, dim,
+                           (long long)limit, at);
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "index %g is not a whole number (index element %s); indices must be whole "
+                       "numbers in [0, %lld)",
+                       v, at, (long long)limit);
+    }
 }
 
 /* For every dim except `dim`, `small` may be no longer than `big`: those
@@ -178,6 +208,26 @@ static mt_status check_no_overlap(const char *func, const mt_tensor &out, const 
     return MT_OK;
 }
 
+/* index's dtype is int64, float32 or float64. */
+static mt_status check_index_dtype(const char *func, const mt_tensor &index)
+{
+    if (index.dtype == MT_INT64 || index.dtype == MT_FLOAT32 || index.dtype == MT_FLOAT64)
+        return MT_OK;
+    return mt_fail(MT_ERR_DTYPE, func, "index has dtype %s; indices are int64 (or whole numbers in float32 or "
+                   "float64)", dtype_name(index.dtype));
+}
+
+/* index dtype id -> index type: returns f(TI{}) (after check_index_dtype). */
+template <typename F>
+static mt_status with_index_dtype(const mt_tensor &index, F f)
+{
+    if (index.dtype == MT_INT64)
+        return f(int64_t{});
+    if (index.dtype == MT_FLOAT32)
+        return f(float{});
+    return f(double{});
+}
+
 template <typename T, typename TI>
 static mt_status run_gather(const mt_tensor &out, const mt_tensor &in, const mt_tensor &index, int dim)
 {
@@ -209,6 +259,7 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
     MT_TRY(mt_check_extent(func, "in", &in));
     MT_TRY(mt_check_extent(func, "index", &index));
     MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    MT_TRY(check_index_dtype(func, index));
     MT_TRY(mt_check_same_shape(func, &index, "index", &out, "out"));
     MT_TRY(mt_check_dim(func, &in, "in", dim));
     MT_TRY(check_same_rank(func, in, "in", index, "index"));
@@ -218,14 +269,12 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
     if (tensor_numel(out) == 0)
         return MT_OK;
 
-    /* The data and the indices may each be float32 or float64. */
-    if (out.dtype == MT_FLOAT32 && index.dtype == MT_FLOAT32)
-        return run_gather<float, float>(out, in, index, dim);
-    if (out.dtype == MT_FLOAT32)
-        return run_gather<float, double>(out, in, index, dim);
-    if (index.dtype == MT_FLOAT32)
-        return run_gather<double, float>(out, in, index, dim);
-    return run_gather<double, double>(out, in, index, dim);
+    /* The data any dtype, the indices int64 or a float dtype. */
+    return with_dtype(func, out.dtype, [&](auto tag) {
+        return with_index_dtype(index, [&](auto index_tag) {
+            return run_gather<decltype(tag), decltype(index_tag)>(out, in, index, dim);
+        });
+    });
 }
 
 mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
@@ -239,6 +288,9 @@ mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
     MT_TRY(mt_check_extent(func, "index", &index));
     MT_TRY(mt_check_extent(func, "src", &src));
     MT_TRY(mt_check_same_dtype(func, &src, "src", &out, "out"));
+    if (out.dtype == MT_BOOL)
+        return mt_fail(MT_ERR_DTYPE, func, "out has dtype bool; scatter_add adds float32, float64 or int64");
+    MT_TRY(check_index_dtype(func, index));
     MT_TRY(mt_check_same_shape(func, &index, "index", &src, "src"));
     MT_TRY(mt_check_dim(func, &out, "out", dim));
     MT_TRY(check_same_rank(func, out, "out", src, "src"));
@@ -248,14 +300,17 @@ mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
     if (tensor_numel(src) == 0)
         return MT_OK;
 
-    /* The data and the indices may each be float32 or float64. */
-    if (out.dtype == MT_FLOAT32 && index.dtype == MT_FLOAT32)
-        return run_scatter_add<float, float>(out, index, src, dim);
+    /* The data float32, float64 or int64, the indices int64 or a float dtype. */
+    auto run = [&](auto tag) {
+        return with_index_dtype(index, [&](auto index_tag) {
+            return run_scatter_add<decltype(tag), decltype(index_tag)>(out, index, src, dim);
+        });
+    };
     if (out.dtype == MT_FLOAT32)
-        return run_scatter_add<float, double>(out, index, src, dim);
-    if (index.dtype == MT_FLOAT32)
-        return run_scatter_add<double, float>(out, index, src, dim);
-    return run_scatter_add<double, double>(out, index, src, dim);
+        return run(float{});
+    if (out.dtype == MT_FLOAT64)
+        return run(double{});
+    return run(int64_t{});
 }
 
 mt_status mt_check_class_indices(const char *func, const mt_tensor *index, int64_t classes)
@@ -263,7 +318,8 @@ mt_status mt_check_class_indices(const char *func, const mt_tensor *index, int64
     /* The classes are dim 1 of the logits (N, C). */
     if (tensor_numel(*index) == 0)
         return MT_OK;
-    if (index->dtype == MT_FLOAT32)
-        return check_indices<float>(func, *index, 1, classes);
-    return check_indices<double>(func, *index, 1, classes);
+    MT_TRY(check_index_dtype(func, *index));
+    return with_index_dtype(*index, [&](auto index_tag) {
+        return check_indices<decltype(index_tag)>(func, *index, 1, classes);
+    });
 }

@@ -65,11 +65,14 @@ inline unsigned int grid_size(int64_t n, int64_t block)
 /* The limit of gridDim.y and gridDim.z. */
 constexpr int64_t kMaxGridYZ = 65535;
 
-/* 16 bytes of T (4 floats or 2 doubles), aligned so that one load or store
- * of a Pack is a single 16-byte memory instruction (LDG.128 / LDS.128). The
- * vectorised kernels read and write through it. */
+/* 16 bytes of T (4 floats, 2 doubles or int64s, 16 bools), aligned so that
+ * one load or store of a Pack is a single 16-byte memory instruction
+ * (LDG.128 / LDS.128). The vectorised kernels read and write through it;
+ * they take kWidth from it, so they serve every element size that divides
+ * 16. */
 template <typename T>
 struct __align__(16) Pack {
+    static_assert(16 % sizeof(T) == 0, "a Pack holds whole elements");
     static constexpr int kWidth = 16 / (int)sizeof(T);
     T v[16 / sizeof(T)];
 };

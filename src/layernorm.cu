@@ -498,10 +498,7 @@ static mt_status check_in(const char *func, const mt_tensor &in)
     MT_TRY(mt_check_tensor(func, "in", &in));
     if (in.ndim != 2)
         return mt_fail(MT_ERR_SHAPE, func, "in must be 2-D (rows, n), got %d dims", in.ndim);
-    if (in.dtype != MT_FLOAT32 && in.dtype != MT_FLOAT64)
-        return mt_fail(MT_ERR_DTYPE, func, "in has dtype %s; layer_norm takes float32 or float64",
-                       dtype_name(in.dtype));
-    return MT_OK;
+    return mt_check_float(func, "in", &in);
 }
 
 mt_status mt_layer_norm(mt_tensor out, mt_tensor mean, mt_tensor rstd, mt_tensor in, mt_tensor weight,

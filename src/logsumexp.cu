@@ -50,6 +50,7 @@ mt_status mt_logsumexp(mt_tensor out, mt_tensor in, int dim)
     MT_TRY(mt_check_extent(func, "out", &out));
     MT_TRY(mt_check_extent(func, "in", &in));
     MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    MT_TRY(mt_check_float(func, "in", &in));
     MT_TRY(mt_check_dim(func, &in, "in", dim));
     /* out is in's shape with dim kept as 1 (keepdim). */
     bool shape_ok = out.ndim == in.ndim;

@@ -33,10 +33,15 @@
  *
  * The op is a functor passed as a template argument (map_<name> for each op
  * of MT_MAP_OPS in minitensor.h): the compiler inlines
- * op(x) into the loop, so one kernel source serves every op and both dtypes
- * with no switch inside the loop. MT_MAP_COPY may convert between float32
- * and float64 (TOut and TIn differ only for it): that is how casts and
- * .contiguous() are done.
+ * op(x) into the loop, so one kernel source serves every op and every dtype
+ * with no switch inside the loop. MT_MAP_COPY may convert between any two
+ * dtypes (TOut and TIn differ only for it; its functor is map_cast): that is
+ * how casts and .contiguous() are done.
+ *
+ * int64 takes the ops with an integer meaning (map_takes, below); the
+ * float functors serve it where the same code is right for integers (relu,
+ * sign), and a specialization where it is not: negation, abs, + and * wrap
+ * modulo 2^64, and pow is an integer power. bool takes copy and fill only.
  */
 #include <type_traits>
 #include <utility>
@@ -45,6 +50,9 @@
 
 /* ---- the ops ------------------------------------------------------------- */
 
+/* mt_map runs copy as copy_tensor, with map_cast (below), which converts
+ * between dtypes; this one is here so that every op of MT_MAP_OPS has a
+ * functor. */
 template <typename T>
 struct map_copy {
     __device__ T operator()(T x) const { return x; }
@@ -142,6 +150,38 @@ struct map_rpow_scalar {
     __device__ T operator()(T x) const { return mt_pow(s, x); }
 };
 
+/* ---- int64: the ops that can overflow wrap (device_math.h) ------------ */
+
+template <>
+struct map_neg<int64_t> {
+    /* -INT64_MIN does not fit: it wraps to INT64_MIN, as in torch. */
+    __device__ int64_t operator()(int64_t x) const { return wrap_neg(x); }
+};
+
+template <>
+struct map_abs<int64_t> {
+    /* abs(INT64_MIN) wraps to INT64_MIN, as in torch. */
+    __device__ int64_t operator()(int64_t x) const { return x < 0 ? wrap_neg(x) : x; }
+};
+
+template <>
+struct map_add_scalar<int64_t> {
+    int64_t s;
+    __device__ int64_t operator()(int64_t x) const { return wrap_add(x, s); }
+};
+
+template <>
+struct map_mul_scalar<int64_t> {
+    int64_t s;
+    __device__ int64_t operator()(int64_t x) const { return wrap_mul(x, s); }
+};
+
+template <>
+struct map_pow_scalar<int64_t> {
+    int64_t s; /* >= 0: mt_map refuses any other exponent */
+    __device__ int64_t operator()(int64_t x) const { return int_pow(x, s); }
+};
+
 /* softplus(x) = log(1 + exp(x)). exp overflows for x above ~88 (float), so
  * write it as max(x, 0) + log(1 + exp(-|x|)): exp now only sees numbers <= 0,
  * and log1p keeps the digits that log(1 + tiny) would lose for large |x|. */
@@ -157,6 +197,30 @@ struct map_fill {
     T s;
     __device__ T operator()(T) const { return s; }
 };
+
+/* MT_MAP_COPY from TIn to TOut: a cast by mt_cast's rules (device_math.h),
+ * or the identity when they are the same type. */
+template <typename TOut, typename TIn>
+struct map_cast {
+    __device__ TOut operator()(TIn x) const { return mt_cast<TOut>(x); }
+};
+
+/* Which ops each dtype takes (minitensor.h, MT_MAP_OPS): floats every op,
+ * int64 those with an integer meaning, bool copy and fill. The dispatch
+ * below instantiates only these, so that no float-only functor (mt_exp of
+ * an integer) is ever compiled for int64 or bool. */
+template <typename T>
+constexpr bool map_takes(int op)
+{
+    if (std::is_floating_point<T>::value)
+        return true;
+    if (op == MT_MAP_COPY || op == MT_MAP_FILL)
+        return true;
+    if (std::is_same<T, bool>::value)
+        return false;
+    return op == MT_MAP_NEG || op == MT_MAP_ABS || op == MT_MAP_SIGN || op == MT_MAP_RELU ||
+           op == MT_MAP_ADD_SCALAR || op == MT_MAP_MUL_SCALAR || op == MT_MAP_POW_SCALAR;
+}
 
 /* A functor of the *_scalar ops (and fill) holds the scalar in a member `s`;
  * the others are empty. make_map_op builds either kind from the scalar. */
@@ -288,7 +352,7 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRows) copy_transpos
         const int64_t r = r0 + ty + j;
         const int64_t c = c0 + tx;
         if (r < rows && c < cols)
-            out_data[r * out_row_stride + c] = (TOut)tile[tx][ty + j];
+            out_data[r * out_row_stride + c] = mt_cast<TOut, TIn>(tile[tx][ty + j]);
     }
 }
 
@@ -367,7 +431,7 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     }
-    if constexpr (std::is_same<Op, map_copy<TIn>>::value) {
+    if constexpr (std::is_same<Op, map_cast<TOut, TIn>>::value) {
         if (fast && transposed_copy_layout(out, in))
             return launch_copy_transposed<TOut, TIn, 1>(out, in);
     }
@@ -375,19 +439,38 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
 }
 
 /* op id -> functor, for ops whose input and output dtypes agree: a case
- * per op of MT_MAP_OPS (minitensor.h), running the functor map_<name>. */
+ * per op of MT_MAP_OPS (minitensor.h), running the functor map_<name> when
+ * T takes the op. */
 template <typename T>
 static mt_status map_same_dtype(int op, const mt_tensor &out, const mt_tensor &in, T s)
 {
     switch (op) {
-#define MT_MAP_CASE_(id, name) \
-    case MT_MAP_##id:          \
-        return launch_map<T, T>(out, in, make_map_op<map_##name<T>>(s));
+#define MT_MAP_CASE_(id, name)                                                 \
+    case MT_MAP_##id:                                                          \
+        if constexpr (map_takes<T>(MT_MAP_##id))                               \
+            return launch_map<T, T>(out, in, make_map_op<map_##name<T>>(s));   \
+        break;
         MT_MAP_OPS(MT_MAP_CASE_)
 #undef MT_MAP_CASE_
     default:
-        /* mt_map checked the id. */
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_map", "map op %d has no kernel", op);
+        break;
+    }
+    /* mt_map checked the id and the dtype. */
+    return mt_fail(MT_ERR_DTYPE, "mt_map", "map op %d has no kernel for %s", op, dtype_name(out.dtype));
+}
+
+/* Does the dtype take the op (map_takes)? */
+static bool map_dtype_takes(int32_t dtype, int op)
+{
+    switch (dtype) {
+    case MT_FLOAT32:
+        return map_takes<float>(op);
+    case MT_FLOAT64:
+        return map_takes<double>(op);
+    case MT_INT64:
+        return map_takes<int64_t>(op);
+    default:
+        return map_takes<bool>(op);
     }
 }
 
@@ -414,9 +497,10 @@ static mt_status fill(const char *func, const mt_tensor &out, double value)
     MT_TRY(mt_check_extent(func, "out", &out));
     if (tensor_numel(out) == 0)
         return MT_OK;
-    if (out.dtype == MT_FLOAT32)
-        return launch_fill<float>(out, (float)value);
-    return launch_fill<double>(out, value);
+    return with_dtype(func, out.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        return launch_fill<T>(out, mt_cast<T>(value));
+    });
 }
 
 mt_status mt_fill(mt_tensor out, double value)
@@ -439,30 +523,36 @@ mt_status mt_map(int op, mt_tensor out, mt_tensor in, double scalar)
     MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
     if (op != MT_MAP_COPY) /* only a copy may change the dtype */
         MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    if (!map_dtype_takes(in.dtype, op))
+        return mt_fail(MT_ERR_DTYPE, func, "%s is not defined for %s", mt_op_name("map", op),
+                       dtype_name(in.dtype));
+    /* An integer power needs a whole exponent >= 0 (1 / x is no integer). */
+    if (op == MT_MAP_POW_SCALAR && in.dtype == MT_INT64 && !(scalar >= 0.0 && scalar == floor(scalar) && scalar != INFINITY))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "pow_scalar of an int64 tensor takes a whole exponent >= 0, got %g", scalar);
     MT_TRY(mt_check_alias(func, &out, &in, "in"));
     if (tensor_numel(out) == 0)
         return MT_OK;
 
-    if (out.dtype == MT_FLOAT32 && in.dtype == MT_FLOAT64)
-        return launch_map<float, double>(out, in, map_copy<double>{});
-    if (out.dtype == MT_FLOAT64 && in.dtype == MT_FLOAT32)
-        return launch_map<double, float>(out, in, map_copy<float>{});
-    if (out.dtype == MT_FLOAT32)
-        return map_same_dtype<float>(op, out, in, (float)scalar);
-    return map_same_dtype<double>(op, out, in, scalar);
+    if (op == MT_MAP_COPY)
+        return copy_tensor(out, in);
+    return with_dtype(func, out.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        return map_same_dtype<T>(op, out, in, mt_cast<T>(scalar));
+    });
 }
 
 mt_status copy_tensor(const mt_tensor &out, const mt_tensor &in)
 {
     if (tensor_numel(out) == 0)
         return MT_OK;
-    if (out.dtype == MT_FLOAT32 && in.dtype == MT_FLOAT64)
-        return launch_map<float, double>(out, in, map_copy<double>{});
-    if (out.dtype == MT_FLOAT64 && in.dtype == MT_FLOAT32)
-        return launch_map<double, float>(out, in, map_copy<float>{});
-    if (out.dtype == MT_FLOAT32)
-        return launch_map<float, float>(out, in, map_copy<float>{});
-    return launch_map<double, double>(out, in, map_copy<double>{});
+    return with_dtype("copy", out.dtype, [&](auto out_tag) {
+        return with_dtype("copy", in.dtype, [&](auto in_tag) {
+            using TOut = decltype(out_tag);
+            using TIn = decltype(in_tag);
+            return launch_map<TOut, TIn>(out, in, map_cast<TOut, TIn>{});
+        });
+    });
 }
 
 /* One rung of the transpose ladder for out = in. */
@@ -482,7 +572,7 @@ static mt_status copy_variant_typed(int algo, const mt_tensor &out, const mt_ten
     default:
         break;
     }
-    return launch_map_strided<TOut, TIn>(out, in, map_copy<TIn>{});
+    return launch_map_strided<TOut, TIn>(out, in, map_cast<TOut, TIn>{});
 }
 
 mt_status mt_copy_variant(mt_tensor out, mt_tensor in, int algo)
@@ -500,11 +590,9 @@ mt_status mt_copy_variant(mt_tensor out, mt_tensor in, int algo)
         return MT_OK;
     if (algo == MT_COPY_ALGO_DEFAULT)
         return copy_tensor(out, in);
-    if (out.dtype == MT_FLOAT32 && in.dtype == MT_FLOAT64)
-        return copy_variant_typed<float, double>(algo, out, in);
-    if (out.dtype == MT_FLOAT64 && in.dtype == MT_FLOAT32)
-        return copy_variant_typed<double, float>(algo, out, in);
-    if (out.dtype == MT_FLOAT32)
-        return copy_variant_typed<float, float>(algo, out, in);
-    return copy_variant_typed<double, double>(algo, out, in);
+    return with_dtype(func, out.dtype, [&](auto out_tag) {
+        return with_dtype(func, in.dtype, [&](auto in_tag) {
+            return copy_variant_typed<decltype(out_tag), decltype(in_tag)>(algo, out, in);
+        });
+    });
 }

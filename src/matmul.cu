@@ -275,6 +275,7 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     MT_TRY(mt_ensure_init(func));
     MT_TRY(check_default_config(func, algo, config));
     MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(mt_check_float(func, "a", &a));
     MT_TRY(mt_check_extent(func, "out", &out));
     MT_TRY(mt_check_extent(func, "a", &a));
     MT_TRY(mt_check_extent(func, "b", &b));
@@ -292,6 +293,7 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
     const char *func = "mt_matmul_tf32";
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(mt_check_float(func, "a", &a));
     if (out.dtype != MT_FLOAT32)
         return mt_fail(MT_ERR_DTYPE, func, "TF32 products take float32 operands, got %s", dtype_name(out.dtype));
     MT_TRY(mt_check_extent(func, "out", &out));

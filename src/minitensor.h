@@ -48,11 +48,45 @@
  *     mt_memcpy_d2d rejects partially overlapping dst and src.
  *   - NaN: max, min, maximum and minimum let NaN win, and argmax/argmin
  *     return the index of the first NaN, as NumPy and PyTorch do.
- *   - Index tensors (gather, scatter_add) hold whole numbers in float32 or
- *     float64, whatever the data's dtype; a fractional, NaN or out-of-range
- *     index is MT_ERR_INVALID_ARGUMENT. scatter_add adds with atomics, so the
- *     order of additions (and the last bits of a float result) may differ
- *     between runs.
+ *   - Index tensors (gather, scatter_add, cross_entropy's targets) are
+ *     int64, or hold whole numbers in float32 or float64, whatever the data's
+ *     dtype; a negative, out-of-range, fractional or NaN index is
+ *     MT_ERR_INVALID_ARGUMENT. scatter_add adds with atomics, so the order of
+ *     additions (and the last bits of a float result) may differ between runs.
+ *
+ * Dtypes
+ *   float32, float64, int64 (int64_t) and bool (one byte holding 0 or 1;
+ *   every bool the library writes is 0 or 1, and it assumes the same of the
+ *   bools it reads). What each entry point takes:
+ *
+ *     mt_map, mt_fill          all four; which op takes which dtype: see
+ *                              MT_MAP_OPS. COPY casts between any two.
+ *     mt_zip                   all four; see MT_ZIP_OPS. Comparisons write
+ *                              a bool out, the other ops out of a's dtype.
+ *     mt_reduce, _all, _variant all four; see MT_REDUCE_OPS. argmax/argmin
+ *                              write an int64 out.
+ *     mt_where                 a, b, out: any one dtype; cond: any dtype
+ *                              (non-zero, NaN included, is true).
+ *     mt_gather                in, out: any one dtype; index: int64 or float.
+ *     mt_scatter_add           out, src: float32, float64 or int64; index:
+ *                              int64 or float.
+ *     mt_copy_variant          all four (a copy; out's dtype may differ: a cast).
+ *     mt_cross_entropy (+ backward)  float32 or float64; targets int64 or
+ *                              the logits' dtype.
+ *     mt_matmul (all forms), mt_softmax, mt_logsumexp, mt_layer_norm (+
+ *     backward), mt_sgd_step, mt_adam_step: float32 or float64 only.
+ *   A dtype an entry point (or an op) does not take is MT_ERR_DTYPE, before
+ *   anything is launched: "mt_matmul: a has dtype int64; this op takes
+ *   float32 or float64", "mt_map: exp is not defined for int64".
+ *
+ *   Integer arithmetic wraps modulo 2^64 (as in torch): INT64_MAX + 1 is
+ *   INT64_MIN, and so are -INT64_MIN and abs(INT64_MIN). Casts (COPY, and
+ *   the double scalar of mt_map/mt_fill to an int64 or bool tensor):
+ *     float -> int64   truncates toward zero; NaN gives 0; beyond the int64
+ *                      range it saturates to INT64_MIN / INT64_MAX;
+ *     any -> bool      x != 0 (NaN is true);
+ *     bool -> any      0 or 1;
+ *     int64 -> float   rounds to nearest (above 2^24 / 2^53 not exact).
  */
 #ifndef MINITENSOR_H
 #define MINITENSOR_H
@@ -65,7 +99,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 14
+#define MT_ABI_VERSION 15
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -86,6 +120,8 @@ typedef enum {
 typedef enum {
     MT_FLOAT32 = 0,
     MT_FLOAT64 = 1,
+    MT_INT64 = 2, /* int64_t                                  */
+    MT_BOOL = 3,  /* one byte, always 0 (false) or 1 (true)   */
     MT_DTYPE_COUNT
 } mt_dtype;
 
@@ -110,54 +146,76 @@ typedef struct {
  * bumped: docs/kernels.md, "Add an op", takes softplus through every layer. */
 
 /* Unary maps, out = f(in), elementwise, same shape. The *_scalar ops use the
- * scalar argument of mt_map (s); fill ignores `in`.                         */
+ * scalar argument of mt_map (s); fill ignores `in`. Dtypes: every op takes
+ * float32 and float64; int64 takes those marked [i], bool only copy and
+ * fill. For int64, s is cast to int64 first (see Dtypes above), + and *
+ * wrap, and pow_scalar's s must be a whole number >= 0 (else
+ * MT_ERR_INVALID_ARGUMENT): x ** 0 is 1, 0 ** 0 included.                  */
 #define MT_MAP_OPS(X)                                                         \
     X(COPY, copy)               /* in (out may have another dtype: a cast) */ \
-    X(NEG, neg)                 /* -in                                     */ \
+    X(NEG, neg)                 /* -in                                 [i] */ \
     X(EXP, exp)                                                               \
     X(LOG, log)                                                               \
-    X(RELU, relu)                                                             \
+    X(RELU, relu)               /*                                     [i] */ \
     X(SIGMOID, sigmoid)                                                       \
     X(TANH, tanh)                                                             \
-    X(ABS, abs)                                                               \
+    X(ABS, abs)                 /*                                     [i] */ \
     X(SQRT, sqrt)                                                             \
     X(RECIPROCAL, reciprocal)   /* 1 / in                                  */ \
-    X(SIGN, sign)               /* -1, 0 or 1                              */ \
-    X(ADD_SCALAR, add_scalar)   /* in + s                                  */ \
-    X(MUL_SCALAR, mul_scalar)   /* in * s                                  */ \
-    X(POW_SCALAR, pow_scalar)   /* in ** s                                 */ \
+    X(SIGN, sign)               /* -1, 0 or 1                          [i] */ \
+    X(ADD_SCALAR, add_scalar)   /* in + s                              [i] */ \
+    X(MUL_SCALAR, mul_scalar)   /* in * s                              [i] */ \
+    X(POW_SCALAR, pow_scalar)   /* in ** s                             [i] */ \
     X(RPOW_SCALAR, rpow_scalar) /* s ** in                                 */ \
-    X(FILL, fill)               /* s                                       */ \
+    X(FILL, fill)               /* s                                   [i] */ \
     X(SOFTPLUS, softplus)       /* log(1 + exp(in)), without overflow      */
 
-/* Binary zips, out = f(a, b) with NumPy broadcasting. Comparisons give 1.0
- * or 0.0 in the output dtype.                                               */
+/* Binary zips, out = f(a, b) with NumPy broadcasting. a, b and out share one
+ * dtype, except that the comparisons (eq .. ge) write a bool out for inputs
+ * of any dtype (a float out for a comparison is MT_ERR_DTYPE). Which dtypes
+ * each op takes: f = float32 and float64, i = int64, b = bool; the others
+ * are MT_ERR_DTYPE. int64 +, -, * and pow wrap modulo 2^64.                 */
 #define MT_ZIP_OPS(X)                                                         \
-    X(ADD, add)                                                               \
-    X(SUB, sub)                                                               \
-    X(MUL, mul)                                                               \
-    X(DIV, div)                                                               \
-    X(POW, pow)                                                               \
-    X(MAXIMUM, maximum)                                                       \
-    X(MINIMUM, minimum)                                                       \
-    X(EQ, eq)                                                                 \
-    X(NE, ne)                                                                 \
-    X(LT, lt)                                                                 \
-    X(LE, le)                                                                 \
-    X(GT, gt)                                                                 \
-    X(GE, ge)                                                                 \
-    X(RELU_BACKWARD, relu_backward) /* a = incoming gradient, b = input:      \
-                                       b > 0 ? a : 0                       */
+    X(ADD, add)                 /* f i b (bool: logical or)                */ \
+    X(SUB, sub)                 /* f i                                     */ \
+    X(MUL, mul)                 /* f i b (bool: logical and)               */ \
+    X(DIV, div)                 /* f (true division)                       */ \
+    X(POW, pow)                 /* f i (int64: a negative exponent gives     \
+                                   the truncated real result: 1 for a = 1,   \
+                                   +-1 for a = -1, else 0)                 */ \
+    X(MAXIMUM, maximum)         /* f i b (NaN wins; bool: logical or)      */ \
+    X(MINIMUM, minimum)         /* f i b (NaN wins; bool: logical and)     */ \
+    X(EQ, eq)                   /* f i b -> bool                           */ \
+    X(NE, ne)                   /* f i b -> bool                           */ \
+    X(LT, lt)                   /* f i b -> bool (false < true)            */ \
+    X(LE, le)                   /* f i b -> bool                           */ \
+    X(GT, gt)                   /* f i b -> bool                           */ \
+    X(GE, ge)                   /* f i b -> bool                           */ \
+    X(RELU_BACKWARD, relu_backward) /* f: a = incoming gradient, b = input:   \
+                                       b > 0 ? a : 0                       */ \
+    X(BITWISE_AND, bitwise_and) /* i b                                     */ \
+    X(BITWISE_OR, bitwise_or)   /* i b                                     */ \
+    X(BITWISE_XOR, bitwise_xor) /* i b                                     */ \
+    X(FLOOR_DIVIDE, floor_divide) /* f i: floor(a / b), rounding toward      \
+                                   -inf (Python's //). int64: a // 0 is 0    \
+                                   (no trap; the Python layer refuses it),   \
+                                   INT64_MIN // -1 wraps to INT64_MIN      */ \
+    X(REMAINDER, remainder)     /* f i: a - floor(a / b) * b, the sign of b  \
+                                   (Python's %, torch.remainder). float:     \
+                                   b == 0 gives NaN; int64: a % 0 is 0,      \
+                                   INT64_MIN % -1 is 0                     */
 
-/* Reductions along one dimension, or over everything.                      */
+/* Reductions along one dimension, or over everything. sum and prod take
+ * float32, float64 and int64 (wrapping); max and min all four (bool: any
+ * and all); argmax and argmin all four, into an int64 out (any other out
+ * dtype is MT_ERR_DTYPE). The other reductions write out of in's dtype.    */
 #define MT_REDUCE_OPS(X)                                                      \
     X(SUM, sum)       /* identity 0                                        */ \
     X(PROD, prod)     /* identity 1                                        */ \
-    X(MAX, max)       /* identity -inf                                     */ \
-    X(MIN, min)       /* identity +inf                                     */ \
-    X(ARGMAX, argmax) /* index of the first maximum, as a float (exact to    \
-                         2^24 in float32)                                  */ \
-    X(ARGMIN, argmin) /* index of the first minimum, as a float            */
+    X(MAX, max)       /* identity -inf (int64: INT64_MIN; bool: false)     */ \
+    X(MIN, min)       /* identity +inf (int64: INT64_MAX; bool: true)      */ \
+    X(ARGMAX, argmax) /* index of the first maximum (or first NaN)         */ \
+    X(ARGMIN, argmin) /* index of the first minimum (or first NaN)         */
 
 /* Matrix product algorithms (the kernel ladder). Each rung is one kernel in
  * a file of its own (src/matmul_<name>.cu) that says what it changes and why
@@ -323,15 +381,17 @@ mt_status mt_memcpy_d2h(void *dst, const void *src, size_t bytes);
 mt_status mt_memcpy_d2d(void *dst, const void *src, size_t bytes);
 
 /* ---- kernels ------------------------------------------------------------- */
-/* out = op(in, scalar). Same shape; same dtype except for MT_MAP_COPY. */
+/* out = op(in, scalar). Same shape; same dtype except for MT_MAP_COPY. An op
+ * the dtype does not take (MT_MAP_OPS) is MT_ERR_DTYPE. */
 mt_status mt_map(int op, mt_tensor out, mt_tensor in, double scalar);
-/* out = value everywhere. */
+/* out = value everywhere, cast to out's dtype as COPY casts a float64. */
 mt_status mt_fill(mt_tensor out, double value);
-/* out = op(a, b); a and b broadcast (NumPy rules) to out's shape exactly. */
+/* out = op(a, b); a and b broadcast (NumPy rules) to out's shape exactly.
+ * a and b share a dtype; out has it too, or is bool for a comparison. */
 mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b);
 /* Reduce `in` along `dim`: out has in's shape with shape[dim] == 1 (the
- * keepdim form). A dim of length 0 gives the identity; ARGMAX/ARGMIN of an
- * empty dim is an error. */
+ * keepdim form), and in's dtype (int64 for ARGMAX/ARGMIN). A dim of length
+ * 0 gives the identity; ARGMAX/ARGMIN of an empty dim is an error. */
 mt_status mt_reduce(int op, mt_tensor out, mt_tensor in, int dim);
 /* Reduce every element of `in` into the one element of `out`. */
 mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in);
@@ -353,7 +413,7 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
  * TF32 (10 bits of mantissa) for the products, float sums. Not exact in
  * float32 (about 1e-3 relative), hence not an algo of the ladder above:
  * Python calls it only where mt.backends.cuda.matmul.allow_tf32 is set.
- * MT_ERR_DTYPE for float64; MT_ERR_INVALID_ARGUMENT on a GPU older than
+ * MT_ERR_DTYPE for any dtype but float32; MT_ERR_INVALID_ARGUMENT on a GPU older than
  * compute capability 8.0. */
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
@@ -361,7 +421,7 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
  * order of float additions) for every op, dim and layout.
  * MT_REDUCE_ALGO_DEFAULT is exactly mt_reduce. */
 mt_status mt_reduce_variant(int op, mt_tensor out, mt_tensor in, int dim, int algo);
-/* out = in (same shape and dtype) with a chosen rung of the transpose ladder
+/* out = in (same shape; out's dtype may differ: a cast) with a chosen rung of the transpose ladder
  * (an mt_copy_algo). The tiled algos need in to be a transposed view (its
  * second-to-last dim has stride 1) and out to have rows of stride 1;
  * otherwise they fall back to the naive copy. MT_COPY_ALGO_DEFAULT is
@@ -389,16 +449,19 @@ mt_status mt_layer_norm_backward(mt_tensor grad_in, mt_tensor grad_weight, mt_te
                                  mt_tensor in, mt_tensor mean, mt_tensor rstd, mt_tensor weight, int want,
                                  int affine);
 /* out = a where cond is non-zero (NaN included), else b: cond, a and b
- * broadcast to out's shape; a, b and out share a dtype, cond may have its own. */
+ * broadcast to out's shape; a, b and out share a dtype (any of the four),
+ * cond may have its own (bool, or any other: non-zero is true). */
 mt_status mt_where(mt_tensor out, mt_tensor cond, mt_tensor a, mt_tensor b);
 /* log(sum(exp(in))) along dim, stably, one block per row reading it once;
  * out has in's shape with dim kept as 1. An empty row gives -inf. */
 mt_status mt_logsumexp(mt_tensor out, mt_tensor in, int dim);
 /* Cross-entropy of each row of logits (N, C) against its target class:
  * loss[i] = lse[i] - logits[i][targets[i]], with lse[i] = logsumexp of row i
- * saved for the backward. targets (N,) holds whole numbers in [0, C) in the
- * logits' dtype (checked on the device unless targets_checked is non-zero:
- * the caller has checked them); loss and lse are (N,). */
+ * saved for the backward. logits, loss and lse are float32 or float64 (one
+ * dtype); targets (N,) holds class indices in [0, C), int64 or whole
+ * numbers in the logits' dtype (checked on the device unless
+ * targets_checked is non-zero: the caller has checked them); loss and lse
+ * are (N,). */
 mt_status mt_cross_entropy(mt_tensor loss, mt_tensor lse, mt_tensor logits, mt_tensor targets, int targets_checked);
 /* grad_logits = grad[i] * scale * (exp(logits - lse[i]) - onehot(targets[i])),
  * row by row; grad (N,) may be a broadcast scalar (stride 0). */
@@ -414,12 +477,14 @@ mt_status mt_sgd_step(mt_tensor param, mt_tensor grad, mt_tensor momentum_buffer
                       double weight_decay, int first_step);
 mt_status mt_adam_step(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_tensor exp_avg_sq, double lr,
                        double beta1, double beta2, double eps, double weight_decay, int64_t step, int decoupled);
-/* out[i][j] = in[i][index[i][j]] along dim (torch.gather). index holds whole
- * numbers in a float dtype and has out's shape; every other dim of index must
- * be no longer than in's. Indices out of range are an error. */
+/* out[i][j] = in[i][index[i][j]] along dim (torch.gather). in and out share
+ * any one dtype. index is int64 (or holds whole numbers in a float dtype)
+ * and has out's shape; every other dim of index must be no longer than
+ * in's. Indices out of range are an error. */
 mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim);
 /* out[i][index[i][j]] += src[i][j] along dim (torch.scatter_add_, in place,
- * atomic so repeated indices add up). index has src's shape. */
+ * atomic so repeated indices add up). out and src: float32, float64 or int64
+ * (wrapping), one dtype; index as for gather, of src's shape. */
 mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim);
 
 /* ---- kernel policy ---------------------------------------------------------

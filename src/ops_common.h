@@ -30,4 +30,37 @@
  * when in is a transposed view. */
 mt_status copy_tensor(const mt_tensor &out, const mt_tensor &in);
 
+/* dtype id -> element type: returns f(T{}), T the C++ type that holds the
+ * dtype's elements (float, double, int64_t, bool). The kernel files pick
+ * their instantiation through it, written as
+ *
+ *     return with_dtype(func, out.dtype, [&](auto tag) {
+ *         using T = decltype(tag);
+ *         return launch_fill<T>(out, mt_cast<T>(value));
+ *     });
+ *
+ * so that no dtype is ever taken for another (a `dtype == MT_FLOAT32 ?
+ * float : double` quietly runs every other dtype as double). Call it on a
+ * dtype that passed mt_check_tensor; `func` names the caller in the message
+ * of a dtype that did not. */
+template <typename F>
+mt_status with_dtype(const char *func, int32_t dtype, F f)
+{
+    switch (dtype) {
+    case MT_FLOAT32:
+        return f(float{});
+    case MT_FLOAT64:
+        return f(double{});
+    case MT_INT64:
+        return f(int64_t{});
+    case MT_BOOL:
+        return f(bool{});
+    default:
+        return mt_fail(MT_ERR_DTYPE, func, "unknown dtype id %d", (int)dtype);
+    }
+}
+
+/* MT_BOOL elements are read and written as C++ bool: one byte, 0 or 1. */
+static_assert(sizeof(bool) == 1, "MT_BOOL is one byte");
+
 #endif /* MT_OPS_COMMON_H */

@@ -87,9 +87,8 @@ static mt_status check_operand(const char *func, const char *name, const mt_tens
 static mt_status check_param(const char *func, const mt_tensor *param)
 {
     MT_TRY(mt_ensure_init(func));
-    if (param->dtype != MT_FLOAT32 && param->dtype != MT_FLOAT64)
-        return mt_fail(MT_ERR_DTYPE, func, "param is %s; the optimizers update float32 or float64 tensors",
-                       dtype_name(param->dtype));
+    MT_TRY(mt_check_tensor(func, "param", param));
+    MT_TRY(mt_check_float(func, "param", param));
     return check_operand(func, "param", param, param, true);
 }
 

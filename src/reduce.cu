@@ -51,7 +51,7 @@ constexpr int64_t kMaxPartials = 1024;
 constexpr int kColumnRows = 8;
 
 template <typename T, typename R>
-__global__ void __launch_bounds__(32 * kColumnRows) reduce_columns(T *out, const T *in, int64_t len, int64_t inner, int64_t outer_start, int64_t chunk, typename R::Acc *partials, int64_t outer, R reducer)
+__global__ void __launch_bounds__(32 * kColumnRows) reduce_columns(typename R::Out *out, const T *in, int64_t len, int64_t inner, int64_t outer_start, int64_t chunk, typename R::Acc *partials, int64_t outer, R reducer)
 {
     using Acc = typename R::Acc;
     __shared__ Acc scratch[kColumnRows][33];
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(32 * kColumnRows) reduce_columns(T *out, const
 
 /* out[j] = the combination of partials[z * count + j] over z < splits. */
 template <typename T, typename R>
-__global__ void reduce_column_partials(T *out, const typename R::Acc *partials, int64_t count, int64_t splits, R reducer)
+__global__ void reduce_column_partials(typename R::Out *out, const typename R::Acc *partials, int64_t count, int64_t splits, R reducer)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < count; j += step) {
@@ -151,7 +151,7 @@ __global__ void reduce_all_partials(mt_tensor in, int64_t n, bool contiguous, ty
 /* Pass 2 of mt_reduce_all: one block reduces `count` partials into *out.
  * count == 0 (an empty input) leaves the identity. */
 template <typename T, typename R, typename Finish>
-__global__ void reduce_all_finish(const typename R::Acc *partials, int64_t count, T *out, R reducer)
+__global__ void reduce_all_finish(const typename R::Acc *partials, int64_t count, typename R::Out *out, R reducer)
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
     typename R::Acc acc = reducer.identity();
@@ -179,7 +179,7 @@ static mt_status launch_reduce_columns(const mt_tensor &out, const mt_tensor &in
     while (col_blocks * outer * splits < want && len / (splits * 2) >= 64 && splits * 2 <= kMaxGridYZ)
         splits *= 2;
     const int64_t chunk = (len + splits - 1) / splits;
-    T *out_first = static_cast<T *>(out.data) + out.offset;
+    typename R::Out *out_first = static_cast<typename R::Out *>(out.data) + out.offset;
     const T *in_first = static_cast<const T *>(in.data) + in.offset;
     DeviceScratch partials;
     if (splits > 1)
@@ -206,7 +206,7 @@ static mt_status launch_reduce_all_with(const mt_tensor &out, const mt_tensor &i
 {
     using Acc = typename R::Acc;
     const int64_t n = tensor_numel(in);
-    T *out_element = static_cast<T *>(out.data) + out.offset;
+    typename R::Out *out_element = static_cast<typename R::Out *>(out.data) + out.offset;
     if (n == 0) {
         reduce_all_finish<T, R, Finish><<<1, kBlockSize, 0, mt_stream()>>>(nullptr, 0, out_element, R{});
         CUDA_CHECK(mt_launch_status());
@@ -243,7 +243,23 @@ static bool is_arg_op(int op)
     return op == MT_REDUCE_ARGMAX || op == MT_REDUCE_ARGMIN;
 }
 
-/* The checks mt_reduce and mt_reduce_all share. */
+/* Does the dtype take the op (reduce_takes, reduce.h)? */
+static bool reduce_dtype_takes(int32_t dtype, int op)
+{
+    switch (dtype) {
+    case MT_FLOAT32:
+        return reduce_takes<float>(op);
+    case MT_FLOAT64:
+        return reduce_takes<double>(op);
+    case MT_INT64:
+        return reduce_takes<int64_t>(op);
+    default:
+        return reduce_takes<bool>(op);
+    }
+}
+
+/* The checks mt_reduce and mt_reduce_all share: out has in's dtype, or
+ * int64 for argmax/argmin, and in's dtype takes the op. */
 static mt_status check_reduce_args(const char *func, int op, const mt_tensor &out, const mt_tensor &in)
 {
     MT_TRY(mt_check_id(func, "reduce op", op, MT_REDUCE_OP_COUNT));
@@ -252,7 +268,16 @@ static mt_status check_reduce_args(const char *func, int op, const mt_tensor &ou
     MT_TRY(mt_check_tensor(func, "in", &in));
     MT_TRY(mt_check_extent(func, "out", &out));
     MT_TRY(mt_check_extent(func, "in", &in));
-    MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    if (is_arg_op(op)) {
+        if (out.dtype != MT_INT64)
+            return mt_fail(MT_ERR_DTYPE, func, "out is %s; %s writes int64 indices", dtype_name(out.dtype),
+                           mt_op_name("reduce", op));
+    } else {
+        MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    }
+    if (!reduce_dtype_takes(in.dtype, op))
+        return mt_fail(MT_ERR_DTYPE, func, "%s is not defined for %s", mt_op_name("reduce", op),
+                       dtype_name(in.dtype));
     return mt_check_alias(func, &out, &in, "in");
 }
 
@@ -311,9 +336,7 @@ static mt_status reduce_along(const char *func, int op, const mt_tensor &out, co
 
     if (algo != MT_REDUCE_ALGO_DEFAULT)
         return reduce_rows_variant(func, algo, op, out, in, dim);
-    if (in.dtype == MT_FLOAT32)
-        return reduce_default<float>(func, op, out, in, dim);
-    return reduce_default<double>(func, op, out, in, dim);
+    return with_dtype(func, in.dtype, [&](auto tag) { return reduce_default<decltype(tag)>(func, op, out, in, dim); });
 }
 
 mt_status mt_reduce(int op, mt_tensor out, mt_tensor in, int dim)
@@ -341,11 +364,10 @@ mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in)
                        op == MT_REDUCE_ARGMAX ? "argmax" : "argmin",
                        mt_shape_str(&in, shape, sizeof shape));
 
-    if (in.dtype == MT_FLOAT32)
-        return with_reducer<float>(func, op, [&](auto reducer) {
-            return launch_reduce_all<float, decltype(reducer)>(out, in);
+    return with_dtype(func, in.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        return with_reducer<T>(func, op, [&](auto reducer) {
+            return launch_reduce_all<T, decltype(reducer)>(out, in);
         });
-    return with_reducer<double>(func, op, [&](auto reducer) {
-        return launch_reduce_all<double, decltype(reducer)>(out, in);
     });
 }

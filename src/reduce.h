@@ -3,19 +3,23 @@
  * src/reduce_ladder.cu (the reduction ladder) share.
  *
  * A reduction is a small struct (a "reducer"): its accumulator type Acc, the
- * identity, lift (an element and its index -> Acc), operator() (combine two
- * Accs), result (Acc -> the value written). The identity is what an empty
- * row reduces to: sum 0, prod 1, max -inf, min +inf. argmax/argmin have no
- * identity, so an empty row is an error, reported before any launch.
+ * type Out of out's elements, the identity, lift (an element and its index
+ * -> Acc), operator() (combine two Accs), result (Acc -> the Out written).
+ * The identity is what an empty row reduces to: sum 0, prod 1, max the
+ * lowest value (-inf; INT64_MIN; false), min the highest. argmax/argmin have
+ * no identity, so an empty row is an error, reported before any launch.
  *
- * Reducer reduce_<name> implements op <name> of MT_REDUCE_OPS (minitensor.h);
- * with_reducer turns an op id into one.
+ * Reducer reduce_<name> implements op <name> of MT_REDUCE_OPS (minitensor.h)
+ * for elements of type T (float, double, int64_t; bool for max, min and the
+ * arg reductions: reduce_takes); with_reducer turns an op id into one.
  *
  * This header declares no __shared__ arrays and launches nothing (it is not
  * passed through tools/cu2emu.py, only the .cu files are).
  */
 #ifndef MT_REDUCE_H
 #define MT_REDUCE_H
+
+#include <type_traits>
 
 #include "ops_common.h"
 #include "block_reduce.h" /* after ops_common.h: its stub uses task.h */
@@ -25,6 +29,7 @@
 template <typename T>
 struct reduce_sum {
     using Acc = T;
+    using Out = T;
     __device__ Acc identity() const { return T(0); }
     __device__ Acc lift(T x, int64_t) const { return x; }
     __device__ Acc operator()(Acc a, Acc b) const { return a + b; }
@@ -34,17 +39,43 @@ struct reduce_sum {
 template <typename T>
 struct reduce_prod {
     using Acc = T;
+    using Out = T;
     __device__ Acc identity() const { return T(1); }
     __device__ Acc lift(T x, int64_t) const { return x; }
     __device__ Acc operator()(Acc a, Acc b) const { return a * b; }
     __device__ T result(Acc acc) const { return acc; }
 };
 
-/* max and min let NaN win (mt_max, mt_min), as NumPy and PyTorch do. */
+/* int64 sums and products wrap modulo 2^64 (device_math.h), as torch's do.
+ * Wrapping arithmetic is associative and commutative, so every order of the
+ * tree gives the same bits. */
+template <>
+struct reduce_sum<int64_t> {
+    using Acc = int64_t;
+    using Out = int64_t;
+    __device__ Acc identity() const { return 0; }
+    __device__ Acc lift(int64_t x, int64_t) const { return x; }
+    __device__ Acc operator()(Acc a, Acc b) const { return wrap_add(a, b); }
+    __device__ int64_t result(Acc acc) const { return acc; }
+};
+
+template <>
+struct reduce_prod<int64_t> {
+    using Acc = int64_t;
+    using Out = int64_t;
+    __device__ Acc identity() const { return 1; }
+    __device__ Acc lift(int64_t x, int64_t) const { return x; }
+    __device__ Acc operator()(Acc a, Acc b) const { return wrap_mul(a, b); }
+    __device__ int64_t result(Acc acc) const { return acc; }
+};
+
+/* max and min let NaN win (mt_max, mt_min), as NumPy and PyTorch do. On
+ * bool they are any and all. */
 template <typename T>
 struct reduce_max {
     using Acc = T;
-    __device__ Acc identity() const { return -mt_infinity<T>(); }
+    using Out = T;
+    __device__ Acc identity() const { return mt_lowest<T>(); }
     __device__ Acc lift(T x, int64_t) const { return x; }
     __device__ Acc operator()(Acc a, Acc b) const { return mt_max(a, b); }
     __device__ T result(Acc acc) const { return acc; }
@@ -53,7 +84,8 @@ struct reduce_max {
 template <typename T>
 struct reduce_min {
     using Acc = T;
-    __device__ Acc identity() const { return mt_infinity<T>(); }
+    using Out = T;
+    __device__ Acc identity() const { return mt_highest<T>(); }
     __device__ Acc lift(T x, int64_t) const { return x; }
     __device__ Acc operator()(Acc a, Acc b) const { return mt_min(a, b); }
     __device__ T result(Acc acc) const { return acc; }
@@ -70,14 +102,16 @@ struct ValueIndex {
  * order, so the combine must itself pick "the first best" to be order-free:
  * a NaN beats every number (NumPy and PyTorch report the first NaN), then the
  * better value wins, and between equal values the smaller index wins. The
- * identity (an infinity with the largest possible index) loses to, or ties
- * and then loses to, every real element. */
+ * identity (the worst value, -inf or INT64_MIN or false for argmax, with the
+ * largest possible index) loses to, or ties and then loses to, every real
+ * element. out holds the index, as int64 whatever the dtype of in. */
 template <typename T, bool kMax>
 struct ReduceArg {
     using Acc = ValueIndex<T>;
+    using Out = int64_t;
     __device__ Acc identity() const
     {
-        return Acc{kMax ? -mt_infinity<T>() : mt_infinity<T>(), INT64_MAX};
+        return Acc{kMax ? mt_lowest<T>() : mt_highest<T>(), INT64_MAX};
     }
     __device__ Acc lift(T x, int64_t index) const { return Acc{x, index}; }
     __device__ Acc operator()(Acc a, Acc b) const
@@ -92,8 +126,7 @@ struct ReduceArg {
         }
         return a.index < b.index ? a : b;
     }
-    /* The index as a float: exact up to 2^24 in float32, 2^53 in float64. */
-    __device__ T result(Acc acc) const { return (T)acc.index; }
+    __device__ int64_t result(Acc acc) const { return acc.index; }
 };
 
 template <typename T>
@@ -111,21 +144,33 @@ MT_DEVICE ValueIndex<T> shfl_down(ValueIndex<T> v, int delta)
     return v;
 }
 
+/* Which ops each element type takes (minitensor.h, MT_REDUCE_OPS): all but
+ * sum and prod on bool (the Python layer sums bools as int64). */
+template <typename T>
+constexpr bool reduce_takes(int op)
+{
+    return !std::is_same<T, bool>::value || (op != MT_REDUCE_SUM && op != MT_REDUCE_PROD);
+}
+
 /* op id -> reducer: calls launch(reduce_<name><T>{}) for the op of
- * MT_REDUCE_OPS (minitensor.h) with that id, and returns what it returns. */
+ * MT_REDUCE_OPS (minitensor.h) with that id, and returns what it returns;
+ * only the reducers T takes are instantiated. */
 template <typename T, typename Launch>
 mt_status with_reducer(const char *func, int op, Launch launch)
 {
     switch (op) {
-#define MT_REDUCE_CASE_(id, name) \
-    case MT_REDUCE_##id:          \
-        return launch(reduce_##name<T>{});
+#define MT_REDUCE_CASE_(id, name)                 \
+    case MT_REDUCE_##id:                          \
+        if constexpr (reduce_takes<T>(MT_REDUCE_##id)) \
+            return launch(reduce_##name<T>{});    \
+        break;
         MT_REDUCE_OPS(MT_REDUCE_CASE_)
 #undef MT_REDUCE_CASE_
     default:
-        /* The entry points checked the id. */
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "reduce op %d has no kernel", op);
+        break;
     }
+    /* The entry points checked the id and the dtype. */
+    return mt_fail(MT_ERR_DTYPE, func, "reduce op %d has no kernel for this dtype", op);
 }
 
 /* acc combined, in order, with the elements k = first_k, first_k + step, ...

@@ -50,7 +50,7 @@ template <typename T, typename R>
 __global__ void reduce_rows_interleaved(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
 {
     __shared__ typename R::Acc scratch[kBlockSize]; /* its own tree, not block_reduce */
-    T *out_data = static_cast<T *>(out.data);
+    typename R::Out *out_data = static_cast<typename R::Out *>(out.data);
     const T *in_data = static_cast<const T *>(in_rows.data);
     const unsigned int tid = threadIdx.x;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -79,7 +79,7 @@ template <typename T, typename R>
 __global__ void reduce_rows_sequential(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
-    T *out_data = static_cast<T *>(out.data);
+    typename R::Out *out_data = static_cast<typename R::Out *>(out.data);
     const T *in_data = static_cast<const T *>(in_rows.data);
     const unsigned int tid = threadIdx.x;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -100,7 +100,7 @@ template <typename T, typename R>
 __global__ void reduce_rows_first_add(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
-    T *out_data = static_cast<T *>(out.data);
+    typename R::Out *out_data = static_cast<typename R::Out *>(out.data);
     const T *in_data = static_cast<const T *>(in_rows.data);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t first = ordinal_to_position(row, &in_rows);
@@ -121,7 +121,7 @@ template <typename T, typename R>
 __global__ void reduce_rows_warp(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, R reducer)
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
-    T *out_data = static_cast<T *>(out.data);
+    typename R::Out *out_data = static_cast<typename R::Out *>(out.data);
     const T *in_data = static_cast<const T *>(in_rows.data);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t first = ordinal_to_position(row, &in_rows);
@@ -144,7 +144,7 @@ __global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
     constexpr int W = Pack<T>::kWidth;
-    T *out_data = static_cast<T *>(out.data);
+    typename R::Out *out_data = static_cast<typename R::Out *>(out.data);
     const T *in_data = static_cast<const T *>(in_rows.data);
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t first = ordinal_to_position(row, &in_rows);
@@ -220,14 +220,12 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
     return MT_OK;
 }
 
-/* reduce_columns over a contiguous in and out, dim not the last. */
 mt_status reduce_rows_variant(const char *func, int algo, int op, const mt_tensor &out, const mt_tensor &in, int dim)
 {
-    if (in.dtype == MT_FLOAT32)
-        return with_reducer<float>(func, op, [&](auto reducer) {
-            return launch_reduce_rows<float, decltype(reducer)>(algo, out, in, dim);
+    return with_dtype(func, in.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        return with_reducer<T>(func, op, [&](auto reducer) {
+            return launch_reduce_rows<T, decltype(reducer)>(algo, out, in, dim);
         });
-    return with_reducer<double>(func, op, [&](auto reducer) {
-        return launch_reduce_rows<double, decltype(reducer)>(algo, out, in, dim);
     });
 }

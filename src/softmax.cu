@@ -253,6 +253,7 @@ mt_status mt_softmax(mt_tensor out, mt_tensor in, int dim, int log)
     MT_TRY(mt_check_extent(func, "out", &out));
     MT_TRY(mt_check_extent(func, "in", &in));
     MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
+    MT_TRY(mt_check_float(func, "in", &in));
     MT_TRY(mt_check_same_shape(func, &in, "in", &out, "out"));
     MT_TRY(mt_check_dim(func, &in, "in", dim));
     MT_TRY(mt_check_alias(func, &out, &in, "in"));

@@ -113,6 +113,14 @@ mt_status mt_check_same_dtype(const char *func, const mt_tensor *a, const char *
     return MT_OK;
 }
 
+mt_status mt_check_float(const char *func, const char *name, const mt_tensor *t)
+{
+    if (t->dtype == MT_FLOAT32 || t->dtype == MT_FLOAT64)
+        return MT_OK;
+    return mt_fail(MT_ERR_DTYPE, func, "%s has dtype %s; this op takes float32 or float64", name,
+                   dtype_name(t->dtype));
+}
+
 mt_status mt_check_same_shape(const char *func, const mt_tensor *a, const char *aname,
                               const mt_tensor *b, const char *bname)
 {

@@ -7,6 +7,8 @@
  * one thread reading cond and then just the one of a or b it selects. The
  * selection is exact for any values: NaN and infinities pass through, and a
  * NaN condition counts as non-zero (as in NumPy and torch, where NaN is true).
+ * a, b and out share any one dtype (T); cond has its own (TC): bool, as the
+ * Python layer passes it, or any other, where non-zero is true.
  *
  * A contiguous out whose inputs are all of its shape and contiguous takes the
  * element's ordinal as every input's offset; anything else maps the ordinal
@@ -78,9 +80,9 @@ mt_status mt_where(mt_tensor out, mt_tensor cond, mt_tensor a, mt_tensor b)
     MT_TRY(mt_check_alias(func, &out, &b, "b"));
     if (tensor_numel(out) == 0)
         return MT_OK;
-    if (out.dtype == MT_FLOAT32)
-        return cond.dtype == MT_FLOAT32 ? launch_where<float, float>(out, cond, a, b)
-                                        : launch_where<float, double>(out, cond, a, b);
-    return cond.dtype == MT_FLOAT32 ? launch_where<double, float>(out, cond, a, b)
-                                    : launch_where<double, double>(out, cond, a, b);
+    return with_dtype(func, out.dtype, [&](auto tag) {
+        return with_dtype(func, cond.dtype, [&](auto cond_tag) {
+            return launch_where<decltype(tag), decltype(cond_tag)>(out, cond, a, b);
+        });
+    });
 }

@@ -26,10 +26,22 @@
  *                   transpose does; the naive kernel would read B.T with
  *                   one memory transaction per element.
  *
- * Comparisons produce 1.0 or 0.0 in the output dtype, so that a mask can be
- * multiplied straight into a tensor. RELU_BACKWARD is the gradient of relu:
- * the incoming gradient a where the input b was positive, else 0.
+ * a, b and out share one dtype, except for the comparisons, whose out is
+ * bool (0 or 1) whatever the inputs' dtype: the kernels take the type of
+ * out (TOut) and of the inputs (TIn) apart, as map.cu's do for a cast. The
+ * 16-byte Pack kernels (zip_contiguous_vec, zip_row_broadcast) move Packs of
+ * one type, so a comparison takes zip_contiguous or zip_strided instead.
+ * RELU_BACKWARD is the gradient of relu: the incoming gradient a where the
+ * input b was positive, else 0.
+ *
+ * Which dtype takes which op is zip_takes, below (the table of MT_ZIP_OPS
+ * in minitensor.h). The float functors serve int64 and bool where the same
+ * code is right for them (maximum, the comparisons); specializations say
+ * what differs: int64 +, -, * and pow wrap modulo 2^64, and bool + and *
+ * are logical or and and.
  */
+#include <type_traits>
+
 #include "ops_common.h"
 
 /* ---- the ops ------------------------------------------------------------- */
@@ -72,32 +84,32 @@ struct zip_minimum {
 
 template <typename T>
 struct zip_eq {
-    __device__ T operator()(T a, T b) const { return a == b ? T(1) : T(0); }
+    __device__ bool operator()(T a, T b) const { return a == b; }
 };
 
 template <typename T>
 struct zip_ne {
-    __device__ T operator()(T a, T b) const { return a != b ? T(1) : T(0); }
+    __device__ bool operator()(T a, T b) const { return a != b; }
 };
 
 template <typename T>
 struct zip_lt {
-    __device__ T operator()(T a, T b) const { return a < b ? T(1) : T(0); }
+    __device__ bool operator()(T a, T b) const { return a < b; }
 };
 
 template <typename T>
 struct zip_le {
-    __device__ T operator()(T a, T b) const { return a <= b ? T(1) : T(0); }
+    __device__ bool operator()(T a, T b) const { return a <= b; }
 };
 
 template <typename T>
 struct zip_gt {
-    __device__ T operator()(T a, T b) const { return a > b ? T(1) : T(0); }
+    __device__ bool operator()(T a, T b) const { return a > b; }
 };
 
 template <typename T>
 struct zip_ge {
-    __device__ T operator()(T a, T b) const { return a >= b ? T(1) : T(0); }
+    __device__ bool operator()(T a, T b) const { return a >= b; }
 };
 
 template <typename T>
@@ -105,15 +117,103 @@ struct zip_relu_backward {
     __device__ T operator()(T grad, T input) const { return input > T(0) ? grad : T(0); }
 };
 
+/* int64 and bool only: on bool & is logical and, | or, ^ not-equal, and
+ * the int result (0 or 1) converts back to a bool. */
+template <typename T>
+struct zip_bitwise_and {
+    __device__ T operator()(T a, T b) const { return a & b; }
+};
+
+template <typename T>
+struct zip_bitwise_or {
+    __device__ T operator()(T a, T b) const { return a | b; }
+};
+
+template <typename T>
+struct zip_bitwise_xor {
+    __device__ T operator()(T a, T b) const { return a ^ b; }
+};
+
+/* floor_div and floor_mod (device_math.h) have an int64 overload that never
+ * traps and a float template, as torch computes them. */
+template <typename T>
+struct zip_floor_divide {
+    __device__ T operator()(T a, T b) const { return floor_div(a, b); }
+};
+
+template <typename T>
+struct zip_remainder {
+    __device__ T operator()(T a, T b) const { return floor_mod(a, b); }
+};
+
+/* ---- int64: the ops that can overflow wrap (device_math.h) ------------ */
+
+template <>
+struct zip_add<int64_t> {
+    __device__ int64_t operator()(int64_t a, int64_t b) const { return wrap_add(a, b); }
+};
+
+template <>
+struct zip_sub<int64_t> {
+    __device__ int64_t operator()(int64_t a, int64_t b) const { return wrap_sub(a, b); }
+};
+
+template <>
+struct zip_mul<int64_t> {
+    __device__ int64_t operator()(int64_t a, int64_t b) const { return wrap_mul(a, b); }
+};
+
+template <>
+struct zip_pow<int64_t> {
+    __device__ int64_t operator()(int64_t a, int64_t b) const { return int_pow(a, b); }
+};
+
+/* ---- bool: + is or, * is and (as torch: True + True is True) ------------ */
+
+template <>
+struct zip_add<bool> {
+    __device__ bool operator()(bool a, bool b) const { return a || b; }
+};
+
+template <>
+struct zip_mul<bool> {
+    __device__ bool operator()(bool a, bool b) const { return a && b; }
+};
+
+/* Which ops each dtype takes (minitensor.h, MT_ZIP_OPS). The dispatch
+ * instantiates only these, so that no functor meets a type it has no
+ * meaning for (a & b of floats, a / b of bools). */
+constexpr bool zip_is_comparison(int op)
+{
+    return op == MT_ZIP_EQ || op == MT_ZIP_NE || op == MT_ZIP_LT || op == MT_ZIP_LE || op == MT_ZIP_GT ||
+           op == MT_ZIP_GE;
+}
+
+template <typename T>
+constexpr bool zip_takes(int op)
+{
+    const bool bitwise = op == MT_ZIP_BITWISE_AND || op == MT_ZIP_BITWISE_OR || op == MT_ZIP_BITWISE_XOR;
+    if (std::is_floating_point<T>::value)
+        return !bitwise;
+    if (std::is_same<T, bool>::value)
+        return zip_is_comparison(op) || bitwise || op == MT_ZIP_ADD || op == MT_ZIP_MUL || op == MT_ZIP_MAXIMUM ||
+               op == MT_ZIP_MINIMUM;
+    return op != MT_ZIP_DIV && op != MT_ZIP_RELU_BACKWARD; /* int64 */
+}
+
+/* The element type of out for op kOp on inputs of type T. */
+template <typename T, int kOp>
+using zip_out_t = typename std::conditional<zip_is_comparison(kOp), bool, T>::type;
+
 /* ---- kernels ------------------------------------------------------------- */
 
 /* TASK(map_zip) BEGIN */
-template <typename T, typename Op>
+template <typename TOut, typename TIn, typename Op>
 __global__ void zip_strided(mt_tensor out, mt_tensor a, mt_tensor b, int64_t n, Op op)
 {
-    T *out_data = static_cast<T *>(out.data);
-    const T *a_data = static_cast<const T *>(a.data);
-    const T *b_data = static_cast<const T *>(b.data);
+    TOut *out_data = static_cast<TOut *>(out.data);
+    const TIn *a_data = static_cast<const TIn *>(a.data);
+    const TIn *b_data = static_cast<const TIn *>(b.data);
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         int64_t out_index[MT_MAX_DIMS];
@@ -130,8 +230,8 @@ __global__ void zip_strided(mt_tensor out, mt_tensor a, mt_tensor b, int64_t n, 
 }
 
 /* All three pointers already point at their first element (offset applied). */
-template <typename T, typename Op>
-__global__ void zip_contiguous(T *out, const T *a, const T *b, int64_t n, Op op)
+template <typename TOut, typename TIn, typename Op>
+__global__ void zip_contiguous(TOut *out, const TIn *a, const TIn *b, int64_t n, Op op)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
@@ -142,8 +242,9 @@ __global__ void zip_contiguous(T *out, const T *a, const T *b, int64_t n, Op op)
 //| MT_TASK_MISSING(map_zip, "zip_strided, zip_contiguous", "src/zip.cu")
 //|
 //| /* out(i) = op(a(i'), b(i'')) for every ordinal i < n of out, where a and b
-//|  * may be strided views and may broadcast to out's shape (NumPy rules). */
-//| template <typename T, typename Op>
+//|  * may be strided views and may broadcast to out's shape (NumPy rules).
+//|  * out's elements are TOut, a's and b's TIn (a comparison writes bool). */
+//| template <typename TOut, typename TIn, typename Op>
 //| __global__ void zip_strided(mt_tensor out, mt_tensor a, mt_tensor b, int64_t n, Op op)
 //| {
 //|     /* TODO (task map_zip): a grid-stride loop over out's ordinals. For each:
@@ -154,8 +255,8 @@ __global__ void zip_contiguous(T *out, const T *a, const T *b, int64_t n, Op op)
 //|
 //| /* All three tensors dense, row-major and of out's shape; the pointers
 //|  * already point at their first element (offset applied). */
-//| template <typename T, typename Op>
-//| __global__ void zip_contiguous(T *out, const T *a, const T *b, int64_t n, Op op)
+//| template <typename TOut, typename TIn, typename Op>
+//| __global__ void zip_contiguous(TOut *out, const TIn *a, const TIn *b, int64_t n, Op op)
 //| {
 //|     /* TODO (task map_zip): the grid-stride loop, element i at position i. */
 //| }
@@ -219,7 +320,7 @@ __global__ void zip_row_broadcast(T *out, const T *full, const T *rep, int64_t n
 constexpr int kZipTile = 32;
 constexpr int kZipTileRows = 8;
 
-template <typename T, typename Op, bool kTransFirst>
+template <typename TOut, typename T, typename Op, bool kTransFirst>
 __global__ void __launch_bounds__(kZipTile * kZipTileRows) zip_transposed(mt_tensor out, mt_tensor trans, mt_tensor other, int64_t row_tile_start, int64_t batch_start, Op op)
 {
     __shared__ T tile[kZipTile][kZipTile + 1];
@@ -230,7 +331,7 @@ __global__ void __launch_bounds__(kZipTile * kZipTileRows) zip_transposed(mt_ten
     to_index(batch_start + blockIdx.z, out.shape, nd - 2, batch_index);
     const T *t_data = static_cast<const T *>(trans.data) + trans.offset + index_to_position(batch_index, trans.strides, nd - 2);
     const T *o_data = static_cast<const T *>(other.data) + other.offset + index_to_position(batch_index, other.strides, nd - 2);
-    T *out_data = static_cast<T *>(out.data) + out.offset + index_to_position(batch_index, out.strides, nd - 2);
+    TOut *out_data = static_cast<TOut *>(out.data) + out.offset + index_to_position(batch_index, out.strides, nd - 2);
     const int64_t t_col_stride = trans.strides[nd - 1];  /* trans(r, c) at r + c * t_col_stride */
     const int64_t o_row_stride = other.strides[nd - 2];  /* other(r, c) at r * o_row_stride + c */
     const int64_t out_row_stride = out.strides[nd - 2];
@@ -295,7 +396,7 @@ static mt_status launch_row_broadcast(const mt_tensor &out, const mt_tensor &ful
     return MT_OK;
 }
 
-template <typename T, typename Op, bool kTransFirst>
+template <typename TOut, typename T, typename Op, bool kTransFirst>
 static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &trans, const mt_tensor &other)
 {
     const int nd = out.ndim;
@@ -304,7 +405,7 @@ static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &tr
     const int64_t batches = shape_numel(out.shape, nd - 2);
     const dim3 block(kZipTile, kZipTileRows);
     return for_each_grid_chunk(col_tiles, row_tiles, batches, [&](dim3 grid, int64_t y0, int64_t b0) {
-        zip_transposed<T, Op, kTransFirst><<<grid, block, 0, mt_stream()>>>(out, trans, other, y0, b0, Op{});
+        zip_transposed<TOut, T, Op, kTransFirst><<<grid, block, 0, mt_stream()>>>(out, trans, other, y0, b0, Op{});
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
@@ -312,10 +413,12 @@ static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &tr
 
 /* Launches one zip over non-empty, validated tensors: the fastest kernel
  * for their layouts, or under the teaching policy (policy.h) the choice
- * between zip_contiguous and zip_strided alone. */
-template <typename T, typename Op>
+ * between zip_contiguous and zip_strided alone. The Pack kernels need out
+ * and the inputs of one type (kSameType), so a comparison skips them. */
+template <typename TOut, typename T, typename Op>
 static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
+    constexpr bool kSameType = std::is_same<TOut, T>::value;
     const int64_t n = tensor_numel(out);
     const bool fast = mt_fast_kernels();
     const bool a_full = shapes_equal(a, out);
@@ -326,50 +429,75 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
         const bool a_dense = a_full && is_contiguous(a);
         const bool b_dense = b_full && is_contiguous(b);
         if (a_dense && b_dense) {
-            T *out_first = static_cast<T *>(out.data) + out.offset;
+            TOut *out_first = static_cast<TOut *>(out.data) + out.offset;
             const T *a_first = static_cast<const T *>(a.data) + a.offset;
             const T *b_first = static_cast<const T *>(b.data) + b.offset;
-            if (fast && aligned16(out_first) && aligned16(a_first) && aligned16(b_first)) {
-                const int64_t packs = n / Pack<T>::kWidth;
-                zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
-            } else {
+            bool launched = false;
+            if constexpr (kSameType) {
+                if (fast && aligned16(out_first) && aligned16(a_first) && aligned16(b_first)) {
+                    const int64_t packs = n / Pack<T>::kWidth;
+                    zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
+                    launched = true;
+                }
+            }
+            if (!launched) {
                 MT_TRY(MT_TASK_CHECK(map_zip));
-                zip_contiguous<T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
+                zip_contiguous<TOut, T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
             }
             CUDA_CHECK(mt_launch_status());
             return MT_OK;
         }
-        if (fast && a_dense && repeats_trailing_block(b, out))
-            return launch_row_broadcast<T, Op, false>(out, a, b);
-        if (fast && b_dense && repeats_trailing_block(a, out))
-            return launch_row_broadcast<T, Op, true>(out, b, a);
+        if constexpr (kSameType) {
+            if (fast && a_dense && repeats_trailing_block(b, out))
+                return launch_row_broadcast<T, Op, false>(out, a, b);
+            if (fast && b_dense && repeats_trailing_block(a, out))
+                return launch_row_broadcast<T, Op, true>(out, b, a);
+        }
     }
     if (fast && rows_contiguous(out) && a_full && b_full) {
         if (is_transposed_view(b) && rows_contiguous(a))
-            return launch_zip_transposed<T, Op, false>(out, b, a);
+            return launch_zip_transposed<TOut, T, Op, false>(out, b, a);
         if (is_transposed_view(a) && rows_contiguous(b))
-            return launch_zip_transposed<T, Op, true>(out, a, b);
+            return launch_zip_transposed<TOut, T, Op, true>(out, a, b);
     }
     MT_TRY(MT_TASK_CHECK(map_zip));
-    zip_strided<T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, a, b, n, Op{});
+    zip_strided<TOut, T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, a, b, n, Op{});
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
 
 /* op id -> functor: a case per op of MT_ZIP_OPS (minitensor.h), running
- * the functor zip_<name>. */
+ * the functor zip_<name> when T takes the op. */
 template <typename T>
 static mt_status zip_typed(int op, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     switch (op) {
-#define MT_ZIP_CASE_(id, name) \
-    case MT_ZIP_##id:          \
-        return launch_zip<T, zip_##name<T>>(out, a, b);
+#define MT_ZIP_CASE_(id, name)                                                             \
+    case MT_ZIP_##id:                                                                      \
+        if constexpr (zip_takes<T>(MT_ZIP_##id))                                           \
+            return launch_zip<zip_out_t<T, MT_ZIP_##id>, T, zip_##name<T>>(out, a, b);    \
+        break;
         MT_ZIP_OPS(MT_ZIP_CASE_)
 #undef MT_ZIP_CASE_
     default:
-        /* mt_zip checked the id. */
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_zip", "zip op %d has no kernel", op);
+        break;
+    }
+    /* mt_zip checked the id and the dtype. */
+    return mt_fail(MT_ERR_DTYPE, "mt_zip", "zip op %d has no kernel for %s", op, dtype_name(a.dtype));
+}
+
+/* Does the dtype take the op (zip_takes)? */
+static bool zip_dtype_takes(int32_t dtype, int op)
+{
+    switch (dtype) {
+    case MT_FLOAT32:
+        return zip_takes<float>(op);
+    case MT_FLOAT64:
+        return zip_takes<double>(op);
+    case MT_INT64:
+        return zip_takes<int64_t>(op);
+    default:
+        return zip_takes<bool>(op);
     }
 }
 
@@ -378,7 +506,20 @@ mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
     const char *func = "mt_zip";
     MT_TRY(mt_check_id(func, "zip op", op, MT_ZIP_OP_COUNT));
     MT_TRY(mt_ensure_init(func));
-    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    if (zip_is_comparison(op)) {
+        /* a and b of one dtype, out bool. */
+        MT_TRY(mt_check_output(func, "out", &out));
+        MT_TRY(mt_check_tensor(func, "a", &a));
+        MT_TRY(mt_check_tensor(func, "b", &b));
+        MT_TRY(mt_check_same_dtype(func, &b, "b", &a, "a"));
+        if (out.dtype != MT_BOOL)
+            return mt_fail(MT_ERR_DTYPE, func, "out is %s; a comparison (%s) writes a bool out", dtype_name(out.dtype),
+                           mt_op_name("zip", op));
+    } else {
+        MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    }
+    if (!zip_dtype_takes(a.dtype, op))
+        return mt_fail(MT_ERR_DTYPE, func, "%s is not defined for %s", mt_op_name("zip", op), dtype_name(a.dtype));
     MT_TRY(mt_check_extent(func, "out", &out));
     MT_TRY(mt_check_extent(func, "a", &a));
     MT_TRY(mt_check_extent(func, "b", &b));
@@ -389,7 +530,5 @@ mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
     if (tensor_numel(out) == 0)
         return MT_OK;
 
-    if (out.dtype == MT_FLOAT32)
-        return zip_typed<float>(op, out, a, b);
-    return zip_typed<double>(op, out, a, b);
+    return with_dtype(func, a.dtype, [&](auto tag) { return zip_typed<decltype(tag)>(op, out, a, b); });
 }

@@ -9,6 +9,7 @@ reference as ``|got - ref| <= atol + rtol * |ref|``, with
 both multiplied by sqrt(n) for a result that accumulates n terms (a sum, a
 matmul's inner dim, a softmax row), because rounding errors of a sum grow
 with its length. NaN must match NaN and infinities must match exactly.
+int64 and bool results must be exact (compared as they are, not as floats).
 
 Strategies build awkward inputs by default: shapes with 0- and 1-sized dims,
 broadcastable pairs, and strided views (permuted, sliced with steps, indexed
@@ -30,6 +31,8 @@ import minitensor as mt
 TOLERANCES = {
     "float32": (1e-5, 1e-4),  # (atol, rtol)
     "float64": (1e-12, 1e-10),
+    "int64": (0.0, 0.0),
+    "bool": (0.0, 0.0),
 }
 
 DTYPES = [mt.float32, mt.float64]
@@ -47,6 +50,11 @@ def assert_close(got: Any, ref: Any, dtype: Any, n: int = 1) -> None:
     if isinstance(got, mt.Tensor):
         assert got.dtype is mt._dtype.to_dtype(dtype), f"dtype {got.dtype}, expected {dtype}"
         got = got.numpy()
+    if not mt._dtype.to_dtype(dtype).is_floating_point:
+        got, ref = np.asarray(got), np.asarray(ref)
+        assert got.shape == ref.shape, f"shape {got.shape}, expected {ref.shape}"
+        np.testing.assert_array_equal(got, ref.astype(got.dtype))
+        return
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     assert got.shape == ref.shape, f"shape {got.shape}, expected {ref.shape}"

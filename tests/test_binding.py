@@ -210,7 +210,9 @@ def test_dtype_enum() -> None:
     dtypes = parse_enums()["mt_dtype"]
     assert dtypes["MT_FLOAT32"] == _lib.MT_FLOAT32 == mt.float32.code
     assert dtypes["MT_FLOAT64"] == _lib.MT_FLOAT64 == mt.float64.code
-    assert dtypes["MT_DTYPE_COUNT"] == 2
+    assert dtypes["MT_INT64"] == _lib.MT_INT64 == mt.int64.code
+    assert dtypes["MT_BOOL"] == _lib.MT_BOOL == mt.bool.code
+    assert dtypes["MT_DTYPE_COUNT"] == 4
 
 
 @pytest.mark.parametrize(

@@ -21,15 +21,17 @@ def test_tensor_from_scalar() -> None:
 def test_tensor_from_nested_lists() -> None:
     t = mt.tensor([[1, 2, 3], [4, 5, 6]])
     assert t.shape == (2, 3)
-    assert t.dtype is mt.float32  # integers become the default dtype
-    assert t.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
-    assert mt.tensor([True, False]).tolist() == [1.0, 0.0]
+    assert t.dtype is mt.int64  # integers give int64, as in torch
+    assert t.tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert mt.tensor([True, False]).tolist() == [True, False]
+    assert mt.tensor([[1, 2.5]]).dtype is mt.float32  # a float among them: the default float dtype
 
 
-def test_tensor_from_numpy_keeps_float_dtypes() -> None:
+def test_tensor_from_numpy_keeps_its_dtype() -> None:
     assert mt.tensor(np.zeros(3, dtype=np.float64)).dtype is mt.float64
     assert mt.tensor(np.zeros(3, dtype=np.float32)).dtype is mt.float32
-    assert mt.tensor(np.zeros(3, dtype=np.int64)).dtype is mt.float32
+    assert mt.tensor(np.zeros(3, dtype=np.int64)).dtype is mt.int64
+    assert mt.tensor(np.zeros(3, dtype=np.int16)).dtype is mt.int64
     assert mt.tensor(np.zeros(3, dtype=np.float64), dtype=mt.float32).dtype is mt.float32
 
 
@@ -199,7 +201,7 @@ def test_creation_errors() -> None:
     with pytest.raises(TypeError, match="dtype"):
         mt.zeros(2, dtype="int32")
     with pytest.raises(TypeError, match="dtype"):
-        mt.zeros(2, dtype=np.int64)
+        mt.zeros(2, dtype=np.int32)
     with pytest.raises(ValueError, match="negative"):
         mt.zeros(2, -1)
     with pytest.raises(TypeError):

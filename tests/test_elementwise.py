@@ -95,13 +95,18 @@ def _operands(name: str, shape: tuple[int, ...], dtype: mt.DType, seed: int) -> 
     return random_array(seed, shape, mt.float64)
 
 
+def _out(name: str, dtype: mt.DType) -> mt.DType:
+    """The result's dtype: bool for a comparison, else the operands'."""
+    return mt.bool if name in ("lt", "le", "gt", "ge", "eq", "ne") else dtype
+
+
 @pytest.mark.parametrize("name", sorted(BINARY))
 @given(shapes=broadcastable_shapes(), dtype=dtypes, seed=seeds)
 def test_binary_broadcasting(name: str, shapes: tuple, dtype: mt.DType, seed: int) -> None:
     fn, ref = BINARY[name]
     ta, a = pair(_operands(name, shapes[0], dtype, seed), dtype)
     tb, b = pair(_operands(name, shapes[1], dtype, seed + 7), dtype)
-    assert_close(fn(ta, tb), ref(a, b).astype(np.float64), dtype)
+    assert_close(fn(ta, tb), ref(a, b).astype(np.float64), _out(name, dtype))
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -114,8 +119,8 @@ def test_binary_on_strided_views(name: str, data: st.DataObject) -> None:
     suffix = a.shape[data.draw(st.integers(0, a.ndim)) :]
     shape = tuple(1 if data.draw(st.booleans()) else n for n in suffix)
     u, b = pair(_operands(name, shape, t.dtype, data.draw(seeds)), t.dtype)
-    assert_close(fn(t, u), ref(a, b).astype(np.float64), t.dtype)
-    assert_close(fn(u, t), ref(b, a).astype(np.float64), t.dtype)
+    assert_close(fn(t, u), ref(a, b).astype(np.float64), _out(name, t.dtype))
+    assert_close(fn(u, t), ref(b, a).astype(np.float64), _out(name, t.dtype))
 
 
 SCALARS = [-2.5, -1, 0.0, 0.5, 3]
@@ -133,8 +138,8 @@ def test_scalar_on_either_side(name: str, data: st.DataObject, scalar: float) ->
         assert_close(result, expected.astype(np.float64), t.dtype)
         return
     with np.errstate(divide="ignore", invalid="ignore"):
-        assert_close(fn(t, scalar), ref(a, scalar).astype(np.float64), t.dtype)
-        assert_close(fn(scalar, t), ref(scalar, a).astype(np.float64), t.dtype)
+        assert_close(fn(t, scalar), ref(a, scalar).astype(np.float64), _out(name, t.dtype))
+        assert_close(fn(scalar, t), ref(scalar, a).astype(np.float64), _out(name, t.dtype))
 
 
 @given(data=st.data(), exponent=st.sampled_from([0, 1, 2, 3, 0.5, -1, -2.5]))
@@ -171,9 +176,9 @@ def test_mixed_dtypes_promote_to_float64(name: str) -> None:
     expected = ref(a32.astype(np.float64), b64)
     r1 = fn(mt.tensor(a32), mt.tensor(b64))
     r2 = fn(mt.tensor(b64), mt.tensor(a32))
-    assert r1.dtype is mt.float64 and r2.dtype is mt.float64
-    assert_close(r1, expected, mt.float64)
-    assert_close(r2, ref(b64, a32.astype(np.float64)), mt.float64)
+    out = _out(name, mt.float64)  # a comparison compares in float64 and gives bool
+    assert_close(r1, expected, out)
+    assert_close(r2, ref(b64, a32.astype(np.float64)), out)
 
 
 def test_python_scalars_keep_the_tensor_dtype() -> None:
@@ -184,13 +189,14 @@ def test_python_scalars_keep_the_tensor_dtype() -> None:
     assert (mt.tensor([1.0], dtype=mt.float64) + np.float32(1)).dtype is mt.float64
 
 
-def test_comparisons_give_ones_and_zeros_in_the_dtype() -> None:
+def test_comparisons_give_bool() -> None:
     t = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64)
     r = t > 1.5
-    assert r.dtype is mt.float64 and r.tolist() == [0.0, 1.0, 1.0]
-    assert (t == 2).tolist() == [0.0, 1.0, 0.0]
-    assert (t != 2).tolist() == [1.0, 0.0, 1.0]
-    assert (1.5 < t).tolist() == [0.0, 1.0, 1.0]
+    assert r.dtype is mt.bool and r.tolist() == [False, True, True]
+    assert (t == 2).tolist() == [False, True, False]
+    assert (t != 2).tolist() == [True, False, True]
+    assert (1.5 < t).tolist() == [False, True, True]
+    assert ((t > 1.5) * t).tolist() == [0.0, 2.0, 3.0]  # a mask still multiplies straight in
 
 
 def test_numpy_arrays_are_not_silently_mixed_in() -> None:

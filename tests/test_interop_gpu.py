@@ -140,10 +140,25 @@ def test_torch_streams_are_honoured(torch: Any) -> None:
 def test_torch_errors(torch: Any) -> None:
     with pytest.raises(mt.InvalidArgumentError, match="CPU memory.*GPU"):
         mt.asarray(torch.ones(3))
-    for dtype in (torch.int64, torch.float16, torch.bfloat16):
+    for dtype in (torch.int32, torch.float16, torch.bfloat16):
         with pytest.raises(mt.DTypeError, match="unsupported dtype"):
             mt.from_dlpack(torch.ones(3, dtype=dtype, device="cuda"))
     assert regions() == []
+
+
+def test_int64_and_bool_tensors_are_shared_with_torch(torch: Any) -> None:
+    t = torch.arange(6, device="cuda")
+    m = mt.from_dlpack(t)  # torch's memory, no copy
+    assert m.dtype is mt.int64 and m.tolist() == list(range(6))
+    m += 10  # one kernel into torch's memory
+    torch.cuda.synchronize()
+    assert t.tolist() == list(range(10, 16))
+    mask = torch.from_dlpack(m > 12)  # minitensor's memory, no copy
+    assert mask.dtype == torch.bool and mask.tolist() == [False, False, False, True, True, True]
+    back = mt.from_dlpack(mask)
+    assert back.dtype is mt.bool and back.sum().item() == 3
+    del m, back, mask
+    gc.collect()
 
 
 # ---- CuPy ------------------------------------------------------------------------------

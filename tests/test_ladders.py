@@ -71,18 +71,23 @@ REDUCE_CASES = [((7, 1025), 1), ((1025, 7), 0), ((3, 33, 64), 1), ((64, 5, 3), 0
 @pytest.mark.parametrize("op", mt.kernels.reduce_ops())
 @pytest.mark.parametrize("shape, dim", REDUCE_CASES)
 def test_reduce_rungs(algo: str, op: str, shape: tuple[int, ...], dim: int) -> None:
-    for dtype in DTYPES:
-        low, high = (0.95, 1.05) if op == "prod" else (None, None)  # a product of 1025 stays finite
-        tx, x = pair(random_array(len(shape) + dim, shape, dtype, low, high), dtype)
+    for dtype in DTYPES + [mt.int64]:
+        if dtype is mt.int64:  # exact sums; a product wraps around as NumPy's does
+            x = np.random.default_rng(len(shape) + dim).integers(-9, 10, shape)
+            tx = mt.tensor(x)
+        else:
+            low, high = (0.95, 1.05) if op == "prod" else (None, None)  # a product of 1025 stays finite
+            tx, x = pair(random_array(len(shape) + dim, shape, dtype, low, high), dtype)
         out_shape = tuple(1 if d == dim else s for d, s in enumerate(shape))
-        out = mt.empty(*out_shape, dtype=dtype)
+        out_dtype = mt.int64 if op in ("argmax", "argmin") else dtype  # indices are int64
+        out = mt.empty(*out_shape, dtype=out_dtype)
         mt.kernels.reduce(tx, op, dim, algo, keepdim=True, out=out)
         reference = {
             "sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
             "argmax": np.argmax, "argmin": np.argmin,
         }[op](x, axis=dim)
-        reference = np.asarray(reference, np.float64).reshape(out_shape)
-        assert_close(out, reference, dtype, n=shape[dim])
+        reference = np.asarray(reference).reshape(out_shape)
+        assert_close(out, reference, out_dtype, n=shape[dim])
 
 
 def test_reduce_strided_input_every_rung() -> None:

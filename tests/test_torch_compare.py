@@ -142,3 +142,60 @@ def test_layer_norm_and_embedding_match_torch():
     F.embedding(idx, ours_t).pow(2).sum().backward()
     torch.nn.functional.embedding(torch.tensor(idx), theirs_t).pow(2).sum().backward()
     assert_close(ours_t.grad, theirs_t.grad.numpy(), mt.float64, n=N)
+
+
+# ---- dtypes: promotion and integer semantics, against torch ----------------------------------------
+
+DTYPE_PAIRS = [("bool", np.array([True, False, True])), ("int64", np.array([7, -7, 3])),
+               ("float32", np.array([2.5, -1.5, 0.5], np.float32)), ("float64", np.array([-3.0, 4.0, 1.5]))]
+OPS = {
+    "add": lambda lib, a, b: a + b, "mul": lambda lib, a, b: a * b, "truediv": lambda lib, a, b: a / b,
+    "eq": lambda lib, a, b: a == b, "lt": lambda lib, a, b: a < b,
+    "maximum": lambda lib, a, b: lib.maximum(a, b), "where": lambda lib, a, b: lib.where(a != 0, a, b),
+}
+
+
+def _pair_results(lib, op, a, b):
+    return OPS[op](lib, a, b)
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "truediv", "eq", "lt", "maximum", "where"])
+def test_two_tensor_promotion_matches_torch(op):
+    for name_a, a in DTYPE_PAIRS:
+        for name_b, b in DTYPE_PAIRS:
+            expected = _pair_results(torch, op, torch.tensor(a), torch.tensor(b))
+            got = _pair_results(mt, op, mt.tensor(a), mt.tensor(b))
+            assert got.dtype.name == str(expected.dtype).replace("torch.", ""), (op, name_a, name_b)
+            np.testing.assert_allclose(got.numpy().astype(np.float64), expected.numpy().astype(np.float64),
+                                       rtol=1e-6, err_msg=f"{op} {name_a} {name_b}")
+
+
+@pytest.mark.parametrize("scalar", [2, -3, 1.5, True])
+def test_scalar_promotion_and_integer_ops_match_torch(scalar):
+    for name, a in DTYPE_PAIRS:
+        ta, ma = torch.tensor(a), mt.tensor(a)
+        cases = [("add", lambda x: x + scalar), ("rmul", lambda x: scalar * x), ("lt", lambda x: x < scalar)]
+        if name != "bool":
+            cases += [("floordiv", lambda x: x // scalar), ("mod", lambda x: x % scalar)]
+        if name != "bool" and not isinstance(scalar, bool):
+            cases += [("rsub", lambda x: scalar - x)]
+        if name == "bool" or isinstance(scalar, bool):  # torch refuses subtraction with a bool
+            with pytest.raises(RuntimeError):
+                scalar - ta
+            with pytest.raises(mt.DTypeError, match="bool"):
+                scalar - ma
+        for what, fn in cases:
+            expected, got = fn(ta), fn(ma)
+            assert got.dtype.name == str(expected.dtype).replace("torch.", ""), (what, name, scalar)
+            np.testing.assert_allclose(got.numpy().astype(np.float64), expected.numpy().astype(np.float64),
+                                       rtol=1e-6, err_msg=f"{what} {name} {scalar}")
+
+
+def test_integer_reductions_and_arg_reductions_match_torch():
+    a = np.random.default_rng(0).integers(-5, 6, (4, 7))
+    ta, ma = torch.tensor(a), mt.tensor(a)
+    for fn in (lambda x: x.sum(1), lambda x: x.argmax(0), lambda x: x.max(1).indices, lambda x: (x > 0).sum(),
+               lambda x: (x > 0).any(1), lambda x: x.prod(0), lambda x: x.float().argmin(1)):
+        expected, got = fn(ta), fn(ma)
+        assert got.dtype.name == str(expected.dtype).replace("torch.", "")
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())

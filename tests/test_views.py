@@ -156,10 +156,10 @@ def test_setitem_matches_numpy(data: st.DataObject) -> None:
 
 
 def test_setitem_with_overlapping_source() -> None:
-    t = mt.arange(6)
+    t = mt.arange(6.0)
     t[1:] = t[:-1]
     assert t.tolist() == [0.0, 0.0, 1.0, 2.0, 3.0, 4.0]
-    m = mt.arange(9).reshape(3, 3)
+    m = mt.arange(9.0).reshape(3, 3)
     m[...] = m.T
     assert m.tolist() == [[0.0, 3.0, 6.0], [1.0, 4.0, 7.0], [2.0, 5.0, 8.0]]
     m[0] = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64)  # cast to the destination dtype

@@ -212,7 +212,7 @@ class Function:
             out = cls.forward(ctx, *args)
         if like is not None and (not isinstance(out, Variable) or any(out is a for a in args)):
             out = like._wrap(out)  # never turn an input into its own result
-        if record:
+        if record and out._dtype.is_floating_point:  # an int64 or bool result has no gradient
             ctx.inputs = args
             ctx.input_fns = tuple(a.grad_fn if isinstance(a, Variable) else None for a in args)
             ctx.needs_input_grad = tuple(isinstance(a, Variable) and a.requires_grad for a in args)

@@ -20,7 +20,7 @@ The same source runs on both backends:
 
 Arguments follow the kernel's own parameter list, read from the source:
 
-- a pointer parameter (``float *``, ``const double *``) takes a contiguous
+- a pointer parameter (``float *``, ``const double *``, ``int64_t *``, ``bool *``) takes a contiguous
   Tensor of that dtype (its first element's address), a raw address (int) or
   None;
 - an ``mt_tensor`` parameter takes any Tensor view as the library's
@@ -56,7 +56,9 @@ import numpy as np
 
 from .. import _lib
 from .._array import Array
-from .._dtype import float32, float64
+from .._dtype import bool_, float32, float64, int64
+
+_BY_NAME = {d.name: d for d in (float32, float64, int64, bool_)}
 from .._errors import DTypeError, InvalidArgumentError
 from .._shape import contiguous_strides
 
@@ -71,7 +73,8 @@ _NUMBER_TYPES: dict[str, Any] = {
     "long long": c_int64, "long long int": c_int64, "unsigned long long": c_uint64,
     "int64_t": c_int64, "uint64_t": c_uint64, "size_t": c_uint64, "ptrdiff_t": c_int64,
 }
-_POINTEE_DTYPES = {"float": "float32", "double": "float64"}
+_POINTEE_DTYPES = {"float": "float32", "double": "float64", "int64_t": "int64", "long long": "int64",
+                   "long long int": "int64", "long": "int64", "long int": "int64", "bool": "bool"}
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b")
 _COMMENTS_AND_STRINGS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
 
@@ -289,7 +292,7 @@ class PreparedArgs:
 
     @staticmethod
     def _pointer_setter(p: Param, slot: Any) -> Any:
-        expected = {"float": float32, "double": float64}.get(p.pointee)
+        expected = _BY_NAME.get(_POINTEE_DTYPES.get(p.pointee, ""))
         general = PreparedArgs._general_setter(p, slot)
         writes = p.writes
 

@@ -261,6 +261,9 @@ def get_backend() -> str:
 def _check_tensor(t: Any, func: str, name: str = "tensor") -> None:
     if not isinstance(t, Tensor):
         raise TypeError(f"{func}: {name} must be a minitensor Tensor, got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(f"{func}: {name} has dtype {t.dtype.name}; the collectives take float32 and float64 "
+                        f"tensors (convert with .float())")
 
 
 def _in_place(t: Tensor, func: str, call: Any) -> None:

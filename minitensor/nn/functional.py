@@ -13,6 +13,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .._creation import rand, tensor
+from .._dtype import bool_, int64
 from .. import autograd, ops
 from ..tensor import Tensor
 
@@ -87,7 +88,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     if p == 1.0:
         return x * 0.0
-    keep = rand(x.shape, dtype=x.dtype) >= p  # 1.0 with probability 1-p, else 0.0
+    keep = (rand(x.shape, dtype=x.dtype) >= p).to(x.dtype)  # 1 with probability 1-p, else 0
     return x * (keep * (1.0 / (1.0 - p)))
 
 
@@ -122,10 +123,13 @@ def layer_norm_composite(x: Tensor, normalized_shape: Sequence[int], weight: Opt
 
 
 def _class_indices(targets: Any, count: int, classes: int, like: Tensor, func: str) -> Tensor:
-    """targets (a Tensor of whole numbers, a NumPy integer array or a list) as a
-    (count,) tensor of like's dtype; host-side values are range-checked here."""
+    """targets (an int64 Tensor, a NumPy integer array or a list; or, a documented
+    difference from torch, a float Tensor of whole numbers) as a (count,) int64
+    tensor, or one of like's dtype; host-side values are range-checked here."""
     if isinstance(targets, Tensor):
-        index = targets.detach().to(like.dtype)
+        if targets.dtype is bool_:
+            raise TypeError(f"{func}: targets must be class indices (int64), got a bool tensor")
+        index = targets.detach() if targets.dtype is int64 else targets.detach().to(like.dtype)
     else:
         array = np.asarray(targets)
         if array.dtype.kind not in "iu":
@@ -136,7 +140,7 @@ def _class_indices(targets: Any, count: int, classes: int, like: Tensor, func: s
         if array.size and (array.min() < 0 or array.max() >= classes):
             bad = array[(array < 0) | (array >= classes)].reshape(-1)[0]
             raise IndexError(f"{func}: target {bad} is out of range for {classes} classes")
-        index = tensor(array, dtype=like.dtype)
+        index = tensor(array, dtype=int64)
     if index.shape != (count,):
         raise ValueError(
             f"{func}: targets of shape {index.shape} do not match the batch of {count} "
@@ -149,7 +153,7 @@ def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tens
     """The negative log-likelihood of the target classes under softmax(logits).
 
     logits: (N, C) unnormalized scores. targets: N class indices in [0, C),
-    given as a Tensor holding whole numbers, a NumPy integer array or a list.
+    given as an int64 Tensor, a NumPy integer array or a list.
     reduction: "mean" (over the batch, the default), "sum" or "none" (N,).
     Computed as -gather(log_softmax(logits), targets), which is stable for
     large logits.
@@ -217,12 +221,14 @@ def embedding(indices: Any, weight: Tensor) -> Tensor:
             f"{weight.shape if isinstance(weight, Tensor) else type(weight).__name__}"
         )
     if isinstance(indices, Tensor):
-        index = indices.detach().to(weight.dtype)
+        if indices.dtype is bool_:
+            raise TypeError("embedding(): indices must be int64, got a bool tensor")
+        index = indices.detach()
     else:
         array = np.asarray(indices)
         if array.dtype.kind not in "iu":
             raise TypeError(f"embedding(): indices must be whole numbers, got an array of {array.dtype}")
-        index = tensor(array, dtype=weight.dtype)
+        index = tensor(array, dtype=int64)
     dim = weight.shape[1]
     rows = index.reshape(-1, 1).expand(-1, dim)  # n, dim (stride 0 along dim)
     return weight.gather(0, rows).reshape(*index.shape, dim)

@@ -199,15 +199,18 @@ class Module:
         return self
 
     def to(self, dtype: Any) -> Module:
-        """Converts every parameter and buffer to dtype (new tensors), in place; returns self."""
+        """Converts every float parameter and buffer to dtype (new tensors), in place;
+        returns self. As torch's, int64 and bool buffers keep their dtype."""
         dtype = to_dtype(dtype)
+        if not dtype.is_floating_point:
+            raise TypeError(f"Module.to(): dtype must be a float dtype, got {dtype.name}")
         for module in self.modules():
             for name, param in list(module._parameters.items()):
                 if param is not None and param.dtype is not dtype:
                     with autograd.no_grad():
                         module._parameters[name] = Parameter(param.to(dtype), param.requires_grad)
             for name, buf in list(module._buffers.items()):
-                if buf is not None:
+                if buf is not None and buf.is_floating_point():
                     module._buffers[name] = buf.to(dtype)
         return self
 

@@ -54,10 +54,10 @@ class TensorDataset:
 
     def rows(self, indices: np.ndarray) -> tuple[Tensor, ...]:
         """The rows `indices` of every tensor, each as one gather on the device."""
-        index = _tensor(indices.astype(np.float64))
+        index = _tensor(indices.astype(np.int64))
         out = []
         for t in self.tensors:
-            idx = index.to(t.dtype).reshape((len(indices),) + (1,) * (t.ndim - 1))
+            idx = index.reshape((len(indices),) + (1,) * (t.ndim - 1))
             out.append(t.gather(0, idx.expand((len(indices),) + t.shape[1:])))
         return tuple(out)
 

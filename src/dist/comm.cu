@@ -106,7 +106,8 @@ mtd_status check_ready(const char *func)
 mtd_status check_buffer(const char *func, const char *name, const mt_tensor *t)
 {
     if (t->dtype != MT_FLOAT32 && t->dtype != MT_FLOAT64)
-        return fail(MT_ERR_DTYPE, func, "%s has unknown dtype %d (float32 = 0, float64 = 1)", name, t->dtype);
+        return fail(MT_ERR_DTYPE, func, "%s has dtype %d; the collectives take float32 (0) or float64 (1)", name,
+                    t->dtype);
     if (t->ndim < 0 || t->ndim > MT_MAX_DIMS)
         return fail(MT_ERR_INVALID_ARGUMENT, func, "%s has ndim %d, must be 0..%d", name, t->ndim, MT_MAX_DIMS);
     int64_t n = numel(t);

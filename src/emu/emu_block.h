@@ -96,7 +96,8 @@ struct SharedSlot {
 };
 
 /* Race detection (MINITENSOR_EMU_CHECK=full): what the last accesses to one
- * 4-byte word of shared memory were. An access is "since the last barrier"
+ * 4-byte word of shared memory were (to one byte, in an array of elements
+ * narrower than a word: bools). An access is "since the last barrier"
  * when its epoch is the block's current one; lanes of one warp that have met
  * (shuffle, __syncwarp, ballot) since an access are ordered after it. */
 struct Access {
@@ -225,7 +226,8 @@ private:
     std::vector<unsigned char> shared_;
     std::deque<SharedSlot> slots_; /* deque: SharedArrayInfo pointers stay valid */
     SharedArrayInfo dyn_info_{};
-    std::vector<ShadowWord> shadow_;
+    std::vector<ShadowWord> shadow_;      /* one entry per 4-byte word               */
+    std::vector<ShadowWord> byte_shadow_; /* one per byte, for elements of 1-2 bytes */
     uint64_t epoch_ = 0;
     size_t static_used_ = 0;
     size_t dynamic_bytes_ = 0;

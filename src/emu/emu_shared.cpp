@@ -7,7 +7,9 @@
  * bytes) when a block starts. In full mode each access of an element also
  * goes through access(), which keeps a shadow of the last accesses to every
  * 4-byte word and reports a race between two threads that no barrier (or
- * warp meeting) orders.
+ * warp meeting) orders. Elements narrower than a word (a bool tile, a bool
+ * reduction's scratch) are shadowed byte by byte instead: on the GPU, threads
+ * that write neighbouring bytes of one word do not race.
  */
 #include "emu_block.h"
 
@@ -121,12 +123,14 @@ void BlockRunner::access(const SharedArrayInfo *info, const void *elem, bool wri
 {
     if (!info)
         return;
-    if (shadow_.empty())
-        shadow_.resize((kSharedOptinLimit + 16) / 4);
-    size_t word = (size_t)(static_cast<const unsigned char *>(elem) - shared_.data()) / 4;
-    if (word >= shadow_.size())
+    const size_t unit = info->elem_size > 0 && info->elem_size < 4 ? 1 : 4;
+    std::vector<ShadowWord> &shadow = unit == 1 ? byte_shadow_ : shadow_;
+    if (shadow.empty())
+        shadow.resize((kSharedOptinLimit + 16) / unit);
+    size_t word = (size_t)(static_cast<const unsigned char *>(elem) - shared_.data()) / unit;
+    if (word >= shadow.size())
         return;
-    ShadowWord &w = shadow_[word];
+    ShadowWord &w = shadow[word];
     const EmuThread &me = *current_;
     int u = me.linear;
     Access now{epoch_, u, line, warps_[(size_t)u / 32].meetings, info};
@@ -193,7 +197,8 @@ void BlockRunner::vector_access(const SharedArrayInfo *info, const void *p, size
                                  "at %s:%d: it must start at a multiple of %zu bytes",
                                  where(*current_).c_str(), what, bytes, element_name(info, at).c_str(), off,
                                  info->file, line, bytes));
-    for (size_t w = 0; w < bytes; w += 4)
+    const size_t step = info->elem_size > 0 && info->elem_size < 4 ? info->elem_size : 4;
+    for (size_t w = 0; w < bytes; w += step)
         access(info, at + w, write, line);
 }
 

@@ -1,9 +1,10 @@
 /*
- * test_gather.c: mt_gather and mt_scatter_add along each dim, in float32 and
- * float64, on strided tensors; the index tensor in either float dtype,
- * whatever the data's; repeated indices (scatter_add must add them all up,
- * atomically); a bad index (-1, the dim's length, 1.5, NaN) must fail and
- * leave out untouched.
+ * test_gather.c: mt_gather (data of all four dtypes) and mt_scatter_add
+ * (float32, float64, int64) along each dim, on strided tensors; the index
+ * tensor int64 or either float dtype, whatever the data's; repeated indices
+ * (scatter_add must add them all up, atomically; int64 sums wrap); a bad
+ * index (-1, the dim's length, 1.5, NaN) must fail and leave out untouched;
+ * a bool index, and scatter_add into bool, are refused.
  *
  *   make build/tests/emu/test_gather && build/tests/emu/test_gather
  *   MT_TEST_SEED=42 build/tests/emu/test_gather     (replay a run)
@@ -38,7 +39,10 @@ static void gather_case(int dtype, int index_dtype, int ndim, const int64_t *in_
     tt_tensor in = tt_new(dtype, ndim, in_shape, TT_INPUT);
     tt_tensor index = tt_new(index_dtype, ndim, index_shape, TT_INPUT);
     tt_tensor out = tt_new(dtype, ndim, index_shape, TT_OUTPUT);
-    tt_fill(&in, -4, 4, 0);
+    if (dtype == MT_BOOL)
+        tt_fill(&in, 0, 1, TT_INTEGERS);
+    else
+        tt_fill(&in, -4, 4, dtype == MT_INT64 ? TT_INTEGERS : 0);
     tt_fill(&index, 0, in_shape[dim] - 1, TT_INTEGERS);
     if (bad_index != 0)
         plant_bad_index(&index, bad_index);
@@ -76,8 +80,9 @@ static void scatter_add_case(int dtype, int index_dtype, int ndim, const int64_t
     tt_tensor out = tt_new(dtype, ndim, out_shape, TT_OUTPUT);
     tt_tensor index = tt_new(index_dtype, ndim, src_shape, TT_INPUT);
     tt_tensor src = tt_new(dtype, ndim, src_shape, TT_INPUT);
-    tt_fill(&out, -1, 1, 0); /* scatter_add adds into what is there */
-    tt_fill(&src, -4, 4, 0);
+    const int flags = dtype == MT_INT64 ? TT_INTEGERS : 0;
+    tt_fill(&out, -1, 1, flags); /* scatter_add adds into what is there */
+    tt_fill(&src, -4, 4, flags);
     tt_fill(&index, 0, max_index, TT_INTEGERS);
     if (bad_index != 0)
         plant_bad_index(&index, bad_index);
@@ -137,42 +142,98 @@ static int random_pair(int64_t *big, int64_t *small, int *dim)
     return ndim;
 }
 
+/* What the dtype rules refuse (MT_ERR_DTYPE, out untouched): a bool index,
+ * scatter_add into bool. */
+static void refused_cases(void)
+{
+    static const int64_t s[] = {3, 4};
+    tt_tensor in = tt_new(MT_FLOAT32, 2, s, TT_INPUT), out = tt_new(MT_FLOAT32, 2, s, TT_OUTPUT);
+    tt_tensor bool_index = tt_new(MT_BOOL, 2, s, TT_INPUT);
+    tt_fill(&in, -1, 1, 0);
+    tt_fill(&bool_index, 0, 1, TT_INTEGERS);
+    tt_case("mt_gather: a bool index");
+    tt_expect_error(mt_gather(out.t, in.t, bool_index.t, 1), MT_ERR_DTYPE, "mt_gather", &out);
+    tt_case("mt_scatter_add: a bool index");
+    tt_expect_error(mt_scatter_add(out.t, bool_index.t, in.t, 1), MT_ERR_DTYPE, "mt_scatter_add", &out);
+    tt_tensor bout = tt_new(MT_BOOL, 2, s, TT_OUTPUT), bsrc = tt_new(MT_BOOL, 2, s, TT_INPUT);
+    tt_tensor index = tt_new(MT_INT64, 2, s, TT_INPUT);
+    tt_fill(&bsrc, 0, 1, TT_INTEGERS);
+    tt_fill(&index, 0, 3, TT_INTEGERS);
+    tt_case("mt_scatter_add: into bool");
+    tt_expect_error(mt_scatter_add(bout.t, index.t, bsrc.t, 1), MT_ERR_DTYPE, "mt_scatter_add", &bout);
+    tt_free(&in);
+    tt_free(&out);
+    tt_free(&bool_index);
+    tt_free(&bout);
+    tt_free(&bsrc);
+    tt_free(&index);
+}
+
+/* int64 scatter_add wraps (the atomics add modulo 2^64), exactly. */
+static void exact_int64_scatter(void)
+{
+    const int64_t out0[] = {INT64_MAX, INT64_MIN, 0}, src[] = {1, 1, -1, -1, INT64_MAX, 5};
+    const int64_t index[] = {0, 0, 1, 1, 2, 2};
+    const int64_t want[] = {INT64_MIN + 1, INT64_MAX - 1, (int64_t)((uint64_t)INT64_MAX + 5u)};
+    tt_case("mt_scatter_add int64: sums wrap");
+    mt_tensor out = tt_raw_1d(MT_INT64, 3, out0), s = tt_raw_1d(MT_INT64, 6, src), ix = tt_raw_1d(MT_INT64, 6, index);
+    int64_t got[3];
+    if (tt_expect_ok(mt_scatter_add(out, ix, s, 0), "mt_scatter_add") && tt_raw_read(&out, got))
+        for (int i = 0; i < 3; ++i)
+            tt_expect_i64("out", got[i], want[i]);
+    tt_raw_free(&out);
+    tt_raw_free(&s);
+    tt_raw_free(&ix);
+}
+
 int main(void)
 {
     tt_init("test_gather");
-    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64, MT_INT64, MT_BOOL};
+    static const int index_dtypes[] = {MT_INT64, MT_FLOAT32, MT_FLOAT64};
     int64_t big[MT_MAX_DIMS], small[MT_MAX_DIMS];
     int dim;
 
-    /* A group per data dtype ("f32"). */
-    for (int t = 0; t < 2; ++t) TT_GROUP("%s", tt_dtype_name(dtypes[t])) {
+    /* A group per data dtype ("f32"); scatter_add takes no bool. */
+    for (int t = 0; t < 4; ++t) TT_GROUP("%s", tt_dtype_name(dtypes[t])) {
         int dtype = dtypes[t];
+        const int scatter = dtype != MT_BOOL;
         for (int c = 0; c < 30; ++c) {
             int ndim = random_pair(big, small, &dim);
-            gather_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, 0);
+            gather_case(dtype, TT_PICK(index_dtypes), ndim, big, dim, small, 0);
         }
-        for (int c = 0; c < 30; ++c) {
+        for (int c = 0; scatter && c < 30; ++c) {
             int ndim = random_pair(big, small, &dim);
             /* Half the cases send everything to indices 0 and 1: many repeats. */
             int64_t max_index = tt_chance(0.5) ? (big[dim] > 1 ? 1 : 0) : big[dim] - 1;
-            scatter_add_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, max_index, 0);
+            scatter_add_case(dtype, TT_PICK(index_dtypes), ndim, big, dim, small, max_index, 0);
         }
 
         /* Many terms into one element: the atomics must not lose any. */
         static const int64_t s_out[] = {2, 3}, s_src[] = {2, 1000};
-        scatter_add_case(dtype, dtype, 2, s_out, 1, s_src, 0, 0);
+        if (scatter) {
+            scatter_add_case(dtype, MT_INT64, 2, s_out, 1, s_src, 0, 0);
+            scatter_add_case(dtype, dtype == MT_INT64 ? MT_FLOAT64 : dtype, 2, s_out, 1, s_src, 0, 0);
+        }
 
-        /* Bad indices: -1, the length itself, not a whole number, NaN; out
-         * must stay exactly as it was. */
-        for (int c = 0; c < 8; ++c) {
+        /* Bad indices: -1, the length itself, not a whole number, NaN (the
+         * last two only in a float index); out must stay exactly as it was. */
+        for (int c = 0; c < 12; ++c) {
             int ndim = random_pair(big, small, &dim);
             for (int d = 0; d < ndim; ++d)
                 small[d] = small[d] ? small[d] : 1;
             double bads[] = {-1.0, (double)big[dim], 0.5, NAN};
-            double bad = bads[c % 4];
-            gather_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, bad);
-            scatter_add_case(dtype, TT_PICK(dtypes), ndim, big, dim, small, big[dim] - 1, bad);
+            int index_dtype = index_dtypes[c % 3];
+            double bad = bads[index_dtype == MT_INT64 ? c % 2 : c % 4];
+            gather_case(dtype, index_dtype, ndim, big, dim, small, bad);
+            if (scatter)
+                scatter_add_case(dtype, index_dtype, ndim, big, dim, small, big[dim] - 1, bad);
         }
+    }
+
+    TT_GROUP("dtypes") {
+        refused_cases();
+        exact_int64_scatter();
     }
 
     return tt_summary();

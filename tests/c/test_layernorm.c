@@ -248,6 +248,24 @@ int main(void)
         tt_case("mean where rstd should be (overlapping statistics)");
         tt_expect_error(mt_layer_norm(out.t, mean.t, mean.t, in.t, w.t, w.t, 0, 1e-5), MT_ERR_INVALID_ARGUMENT,
                         "mt_layer_norm", &out);
+        tt_case("int64 in: refused before anything runs");
+        {
+            tt_tensor ii = tt_new(MT_INT64, 2, shape, TT_CONTIGUOUS), io = tt_new(MT_INT64, 2, shape, TT_CONTIGUOUS);
+            tt_tensor im = tt_new(MT_INT64, 1, shape, TT_CONTIGUOUS), ir = tt_new(MT_INT64, 1, shape, TT_CONTIGUOUS);
+            tt_fill(&ii, -3, 3, TT_INTEGERS);
+            if (tt_expect_error(mt_layer_norm(io.t, im.t, ir.t, ii.t, w.t, w.t, 0, 1e-5), MT_ERR_DTYPE,
+                                "mt_layer_norm", &io))
+                TT_CHECK(strstr(mt_last_error(), "int64; this op takes float32 or float64") != NULL, "%s",
+                         mt_last_error());
+            tt_case("int64 in of the backward");
+            tt_expect_error(mt_layer_norm_backward(io.t, w.t, w.t, ii.t, ii.t, im.t, ir.t, w.t, MT_LAYER_NORM_GRAD_IN,
+                                                   0),
+                            MT_ERR_DTYPE, "mt_layer_norm_backward", &io);
+            tt_free(&ii);
+            tt_free(&io);
+            tt_free(&im);
+            tt_free(&ir);
+        }
         tt_case("a weight's gradient without a weight");
         tt_expect_error(mt_layer_norm_backward(out.t, w.t, w.t, in.t, in.t, mean.t, rstd.t, w.t,
                                                MT_LAYER_NORM_WEIGHT, 0),

@@ -1,7 +1,8 @@
 /*
  * test_logsumexp.c: mt_logsumexp along each dim of strided tensors, and
  * mt_cross_entropy / mt_cross_entropy_backward on (N, C) logits, float32 and
- * float64, against the two-pass formulas in double.
+ * float64 (targets int64 or the logits' dtype), against the two-pass
+ * formulas in double; int64 inputs are refused.
  *
  * Inputs around +-1000 overflow or underflow exp() unless the row's maximum
  * is taken out; rows of -inf and rows holding +inf follow the formula
@@ -78,11 +79,12 @@ static void logsumexp_case(int dtype, int ndim, const int64_t *shape, int dim, d
     tt_free(&out);
 }
 
-static void cross_entropy_case(int dtype, int64_t rows, int64_t classes, double center, int grad_broadcast)
+static void cross_entropy_case(int dtype, int target_dtype, int64_t rows, int64_t classes, double center,
+                               int grad_broadcast)
 {
     int64_t shape[] = {rows, classes};
     tt_tensor x = tt_new(dtype, 2, shape, g_role_in);
-    tt_tensor t = tt_new(dtype, 1, shape, TT_INPUT);
+    tt_tensor t = tt_new(target_dtype, 1, shape, TT_INPUT);
     tt_tensor loss = tt_new(dtype, 1, shape, TT_OUTPUT);
     tt_tensor lse = tt_new(dtype, 1, shape, TT_OUTPUT);
     tt_tensor dx = tt_new(dtype, 2, shape, g_role_out);
@@ -97,8 +99,9 @@ static void cross_entropy_case(int dtype, int64_t rows, int64_t classes, double 
         g.t.strides[0] = 0;
     }
     const double scale = grad_broadcast ? 1.0 / (double)(rows > 0 ? rows : 1) : 1.0;
-    tt_case("mt_cross_entropy (and backward) rows %lld, classes %lld, logits %g +- 4%s: logits %s", (long long)rows,
-            (long long)classes, center, grad_broadcast ? ", broadcast grad" : "", tt_str(&x));
+    tt_case("mt_cross_entropy (and backward) rows %lld, classes %lld, logits %g +- 4%s: logits %s, targets %s",
+            (long long)rows, (long long)classes, center, grad_broadcast ? ", broadcast grad" : "", tt_str(&x),
+            tt_dtype_name(target_dtype));
     tt_expect *e_loss = tt_expect_alloc(&loss);
     tt_expect *e_lse = tt_expect_alloc(&lse);
     tt_expect *e_dx = tt_expect_alloc(&dx);
@@ -163,8 +166,10 @@ int main(void)
         TT_GROUP("cross_entropy %s", tt_dtype_name(dtype)) {
             for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
                 for (size_t c = 0; c < sizeof centers / sizeof centers[0]; ++c)
-                    cross_entropy_case(dtype, tt_rand_int(1, 9), lengths[l], centers[c], (int)(l + c) % 2);
-            cross_entropy_case(dtype, 0, 5, 0.0, 1);
+                    cross_entropy_case(dtype, (l + c) % 2 ? MT_INT64 : dtype, tt_rand_int(1, 9), lengths[l],
+                                       centers[c], (int)(l + c) % 2);
+            cross_entropy_case(dtype, dtype, 0, 5, 0.0, 1);
+            cross_entropy_case(dtype, MT_INT64, 0, 5, 0.0, 1);
         }
     }
     /* Contiguous rows whose length is a multiple of the Pack: 16-byte loads
@@ -176,7 +181,8 @@ int main(void)
             for (size_t w = 0; w < sizeof widths / sizeof widths[0]; ++w) {
                 int64_t rows_shape[] = {3, widths[w]};
                 logsumexp_case(dtypes[ti], 2, rows_shape, 1, w % 2 ? 1000.0 : 0.0, 1);
-                cross_entropy_case(dtypes[ti], 5, widths[w], w % 2 ? -1000.0 : 0.0, (int)w % 2);
+                cross_entropy_case(dtypes[ti], w < 2 ? MT_INT64 : dtypes[ti], 5, widths[w], w % 2 ? -1000.0 : 0.0,
+                                   (int)w % 2);
             }
         g_role_in = TT_INPUT;
         g_role_out = TT_OUTPUT;
@@ -215,6 +221,77 @@ int main(void)
         tt_free(&t);
         tt_free(&loss);
         tt_free(&lse);
+    }
+    /* int64 targets out of range: refused when checked, NaN when the caller
+     * said it had checked them (INT64_MAX and -1 read nothing). */
+    TT_GROUP("bad int64 targets") {
+        int64_t shape[] = {3, 3};
+        tt_tensor x = tt_new(MT_FLOAT64, 2, shape, TT_CONTIGUOUS);
+        tt_tensor t = tt_new(MT_INT64, 1, shape, TT_CONTIGUOUS);
+        tt_tensor loss = tt_new(MT_FLOAT64, 1, shape, TT_CONTIGUOUS);
+        tt_tensor lse = tt_new(MT_FLOAT64, 1, shape, TT_CONTIGUOUS);
+        tt_fill(&x, -1, 1, 0);
+        const double bads[] = {3.0, -1.0};
+        for (int j = 0; j < 2; ++j) {
+            t.host[0] = 1.0;
+            t.host[1] = bads[j];
+            t.host[2] = 2.0;
+            tt_upload(&t);
+            tt_case("an int64 target %g", bads[j]);
+            tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t.t, 0), MT_ERR_INVALID_ARGUMENT, "mt_cross_entropy",
+                            &loss);
+        }
+        tt_case("int64 targets out of range that the caller said it had checked: NaN");
+        const int64_t raw[] = {INT64_MAX, -1, 0};
+        if (tt_expect_ok(mt_memcpy_h2d(t.t.data, raw, sizeof raw), "mt_memcpy_h2d") &&
+            tt_expect_ok(mt_cross_entropy(loss.t, lse.t, x.t, t.t, 1), "mt_cross_entropy")) {
+            tt_download(&loss, loss.host);
+            if (!isnan(loss.host[0]) || !isnan(loss.host[1]) || isnan(loss.host[2]))
+                tt_fail("loss: got %g, %g and %g, expected NaN, NaN and a number", loss.host[0], loss.host[1],
+                        loss.host[2]);
+        }
+        tt_free(&x);
+        tt_free(&t);
+        tt_free(&loss);
+        tt_free(&lse);
+    }
+    /* Float-only entry points refuse int64 (and bool) before anything runs;
+     * targets are int64 or the logits' dtype. */
+    TT_GROUP("refused dtypes") {
+        int64_t shape[] = {2, 3}, shape1[] = {2, 1};
+        tt_tensor xi = tt_new(MT_INT64, 2, shape, TT_CONTIGUOUS), oi = tt_new(MT_INT64, 2, shape1, TT_CONTIGUOUS);
+        tt_tensor x = tt_new(MT_FLOAT32, 2, shape, TT_CONTIGUOUS), dx = tt_new(MT_FLOAT32, 2, shape, TT_CONTIGUOUS);
+        tt_tensor ti = tt_new(MT_INT64, 1, shape, TT_CONTIGUOUS), tb = tt_new(MT_BOOL, 1, shape, TT_CONTIGUOUS);
+        tt_tensor t64 = tt_new(MT_FLOAT64, 1, shape, TT_CONTIGUOUS);
+        tt_tensor li = tt_new(MT_INT64, 1, shape, TT_CONTIGUOUS), lsei = tt_new(MT_INT64, 1, shape, TT_CONTIGUOUS);
+        tt_tensor loss = tt_new(MT_FLOAT32, 1, shape, TT_CONTIGUOUS), lse = tt_new(MT_FLOAT32, 1, shape, TT_CONTIGUOUS);
+        tt_tensor g = tt_new(MT_FLOAT32, 1, shape, TT_CONTIGUOUS), dxi = tt_new(MT_INT64, 2, shape, TT_CONTIGUOUS);
+        tt_fill(&xi, -3, 3, TT_INTEGERS);
+        tt_fill(&x, -1, 1, 0);
+        tt_fill(&ti, 0, 2, TT_INTEGERS);
+        tt_fill(&tb, 0, 1, TT_INTEGERS);
+        tt_fill(&t64, 0, 2, TT_INTEGERS);
+        tt_fill(&lse, 1, 2, 0);
+        tt_fill(&g, 1, 2, 0);
+        tt_case("mt_logsumexp of int64");
+        if (tt_expect_error(mt_logsumexp(oi.t, xi.t, 1), MT_ERR_DTYPE, "mt_logsumexp", &oi))
+            TT_CHECK(strstr(mt_last_error(), "int64; this op takes float32 or float64") != NULL, "%s",
+                     mt_last_error());
+        tt_case("mt_cross_entropy of int64 logits");
+        tt_expect_error(mt_cross_entropy(li.t, lsei.t, xi.t, ti.t, 0), MT_ERR_DTYPE, "mt_cross_entropy", &li);
+        tt_case("mt_cross_entropy_backward of int64 logits");
+        tt_expect_error(mt_cross_entropy_backward(dxi.t, xi.t, ti.t, lsei.t, li.t, 1.0, 0), MT_ERR_DTYPE,
+                        "mt_cross_entropy_backward", &dxi);
+        tt_case("mt_cross_entropy: bool targets");
+        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, tb.t, 0), MT_ERR_DTYPE, "mt_cross_entropy", &loss);
+        tt_case("mt_cross_entropy: float64 targets for float32 logits");
+        tt_expect_error(mt_cross_entropy(loss.t, lse.t, x.t, t64.t, 0), MT_ERR_DTYPE, "mt_cross_entropy", &loss);
+        tt_case("mt_cross_entropy_backward: bool targets");
+        tt_expect_error(mt_cross_entropy_backward(dx.t, x.t, tb.t, lse.t, g.t, 1.0, 0), MT_ERR_DTYPE,
+                        "mt_cross_entropy_backward", &dx);
+        tt_tensor *all[] = {&xi, &oi, &x, &dx, &ti, &tb, &t64, &li, &lsei, &loss, &lse, &g, &dxi};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; ++k)
+            tt_free(all[k]);
     }
     return tt_summary();
 }

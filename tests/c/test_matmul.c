@@ -245,6 +245,27 @@ int main(void)
         tt_free(&y);
     }
 
+    /* A product of integers (or bools) is refused before anything runs, by
+     * every entry point and algo (Python computes it in float). */
+    TT_GROUP("int64 refused") {
+        int64_t s22[] = {2, 2};
+        const int dts[] = {MT_INT64, MT_BOOL};
+        for (int t = 0; t < 2; ++t) {
+            tt_tensor x = tt_new(dts[t], 2, s22, TT_CONTIGUOUS), y = tt_new(dts[t], 2, s22, TT_CONTIGUOUS);
+            tt_fill(&x, 0, 1, TT_INTEGERS);
+            for (int algo = 0; algo < MT_MATMUL_ALGO_COUNT; ++algo) {
+                tt_case("mt_matmul %s of %s", tt_op_name("matmul", algo), tt_dtype_name(dts[t]));
+                if (tt_expect_error(mt_matmul(y.t, x.t, x.t, algo), MT_ERR_DTYPE, "mt_matmul", &y))
+                    TT_CHECK(strstr(mt_last_error(), "a has dtype") != NULL, "%s", mt_last_error());
+                tt_expect_error(mt_matmul_with_config(y.t, x.t, x.t, algo, -1), MT_ERR_DTYPE, "mt_matmul", &y);
+            }
+            tt_case("mt_matmul_tf32 of %s", tt_dtype_name(dts[t]));
+            tt_expect_error(mt_matmul_tf32(y.t, x.t, x.t), MT_ERR_DTYPE, "mt_matmul_tf32", &y);
+            tt_free(&x);
+            tt_free(&y);
+        }
+    }
+
     /* Every warptile configuration, through the warptile algo and (under the
      * fast kernel policy) the default one; under the teaching policy the
      * default product is tiled, and a config for it is an error. */

@@ -1,7 +1,9 @@
 /*
  * test_reduce.c: mt_reduce along each dim and mt_reduce_all, every
- * mt_reduce_op in float32 and float64; mt_reduce_variant with every rung
- * of the reduction ladder (mt_reduce_algo).
+ * mt_reduce_op in every dtype that takes it (float32, float64, int64 with
+ * wrapping sums and products, bool's any and all), argmax/argmin into an
+ * int64 out; mt_reduce_variant with every rung of the reduction ladder
+ * (mt_reduce_algo); the refusals (sum of bools, a float out for argmax).
  *
  * Reduced lengths 0 (the identity; argmax/argmin must fail), 1, 31, 32, 33,
  * 1023, 1025 and 5000 catch the classic block-reduction bugs: one pass that
@@ -15,23 +17,50 @@
  */
 #include "test_util.h"
 
-/* Accumulates the terms of one output element in double: the reference. */
+static const int all_dtypes[] = {MT_FLOAT32, MT_FLOAT64, MT_INT64, MT_BOOL};
+
+static int is_arg(int op)
+{
+    return op == MT_REDUCE_ARGMAX || op == MT_REDUCE_ARGMIN;
+}
+
+/* Which dtypes take which op (minitensor.h, MT_REDUCE_OPS): bool has no
+ * sum or prod. */
+static int reduce_takes(int op, int dtype)
+{
+    return dtype != MT_BOOL || (op != MT_REDUCE_SUM && op != MT_REDUCE_PROD);
+}
+
+/* The dtype of out: int64 indices for argmax/argmin, else in's. */
+static int out_dtype_of(int op, int dtype)
+{
+    return is_arg(op) ? MT_INT64 : dtype;
+}
+
+/* Accumulates the terms of one output element in double: the reference.
+ * int64 sums and products are also kept exactly, wrapping (iacc). */
 typedef struct {
     int op;
+    int dtype;
     int64_t count;  /* terms seen                                 */
     double acc;     /* sum, product, max or min so far            */
     double sumsq;   /* sum of squares (the magnitude of a sum)    */
     int64_t arg;    /* index of the first max/min                 */
+    uint64_t iacc;  /* int64 sum or product, modulo 2^64          */
 } reducer;
 
-static reducer reducer_start(int op)
+/* The identities: max's is the lowest value of the dtype, min's the
+ * highest (-inf/+inf, INT64_MIN/INT64_MAX, false/true). */
+static reducer reducer_start(int op, int dtype)
 {
-    reducer r = {op, 0, 0.0, 0.0, -1};
+    reducer r = {op, dtype, 0, 0.0, 0.0, -1, op == MT_REDUCE_PROD ? 1u : 0u};
+    const double lo = dtype == MT_INT64 ? (double)INT64_MIN : dtype == MT_BOOL ? 0.0 : -INFINITY;
+    const double hi = dtype == MT_INT64 ? (double)INT64_MAX : dtype == MT_BOOL ? 1.0 : INFINITY;
     switch (op) {
     case MT_REDUCE_SUM: r.acc = 0.0; break;
     case MT_REDUCE_PROD: r.acc = 1.0; break;
-    case MT_REDUCE_MAX: case MT_REDUCE_ARGMAX: r.acc = -INFINITY; break;
-    case MT_REDUCE_MIN: case MT_REDUCE_ARGMIN: r.acc = INFINITY; break;
+    case MT_REDUCE_MAX: case MT_REDUCE_ARGMAX: r.acc = lo; break;
+    case MT_REDUCE_MIN: case MT_REDUCE_ARGMIN: r.acc = hi; break;
     }
     return r;
 }
@@ -42,8 +71,8 @@ static reducer reducer_start(int op)
 static void reducer_add(reducer *r, int64_t k, double x)
 {
     switch (r->op) {
-    case MT_REDUCE_SUM: r->acc += x; r->sumsq += x * x; break;
-    case MT_REDUCE_PROD: r->acc *= x; break;
+    case MT_REDUCE_SUM: r->acc += x; r->sumsq += x * x; r->iacc += (uint64_t)(int64_t)x; break;
+    case MT_REDUCE_PROD: r->acc *= x; r->iacc *= (uint64_t)(int64_t)x; break;
     case MT_REDUCE_MAX: case MT_REDUCE_ARGMAX:
         if (r->arg < 0 || (isnan(x) && !isnan(r->acc)) || x > r->acc) { r->acc = x; r->arg = k; }
         break;
@@ -56,6 +85,8 @@ static void reducer_add(reducer *r, int64_t k, double x)
 
 static tt_expect reducer_result(const reducer *r)
 {
+    if (r->dtype == MT_INT64 && (r->op == MT_REDUCE_SUM || r->op == MT_REDUCE_PROD))
+        return tt_value((double)(int64_t)r->iacc); /* exact, wrapped */
     switch (r->op) {
     case MT_REDUCE_SUM: return tt_sum(r->acc, r->sumsq, r->count);
     case MT_REDUCE_PROD: { tt_expect e = {r->acc, fabs(r->acc), r->count}; return e; }
@@ -64,14 +95,43 @@ static tt_expect reducer_result(const reducer *r)
     }
 }
 
-static int is_arg(int op)
-{
-    return op == MT_REDUCE_ARGMAX || op == MT_REDUCE_ARGMIN;
-}
-
-/* Input values for each op. */
+/* Input values for each op. int64: sums of big values (some +-2^62, so
+ * that they wrap), products of +-1, 2 and 3 (long ones wrap), small whole
+ * numbers for max/min (ties). bool: rows that are all false, all true
+ * (any and all then differ from a random row's) or random. */
 static void fill_domain(int op, tt_tensor *in)
 {
+    if (in->t.dtype == MT_BOOL) {
+        const double r = tt_rand_uniform(0, 1);
+        tt_fill(in, 0, 1, TT_INTEGERS);
+        for (int64_t i = 0; i < in->cap; ++i)
+            if (r < 0.66 && !tt_chance(0.001))
+                in->host[i] = r < 0.33 ? 0.0 : 1.0;
+        tt_upload(in);
+        return;
+    }
+    if (in->t.dtype == MT_INT64) {
+        switch (op) {
+        case MT_REDUCE_SUM:
+            tt_fill(in, -1e12, 1e12, TT_INTEGERS);
+            for (int64_t i = 0; i < in->cap; ++i)
+                if (tt_chance(0.05))
+                    in->host[i] = tt_chance(0.5) ? 4611686018427387904.0 : -4611686018427387904.0;
+            tt_upload(in);
+            break;
+        case MT_REDUCE_PROD:
+            tt_fill(in, -1, 1, TT_INTEGERS);
+            for (int64_t i = 0; i < in->cap; ++i)
+                if (in->host[i] == 0)
+                    in->host[i] = tt_chance(0.02) ? 0 : tt_chance(0.5) ? 3.0 : 2.0;
+            tt_upload(in);
+            break;
+        default:
+            tt_fill(in, -3, 3, TT_INTEGERS);
+            break;
+        }
+        return;
+    }
     switch (op) {
     case MT_REDUCE_SUM:
         if (tt_chance(0.5))
@@ -106,8 +166,10 @@ static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int d
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
     tt_tensor in = tt_new(dtype, ndim, shape, g_in_role);
-    tt_tensor out = tt_new(dtype, ndim, out_shape, g_out_role);
+    tt_tensor out = tt_new(out_dtype_of(op, dtype), ndim, out_shape, g_out_role);
     fill_domain(op, &in);
+    if (dtype != MT_FLOAT32 && dtype != MT_FLOAT64)
+        nans = 0;
     if (nans)
         tt_plant_nans(&in, 0.02);
     tt_case("mt_reduce %s%s dim %d algo %s: out %s, in %s", tt_op_name("reduce", op), nans ? " with NaNs" : "",
@@ -123,7 +185,7 @@ static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int d
         for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
             int64_t index[MT_MAX_DIMS];
             to_index(i, out.t.shape, out.t.ndim, index);
-            reducer r = reducer_start(op);
+            reducer r = reducer_start(op, dtype);
             for (int64_t k = 0; k < shape[dim]; ++k) {
                 index[dim] = k;
                 reducer_add(&r, k, tt_at(&in, index));
@@ -146,8 +208,10 @@ static void reduce_all_case(int op, int dtype, int ndim, const int64_t *shape, i
 {
     static const int64_t ones[MT_MAX_DIMS] = {1, 1, 1, 1, 1, 1, 1, 1};
     tt_tensor in = tt_new(dtype, ndim, shape, TT_INPUT);
-    tt_tensor out = tt_new(dtype, out_ndim, ones, TT_OUTPUT);
+    tt_tensor out = tt_new(out_dtype_of(op, dtype), out_ndim, ones, TT_OUTPUT);
     fill_domain(op, &in);
+    if (dtype != MT_FLOAT32 && dtype != MT_FLOAT64)
+        nans = 0;
     if (nans)
         tt_plant_nans(&in, 0.002);
     tt_case("mt_reduce_all %s%s: out %s, in %s", tt_op_name("reduce", op), nans ? " with NaNs" : "",
@@ -157,7 +221,7 @@ static void reduce_all_case(int op, int dtype, int ndim, const int64_t *shape, i
     if (tt_numel(&in.t) == 0 && is_arg(op)) {
         tt_expect_error(st, TT_ANY_ERROR, "mt_reduce_all", &out);
     } else {
-        reducer r = reducer_start(op);
+        reducer r = reducer_start(op, dtype);
         for (int64_t i = 0; i < tt_numel(&in.t); ++i)
             reducer_add(&r, i, tt_at_ordinal(&in, i));
         tt_expect expect = reducer_result(&r);
@@ -169,18 +233,80 @@ static void reduce_all_case(int op, int dtype, int ndim, const int64_t *shape, i
     tt_free(&out);
 }
 
+/* A call mt_reduce, mt_reduce_all and every rung of mt_reduce_variant must
+ * refuse with MT_ERR_DTYPE, out untouched. */
+static void refused_case(int op, int dtype, int out_dtype, const char *why)
+{
+    static const int64_t s[] = {3, 5}, s1[] = {3, 1};
+    tt_tensor in = tt_new(dtype, 2, s, TT_INPUT), out = tt_new(out_dtype, 2, s1, TT_OUTPUT);
+    tt_fill(&in, 0, 1, TT_INTEGERS);
+    tt_case("mt_reduce %s refused: in %s, out %s (%s)", tt_op_name("reduce", op), tt_dtype_name(dtype),
+            tt_dtype_name(out_dtype), why);
+    tt_expect_error(mt_reduce(op, out.t, in.t, 1), MT_ERR_DTYPE, "mt_reduce", &out);
+    tt_expect_error(mt_reduce_all(op, out.t, in.t), TT_ANY_ERROR, "mt_reduce_all", &out); /* (3, 1): also a shape error */
+    for (int algo = 0; algo < MT_REDUCE_ALGO_COUNT; ++algo)
+        tt_expect_error(mt_reduce_variant(op, out.t, in.t, 1, algo), MT_ERR_DTYPE, "mt_reduce_variant", &out);
+    tt_free(&out);
+    out = tt_new(out_dtype, 0, NULL, TT_OUTPUT);
+    tt_expect_error(mt_reduce_all(op, out.t, in.t), MT_ERR_DTYPE, "mt_reduce_all", &out);
+    tt_free(&in);
+    tt_free(&out);
+}
+
+/* Exact int64 extremes: wrapping sums and products, INT64_MIN and INT64_MAX
+ * as values of max/min/argmax/argmin (against the identities). */
+static void exact_cases(void)
+{
+    const int64_t mn = INT64_MIN, mx = INT64_MAX;
+    const struct {
+        const char *what;
+        int op;
+        int n;
+        int64_t in[6];
+        int64_t want;
+    } cases[] = {
+        {"INT64_MAX + 1 wraps", MT_REDUCE_SUM, 2, {mx, 1}, mn},
+        {"INT64_MIN + INT64_MIN wraps to 0", MT_REDUCE_SUM, 3, {mn, mn, 0}, 0},
+        {"2^32 * 2^32 wraps to 0", MT_REDUCE_PROD, 2, {(int64_t)1 << 32, (int64_t)1 << 32}, 0},
+        {"INT64_MAX * 3 wraps", MT_REDUCE_PROD, 2, {mx, 3}, (int64_t)((uint64_t)mx * 3u)},
+        {"max of INT64_MIN alone", MT_REDUCE_MAX, 2, {mn, mn}, mn},
+        {"min of INT64_MAX alone", MT_REDUCE_MIN, 2, {mx, mx}, mx},
+        {"argmax of INT64_MIN alone is 0", MT_REDUCE_ARGMAX, 3, {mn, mn, mn}, 0},
+        {"argmin of INT64_MAX alone is 0", MT_REDUCE_ARGMIN, 3, {mx, mx, mx}, 0},
+        {"argmax, the first of two maxima", MT_REDUCE_ARGMAX, 5, {mn, mx, 0, mx, 1}, 1},
+        {"argmin, the first of two minima", MT_REDUCE_ARGMIN, 5, {0, mn, mx, mn, 1}, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+        for (int all = 0; all < 2; ++all) {
+            tt_case("mt_reduce%s exact int64 %s: %s", all ? "_all" : "", tt_op_name("reduce", cases[c].op),
+                    cases[c].what);
+            mt_tensor in = tt_raw_1d(MT_INT64, cases[c].n, cases[c].in), out = tt_raw_1d(MT_INT64, 1, NULL);
+            int64_t got = 0;
+            mt_status st = all ? mt_reduce_all(cases[c].op, out, in) : mt_reduce(cases[c].op, out, in, 0);
+            if (tt_expect_ok(st, "mt_reduce") && tt_raw_read(&out, &got))
+                tt_expect_i64("out", got, cases[c].want);
+            tt_raw_free(&in);
+            tt_raw_free(&out);
+        }
+}
+
 int main(void)
 {
     tt_init("test_reduce");
-    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    const int *dtypes = all_dtypes;
     static const int64_t lengths[] = {0, 1, 31, 32, 33, 1023, 1025, 5000};
     static const int64_t small[] = {1, 2, 3};
     int64_t shape[MT_MAX_DIMS];
     int position = 0; /* cycles the reduced dim through every position */
 
-    /* A group per op and dtype ("sum f32"): mt_reduce and mt_reduce_all. */
+    /* A group per op and dtype that takes it ("sum f32"): mt_reduce and
+     * mt_reduce_all. */
     for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
-        for (int t = 0; t < 2; ++t) TT_GROUP("%s %s", tt_op_name("reduce", op), tt_dtype_name(dtypes[t])) {
+        for (int t = 0; t < 4; ++t) TT_GROUP("%s %s", tt_op_name("reduce", op), tt_dtype_name(dtypes[t])) {
+            if (!reduce_takes(op, dtypes[t])) {
+                refused_case(op, dtypes[t], dtypes[t], "the dtype does not take the op");
+                continue;
+            }
             int dtype = dtypes[t];
 
             /* The interesting lengths, the reduced dim at every position of
@@ -230,7 +356,9 @@ int main(void)
         TT_GROUP("ladder %s", tt_op_name("reduce_algo", algo)) {
             g_algo = algo;
             for (int op = 0; op < MT_REDUCE_OP_COUNT; ++op)
-                for (int t = 0; t < 2; ++t) {
+                for (int t = 0; t < 4; ++t) {
+                    if (!reduce_takes(op, dtypes[t]))
+                        continue;
                     for (size_t l = 0; l < sizeof ladder_lengths / sizeof ladder_lengths[0]; ++l) {
                         g_in_role = tt_chance(0.5) ? TT_CONTIGUOUS : TT_INPUT;
                         int ndim = (int)tt_rand_int(1, 3);
@@ -242,6 +370,13 @@ int main(void)
                     static const int64_t s_nan[] = {3, 100};
                     g_in_role = TT_INPUT;
                     reduce_case(op, dtypes[t], 2, s_nan, 1, 1);
+                    /* Contiguous rows of whole Packs (16 bools, 4 floats,
+                     * 2 doubles or int64s): the vectorized rung's 16-byte loads. */
+                    static const int64_t s_packs[] = {3, 64}, s_long[] = {2, 1040};
+                    g_in_role = TT_CONTIGUOUS;
+                    reduce_case(op, dtypes[t], 2, s_packs, 1, 0);
+                    reduce_case(op, dtypes[t], 2, s_long, 1, 0);
+                    g_in_role = TT_INPUT;
                 }
             g_algo = -1;
         }
@@ -256,8 +391,10 @@ int main(void)
         TT_GROUP("contiguous %s", tt_op_name("reduce", op)) {
             g_in_role = TT_CONTIGUOUS;
             g_out_role = TT_CONTIGUOUS;
-            for (int t = 0; t < 2; ++t) {
+            for (int t = 0; t < 4; ++t) {
                 int dtype = dtypes[t];
+                if (!reduce_takes(op, dtype))
+                    continue;
                 reduce_case(op, dtype, 2, s_rows, 1, 0);
                 reduce_case(op, dtype, 2, s_odd, 1, 0);
                 reduce_case(op, dtype, 2, s_tall, 0, 0);
@@ -271,6 +408,19 @@ int main(void)
             g_in_role = TT_INPUT;
             g_out_role = TT_OUTPUT;
         }
+
+    /* The dtype rules: argmax/argmin write int64 only, the other ops out of
+     * in's dtype; exact int64 extremes. */
+    TT_GROUP("dtypes") {
+        for (int t = 0; t < 4; ++t) {
+            refused_case(MT_REDUCE_ARGMAX, dtypes[t], MT_FLOAT32, "argmax writes int64");
+            refused_case(MT_REDUCE_ARGMIN, dtypes[t], dtypes[t] == MT_INT64 ? MT_FLOAT64 : dtypes[t],
+                         "argmin writes int64");
+        }
+        refused_case(MT_REDUCE_SUM, MT_FLOAT32, MT_INT64, "sum writes in's dtype");
+        refused_case(MT_REDUCE_MAX, MT_INT64, MT_BOOL, "max writes in's dtype");
+        exact_cases();
+    }
 
     /* An unknown algo. */
     TT_GROUP("unknown algo") {

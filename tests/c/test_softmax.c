@@ -118,5 +118,20 @@ int main(void)
         g_role_out = TT_OUTPUT;
     }
 
+    /* softmax of integers is refused before anything runs (Python computes
+     * it in float). */
+    TT_GROUP("int64 refused") {
+        int64_t s23[] = {2, 3};
+        tt_tensor x = tt_new(MT_INT64, 2, s23, TT_CONTIGUOUS), y = tt_new(MT_INT64, 2, s23, TT_CONTIGUOUS);
+        tt_fill(&x, -3, 3, TT_INTEGERS);
+        for (int log_ = 0; log_ < 2; ++log_) {
+            tt_case("mt_softmax (log %d) of int64", log_);
+            if (tt_expect_error(mt_softmax(y.t, x.t, 1, log_), MT_ERR_DTYPE, "mt_softmax", &y))
+                TT_CHECK(strstr(mt_last_error(), "in has dtype int64; this op takes float32 or float64") != NULL,
+                         "%s", mt_last_error());
+        }
+        tt_free(&x);
+        tt_free(&y);
+    }
     return tt_summary();
 }

@@ -1,8 +1,10 @@
 /*
  * test_where.c: mt_where on random shapes, with cond, a and b each
  * broadcasting to out (fewer dims, size-1 dims, stride-0 views) in random
- * layouts; cond of either float dtype; NaN and infinities in a and b, NaN and
- * -0.0 in cond (NaN selects a, as any non-zero; -0.0 selects b).
+ * layouts; a, b and out of each of the four dtypes, cond of each (bool, as
+ * the Python layer passes it, and the others: non-zero is true); NaN and
+ * infinities in float a and b, NaN and -0.0 in a float cond (NaN selects a,
+ * as any non-zero; -0.0 selects b).
  *
  *   make build/tests/emu/test_where && build/tests/emu/test_where
  *   MT_TEST_SEED=42 build/tests/emu/test_where     (replay a run)
@@ -25,10 +27,11 @@ static void where_case(int dtype, int cond_dtype, int ndim, const int64_t *shape
     tt_tensor cond = tt_new(cond_dtype, cn, cs, in_role);
     tt_tensor a = tt_new(dtype, an, as, in_role);
     tt_tensor b = tt_new(dtype, bn, bs, in_role);
-    tt_fill(&a, -3, 3, 0);
-    tt_fill(&b, -3, 3, 0);
+    tt_fill(&a, -3, 3, dtype == MT_INT64 ? TT_INTEGERS : 0); /* bool: the cast, mostly true */
+    tt_fill(&b, -3, 3, dtype == MT_INT64 ? TT_INTEGERS : 0);
     tt_plant_nans(&a, 0.05);
-    /* cond: 0, 1, -0.0 or NaN; a and b: some infinities. */
+    /* cond: 0, 1, -0.0 or NaN (cast to cond's dtype by tt_upload); a and b:
+     * some infinities (INT64_MAX, true). */
     for (int64_t i = 0; i < cond.cap; ++i) {
         const int r = (int)tt_rand_int(0, 9);
         cond.host[i] = r < 4 ? 0.0 : r < 8 ? 1.0 : r == 8 ? -0.0 : NAN;
@@ -60,17 +63,17 @@ static void where_case(int dtype, int cond_dtype, int ndim, const int64_t *shape
 int main(void)
 {
     tt_init("test_where");
-    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64, MT_INT64, MT_BOOL};
     int64_t shape[MT_MAX_DIMS];
-    for (int t = 0; t < 2; ++t)
+    for (int t = 0; t < 4; ++t)
         TT_GROUP("where %s", tt_dtype_name(dtypes[t])) {
             for (int c = 0; c < 40; ++c) {
                 const int ndim = tt_random_shape(shape, 0, 4, 600, 0.1);
-                where_case(dtypes[t], dtypes[c % 2], ndim, shape, 0);
+                where_case(dtypes[t], dtypes[c % 4], ndim, shape, 0);
             }
             static const int64_t n1025[] = {1025};
-            where_case(dtypes[t], dtypes[t], 1, n1025, 1); /* all of out's shape, contiguous */
-            where_case(dtypes[t], dtypes[1 - t], 1, n1025, 1);
+            for (int c = 0; c < 4; ++c)
+                where_case(dtypes[t], dtypes[c], 1, n1025, 1); /* all of out's shape, contiguous */
         }
     TT_GROUP("bad arguments") {
         int64_t s3[] = {3}, s4[] = {4};

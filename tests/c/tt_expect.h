@@ -48,10 +48,14 @@
 static const double TT_RTOL[MT_DTYPE_COUNT] = {
     [MT_FLOAT32] = 1e-5,
     [MT_FLOAT64] = 1e-12,
+    [MT_INT64] = 0.0, /* integers and bools are exact */
+    [MT_BOOL] = 0.0,
 };
 static const double TT_ATOL[MT_DTYPE_COUNT] = {
     [MT_FLOAT32] = 1e-6,
     [MT_FLOAT64] = 1e-13,
+    [MT_INT64] = 0.0,
+    [MT_BOOL] = 0.0,
 };
 
 /* What one output element should be: see the policy above. */
@@ -102,6 +106,16 @@ static inline int tt_expect_close(const char *what, double got, tt_expect e, int
         tt_fail("%s: got %.17g, expected %.17g (|diff| %.3g > tol %.3g, n %" PRId64 ")", what, got,
                 ref, fabs(got - ref), tol, e.n);
     return ok;
+}
+
+/* The int64 counterpart of tt_expect_close, for values a double cannot
+ * hold: got must be exactly want. */
+static inline int tt_expect_i64(const char *what, int64_t got, int64_t want)
+{
+    if (got == want)
+        return 1;
+    tt_fail("%s: got %" PRId64 ", expected %" PRId64, what, got, want);
+    return 0;
 }
 
 /* Checks an output after a call: element i of the view (row-major ordinal)

@@ -268,18 +268,48 @@ static inline const char *tt_op_name(const char *family, int op)
 
 static inline const char *tt_dtype_name(int dtype)
 {
-    return dtype == MT_FLOAT32 ? "f32" : dtype == MT_FLOAT64 ? "f64" : "bad-dtype";
+    switch (dtype) {
+    case MT_FLOAT32: return "f32";
+    case MT_FLOAT64: return "f64";
+    case MT_INT64: return "i64";
+    case MT_BOOL: return "bool";
+    default: return "bad-dtype";
+    }
 }
 
 static inline size_t tt_itemsize(int dtype)
 {
-    return dtype == MT_FLOAT64 ? sizeof(double) : sizeof(float);
+    switch (dtype) {
+    case MT_FLOAT64: case MT_INT64: return 8;
+    case MT_BOOL: return 1;
+    default: return 4;
+    }
 }
 
-/* A value as the dtype stores it. */
+/* The specification of a cast to int64 (minitensor.h, "Dtypes"): truncate
+ * toward zero, NaN -> 0, saturate beyond the range. */
+static inline int64_t tt_to_int64(double v)
+{
+    if (isnan(v))
+        return 0;
+    if (v >= 9223372036854775808.0)
+        return INT64_MAX;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+/* A value as the dtype stores it (a cast, by the library's rules). int64
+ * values beyond 2^53 do not survive the trip through a double: tests of
+ * such values use exact int64 arrays (tt_raw_*, tt_expect_i64). */
 static inline double tt_round(double v, int dtype)
 {
-    return dtype == MT_FLOAT32 ? (double)(float)v : v;
+    switch (dtype) {
+    case MT_FLOAT32: return (double)(float)v;
+    case MT_INT64: return (double)tt_to_int64(v);
+    case MT_BOOL: return v != 0.0; /* NaN is true */
+    default: return v;
+    }
 }
 
 #endif /* MT_TT_HARNESS_H */

@@ -85,8 +85,11 @@ enum {
     TT_CONTIGUOUS = 2,  /* plain row-major, offset 0                        */
 };
 
-/* Any value the library would never compute: fills outputs before a call. */
+/* Any value the library would never compute: fills outputs before a call.
+ * An int64 buffer holds it as -1234; a bool buffer as the byte 0x5A, which
+ * no bool the library writes can be (tt_upload, tt_download). */
 #define TT_POISON (-1234.5)
+#define TT_BOOL_POISON_BYTE 0x5A
 
 /* A random layout for a view of `shape`:
  *   - the storage is row-major over the dims taken in a random order
@@ -166,16 +169,25 @@ static inline double tt_at_ordinal(const tt_tensor *x, int64_t i)
     return x->host[ordinal_to_position(i, &x->t)];
 }
 
-/* Writes host[] into the device buffer. */
+/* Writes host[] into the device buffer, each value cast to the dtype
+ * (tt_round), and keeps the cast value in host[] so that it mirrors the
+ * device exactly. */
 static inline int tt_upload(tt_tensor *x)
 {
     size_t item = tt_itemsize(x->t.dtype), bytes = (size_t)x->cap * item;
     char *buf = malloc(bytes ? bytes : 1);
     for (int64_t i = 0; i < x->cap; ++i) {
-        if (x->t.dtype == MT_FLOAT32)
-            ((float *)buf)[i] = (float)x->host[i];
-        else
-            ((double *)buf)[i] = x->host[i];
+        const double v = x->host[i];
+        switch (x->t.dtype) {
+        case MT_FLOAT32: ((float *)buf)[i] = (float)v; break;
+        case MT_INT64: ((int64_t *)buf)[i] = tt_to_int64(v); break;
+        case MT_BOOL:
+            ((uint8_t *)buf)[i] = v == TT_POISON ? TT_BOOL_POISON_BYTE : (uint8_t)(v != 0.0);
+            break;
+        default: ((double *)buf)[i] = v; break;
+        }
+        if (!(x->t.dtype == MT_BOOL && v == TT_POISON))
+            x->host[i] = tt_round(v, x->t.dtype);
     }
     mt_status st = mt_memcpy_h2d(x->t.data, buf, bytes);
     free(buf);
@@ -188,8 +200,20 @@ static inline int tt_download(const tt_tensor *x, double *dst)
     size_t item = tt_itemsize(x->t.dtype), bytes = (size_t)x->cap * item;
     char *buf = malloc(bytes ? bytes : 1);
     mt_status st = mt_memcpy_d2h(buf, x->t.data, bytes);
-    for (int64_t i = 0; i < x->cap; ++i)
-        dst[i] = x->t.dtype == MT_FLOAT32 ? (double)((float *)buf)[i] : ((double *)buf)[i];
+    for (int64_t i = 0; i < x->cap; ++i) {
+        switch (x->t.dtype) {
+        case MT_FLOAT32: dst[i] = (double)((float *)buf)[i]; break;
+        case MT_INT64: dst[i] = (double)((int64_t *)buf)[i]; break;
+        case MT_BOOL: {
+            /* Any byte but 0 and 1 comes back as itself (a bool the library
+             * wrote wrong), the poison byte as TT_POISON. */
+            const uint8_t byte = ((uint8_t *)buf)[i];
+            dst[i] = byte == TT_BOOL_POISON_BYTE ? TT_POISON : (double)byte;
+            break;
+        }
+        default: dst[i] = ((double *)buf)[i]; break;
+        }
+    }
     free(buf);
     return tt_expect_ok(st, "mt_memcpy_d2h");
 }
@@ -245,7 +269,8 @@ static inline void tt_fill(tt_tensor *x, double lo, double hi, int flags)
     tt_upload(x);
 }
 
-/* Replaces about a fraction p of the buffer's values with NaN, uploads. */
+/* Replaces about a fraction p of the buffer's values with NaN, uploads (an
+ * int64 or bool buffer stores the cast NaN: 0, true). */
 static inline void tt_plant_nans(tt_tensor *x, double p)
 {
     for (int64_t i = 0; i < x->cap; ++i)
@@ -289,6 +314,41 @@ static inline const char *tt_index_str(const int64_t *index, int ndim)
         n += snprintf(b + n, 128 - n, "%s%" PRId64, d ? "," : "", index[d]);
     snprintf(b + n, 128 - n, ")");
     return b;
+}
+
+/* ======================================================================== */
+/* Exact values: raw contiguous 1-D tensors                                  */
+/* ======================================================================== */
+/* For the values a double cannot hold (int64 beyond 2^53: INT64_MIN,
+ * wrapping) or that a test wants byte for byte: n elements of `dtype`
+ * copied from `vals` into a fresh device buffer. Check them with
+ * tt_raw_read and tt_expect_i64. */
+static inline mt_tensor tt_raw_1d(int dtype, int64_t n, const void *vals)
+{
+    mt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dtype;
+    t.ndim = 1;
+    t.shape[0] = n;
+    t.strides[0] = 1;
+    size_t bytes = (size_t)n * tt_itemsize(dtype);
+    if (tt_expect_ok(mt_malloc(&t.data, bytes ? bytes : 1), "mt_malloc") && vals && bytes)
+        tt_expect_ok(mt_memcpy_h2d(t.data, vals, bytes), "mt_memcpy_h2d");
+    return t;
+}
+
+/* Copies the n elements of a tt_raw_1d tensor to dst. */
+static inline int tt_raw_read(const mt_tensor *t, void *dst)
+{
+    size_t bytes = (size_t)t->shape[0] * tt_itemsize(t->dtype);
+    return bytes == 0 || tt_expect_ok(mt_memcpy_d2h(dst, t->data, bytes), "mt_memcpy_d2h");
+}
+
+static inline void tt_raw_free(mt_tensor *t)
+{
+    if (t->data)
+        tt_expect_ok(mt_free(t->data), "mt_free");
+    t->data = NULL;
 }
 
 #endif /* MT_TT_TENSOR_H */
