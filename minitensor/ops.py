@@ -941,3 +941,58 @@ def stack(tensors: Sequence[Array], dim: int = 0) -> Array:
     d = normalize_dim(dim, tensors[0].ndim, "stack()", extra=1)
     return cat([unsqueeze(t, d) for t in tensors], d)
 
+
+
+# ---- sliding windows (convolution and pooling) ------------------------------------------------
+
+
+def window_shape(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """How many windows of `kernel` taps (`dilation` apart) fit along a dim of `size`
+    padded by `padding` on each side, one every `stride` (torch's floor formula)."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def im2col(x: Array, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+           dilation: tuple[int, int], pad_value: float = 0.0) -> Array:
+    """The sliding windows of x (N, C, H, W) as a new contiguous (N, C, KH, KW, OH, OW)
+    tensor: out[n, c, i, j, y, x] = padded[n, c, y*sh + i*dh, x*sw + j*dw].
+
+    Two copies and no arithmetic: the padded input (pad_value around x), then
+    one strided copy of a view of it whose strides step through the windows
+    (the "strided map" that makes convolution a matmul: the windows overlap,
+    so the view reads some elements several times, which a copy may do).
+    """
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    oh, ow = window_shape(h, kh, sh, ph, dh), window_shape(w, kw, sw, pw, dw)
+    padded = x
+    if ph or pw:
+        padded = fill_(empty((n, c, h + 2 * ph, w + 2 * pw), x.dtype), pad_value)
+        copy_(narrow(narrow(padded, 2, ph, h), 3, pw, w), x)
+    padded = contiguous(padded)
+    s_n, s_c, s_h, s_w = padded.strides
+    windows = as_strided(padded, (n, c, kh, kw, oh, ow),
+                         (s_n, s_c, dh * s_h, dw * s_w, sh * s_h, sw * s_w), padded.storage_offset())
+    return clone(windows)
+
+
+def col2im(cols: Array, shape: tuple[int, ...], stride: tuple[int, int], padding: tuple[int, int],
+           dilation: tuple[int, int]) -> Array:
+    """The gradient of im2col: each window element of cols (N, C, KH, KW, OH, OW) added
+    back to the input position it was read from, in a new (N, C, H, W) tensor.
+
+    Windows overlap, so positions receive several additions: one strided
+    in-place add per kernel tap (i, j), each a zip kernel over every window
+    at once, so that no two threads of one launch write the same element.
+    """
+    n, c, h, w = shape
+    _, _, kh, kw, oh, ow = cols.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    padded = fill_(empty((n, c, h + 2 * ph, w + 2 * pw), cols.dtype), 0.0)
+    s_n, s_c, s_h, s_w = padded.strides
+    for i in range(kh):
+        for j in range(kw):
+            # The input positions tap (i, j) read, window by window: a strided view.
+            target = as_strided(padded, (n, c, oh, ow), (s_n, s_c, sh * s_h, sw * s_w), i * dh * s_h + j * dw * s_w)
+            inplace_("add", target, index(cols, (slice(None), slice(None), i, j)))
+    return contiguous(narrow(narrow(padded, 2, ph, h), 3, pw, w))

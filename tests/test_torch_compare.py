@@ -199,3 +199,43 @@ def test_integer_reductions_and_arg_reductions_match_torch():
         expected, got = fn(ta), fn(ma)
         assert got.dtype.name == str(expected.dtype).replace("torch.", "")
         np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+# ---- convolution and pooling, values and gradients, against torch ------------------------------------
+
+
+@pytest.mark.parametrize("stride, padding, dilation, groups", [(1, 0, 1, 1), ((2, 1), (1, 2), (1, 2), 2), (3, 1, 2, 4)])
+def test_conv2d_matches_torch(stride, padding, dilation, groups):
+    rng = np.random.default_rng(groups)
+    x, w, b = rng.standard_normal((2, 4, 9, 8)), rng.standard_normal((8, 4 // groups, 3, 2)), rng.standard_normal(8)
+    weights = None
+    grads = []
+    for lib, fn in ((torch, torch.nn.functional.conv2d), (mt, F.conv2d)):
+        leaves = [lib.tensor(a, dtype=lib.float64, requires_grad=True) for a in (x, w, b)]
+        out = fn(*leaves, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        if weights is None:
+            weights = np.random.default_rng(9).standard_normal(tuple(out.shape))
+        (out * lib.tensor(weights)).sum().backward()
+        grads.append([np.asarray(out.detach().numpy())] + [leaf.grad.numpy() for leaf in leaves])
+    for got, expected in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_pooling_matches_torch():
+    x = np.random.default_rng(5).standard_normal((2, 3, 9, 7))
+    tf = torch.nn.functional
+    cases = [(lambda lib, t: tf.max_pool2d(t, 3, 2, 1) if lib is torch else F.max_pool2d(t, 3, 2, 1)),
+             (lambda lib, t: tf.avg_pool2d(t, (3, 2), 1, (1, 1), count_include_pad=False) if lib is torch
+              else F.avg_pool2d(t, (3, 2), 1, (1, 1), count_include_pad=False))]
+    for case in cases:
+        results = []
+        for lib in (torch, mt):
+            t = lib.tensor(x, dtype=lib.float64, requires_grad=True)
+            out = case(lib, t)
+            out.sum().backward()
+            results.append((out.detach().numpy(), t.grad.numpy()))
+        for got, expected in zip(results[1], results[0]):
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    _, torch_idx = tf.max_pool2d(torch.tensor(x), 3, 2, 1, return_indices=True)
+    _, mt_idx = F.max_pool2d(mt.tensor(x), 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(mt_idx.numpy(), torch_idx.numpy())

@@ -8,7 +8,7 @@ differentiable op of minitensor are Function subclasses next to it:
     helpers.py      unbroadcast() and the other pieces the rules share
     elementwise.py  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Where, Exp, ...
     reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, LayerNorm, CrossEntropy, ..., MatMul
-    shaping.py      View, Reshape, Permute, Expand, Index, ..., Gather, Cat, Stack
+    shaping.py      View, Reshape, Permute, Expand, Index, ..., Gather, Cat, Stack, Im2Col
 
 The rules compute with the raw ops of minitensor/ops.py on Arrays; the
 Tensor methods of minitensor/tensor.py call ``Rule.apply``.
@@ -78,6 +78,7 @@ from .shaping import (
     ScatterAdd,
     Overwrite,
     Cat,
+    Im2Col,
     Stack,
 )
 

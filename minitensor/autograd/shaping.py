@@ -244,3 +244,18 @@ class Stack(Function):
     def backward(ctx, grad):
         before = (slice(None),) * ctx.dim
         return (None, *(ops.index(grad, before + (i,)) for i in range(len(ctx.inputs) - 1)))
+
+
+class Im2Col(Function):
+    """The sliding windows of x (N, C, H, W) as (N, C, KH, KW, OH, OW) (ops.im2col);
+    backward adds each window's gradient back where it was read (ops.col2im).
+    Convolution and pooling are this rule followed by a matmul or a reduction."""
+
+    @staticmethod
+    def forward(ctx, x, kernel, stride, padding, dilation, pad_value=0.0):
+        ctx.args = (x.shape, stride, padding, dilation)
+        return ops.im2col(x, kernel, stride, padding, dilation, pad_value)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ops.col2im(grad, *ctx.args), None, None, None, None, None

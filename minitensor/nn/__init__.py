@@ -12,12 +12,17 @@
 
 from . import functional
 from .modules import (
+    AvgPool2d,
+    Conv1d,
+    Conv2d,
     CrossEntropyLoss,
     Dropout,
     Embedding,
+    Flatten,
     IncompatibleKeys,
     LayerNorm,
     Linear,
+    MaxPool2d,
     Module,
     MSELoss,
     ReLU,
@@ -28,12 +33,17 @@ from .modules import (
 from .parameter import Parameter
 
 __all__ = [
+    "AvgPool2d",
+    "Conv1d",
+    "Conv2d",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",
+    "Flatten",
     "IncompatibleKeys",
     "LayerNorm",
     "Linear",
+    "MaxPool2d",
     "Module",
     "MSELoss",
     "Parameter",
