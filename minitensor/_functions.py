@@ -52,6 +52,11 @@ def tanh(x: Tensor) -> Tensor:
     return _check(x, "tanh").tanh()
 
 
+def erf(x: Tensor) -> Tensor:
+    """The error function, elementwise."""
+    return _check(x, "erf").erf()
+
+
 def abs(x: Tensor) -> Tensor:  # noqa: A001 - torch's name
     """|x|, elementwise."""
     return _check(x, "abs").abs()

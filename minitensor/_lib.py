@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 15
+ABI_VERSION = 16
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -100,7 +100,7 @@ OP_FAMILIES: tuple[str, ...] = ("map", "zip", "reduce", "matmul", "reduce_algo",
 REQUIRED_OPS: dict[str, tuple[str, ...]] = {
     "map": (
         "copy", "neg", "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt",
-        "reciprocal", "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar", "softplus",
+        "reciprocal", "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar", "softplus", "erf",
     ),
     "zip": (
         "add", "sub", "mul", "div", "pow", "maximum", "minimum",

@@ -269,7 +269,7 @@ def contiguous(x: Array) -> Array:
 # Maps whose result is a float whatever the input (torch computes them on an
 # int64 or bool tensor in the default float dtype), and maps with a scalar,
 # whose result dtype also depends on the scalar (promote_scalar).
-_FLOAT_MAPS = frozenset(("exp", "log", "sigmoid", "tanh", "sqrt", "reciprocal", "softplus"))
+_FLOAT_MAPS = frozenset(("exp", "log", "sigmoid", "tanh", "sqrt", "reciprocal", "softplus", "erf"))
 _SCALAR_MAPS = frozenset(("add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar"))
 
 

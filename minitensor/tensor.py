@@ -664,6 +664,10 @@ class Tensor(Variable):
         """Hyperbolic tangent, elementwise."""
         return autograd.Tanh.apply(self)
 
+    def erf(self) -> Tensor:
+        """The error function, elementwise."""
+        return autograd.Erf.apply(self)
+
     def abs(self) -> Tensor:
         """|self|, elementwise."""
         return autograd.Abs.apply(self)

@@ -99,7 +99,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 15
+#define MT_ABI_VERSION 16
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -168,7 +168,8 @@ typedef struct {
     X(POW_SCALAR, pow_scalar)   /* in ** s                             [i] */ \
     X(RPOW_SCALAR, rpow_scalar) /* s ** in                                 */ \
     X(FILL, fill)               /* s                                   [i] */ \
-    X(SOFTPLUS, softplus)       /* log(1 + exp(in)), without overflow      */
+    X(SOFTPLUS, softplus)       /* log(1 + exp(in)), without overflow      */ \
+    X(ERF, erf)                 /* the error function (exact GELU)         */
 
 /* Binary zips, out = f(a, b) with NumPy broadcasting. a, b and out share one
  * dtype, except that the comparisons (eq .. ge) write a bool out for inputs

@@ -239,3 +239,42 @@ def test_pooling_matches_torch():
     _, torch_idx = tf.max_pool2d(torch.tensor(x), 3, 2, 1, return_indices=True)
     _, mt_idx = F.max_pool2d(mt.tensor(x), 3, 2, 1, return_indices=True)
     np.testing.assert_array_equal(mt_idx.numpy(), torch_idx.numpy())
+
+
+# ---- the transformer path, against torch's modules with the same weights ------------------------------
+
+
+def _copy_into_torch(mt_module, torch_module):
+    """torch_module's parameters set to mt_module's (the same names, as both follow torch)."""
+    ours = dict(mt_module.named_parameters())
+    with torch.no_grad():
+        for name, p in torch_module.named_parameters():
+            p.copy_(torch.tensor(ours[name].numpy(), dtype=torch.float64))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer_matches_torch(norm_first):
+    mt.manual_seed(0)
+    ours = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="gelu", batch_first=True,
+                                      norm_first=norm_first, dtype=mt.float64)
+    theirs = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="gelu", batch_first=True,
+                                              norm_first=norm_first, dtype=torch.float64)
+    _copy_into_torch(ours, theirs)
+    x = np.random.default_rng(0).standard_normal((3, 5, 8))
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64)
+    expected = theirs(torch.tensor(x), src_mask=mask, is_causal=True)
+    got = ours(mt.tensor(x), is_causal=True)
+    np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-9, atol=1e-9)
+    m_ours = nn.MultiheadAttention(8, 4, dtype=mt.float64)
+    m_theirs = torch.nn.MultiheadAttention(8, 4, dtype=torch.float64)
+    _copy_into_torch(m_ours, m_theirs)
+    q = np.random.default_rng(1).standard_normal((5, 2, 8))
+    out, w = m_ours(*(mt.tensor(q),) * 3)
+    out_t, w_t = m_theirs(*(torch.tensor(q),) * 3)
+    np.testing.assert_allclose(out.detach().numpy(), out_t.detach().numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(w.detach().numpy(), w_t.detach().numpy(), rtol=1e-9, atol=1e-9)
+    xg = np.random.default_rng(2).standard_normal((4, 6))
+    for approximate in ("none", "tanh"):
+        np.testing.assert_allclose(F.gelu(mt.tensor(xg), approximate).numpy(),
+                                   torch.nn.functional.gelu(torch.tensor(xg), approximate=approximate).numpy(),
+                                   rtol=1e-12, atol=1e-12)

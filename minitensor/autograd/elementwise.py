@@ -7,6 +7,7 @@ the gradient to each side of a tie, as torch does.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import ops
@@ -276,6 +277,18 @@ class Softplus(Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return ops.mul(grad, ops.map_("sigmoid", x))  # d/dx log(1 + e^x) = sigmoid(x)
+
+
+class Erf(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ops.map_("erf", x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors  # d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)
+        return ops.mul(grad, ops.mul(ops.map_("exp", ops.map_("neg", ops.mul(x, x))), 2.0 / math.sqrt(math.pi)))
 
 
 class Tanh(Function):

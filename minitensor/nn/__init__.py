@@ -10,7 +10,7 @@
     model.save("model.npz")                 # and model.load("model.npz")
 """
 
-from . import functional
+from . import functional, utils  # noqa: F401 - nn.utils.clip_grad_norm_, as torch
 from .modules import (
     AvgPool2d,
     Conv1d,
@@ -19,6 +19,7 @@ from .modules import (
     Dropout,
     Embedding,
     Flatten,
+    GELU,
     IncompatibleKeys,
     LayerNorm,
     Linear,
@@ -31,6 +32,7 @@ from .modules import (
     Tanh,
 )
 from .parameter import Parameter
+from .transformer import MultiheadAttention, TransformerEncoderLayer
 
 __all__ = [
     "AvgPool2d",
@@ -40,16 +42,20 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "GELU",
     "IncompatibleKeys",
     "LayerNorm",
     "Linear",
     "MaxPool2d",
     "Module",
+    "MultiheadAttention",
     "MSELoss",
     "Parameter",
     "ReLU",
     "Sequential",
     "Sigmoid",
     "Tanh",
+    "TransformerEncoderLayer",
     "functional",
+    "utils",
 ]

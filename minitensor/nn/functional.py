@@ -7,6 +7,7 @@ like any other expression, or applies one gradient rule of minitensor.autograd
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Optional, Sequence
 
@@ -49,6 +50,20 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"softplus(): input must be a Tensor, got {type(x).__name__}")
     return autograd.Softplus.apply(x)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """The Gaussian error linear unit, x * Phi(x), as torch's: exact,
+    x * (1 + erf(x / sqrt(2))) / 2, or with approximate="tanh",
+    x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2 (GPT-2's form)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"gelu(): input must be a Tensor, got {type(x).__name__}")
+    if approximate == "none":
+        return x * ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0) * 0.5
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+        return x * (inner.tanh() + 1.0) * 0.5
+    raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def softmax(x: Tensor, dim: int) -> Tensor:
@@ -393,3 +408,49 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
         count = Tensor._from_array(ops.reduce_("sum", ops.view(ops.im2col(ones, kernel, stride, padding, dilation),
                                                                 (kernel[0] * kernel[1], oh, ow)), 0))
     return total / count
+
+
+# ---- attention ------------------------------------------------------------------------------
+
+
+def causal_mask(length: int, source_length: Optional[int] = None) -> Tensor:
+    """A (length, source_length) bool mask, True on and below the diagonal: the
+    positions a query may attend to when it must not see the future."""
+    source_length = length if source_length is None else source_length
+    return tensor(np.tril(np.ones((length, source_length), dtype=bool)))
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: Optional[float] = None) -> Tensor:
+    """softmax(query @ key^T * scale + mask) @ value, as torch's: query (..., L, E),
+    key (..., S, E), value (..., S, Ev) -> (..., L, Ev); scale 1/sqrt(E) by default.
+
+    attn_mask: a bool tensor (True: the key takes part) or a float tensor added
+    to the scores, broadcast to (..., L, S); is_causal masks every key after its
+    query. The naive rung of the attention ladder: three ops (a matmul, the
+    masked softmax, a matmul), the (L, S) scores written to memory in between.
+    """
+    func = "scaled_dot_product_attention()"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor) or t.ndim < 2:
+            raise ops.ShapeError(f"{func}: {name} must be a Tensor of at least 2 dims (..., length, features)")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ops.ShapeError(f"{func}: query {query.shape}, key {key.shape} and value {value.shape} do not agree: "
+                             f"query and key need the same last dim, key and value the same length")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{func}: give attn_mask or is_causal, not both (as torch)")
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        attn_mask = causal_mask(query.shape[-2], key.shape[-2])
+    if attn_mask is not None:
+        if attn_mask.dtype is bool_:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
+

@@ -342,6 +342,22 @@ class ReLU(Module):
         return F.relu(x)
 
 
+class GELU(Module):
+    """x * Phi(x) (F.gelu): exact, or approximate="tanh"."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
 class Tanh(Module):
     """Hyperbolic tangent, elementwise."""
 

@@ -55,6 +55,7 @@ static double map_ref(int op, double x, double s)
     case MT_MAP_RPOW_SCALAR: return pow(s, x);
     case MT_MAP_FILL: return s;
     case MT_MAP_SOFTPLUS: return log1p(exp(x));
+    case MT_MAP_ERF: return erf(x);
     }
     return NAN;
 }
@@ -91,6 +92,7 @@ static void fill_domain(int op, tt_tensor *in)
     case MT_MAP_SIGMOID: tt_fill(in, -20, 20, 0); break;
     case MT_MAP_TANH: tt_fill(in, -10, 10, 0); break;
     case MT_MAP_SOFTPLUS: tt_fill(in, -30, 30, 0); break; /* where exp(x) alone would lose digits */
+    case MT_MAP_ERF: tt_fill(in, -4, 4, 0); break;        /* beyond |x| = 4, erf is +-1 in float */
     case MT_MAP_RECIPROCAL: tt_fill(in, 0.1, 10, TT_RANDOM_SIGN); break; /* away from 0 */
     case MT_MAP_POW_SCALAR: tt_fill(in, 0.1, 4, 0); break;                /* positive base */
     case MT_MAP_RPOW_SCALAR: tt_fill(in, -3, 3, 0); break;               /* exponent */

@@ -1,0 +1,147 @@
+"""nn.transformer: multi-head attention and the transformer encoder layer, as torch's.
+
+Both are compositions of modules and functions of this package: the
+attention is F.scaled_dot_product_attention over heads split from one input
+projection, and the layer wraps it and a feed-forward block in residual
+connections with layer normalization (before each block with norm_first,
+the pre-LN arrangement of GPT-2 and most models since).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from .. import autograd
+from .._dtype import bool_, default_dtype, to_dtype
+from .._creation import zeros
+from ..tensor import Tensor
+from . import functional as F
+from .modules import Dropout, GELU, LayerNorm, Linear, Module, ReLU, _uniform
+from .parameter import Parameter
+
+
+class MultiheadAttention(Module):
+    """Attention with num_heads heads of embed_dim / num_heads features each.
+
+    Parameters as torch's: in_proj_weight (3 E, E) and in_proj_bias (3 E,)
+    project query, key and value; out_proj (a Linear(E, E)) joins the heads.
+    forward(query, key, value, key_padding_mask=None, need_weights=True,
+    attn_mask=None, average_attn_weights=True, is_causal=False) returns
+    (output, weights): inputs (L, N, E), or (N, L, E) with batch_first. As in
+    torch, a bool mask here is True where attention is NOT allowed (the
+    opposite of F.scaled_dot_product_attention's); a float mask is added.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 batch_first: bool = False, dtype: Any = None) -> None:
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+            raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be a positive multiple of "
+                             f"num_heads {num_heads}")
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        dtype = default_dtype if dtype is None else to_dtype(dtype)
+        bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # torch's xavier_uniform_ of (3E, E)
+        self.in_proj_weight = _uniform((3 * embed_dim, embed_dim), bound, dtype)
+        if bias:
+            self.in_proj_bias = Parameter(zeros(3 * embed_dim, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        if bias:
+            with autograd.no_grad():
+                self.out_proj.bias.zero_()
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = True, attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+        if self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        length, batch, e = query.shape
+        source = key.shape[0]
+        h, d = self.num_heads, e // self.num_heads
+        w, b = self.in_proj_weight, self.in_proj_bias
+        parts = [F.linear(x, w[i * e:(i + 1) * e], None if b is None else b[i * e:(i + 1) * e])
+                 for i, x in enumerate((query, key, value))]
+        # (L, N, E) -> (N, heads, L, d): each head attends over its own d features.
+        q, k, v = (p.reshape(p.shape[0], batch, h, d).permute(1, 2, 0, 3) for p in parts)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))  # N, h, L, S
+        mask = self._mask(attn_mask, is_causal, key_padding_mask, length, source, batch, scores)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf")) if mask.dtype is bool_ else scores + mask
+        weights = scores.softmax(-1)
+        if self.dropout > 0.0:
+            weights = F.dropout(weights, self.dropout, self.training)
+        out = (weights @ v).permute(2, 0, 1, 3).reshape(length, batch, e)  # heads side by side again
+        out = self.out_proj(out)
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        return out, (weights.mean(1) if average_attn_weights else weights)
+
+    @staticmethod
+    def _mask(attn_mask: Optional[Tensor], is_causal: bool, key_padding_mask: Optional[Tensor], length: int,
+              source: int, batch: int, scores: Tensor) -> Optional[Tensor]:
+        """One mask of the scores (N, h, L, S): True (or -inf) where a query must not look."""
+        if is_causal and attn_mask is None:
+            attn_mask = ~F.causal_mask(length, source)
+        mask = attn_mask
+        if key_padding_mask is not None:
+            if key_padding_mask.shape != (batch, source):
+                raise ValueError(f"MultiheadAttention: key_padding_mask must have shape ({batch}, {source}), got "
+                                 f"{key_padding_mask.shape}")
+            padding = key_padding_mask.reshape(batch, 1, 1, source)
+            if mask is None:
+                mask = padding
+            elif mask.dtype is bool_ and padding.dtype is bool_:
+                mask = mask | padding
+            else:
+                as_float = [m if m.dtype is not bool_ else zeros(*m.shape, dtype=scores.dtype).masked_fill(
+                    m, float("-inf")) for m in (mask, padding)]
+                mask = as_float[0] + as_float[1]
+        if mask is not None and mask.ndim == 3:  # (N * h, L, S), as torch accepts
+            mask = mask.reshape(batch, -1, length, source)
+        return mask
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention and a feed-forward block (Linear, activation, Linear), each with
+    a residual connection, dropout and layer normalization: after each block by
+    default (torch's default), before it with norm_first=True (pre-LN). Arguments
+    and parameter names as torch's; activation "relu" or "gelu"."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: str = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, dtype: Any = None) -> None:
+        super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"TransformerEncoderLayer: activation must be 'relu' or 'gelu', got {activation!r}")
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
+        self.dropout, self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
+        self.activation = ReLU() if activation == "relu" else GELU()
+        self.norm_first = norm_first
+
+    def forward(self, src: Tensor, src_mask: Optional[Tensor] = None, src_key_padding_mask: Optional[Tensor] = None,
+                is_causal: bool = False) -> Tensor:
+        x = src
+        if self.norm_first:
+            x = x + self._attend(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._feed_forward(self.norm2(x))
+        x = self.norm1(x + self._attend(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._feed_forward(x))
+
+    def _attend(self, x: Tensor, mask: Optional[Tensor], padding: Optional[Tensor], is_causal: bool) -> Tensor:
+        out, _ = self.self_attn(x, x, x, key_padding_mask=padding, need_weights=False, attn_mask=mask,
+                                is_causal=is_causal)
+        return self.dropout1(out)
+
+    def _feed_forward(self, x: Tensor) -> Tensor:
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))

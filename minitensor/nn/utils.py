@@ -1,0 +1,32 @@
+"""nn.utils: helpers for training loops, as torch.nn.utils."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import autograd
+from .._creation import tensor
+from ..tensor import Tensor
+
+
+def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) -> Tensor:
+    """Scales the gradients of parameters in place so that their joint norm (all of
+    them as one vector) is at most max_norm; returns the norm before clipping, as
+    torch.nn.utils.clip_grad_norm_ (norm_type 2 or inf)."""
+    grads = [p.grad for p in ([parameters] if isinstance(parameters, Tensor) else list(parameters))
+             if p.grad is not None]
+    if norm_type not in (2.0, float("inf")):
+        raise ValueError(f"clip_grad_norm_(): norm_type must be 2 or inf, got {norm_type!r}")
+    with autograd.no_grad():
+        if not grads:
+            return tensor(0.0)
+        if norm_type == 2.0:
+            squares = [(g.double() * g.double()).sum() for g in grads]  # in float64: no overflow, few roundings
+            total = sum(squares[1:], squares[0]).sqrt()
+        else:
+            total = tensor([float(g.abs().max()) if g.numel() else 0.0 for g in grads]).double().max()
+        factor = float(max_norm) / (float(total) + 1e-6)
+        if factor < 1.0:
+            for g in grads:
+                g.mul_(factor)
+    return total.to(grads[0].dtype)

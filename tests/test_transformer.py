@@ -1,0 +1,160 @@
+"""The transformer path: erf and GELU (exact and tanh forms), scaled dot-product
+attention with bool, float and causal masks, nn.MultiheadAttention,
+nn.TransformerEncoderLayer (post- and pre-LN) and clip_grad_norm_, against
+NumPy written from the formulas, and gradients against finite differences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.nn.functional as F
+from gradcheck import gradcheck
+from helpers import assert_close
+from minitensor import nn
+
+erf = np.vectorize(math.erf)
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def ref_attention(q, k, v, mask=None):
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + mask
+    return softmax(scores) @ v
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+def test_erf_and_gelu_match_their_formulas(dtype) -> None:
+    x = np.random.default_rng(0).uniform(-5, 5, (7, 33))
+    t = mt.tensor(x, dtype=dtype).T.T[:, ::2]  # a strided view
+    xs = x[:, ::2]
+    assert_close(t.erf(), erf(xs), dtype)
+    assert_close(mt.erf(t), erf(xs), dtype)
+    assert_close(F.gelu(t), xs * (1 + erf(xs / math.sqrt(2))) / 2, dtype)
+    tanh_form = xs * (1 + np.tanh(math.sqrt(2 / math.pi) * (xs + 0.044715 * xs**3))) / 2
+    assert_close(F.gelu(t, approximate="tanh"), tanh_form, dtype)
+    assert_close(nn.GELU("tanh")(t), tanh_form, dtype)
+    assert mt.tensor([1, 2]).erf().dtype is mt.float32  # integers computed in float32, as torch
+    with pytest.raises(ValueError, match="approximate"):
+        F.gelu(t, approximate="fast")
+
+
+def test_erf_and_gelu_gradients() -> None:
+    x = np.random.default_rng(1).uniform(-3, 3, (4, 5))
+    gradcheck(lambda m, x: x.erf(), [x])
+    gradcheck(lambda m, x: F.gelu(x), [x])
+    gradcheck(lambda m, x: F.gelu(x, approximate="tanh"), [x])
+
+
+def test_scaled_dot_product_attention_matches_numpy_with_each_mask() -> None:
+    rng = np.random.default_rng(2)
+    q, k, v = rng.standard_normal((2, 3, 5, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 7))
+    tq, tk, tv = (mt.tensor(a) for a in (q, k, v))
+    assert_close(F.scaled_dot_product_attention(tq, tk, tv), ref_attention(q, k, v), mt.float64, n=6)
+    keep = rng.random((5, 6)) > 0.3
+    keep[:, 0] = True  # no row masked whole (softmax of only -inf is nan, in torch too)
+    assert_close(F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mt.tensor(keep)),
+                 ref_attention(q, k, v, keep), mt.float64, n=6)
+    bias = rng.standard_normal((3, 1, 6))
+    assert_close(F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mt.tensor(bias)),
+                 ref_attention(q, k, v, bias), mt.float64, n=6)
+    causal = np.tril(np.ones((5, 6), bool))
+    assert_close(F.scaled_dot_product_attention(tq, tk, tv, is_causal=True), ref_attention(q, k, v, causal),
+                 mt.float64, n=6)
+    with pytest.raises(mt.ShapeError, match="do not agree"):
+        F.scaled_dot_product_attention(tq, tk, mt.tensor(v[..., :5, :]))
+    gradcheck(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+              [q[0, :1], k[0, :1], v[0, :1]])
+
+
+def ref_mha(m: nn.MultiheadAttention, x: np.ndarray, mask=None) -> np.ndarray:
+    """x (L, N, E) through the module's own parameters, written out in NumPy."""
+    w, b = m.in_proj_weight.numpy().astype(np.float64), m.in_proj_bias.numpy().astype(np.float64)
+    e, h = m.embed_dim, m.num_heads
+    q, k, v = (x @ w[i * e:(i + 1) * e].T + b[i * e:(i + 1) * e] for i in range(3))
+    split = lambda t: t.reshape(t.shape[0], t.shape[1], h, e // h).transpose(1, 2, 0, 3)  # noqa: E731
+    keep = None if mask is None else ~mask
+    out = ref_attention(split(q), split(k), split(v), keep)  # N, h, L, d
+    out = out.transpose(2, 0, 1, 3).reshape(x.shape)
+    return out @ m.out_proj.weight.numpy().T + m.out_proj.bias.numpy()
+
+
+def test_multihead_attention_matches_numpy() -> None:
+    mt.manual_seed(0)
+    m = nn.MultiheadAttention(8, 2, dtype=mt.float64)
+    with mt.no_grad():
+        m.in_proj_bias.copy_(mt.randn(24, dtype=mt.float64))
+    x = np.random.default_rng(3).standard_normal((5, 3, 8))
+    out, weights = m(mt.tensor(x), mt.tensor(x), mt.tensor(x))
+    assert_close(out, ref_mha(m, x), mt.float64, n=8)
+    assert weights.shape == (3, 5, 5)
+    assert_close(weights.sum(-1), np.ones((3, 5)), mt.float64, n=5)
+    future = ~np.tril(np.ones((5, 5), bool))  # True: not allowed, as torch's nn.MultiheadAttention
+    causal, _ = m(mt.tensor(x), mt.tensor(x), mt.tensor(x), attn_mask=mt.tensor(future))
+    assert_close(causal, ref_mha(m, x, future), mt.float64, n=8)
+    again, _ = m(mt.tensor(x), mt.tensor(x), mt.tensor(x), is_causal=True, need_weights=False)
+    assert_close(again, causal.numpy(), mt.float64)
+    m.batch_first = True
+    first, _ = m(*(mt.tensor(x.transpose(1, 0, 2)),) * 3)
+    assert_close(first, ref_mha(m, x).transpose(1, 0, 2), mt.float64, n=8)
+    m.batch_first = False
+    padding = np.zeros((3, 5), bool)
+    padding[1, 3:] = True  # the last two keys of batch 1 are padding
+    padded, w = m(mt.tensor(x), mt.tensor(x), mt.tensor(x), key_padding_mask=mt.tensor(padding))
+    assert float(w[1, :, 3:].abs().max()) == 0.0
+    with pytest.raises(ValueError, match="multiple"):
+        nn.MultiheadAttention(10, 3)
+
+
+def test_multihead_attention_gradients() -> None:
+    mt.manual_seed(1)
+    m = nn.MultiheadAttention(4, 2, dtype=mt.float64)
+    x = np.random.default_rng(4).standard_normal((3, 2, 4))
+    gradcheck(lambda api, x: m(x, x, x, is_causal=True)[0], [x])
+    out, _ = m(*(mt.tensor(x),) * 3)
+    out.sum().backward()
+    assert m.in_proj_weight.grad.shape == (12, 4) and m.out_proj.weight.grad.shape == (4, 4)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer_composes_its_blocks(norm_first: bool) -> None:
+    mt.manual_seed(2)
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu",
+                                       norm_first=norm_first, batch_first=True, dtype=mt.float64)
+    x = mt.tensor(np.random.default_rng(5).standard_normal((2, 6, 8)))
+    out = layer(x, is_causal=True)
+    attend = lambda t: layer.self_attn(t, t, t, is_causal=True)[0]  # noqa: E731
+    ff = lambda t: layer.linear2(F.gelu(layer.linear1(t)))  # noqa: E731
+    if norm_first:
+        h = x + attend(layer.norm1(x))
+        expected = h + ff(layer.norm2(h))
+    else:
+        h = layer.norm1(x + attend(x))
+        expected = layer.norm2(h + ff(h))
+    assert_close(out, expected.numpy(), mt.float64, n=16)
+    out.sum().backward()
+    assert all(p.grad is not None for p in layer.parameters())
+    # Causal: the first position's output does not depend on the others.
+    x2 = x.clone()
+    x2[:, 1:] = 0.0
+    assert_close(layer(x2, is_causal=True)[:, 0], out[:, 0].detach().numpy(), mt.float64, n=16)
+
+
+def test_clip_grad_norm_scales_every_gradient_together() -> None:
+    a = mt.tensor([3.0, 0.0], requires_grad=True)
+    b = mt.tensor([[4.0]], requires_grad=True)
+    (a * mt.tensor([3.0, 0.0])).sum().backward()
+    (b * 4.0).sum().backward()
+    total = nn.utils.clip_grad_norm_([a, b], 1.0)
+    assert abs(total.item() - 5.0) < 1e-6
+    assert np.allclose(a.grad.tolist(), [0.6, 0.0], atol=1e-5) and np.allclose(b.grad.tolist(), [[0.8]], atol=1e-5)
+    assert abs(nn.utils.clip_grad_norm_([a, b], 10.0).item() - 1.0) < 1e-5  # below max_norm: unchanged
+    assert abs(nn.utils.clip_grad_norm_([a, b], 10.0, norm_type=float("inf")).item() - 0.8) < 1e-6
