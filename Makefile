@@ -86,7 +86,7 @@ ifneq ($(HAVE_GPU),)
 LIBS += $(CUDA_LIB)
 endif
 
-.PHONY: all emu cuda cuda-check test test-c test-py test-py-teaching demo clean FORCE
+.PHONY: all emu cuda cuda-check test test-c test-py test-py-teaching demo demo-cnn demo-gpt clean FORCE
 all: $(LIBS)
 emu: $(EMU_LIB)
 cuda: $(CUDA_LIB)
@@ -180,6 +180,16 @@ endif
 # its held-out accuracy; saves build/digits_mlp.npz. See examples/train_digits.py.
 demo: $(LIBS) $(VENV)/.ok
 	$(VPY) examples/train_digits.py
+
+# The same digits with a small CNN (examples/train_digits_cnn.py): two 3x3
+# convolutions and a max pooling; fails unless it beats the MLP held out.
+demo-cnn: $(LIBS) $(VENV)/.ok
+	$(VPY) examples/train_digits_cnn.py
+
+# A tiny character-level GPT on The Devil's Dictionary (examples/train_gpt.py):
+# fails unless the held-out loss falls below 2.6 (a uniform guess is 4.42).
+demo-gpt: $(LIBS) $(VENV)/.ok
+	$(VPY) examples/train_gpt.py
 
 # The course kit (course/tasks.toml, tools/course.py): a student repository
 # with the chosen tasks' code replaced by stubs that fail with the task's name.

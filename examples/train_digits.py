@@ -71,6 +71,14 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     return table[:, :-1], table[:, -1].astype(np.int64)
 
 
+def split(count: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    """Held-out and training image numbers (N_TEST held out, drawn with seed), and
+    the generator that drew them, which then shuffles the batches."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(count)
+    return order[:N_TEST], order[N_TEST:], rng
+
+
 def progress(epoch: int, epochs: int, done: int, total: int, loss: float, width: int = 30) -> None:
     """One line, rewritten in place with \\r: the epoch, a bar of the batches done, the loss."""
     filled = width * done // total
@@ -100,9 +108,7 @@ def main() -> int:
     print(f"minitensor backend: {mt.backend()} ({mt.device_info()})")
 
     images, labels = load_digits()
-    rng = np.random.default_rng(args.seed)
-    order = rng.permutation(len(images))
-    test, train = order[:N_TEST], order[N_TEST:]
+    test, train, rng = split(len(images), args.seed)
     x_train, y_train = images[train], labels[train]
     x_test, y_test = images[test], labels[test]
     print(f"data: {len(x_train)} training and {len(x_test)} held-out images of 8x8 pixels, 10 classes")

@@ -1,0 +1,225 @@
+"""Train a tiny character-level GPT on The Devil's Dictionary (make demo-gpt).
+
+A decoder-only transformer, as GPT-2 arranges one: token and position
+embeddings, pre-LN transformer layers (nn.TransformerEncoderLayer with
+norm_first=True and a causal mask: each position attends only to those
+before it), a final layer norm and a linear head over the 83 characters of
+data/devils_dictionary.txt.gz (Ambrose Bierce, 1911; public domain, see
+data/README.md). AdamW, gradients clipped to norm 1, random windows of the
+text as batches. It reports the held-out loss before and after training
+(ln 83 = 4.42 is a uniform guess), prints samples, and fails if the loss has
+not fallen below --target. With --torch (on a machine with PyTorch and a
+GPU), the same model, data and optimizer run in PyTorch too, and both
+report tokens per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run from anywhere without installing the package
+
+import minitensor as mt  # noqa: E402
+import minitensor.nn.functional as F  # noqa: E402
+from minitensor import nn  # noqa: E402
+
+DATA = REPO / "data" / "devils_dictionary.txt.gz"
+
+
+class GPT(nn.Module):
+    """Characters (B, T) -> next-character scores (B, T, vocab)."""
+
+    def __init__(self, vocab: int, context: int, width: int, heads: int, layers: int) -> None:
+        super().__init__()
+        self.context = context
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Embedding(context, width)
+        self.blocks = nn.Sequential(*[
+            nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, activation="gelu",
+                                       batch_first=True, norm_first=True) for _ in range(layers)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, idx: mt.Tensor) -> mt.Tensor:
+        t = idx.shape[1]
+        x = self.tokens(idx) + self.positions(mt.arange(t))
+        for block in self.blocks:
+            x = block(x, is_causal=True)
+        return self.head(self.norm(x))
+
+
+def load_text() -> tuple[np.ndarray, list[str]]:
+    """The text as int64 character codes (0..vocab-1), and the characters."""
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        text = f.read()
+    chars = sorted(set(text))
+    code = {c: i for i, c in enumerate(chars)}
+    return np.array([code[c] for c in text], dtype=np.int64), chars
+
+
+def batch(data: np.ndarray, size: int, context: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """size random windows of the text, and the same shifted by one: the targets."""
+    starts = rng.integers(0, len(data) - context - 1, size)
+    x = np.stack([data[s:s + context] for s in starts])
+    return x, np.stack([data[s + 1:s + context + 1] for s in starts])
+
+
+def loss_of(model: GPT, x: np.ndarray, y: np.ndarray) -> mt.Tensor:
+    logits = model(mt.tensor(x))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), mt.tensor(y.reshape(-1)))
+
+
+@mt.no_grad()
+def held_out_loss(model: GPT, data: np.ndarray, args: argparse.Namespace) -> float:
+    rng = np.random.default_rng(1)  # the same windows every time
+    model.eval()
+    losses = [loss_of(model, *batch(data, args.batch_size, args.context, rng)).item() for _ in range(8)]
+    model.train()
+    return float(np.mean(losses))
+
+
+@mt.no_grad()
+def sample(model: GPT, chars: list[str], prompt: str, length: int, rng: np.random.Generator) -> str:
+    """length characters after prompt, each drawn from the model's softmax (temperature 0.8)."""
+    model.eval()
+    code = {c: i for i, c in enumerate(chars)}
+    idx = [code[c] for c in prompt]
+    for _ in range(length):
+        window = mt.tensor(np.array([idx[-model.context:]], dtype=np.int64))
+        scores = model(window)[0, -1].double() / 0.8
+        p = scores.softmax(0).numpy()
+        idx.append(int(rng.choice(len(chars), p=p / p.sum())))
+    model.train()
+    return "".join(chars[i] for i in idx)
+
+
+def progress(step: int, steps: int, loss: float, width: int = 30) -> None:
+    filled = width * step // steps
+    sys.stdout.write(f"\rstep {step:4d}/{steps} [{'#' * filled}{'.' * (width - filled)}]  loss {loss:.3f}")
+    sys.stdout.flush()
+
+
+def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str]) -> tuple[GPT, float]:
+    mt.manual_seed(args.seed)
+    model = GPT(len(chars), args.context, args.width, args.heads, args.layers)
+    optimizer = mt.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    rng = np.random.default_rng(args.seed)
+    start, timed = time.perf_counter(), 0.0
+    for step in range(1, args.steps + 1):
+        x, y = batch(data, args.batch_size, args.context, rng)
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        loss = loss_of(model, x, y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        value = loss.item()  # waits for the step's kernels
+        if step > 5:  # the first steps pay for one-time work (autotuning, allocation)
+            timed += time.perf_counter() - t0
+        if step % 10 == 0 or step == args.steps:
+            progress(step, args.steps, value)
+    print(f"  {time.perf_counter() - start:.1f} s")
+    tokens = (args.steps - 5) * args.batch_size * args.context
+    return model, tokens / timed if timed else 0.0
+
+
+def train_torch(args: argparse.Namespace, data: np.ndarray, chars: list[str]) -> float:
+    """The same model, batches and optimizer in PyTorch on the GPU: tokens per second."""
+    import torch
+
+    class TorchGPT(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = torch.nn.Embedding(len(chars), args.width)
+            self.positions = torch.nn.Embedding(args.context, args.width)
+            self.blocks = torch.nn.ModuleList([
+                torch.nn.TransformerEncoderLayer(args.width, args.heads, 4 * args.width, dropout=0.0,
+                                                 activation="gelu", batch_first=True, norm_first=True)
+                for _ in range(args.layers)])
+            self.norm = torch.nn.LayerNorm(args.width)
+            self.head = torch.nn.Linear(args.width, len(chars))
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            t = idx.shape[1]
+            x = self.tokens(idx) + self.positions(torch.arange(t, device=idx.device))
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(t, device=idx.device)
+            for block in self.blocks:
+                x = block(x, src_mask=mask, is_causal=True)
+            return self.head(self.norm(x))
+
+    torch.manual_seed(args.seed)
+    model = TorchGPT().cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    rng = np.random.default_rng(args.seed)
+    timed = 0.0
+    for step in range(1, args.steps + 1):
+        x, y = (torch.from_numpy(a).cuda() for a in batch(data, args.batch_size, args.context, rng))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, len(chars)), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        value = loss.item()
+        if step > 5:
+            timed += time.perf_counter() - t0
+    print(f"torch: final training loss {value:.3f}")
+    return (args.steps - 5) * args.batch_size * args.context / timed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--context", type=int, default=32)
+    parser.add_argument("--width", type=int, default=32)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=6e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--target", type=float, default=2.6, help="the held-out loss training must reach")
+    parser.add_argument("--torch", action="store_true", help="also train the same model in PyTorch (GPU)")
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    print(f"minitensor backend: {mt.backend()} ({mt.device_info()})")
+    codes, chars = load_text()
+    split = int(0.9 * len(codes))
+    train, held_out = codes[:split], codes[split:]
+    print(f"data: {len(codes)} characters of The Devil's Dictionary, {len(chars)} distinct; "
+          f"{len(held_out)} held out")
+    model, tokens_per_second = None, 0.0
+    mt.manual_seed(args.seed)
+    untrained = held_out_loss(GPT(len(chars), args.context, args.width, args.heads, args.layers), held_out, args)
+    model, tokens_per_second = train_minitensor(args, train, chars)
+    print(model.blocks[0])
+    parameters = sum(p.numel() for p in model.parameters())
+    final = held_out_loss(model, held_out, args)
+    print(f"held-out loss: {untrained:.3f} untrained (ln {len(chars)} = {math.log(len(chars)):.2f} is a uniform "
+          f"guess) -> {final:.3f} after {args.steps} steps; {parameters} parameters")
+    rng = np.random.default_rng(args.seed)
+    for prompt in ("CYNIC, n.  ", "WAR, n.  "):
+        print("sample:", sample(model, chars, prompt, 80, rng).replace("\n", " / "))
+    print(f"minitensor: {tokens_per_second:,.0f} tokens/s (training, after 5 warm-up steps)")
+    if args.torch:
+        torch_speed = train_torch(args, train, chars)
+        print(f"torch: {torch_speed:,.0f} tokens/s; minitensor / torch = {tokens_per_second / torch_speed:.2f}")
+    print(f"total time {time.perf_counter() - start:.1f} s on the {mt.backend()} backend")
+    if final > args.target:
+        print(f"error: the held-out loss {final:.3f} is above the target {args.target}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

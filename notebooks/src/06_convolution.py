@@ -1,0 +1,163 @@
+# %% [markdown]
+# # 6. Convolution as a matmul: im2col
+#
+# A 2-D convolution slides a small kernel over an image and, at each
+# position, takes the dot product of the kernel with the window under it.
+# Written as loops that is six nested loops; minitensor instead *copies every
+# window into a column* of a matrix (im2col), after which the whole
+# convolution is one matmul, the kernel this library spends most care on.
+# This notebook draws the windows, shows that the copy is a single strided
+# copy of a view, checks the matmul against the loops, and looks at what the
+# backward pass must do where windows overlap.
+
+# %%
+# Make the repository's minitensor importable when the notebook runs from notebooks/.
+import gzip
+import sys
+from pathlib import Path
+
+repo = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "minitensor" / "__init__.py").is_file())
+sys.path.insert(0, str(repo))
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import minitensor as mt
+import minitensor.nn.functional as F
+
+plt.rcParams.update({"figure.dpi": 100, "font.size": 10})
+print("backend:", mt.backend())
+
+# %% [markdown]
+# ## An image and a kernel
+# One 8x8 handwritten digit from `data/digits.csv.gz`, as an (N, C, H, W) =
+# (1, 1, 8, 8) tensor, and a 3x3 kernel that responds to vertical edges.
+
+# %%
+with gzip.open(repo / "data" / "digits.csv.gz", "rt") as f:
+    row = np.array(f.readline().split(","), dtype=np.float32)
+image = mt.tensor(row[:64].reshape(1, 1, 8, 8) / 16.0)
+edge = mt.tensor([[[[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]]]])  # (C_out, C_in, 3, 3)
+out = F.conv2d(image, edge, padding=1)
+fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+axes[0].imshow(image[0, 0].numpy(), cmap="gray_r")
+axes[0].set_title(f"digit {int(row[64])}")
+axes[1].imshow(out[0, 0].numpy(), cmap="coolwarm")
+axes[1].set_title("conv2d with a vertical-edge kernel")
+for ax in axes:
+    ax.axis("off")
+plt.show()
+
+# %% [markdown]
+# ## The windows are a view
+# With padding 1 the image becomes a 10x10 plane. Window (y, x) starts at
+# row y and column x of it; tap (i, j) of that window is element
+# (y + i, x + j). So the six-dimensional tensor of all windows,
+# indexed [n, c, i, j, y, x], needs no new memory: it is a *view* of the padded
+# plane whose strides step one row for i **and** for y, one column for j
+# **and** for x. The windows overlap, so the view visits most elements
+# several times; that is allowed for reading.
+
+# %%
+padded = mt.zeros(1, 1, 10, 10)
+padded[:, :, 1:9, 1:9] = image
+n, c, h, w = padded.stride()
+print("strides of the padded plane:", padded.stride())
+print("strides of the window view [n, c, i, j, y, x]:", (n, c, h, w, h, w))
+
+# %% [markdown]
+# `autograd.Im2Col` (what `F.conv2d` calls) pads and then makes exactly this
+# view contiguous: **one** copy kernel, the strided map of notebook 2 reading
+# through the view. Below, the 9 taps of the windows, each an 8x8 plane: tap
+# (i, j) is the padded image shifted by (i, j).
+
+# %%
+cols = mt.autograd.Im2Col.apply(image, (3, 3), (1, 1), (1, 1), (1, 1))
+print("windows:", cols.shape, "(N, C, KH, KW, OH, OW)")
+fig, axes = plt.subplots(3, 3, figsize=(5, 5))
+for i in range(3):
+    for j in range(3):
+        axes[i, j].imshow(cols[0, 0, i, j].numpy(), cmap="gray_r", vmin=0, vmax=1)
+        axes[i, j].set_title(f"tap ({i}, {j})", fontsize=8)
+        axes[i, j].axis("off")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## The convolution is one matmul
+# Flattened, the windows are a (C * KH * KW, OH * OW) = (9, 64) matrix: one
+# column per output position. The kernel flattened is a (C_out, 9) matrix,
+# and their product is every output at once. The same numbers as six nested
+# loops in NumPy:
+
+# %%
+matrix = cols.reshape(9, 64)
+as_matmul = (edge.reshape(1, 9) @ matrix).reshape(8, 8)
+x = np.pad(image[0, 0].numpy(), 1)
+k = edge[0, 0].numpy()
+loops = np.zeros((8, 8), dtype=np.float32)
+for y in range(8):
+    for xx in range(8):
+        for i in range(3):
+            for j in range(3):
+                loops[y, xx] += x[y + i, xx + j] * k[i, j]
+print("matmul vs loops, largest difference:", float(np.abs(as_matmul.numpy() - loops).max()))
+print("matmul vs F.conv2d:", float((as_matmul - out[0, 0]).abs().max()))
+plt.figure(figsize=(7, 1.8))
+plt.imshow(matrix.numpy(), cmap="gray_r", aspect="auto")
+plt.title("im2col: 9 rows (taps) x 64 columns (windows)")
+plt.xlabel("output position")
+plt.ylabel("tap")
+plt.show()
+
+# %% [markdown]
+# The price is memory: each input element is copied once per window that
+# contains it, up to KH * KW = 9 times here. For a real layer the windows of
+# a batch are far larger than the batch; a direct convolution that keeps
+# tiles of the input in shared memory instead avoids the copy (the next rung
+# of this ladder).
+
+# %%
+batch = mt.randn(32, 16, 28, 28)
+windows = mt.autograd.Im2Col.apply(batch, (3, 3), (1, 1), (1, 1), (1, 1))
+print(f"input {batch.numel() * 4 / 1e6:.1f} MB, windows {windows.numel() * 4 / 1e6:.1f} MB")
+
+# %% [markdown]
+# ## Backward: overlapping windows add up
+# Each input element feeds every window it lies in, so its gradient is the
+# sum over those windows. `Im2Col`'s backward adds each tap's slice of the
+# gradient back where it was read: 9 strided in-place additions, each
+# covering all windows at once (within one tap no two windows touch the same
+# element, so no two threads write one address). With a kernel of ones and a
+# gradient of ones, the result counts the windows over each pixel.
+
+# %%
+x = mt.ones(1, 1, 8, 8, requires_grad=True)
+F.conv2d(x, mt.ones(1, 1, 3, 3)).sum().backward()
+plt.figure(figsize=(3, 3))
+plt.imshow(x.grad[0, 0].numpy(), cmap="viridis")
+for (r, cc), v in np.ndenumerate(x.grad[0, 0].numpy()):
+    plt.text(cc, r, int(v), ha="center", va="center", color="white", fontsize=8)
+plt.title("windows covering each pixel")
+plt.axis("off")
+plt.show()
+
+# %% [markdown]
+# ## Pooling is the same windows, reduced
+# `F.max_pool2d` takes the windows (padding counts as -inf) and keeps each
+# one's maximum; its backward sends the gradient to that one element.
+# `F.avg_pool2d` takes the mean. With `return_indices=True` max pooling also
+# says, as an int64 position in the plane, where each maximum was.
+
+# %%
+pooled, where = F.max_pool2d(image, 2, return_indices=True)
+print("max_pool2d:", tuple(image.shape), "->", tuple(pooled.shape))
+print("positions of the maxima (row * 8 + column):\n", where[0, 0].numpy())
+fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+axes[0].imshow(pooled[0, 0].numpy(), cmap="gray_r")
+axes[0].set_title("max_pool2d, 2x2")
+axes[1].imshow(F.avg_pool2d(image, 2)[0, 0].numpy(), cmap="gray_r")
+axes[1].set_title("avg_pool2d, 2x2")
+for ax in axes:
+    ax.axis("off")
+plt.show()
