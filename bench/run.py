@@ -746,7 +746,7 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, str], out: Path, se
     limits = REPO / "bench" / "limits.md"
     if limits.is_file():
         parts += [limits.read_text().strip(), ""]
-    parts += [USER_KERNELS_NOTE, "", DEMOS_NOTE, "", MULTI_GPU_NOTE, ""]
+    parts += [USER_KERNELS_NOTE, "", ATTENTION_NOTE, "", DEMOS_NOTE, "", MULTI_GPU_NOTE, ""]
     out.write_text("\n".join(parts))
     print(f"wrote {out} and {png}")
 
@@ -777,6 +777,41 @@ and 7 trials, the first trial in brackets):
   `cuLaunchKernel` through ctypes. CuPy's launcher is compiled (Cython).
 - A user kernel launches faster than a library op of the same size, which
   also allocates its output and checks its descriptors."""
+
+
+# Measured by bench/attention.py (it needs torch); kept here too.
+ATTENTION_NOTE = """## Attention ladder (`mt.kernels.attention`) against torch's scaled_dot_product_attention
+
+Measured by `python3 bench/attention.py` on one H100 on 2026-11-26: float32,
+head dim 64, medians of 20 CUDA-event timings in ms; "flash vs torch" is
+torch's time over the flash rung's.
+
+| batch x heads, length, causal | pass | naive (mt) | flash (mt) | torch sdpa | flash vs torch |
+| --- | --- | ---: | ---: | ---: | ---: |
+| 64, 256, False | forward | 0.266 | 1.332 | 0.128 | 0.10x |
+| 64, 256, False | fwd + bwd | 1.146 | 1.784 | 1.196 | 0.67x |
+| 64, 256, True | forward | 0.483 | 1.324 | 0.282 | 0.21x |
+| 64, 256, True | fwd + bwd | 1.892 | 1.946 | 1.329 | 0.68x |
+| 32, 1024, False | forward | 0.570 | 5.889 | 0.609 | 0.10x |
+| 32, 1024, False | fwd + bwd | 2.353 | 7.913 | 1.506 | 0.19x |
+| 32, 1024, True | forward | 1.125 | 5.138 | 0.837 | 0.16x |
+| 32, 1024, True | fwd + bwd | 3.401 | 7.872 | 1.700 | 0.22x |
+| 16, 2048, False | forward | 1.063 | 11.504 | 1.140 | 0.10x |
+| 16, 2048, False | fwd + bwd | 4.310 | 15.204 | 2.695 | 0.18x |
+| 16, 2048, True | forward | 2.072 | 10.393 | 1.492 | 0.14x |
+| 16, 2048, True | fwd + bwd | 6.285 | 15.721 | 3.047 | 0.19x |
+
+- The naive rung (three ops on the warptile matmul and the register
+  softmax) matches torch's fused forward at length 1024 and 2048 without a
+  mask (1.07x) and is 0.58-0.74x with the causal mask, which it applies
+  as one more op; this is what `F.scaled_dot_product_attention` runs.
+- The flash rung, as written for reading (one thread per query row, the row
+  and its output in registers, 64 threads a block, a D-long dot product per
+  key from shared memory, no tensor cores), is 5-10x slower than the naive
+  rung: few threads per SM and serial per-thread arithmetic. What it saves
+  is memory: no L x L scores (268 MB for 16 x 2048 x 2048 in float32). The
+  next rungs split a row over a warp and use tensor cores for both products,
+  as FlashAttention does; they are not written yet."""
 
 
 # Measured by the two demos with --torch (examples/train_gpt.py); kept here too.

@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 16
+ABI_VERSION = 17
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -209,6 +209,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                        MtTensor, c_int, c_int]),
     "mt_where": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor]),
     "mt_logsumexp": (c_int, [MtTensor, MtTensor, c_int]),
+    "mt_attention": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_cross_entropy": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int]),
     "mt_cross_entropy_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_sgd_step": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_int]),
@@ -806,6 +807,12 @@ def where(out: Any, cond: Any, a: Any, b: Any) -> None:
 def logsumexp(out: Any, inp: Any, dim: int) -> None:
     """out (inp's shape, dim kept as 1) = log(sum(exp(inp))) along dim (mt_logsumexp)."""
     check(lib().mt_logsumexp(out.descriptor(), inp.descriptor(), dim), "mt_logsumexp")
+
+
+def attention(out: Any, q: Any, k: Any, v: Any, scale: float, causal: bool) -> None:
+    """out = softmax(q @ k^T * scale) @ v in one kernel (mt_attention); contiguous 3-D tensors."""
+    check(lib().mt_attention(out.descriptor(), q.descriptor(), k.descriptor(), v.descriptor(), float(scale),
+                             1 if causal else 0), "mt_attention")
 
 
 def cross_entropy(loss: Any, lse: Any, logits: Any, targets: Any, checked: bool) -> None:

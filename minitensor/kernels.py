@@ -10,8 +10,11 @@ The engine has several kernels for the same operation, each one step (a
 - ``copy``: the transpose-copy ladder (naive, tiled, tiled_padded), for
   ``A.T.contiguous()``;
 
-plus the fused softmax kernel, which has one rung. ``"default"`` is always
-what the library itself runs (``a @ b``, ``x.sum(dim)``, ``x.contiguous()``).
+plus the fused softmax kernel, which has one rung, and ``attention``: the
+naive rung (three ops, what ``F.scaled_dot_product_attention`` runs) and
+the flash rung (one kernel, no score stored; src/attention.cu). ``"default"``
+is always what the library itself runs (``a @ b``, ``x.sum(dim)``,
+``x.contiguous()``).
 
 These functions are for studying and timing the kernels: each takes
 minitensor Tensors, checks its arguments, and runs exactly the kernel you
@@ -50,7 +53,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import _lib, autotune, ops
+from . import _lib, autograd, autotune, ops
 from ._creation import empty
 from ._dtype import DType, int64
 from ._errors import DimError
@@ -393,6 +396,54 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor
         else:
             _lib.softmax(out, x, d, bool(log))
     return out
+
+
+ATTENTION_ALGOS = ("naive", "flash")
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: bool = False,
+              scale: Optional[float] = None) -> Tensor:
+    """softmax(q @ k^T * scale) @ v with a chosen rung of the attention ladder.
+
+    Args:
+        q, k, v: (..., L, D), (..., S, D) and (..., S, Dv) float tensors of one
+            dtype with the same leading dims.
+        algo: ``"naive"`` (three ops: matmul, softmax, matmul; the scores go
+            through memory; what ``F.scaled_dot_product_attention`` runs, the
+            faster on a GPU so far, docs/performance.md) or ``"flash"`` (one
+            kernel, tiles of K and V in shared memory and an online softmax,
+            no score stored; D and Dv at most 64).
+        causal: mask every key after its query.
+        scale: 1/sqrt(D) by default.
+
+    Unlike the other functions here, the result is differentiable: the flash
+    rung's backward recomputes the weights from q and k.
+    """
+    func = "kernels.attention()"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(t, func, name)
+    if algo not in ATTENTION_ALGOS:
+        raise ValueError(f"{func}: unknown algo {algo!r}; one of {ATTENTION_ALGOS}")
+    if not (q.dtype is k.dtype is v.dtype and q.dtype.is_floating_point):
+        raise ops.DTypeError(f"{func}: q, k and v must share one float dtype, got {q.dtype.name}, "
+                             f"{k.dtype.name}, {v.dtype.name}")
+    if q.ndim < 2 or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2] or q.shape[-1] != k.shape[-1] \
+            or k.shape[-2] != v.shape[-2]:
+        raise ops.ShapeError(f"{func}: q {q.shape}, k {k.shape} and v {v.shape} do not agree: (..., L, D), "
+                             f"(..., S, D) and (..., S, Dv) with the same leading dims")
+    if algo == "flash" and max(q.shape[-1], v.shape[-1]) > ops.ATTENTION_MAX_DIM:
+        raise ValueError(f"{func}: the flash rung takes head dims up to {ops.ATTENTION_MAX_DIM}, got "
+                         f"{q.shape[-1]} and {v.shape[-1]}; use algo='naive'")
+    scale = 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
+    if algo == "naive":  # as F.scaled_dot_product_attention computes it
+        scores = (q @ k.transpose(-2, -1)) * scale
+        if causal:
+            scores = scores.masked_fill(Tensor._from_array(ops.causal_future(q.shape[-2], k.shape[-2])),
+                                        float("-inf"))
+        return scores.softmax(-1) @ v
+    flat = [t.reshape(-1, t.shape[-2], t.shape[-1]) for t in (q, k, v)]
+    out = autograd.Attention.apply(*flat, scale, causal)
+    return out.reshape(*q.shape[:-2], q.shape[-2], v.shape[-1])
 
 
 # ---- host cost, data exchange ----------------------------------------------------------

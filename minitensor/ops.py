@@ -45,7 +45,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from . import _lib, autotune, backends
-from ._array import Array, alias, bump_version, empty, empty_like, shares_storage
+from ._array import Array, alias, bump_version, empty, empty_like, shares_storage, upload
 from ._storage import Storage
 from ._array import to_numpy  # noqa: F401 - part of the ops API (an Array as a NumPy copy)
 from ._views import (  # noqa: F401 - the views are ops too (ops.view, ops.permute, ...)
@@ -619,6 +619,29 @@ def logsumexp(x: Array, dim: Any, keepdim: bool = False) -> Array:
     if keepdim:
         return out
     return squeeze(out, dims)
+
+
+ATTENTION_MAX_DIM = 64  # the fused kernel keeps a row in registers (src/attention.cu)
+
+
+def causal_future(length: int, keys: int) -> Array:
+    """(length, keys) bool: True where key j comes after query i (j > i), the
+    positions a causal mask hides."""
+    host = np.triu(np.ones((length, keys), dtype=bool), 1)
+    out = empty((length, keys), bool_)
+    if out.numel() > 0:
+        upload(out, host)
+    return out
+
+
+def attention(q: Array, k: Array, v: Array, scale: float, causal: bool) -> Array:
+    """softmax(q @ k^T * scale) @ v over (B, L, D), (B, S, D), (B, S, Dv), in one kernel
+    (mt_attention, the flash rung): no score is written to memory."""
+    q, k, v = contiguous(q), contiguous(k), contiguous(v)
+    out = empty((q.shape[0], q.shape[1], v.shape[2]), q.dtype)
+    if out.numel() > 0:
+        _lib.attention(out, q, k, v, scale, causal)
+    return out
 
 
 def cross_entropy_rows(logits: Array, targets: Array, checked: bool = False) -> tuple[Array, Array]:

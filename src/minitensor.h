@@ -99,7 +99,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 16
+#define MT_ABI_VERSION 17
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -478,6 +478,12 @@ mt_status mt_sgd_step(mt_tensor param, mt_tensor grad, mt_tensor momentum_buffer
                       double weight_decay, int first_step);
 mt_status mt_adam_step(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_tensor exp_avg_sq, double lr,
                        double beta1, double beta2, double eps, double weight_decay, int64_t step, int decoupled);
+/* Scaled dot-product attention in one kernel (src/attention.cu, the flash
+ * rung): out = softmax(q @ k^T * scale) @ v per batch element, for contiguous
+ * q (B, L, D), k (B, S, D), v (B, S, Dv) and out (B, L, Dv) of one float
+ * dtype, D and Dv at most 64; with causal, key j is masked for query i when
+ * j > i. No score is stored. A row with no key (S = 0) gives NaN. */
+mt_status mt_attention(mt_tensor out, mt_tensor q, mt_tensor k, mt_tensor v, double scale, int causal);
 /* out[i][j] = in[i][index[i][j]] along dim (torch.gather). in and out share
  * any one dtype. index is int64 (or holds whole numbers in a float dtype)
  * and has out's shape; every other dim of index must be no longer than

@@ -158,3 +158,35 @@ def test_clip_grad_norm_scales_every_gradient_together() -> None:
     assert np.allclose(a.grad.tolist(), [0.6, 0.0], atol=1e-5) and np.allclose(b.grad.tolist(), [[0.8]], atol=1e-5)
     assert abs(nn.utils.clip_grad_norm_([a, b], 10.0).item() - 1.0) < 1e-5  # below max_norm: unchanged
     assert abs(nn.utils.clip_grad_norm_([a, b], 10.0, norm_type=float("inf")).item() - 0.8) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+@pytest.mark.parametrize("shape", [(2, 70, 45, 16, 8), (1, 33, 97, 64, 64), (3, 5, 1, 1, 3), (1, 129, 129, 24, 24)])
+def test_fused_attention_matches_numpy(dtype, shape) -> None:
+    """Both rungs of mt.kernels.attention; the flash kernel (src/attention.cu) on
+    lengths that are no multiple of its 64-query blocks or 32-key tiles, the
+    largest head dim it takes, one key."""
+    b, length, keys, d, dv = shape
+    rng = np.random.default_rng(length)
+    q, k, v = rng.standard_normal((b, length, d)), rng.standard_normal((b, keys, d)), rng.standard_normal((b, keys, dv))
+    for causal in (False, True):
+        keep = np.tril(np.ones((length, keys), bool)) if causal else None
+        for algo in ("flash", "naive"):
+            got = mt.kernels.attention(*(mt.tensor(a, dtype=dtype) for a in (q, k, v)), algo, causal=causal)
+            assert_close(got, ref_attention(q, k, v, keep), dtype, n=keys * d)
+
+
+def test_flash_rung_gradients_and_refusals() -> None:
+    rng = np.random.default_rng(7)
+    q, k, v = rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 7, 4)), rng.standard_normal((2, 7, 3))
+    for causal in (False, True):
+        gradcheck(lambda m, q, k, v: mt.kernels.attention(q, k, v, "flash", causal=causal), [q, k, v])
+    # A head dim above 64 is refused by the flash rung, computed by the naive one.
+    q2, k2 = rng.standard_normal((1, 4, 80)), rng.standard_normal((1, 6, 80))
+    v2 = rng.standard_normal((1, 6, 2))
+    with pytest.raises(ValueError, match="up to 64"):
+        mt.kernels.attention(mt.tensor(q2), mt.tensor(k2), mt.tensor(v2))
+    got = mt.kernels.attention(mt.tensor(q2), mt.tensor(k2), mt.tensor(v2), "naive")
+    assert_close(got, ref_attention(q2, k2, v2), mt.float64, n=480)
+    with pytest.raises(ValueError, match="unknown algo"):
+        mt.kernels.attention(mt.tensor(q2), mt.tensor(k2), mt.tensor(v2), "fast")

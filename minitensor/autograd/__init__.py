@@ -60,6 +60,7 @@ from .reductions import (
     LayerNorm,
     CrossEntropy,
     MatMul,
+    Attention,
 )
 from .shaping import (
     View,

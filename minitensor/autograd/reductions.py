@@ -240,3 +240,32 @@ class MatMul(Function):
         #| # (unbroadcast them away); return None where ctx.needs_input_grad is False.
         #| raise NotImplementedError("task autograd_rules is not done: MatMul.backward in minitensor/autograd/reductions.py")
         # TASK(autograd_rules) END
+
+
+class Attention(Function):
+    """softmax(q @ k^T * scale [causal]) @ v over (B, L, D), (B, S, D), (B, S, Dv):
+    one fused kernel forward (ops.attention), which stores no score. The
+    backward recomputes the weights P from q and k (as flash attention does,
+    rather than keep the L x S matrix) and applies the chain rule:
+    dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)),
+    dQ = dS K * scale, dK = dS^T Q * scale."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, causal):
+        ctx.scale, ctx.causal = scale, causal
+        ctx.save_for_backward(q, k, v)
+        return ops.attention(q, k, v, scale, causal)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v = ctx.saved_tensors
+        scores = ops.mul(ops.matmul(q, ops.transpose(k, -2, -1)), ctx.scale)
+        if ctx.causal:
+            scores = ops.where(ops.causal_future(q.shape[1], k.shape[1]), float("-inf"), scores)
+        p = ops.softmax(scores, -1)
+        dv = ops.matmul(ops.transpose(p, -2, -1), grad)
+        dp = ops.matmul(grad, ops.transpose(v, -2, -1))
+        ds = ops.mul(p, ops.sub(dp, ops.reduce_("sum", ops.mul(dp, p), -1, keepdim=True)))
+        dq = ops.mul(ops.matmul(ds, k), ctx.scale)
+        dk = ops.mul(ops.matmul(ops.transpose(ds, -2, -1), q), ctx.scale)
+        return dq, dk, dv, None, None

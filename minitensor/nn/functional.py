@@ -429,7 +429,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     attn_mask: a bool tensor (True: the key takes part) or a float tensor added
     to the scores, broadcast to (..., L, S); is_causal masks every key after its
     query. The naive rung of the attention ladder: three ops (a matmul, the
-    masked softmax, a matmul), the (L, S) scores written to memory in between.
+    masked softmax, a matmul), the (L, S) scores written to memory in between;
+    on the H100 it is faster than the one-kernel flash rung
+    (``mt.kernels.attention(..., algo="flash")``, src/attention.cu), so it is
+    what the library runs (docs/performance.md has both against torch).
     """
     func = "scaled_dot_product_attention()"
     for name, t in (("query", query), ("key", key), ("value", value)):

@@ -65,6 +65,13 @@ class MultiheadAttention(Module):
                  for i, x in enumerate((query, key, value))]
         # (L, N, E) -> (N, heads, L, d): each head attends over its own d features.
         q, k, v = (p.reshape(p.shape[0], batch, h, d).permute(1, 2, 0, 3) for p in parts)
+        if not need_weights and attn_mask is None and key_padding_mask is None and (
+                self.dropout == 0.0 or not self.training):
+            # No weights to return and no mask but the causal one: the attention
+            # function, without building a mask.
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+            out = self.out_proj(heads.permute(2, 0, 1, 3).reshape(length, batch, e))
+            return (out.transpose(0, 1) if self.batch_first else out), None
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))  # N, h, L, S
         mask = self._mask(attn_mask, is_causal, key_padding_mask, length, source, batch, scores)
         if mask is not None:

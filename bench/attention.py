@@ -1,0 +1,101 @@
+"""The attention ladder against PyTorch's scaled_dot_product_attention, on the GPU.
+
+    python3 bench/attention.py            # on the GPU machine (needs torch)
+
+Forward and forward + backward of softmax(q k^T / sqrt(d) [causal]) v for
+(batch x heads, length, 64) float32 inputs, each rung of minitensor's ladder
+against torch in the same process:
+
+    naive   three ops: a matmul, the softmax, a matmul; the (L, L) scores and
+            weights go through memory (minitensor's tensor ops).
+    flash   the fused kernel of src/attention.cu (mt.kernels.attention(...,
+            "flash")): tiles of K and V in shared memory, online softmax, no
+            score stored. Its backward recomputes the weights (three-op style).
+    torch   torch.nn.functional.scaled_dot_product_attention (its own choice of
+            fused kernel: flash or memory-efficient on an H100).
+
+Times are medians of CUDA-event timings after warm-up (milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import minitensor as mt  # noqa: E402
+
+
+def median_ms(fn, start, end, repeats: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main() -> int:
+    print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}")
+    print("| batch x heads, length, causal | pass | naive (mt) | flash (mt) | torch sdpa | flash vs torch |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
+    t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+    for bh, length in ((64, 256), (32, 1024), (16, 2048)):
+        for causal in (False, True):
+            rng = np.random.default_rng(0)
+            arrays = [rng.standard_normal((bh, length, 64)).astype(np.float32) for _ in range(3)]
+            mq, mk, mv = (mt.tensor(a, requires_grad=True) for a in arrays)
+            tq, tk, tv = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrays)
+            scale = 1 / math.sqrt(64)
+            mask = mt.tensor(np.tril(np.ones((length, length), bool)))
+
+            def naive():
+                s = (mq @ mk.transpose(-2, -1)) * scale
+                if causal:
+                    s = s.masked_fill(~mask, float("-inf"))
+                return s.softmax(-1) @ mv
+
+            def flash():
+                return mt.kernels.attention(mq, mk, mv, "flash", causal=causal)
+
+            def ours(fn):
+                return lambda: fn().sum().backward()
+
+            def theirs():
+                return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+
+            got = flash().detach().numpy()
+            ref = theirs().detach().cpu().numpy()
+            assert np.allclose(got, ref, atol=2e-4), np.abs(got - ref).max()
+            for name, fwd in (("forward", (naive, flash, theirs)),
+                              ("fwd + bwd", (ours(naive), ours(flash), lambda: theirs().sum().backward()))):
+                with mt.no_grad() if name == "forward" else _nothing(), \
+                        torch.no_grad() if name == "forward" else _nothing():
+                    n = median_ms(fwd[0], *mt_events)
+                    f = median_ms(fwd[1], *mt_events)
+                    t = median_ms(fwd[2], *t_events)
+                print(f"| {bh}, {length}, {causal} | {name} | {n:.3f} | {f:.3f} | {t:.3f} | {t / f:.2f}x |")
+    return 0
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

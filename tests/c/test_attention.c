@@ -1,0 +1,130 @@
+/*
+ * test_attention.c: mt_attention, the fused (flash) attention kernel, against
+ * softmax(q k^T * scale) v computed row by row in double, float32 and
+ * float64, with and without the causal mask. Lengths cross the kernel's
+ * 64-query blocks and 32-key tiles; head dims go up to its limit of 64.
+ * Then the refusals: int64, a non-contiguous or misshapen operand, a head
+ * dim over 64, out overlapping an input.
+ *
+ *   make build/tests/emu/test_attention && build/tests/emu/test_attention
+ */
+#include "test_util.h"
+
+/* out[b, i, :] for one query row: the reference, two passes over the keys. */
+static void ref_row(const tt_tensor *q, const tt_tensor *k, const tt_tensor *v, int64_t b, int64_t i, double scale,
+                    int causal, double *out, double *weights)
+{
+    const int64_t keys = k->t.shape[1], d = q->t.shape[2], dv = v->t.shape[2];
+    double m = -INFINITY;
+    for (int64_t j = 0; j < keys; ++j) {
+        double s = 0.0;
+        for (int64_t c = 0; c < d; ++c) {
+            int64_t qi[3] = {b, i, c}, ki[3] = {b, j, c};
+            s += tt_at(q, qi) * tt_at(k, ki);
+        }
+        weights[j] = causal && j > i ? -INFINITY : s * scale;
+        m = fmax(m, weights[j]);
+    }
+    double l = 0.0;
+    for (int64_t j = 0; j < keys; ++j) {
+        weights[j] = exp(weights[j] - m);
+        l += weights[j];
+    }
+    for (int64_t c = 0; c < dv; ++c) {
+        out[c] = 0.0;
+        for (int64_t j = 0; j < keys; ++j) {
+            int64_t vi[3] = {b, j, c};
+            out[c] += weights[j] / l * tt_at(v, vi);
+        }
+    }
+}
+
+static void attention_case(int dtype, int64_t b, int64_t length, int64_t keys, int64_t d, int64_t dv, int causal)
+{
+    int64_t qs[3] = {b, length, d}, ks[3] = {b, keys, d}, vs[3] = {b, keys, dv}, os[3] = {b, length, dv};
+    tt_tensor q = tt_new(dtype, 3, qs, TT_CONTIGUOUS), k = tt_new(dtype, 3, ks, TT_CONTIGUOUS);
+    tt_tensor v = tt_new(dtype, 3, vs, TT_CONTIGUOUS), out = tt_new(dtype, 3, os, TT_CONTIGUOUS);
+    tt_fill(&q, -1, 1, 0);
+    tt_fill(&k, -1, 1, 0);
+    tt_fill(&v, -2, 2, 0);
+    const double scale = 1.0 / sqrt((double)d);
+    tt_case("mt_attention %s: q %s, k %s, v %s%s", tt_dtype_name(dtype), tt_str(&q), tt_str(&k), tt_str(&v),
+            causal ? ", causal" : "");
+    tt_expect *expect = tt_expect_alloc(&out);
+    double *row = malloc(sizeof(double) * (size_t)(dv > 0 ? dv : 1));
+    double *weights = malloc(sizeof(double) * (size_t)(keys > 0 ? keys : 1));
+    for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t i = 0; i < length; ++i) {
+            ref_row(&q, &k, &v, bi, i, scale, causal, row, weights);
+            for (int64_t c = 0; c < dv; ++c) /* a sum over the keys of products over d */
+                expect[(bi * length + i) * dv + c] = (tt_expect){row[c], 2.0, keys * d};
+        }
+    if (tt_expect_ok(mt_attention(out.t, q.t, k.t, v.t, scale, causal), "mt_attention")) {
+        tt_check_output(&out, expect);
+        tt_expect_unchanged(&q, "q");
+        tt_expect_unchanged(&k, "k");
+        tt_expect_unchanged(&v, "v");
+    }
+    free(row);
+    free(weights);
+    free(expect);
+    tt_free(&q);
+    tt_free(&k);
+    tt_free(&v);
+    tt_free(&out);
+}
+
+int main(void)
+{
+    tt_init("test_attention");
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    for (int ti = 0; ti < 2; ++ti) {
+        const int dtype = dtypes[ti];
+        TT_GROUP("attention %s", tt_dtype_name(dtype)) {
+            for (int causal = 0; causal < 2; ++causal) {
+                attention_case(dtype, 2, 70, 45, 16, 8, causal);  /* a spare-thread block, a partial tile */
+                attention_case(dtype, 1, 33, 97, 64, 64, causal); /* the largest head dims */
+                attention_case(dtype, 3, 5, 1, 1, 3, causal);     /* one key */
+                attention_case(dtype, 1, 129, 129, 24, 24, causal);
+                attention_case(dtype, 2, 64, 32, 8, 8, causal);   /* whole blocks and tiles */
+                for (int r = 0; r < 4; ++r)
+                    attention_case(dtype, tt_rand_int(1, 3), tt_rand_int(1, 90), tt_rand_int(1, 90),
+                                   tt_rand_int(1, 40), tt_rand_int(1, 40), causal);
+            }
+            attention_case(dtype, 0, 4, 4, 8, 8, 0); /* no batch: nothing to do */
+        }
+    }
+    TT_GROUP("refused") {
+        int64_t s3[] = {1, 4, 8}, big[] = {1, 4, 65};
+        tt_tensor q = tt_new(MT_FLOAT32, 3, s3, TT_CONTIGUOUS), out = tt_new(MT_FLOAT32, 3, s3, TT_CONTIGUOUS);
+        tt_tensor qi = tt_new(MT_INT64, 3, s3, TT_CONTIGUOUS), oi = tt_new(MT_INT64, 3, s3, TT_CONTIGUOUS);
+        tt_tensor wide = tt_new(MT_FLOAT32, 3, big, TT_CONTIGUOUS), out_wide = tt_new(MT_FLOAT32, 3, big, TT_CONTIGUOUS);
+        tt_fill(&q, -1, 1, 0);
+        tt_fill(&qi, -3, 3, TT_INTEGERS);
+        tt_fill(&wide, -1, 1, 0);
+        tt_case("int64 operands");
+        tt_expect_error(mt_attention(oi.t, qi.t, qi.t, qi.t, 1.0, 0), MT_ERR_DTYPE, "mt_attention", &oi);
+        tt_case("a head dim of 65");
+        tt_expect_error(mt_attention(out_wide.t, wide.t, wide.t, wide.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT,
+                        "mt_attention", &out_wide);
+        tt_case("a transposed q");
+        mt_tensor qt = q.t;
+        qt.shape[1] = 8;
+        qt.shape[2] = 4;
+        qt.strides[1] = 1;
+        qt.strides[2] = 8;
+        tt_expect_error(mt_attention(out.t, qt, q.t, q.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT, "mt_attention", &out);
+        tt_case("k of another dim");
+        mt_tensor k_short = q.t; /* (1, 4, 4), contiguous, inside q's buffer */
+        k_short.shape[2] = 4;
+        k_short.strides[0] = 16;
+        k_short.strides[1] = 4;
+        tt_expect_error(mt_attention(out.t, q.t, k_short, q.t, 1.0, 0), MT_ERR_SHAPE, "mt_attention", &out);
+        tt_case("out is q");
+        tt_expect_error(mt_attention(q.t, q.t, q.t, q.t, 1.0, 0), TT_ANY_ERROR, "mt_attention", NULL);
+        tt_tensor *all[] = {&q, &out, &qi, &oi, &wide, &out_wide};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+            tt_free(all[i]);
+    }
+    return tt_summary();
+}
