@@ -1,0 +1,127 @@
+# %% [markdown]
+# # 7. Attention, tile by tile: the online softmax
+#
+# Attention turns queries, keys and values into `softmax(q k^T / sqrt(d)) v`.
+# The naive rung computes it in three ops and writes the L x S matrix of
+# scores to memory between them. The flash rung (`src/attention.cu`,
+# `mt.kernels.attention(q, k, v, "flash")`) reads the keys in tiles and never
+# stores a score. What makes that possible is the *online softmax*: a
+# softmax computed in one pass, with a running maximum and a running sum.
+# This notebook draws the scores, replays the online softmax tile by tile,
+# and shows which tiles a causal block can skip.
+
+# %%
+# Make the repository's minitensor importable when the notebook runs from notebooks/.
+import math
+import sys
+from pathlib import Path
+
+repo = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "minitensor" / "__init__.py").is_file())
+sys.path.insert(0, str(repo))
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import minitensor as mt
+
+plt.rcParams.update({"figure.dpi": 100, "font.size": 10})
+print("backend:", mt.backend())
+
+# %% [markdown]
+# ## The naive rung: scores, mask, weights
+# Eight queries and eight keys of dimension 4. With the causal mask, query i
+# may only look at keys 0..i: the masked scores become -inf, whose weight
+# exp(-inf) is 0.
+
+# %%
+rng = np.random.default_rng(0)
+L, D = 8, 4
+q, k, v = (rng.standard_normal((1, L, D)).astype(np.float32) for _ in range(3))
+tq, tk, tv = mt.tensor(q), mt.tensor(k), mt.tensor(v)
+scores = (tq @ tk.transpose(-2, -1)) / math.sqrt(D)
+causal = mt.tensor(np.tril(np.ones((L, L), dtype=bool)))
+weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.2))
+for ax, data, title in zip(axes, (scores[0].numpy(), causal.numpy(), weights[0].numpy()),
+                           ("scores q k^T / sqrt(d)", "causal mask (True: allowed)", "weights: masked softmax")):
+    ax.imshow(data, cmap="viridis")
+    ax.set_title(title)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## The online softmax
+# A softmax needs the row's maximum (so that exp never overflows) before it
+# can sum. Reading the keys in tiles, we only know the maximum *so far*, m.
+# Keep it, and the sum l of exp(score - m) so far, and the output o
+# accumulated with those weights. When a new tile brings a larger maximum
+# m', everything summed so far was scaled by exp(-m) where it should have
+# been exp(-m'): multiply l and o by exp(m - m') and go on. After the last
+# tile, o / l is the exact result. Below, query 7 (which sees every key) with
+# tiles of 2 keys: the running maximum only rises, and each rise rescales
+# the sum.
+
+# %%
+def online_softmax_row(s, values, tile):
+    m, l, o = -np.inf, 0.0, np.zeros(values.shape[1])
+    history = []
+    for start in range(0, len(s), tile):
+        block = s[start:start + tile]
+        m_new = max(m, block.max())
+        rescale = np.exp(m - m_new)          # 0 on the first tile (m = -inf)
+        p = np.exp(block - m_new)
+        l = l * rescale + p.sum()
+        o = o * rescale + p @ values[start:start + tile]
+        m = m_new
+        history.append((start + tile, m, l))
+    return o / l, history
+
+
+row = scores[0, 7].numpy().astype(np.float64)
+out, history = online_softmax_row(row, v[0].astype(np.float64), tile=2)
+exact = weights[0, 7].numpy() @ v[0]
+print("online softmax, tile by tile:", np.round(out, 5))
+print("softmax, then the product:   ", np.round(exact, 5))
+seen, ms, ls = zip(*history)
+fig, ax = plt.subplots(figsize=(5, 3))
+ax.plot(seen, ms, "o-", label="running max m")
+ax.plot(seen, ls, "o-", label="running sum l")
+ax.set_xlabel("keys read")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## The kernel does the same, 64 queries at a time
+# In `src/attention.cu` a block holds 64 queries (one thread each, the
+# query row and its output in registers) and reads the keys 32 at a time:
+# the whole block copies a tile of K and V into shared memory, waits at a
+# barrier, then each thread scores its query against the tile and updates
+# its m, l and output as above. With the causal mask, the block of queries
+# 0..63 needs no key past 63: the tiles above the diagonal are never read.
+# Below, for 256 queries and keys: which (query block, key tile) pairs the
+# kernel visits.
+
+# %%
+blocks, tiles = 256 // 64, 256 // 32
+visits = np.array([[tile * 32 < (block + 1) * 64 for tile in range(tiles)] for block in range(blocks)])
+plt.figure(figsize=(6, 3))
+plt.imshow(visits, cmap="Greens", vmin=0, vmax=1.5)
+plt.xlabel("key tile (32 keys)")
+plt.ylabel("query block (64 queries)")
+plt.title(f"causal: {visits.sum()} of {visits.size} tiles read")
+plt.show()
+
+# %% [markdown]
+# Both rungs give the same numbers; the flash rung writes no score, which is
+# the point when L and S are long. On a GPU this readable version is still
+# slower than the naive rung (one thread does all of a row's arithmetic,
+# and no tensor cores): docs/performance.md has both against torch.
+
+# %%
+big = [mt.tensor(rng.standard_normal((4, 300, 32)).astype(np.float32)) for _ in range(3)]
+naive = mt.kernels.attention(*big, "naive", causal=True)
+flash = mt.kernels.attention(*big, "flash", causal=True)
+print("largest difference, flash vs naive:", float((flash - naive).abs().max()))
+print(f"scores the naive rung writes: {4 * 300 * 300 * 4 / 1e6:.2f} MB; the flash rung: 0")
