@@ -330,12 +330,8 @@ def _zip_dtypes(op: str, dtype: DType) -> tuple[DType, DType]:
         return default_dtype, default_dtype  # true division, as torch: 7 / 2 is 3.5
     if op == "relu_backward":
         return default_dtype, default_dtype
-    if dtype is bool_:
-        if op == "sub":
-            raise DTypeError("sub(): subtracting two bool tensors is not supported (as in torch); use ^ or "
-                             "logical_xor() for masks, or convert with .long() first")
-        if op in ("pow",) or op in _INT_DIVISIONS:
-            return int64, int64
+    if dtype is bool_ and (op == "pow" or op in _INT_DIVISIONS):
+        return int64, int64
     return dtype, dtype
 
 
@@ -393,6 +389,8 @@ def inplace_(op: str, x: Array, other: Any) -> Array:
     check_inplace_shape(x, other, func)
     check_writable(x, func)
     check_inplace_dtype(op, x, other, func)
+    if op == "sub":
+        refuse_bool_sub(x, other, func)
     if is_scalar(other) and op != "div" and x.dtype is not bool_:
         value = engine_scalar(other, x.dtype, func)
         bump_version(x)
@@ -443,12 +441,18 @@ def add(a: Any, b: Any) -> Array:
     return zip_("add", a, b)
 
 
-def sub(a: Any, b: Any) -> Array:
-    """a - b. As in torch, not for bools (a bool tensor or a Python bool on either side)."""
+def refuse_bool_sub(a: Any, b: Any, func: str) -> None:
+    """As torch, no subtraction with a bool (a bool tensor or a Python bool on
+    either side): the one check of a - b, a -= b and their rules."""
     for x in (a, b):
         if isinstance(x, (bool, np.bool_)) or is_array(x) and x.dtype is bool_:
-            raise DTypeError("sub(): subtraction with a bool is not supported (as in torch); use ^ or "
-                             "logical_xor() for masks, ~ or logical_not() to invert one, or convert with .long()")
+            raise DTypeError(f"{func}: subtraction with a bool is not supported (as in torch); use ^ or "
+                             f"logical_xor() for masks, ~ or logical_not() to invert one, or convert with .long()")
+
+
+def sub(a: Any, b: Any) -> Array:
+    """a - b (not for bools, as in torch)."""
+    refuse_bool_sub(a, b, "sub()")
     if is_array(a) and is_scalar(b):
         return map_("add_scalar", a, -b)
     return zip_("sub", a, b)

@@ -415,9 +415,10 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 
 def causal_mask(length: int, source_length: Optional[int] = None) -> Tensor:
     """A (length, source_length) bool mask, True on and below the diagonal: the
-    positions a query may attend to when it must not see the future."""
+    positions a query may attend to when it must not see the future (the
+    complement of ops.causal_future, which the attention code masks with)."""
     source_length = length if source_length is None else source_length
-    return tensor(np.tril(np.ones((length, source_length), dtype=bool)))
+    return ~Tensor._from_array(ops.causal_future(length, source_length))
 
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
@@ -445,8 +446,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise ValueError(f"{func}: give attn_mask or is_causal, not both (as torch)")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores = (query @ key.transpose(-2, -1)) * scale
-    if is_causal:
-        attn_mask = causal_mask(query.shape[-2], key.shape[-2])
+    if is_causal:  # hide the keys after each query
+        scores = scores.masked_fill(Tensor._from_array(ops.causal_future(query.shape[-2], key.shape[-2])),
+                                    float("-inf"))
     if attn_mask is not None:
         if attn_mask.dtype is bool_:
             scores = scores.masked_fill(~attn_mask, float("-inf"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from .. import autograd
+from .. import autograd, ops
 from .._dtype import bool_, default_dtype, to_dtype
 from .._creation import zeros
 from ..tensor import Tensor
@@ -92,7 +92,7 @@ class MultiheadAttention(Module):
               source: int, batch: int, scores: Tensor) -> Optional[Tensor]:
         """One mask of the scores (N, h, L, S): True (or -inf) where a query must not look."""
         if is_causal and attn_mask is None:
-            attn_mask = ~F.causal_mask(length, source)
+            attn_mask = Tensor._from_array(ops.causal_future(length, source))
         mask = attn_mask
         if key_padding_mask is not None:
             if key_padding_mask.shape != (batch, source):

@@ -21,7 +21,8 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) ->
         if not grads:
             return tensor(0.0)
         if norm_type == 2.0:
-            squares = [(g.double() * g.double()).sum() for g in grads]  # in float64: no overflow, few roundings
+            doubles = [g.double() for g in grads]  # in float64: no overflow, few roundings
+            squares = [(d * d).sum() for d in doubles]
             total = sum(squares[1:], squares[0]).sqrt()
         else:
             total = tensor([float(g.abs().max()) if g.numel() else 0.0 for g in grads]).double().max()
