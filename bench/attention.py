@@ -6,11 +6,16 @@ Forward and forward + backward of softmax(q k^T / sqrt(d) [causal]) v for
 (batch x heads, length, 64) float32 inputs, each rung of minitensor's ladder
 against torch in the same process:
 
-    naive   three ops: a matmul, the softmax, a matmul; the (L, L) scores and
-            weights go through memory (minitensor's tensor ops).
+    naive   each step one op: a matmul, the scale, the causal mask, the
+            softmax, a matmul; the (L, L) scores go through memory each time.
+    fused   a matmul, the scale, mask and softmax in one kernel
+            (src/masked_softmax.cu, one read of the scores), a matmul: what
+            F.scaled_dot_product_attention runs. Backward: matmuls and one
+            softmax-backward kernel.
     flash   the fused kernel of src/attention.cu (mt.kernels.attention(...,
             "flash")): tiles of K and V in shared memory, online softmax, no
-            score stored. Its backward recomputes the weights (three-op style).
+            score stored. Its backward is two more kernels that recompute the
+            weights from each row's log-sum-exp.
     torch   torch.nn.functional.scaled_dot_product_attention (its own choice of
             fused kernel: flash or memory-efficient on an H100).
 
@@ -19,7 +24,6 @@ Times are medians of CUDA-event timings after warm-up (milliseconds).
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -47,8 +51,9 @@ def median_ms(fn, start, end, repeats: int = 20) -> float:
 
 def main() -> int:
     print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}")
-    print("| batch x heads, length, causal | pass | naive (mt) | flash (mt) | torch sdpa | flash vs torch |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    print("| batch x heads, length, causal | pass | naive (mt) | fused (mt) | flash (mt) | torch sdpa "
+          "| naive / fused / flash vs torch |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     for bh, length in ((64, 256), (32, 1024), (16, 2048)):
@@ -57,17 +62,10 @@ def main() -> int:
             arrays = [rng.standard_normal((bh, length, 64)).astype(np.float32) for _ in range(3)]
             mq, mk, mv = (mt.tensor(a, requires_grad=True) for a in arrays)
             tq, tk, tv = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrays)
-            scale = 1 / math.sqrt(64)
-            mask = mt.tensor(np.tril(np.ones((length, length), bool)))
+            def rung(algo):
+                return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal)
 
-            def naive():
-                s = (mq @ mk.transpose(-2, -1)) * scale
-                if causal:
-                    s = s.masked_fill(~mask, float("-inf"))
-                return s.softmax(-1) @ mv
-
-            def flash():
-                return mt.kernels.attention(mq, mk, mv, "flash", causal=causal)
+            naive, fused, flash = rung("naive"), rung("masked_softmax"), rung("flash")
 
             def ours(fn):
                 return lambda: fn().sum().backward()
@@ -75,17 +73,19 @@ def main() -> int:
             def theirs():
                 return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
-            got = flash().detach().numpy()
             ref = theirs().detach().cpu().numpy()
-            assert np.allclose(got, ref, atol=2e-4), np.abs(got - ref).max()
-            for name, fwd in (("forward", (naive, flash, theirs)),
-                              ("fwd + bwd", (ours(naive), ours(flash), lambda: theirs().sum().backward()))):
+            for fn in (naive, fused, flash):
+                got = fn().detach().numpy()
+                assert np.allclose(got, ref, atol=2e-4), np.abs(got - ref).max()
+            for name, fns in (("forward", (naive, fused, flash, theirs)),
+                              ("fwd + bwd", (ours(naive), ours(fused), ours(flash),
+                                             lambda: theirs().sum().backward()))):
                 with mt.no_grad() if name == "forward" else _nothing(), \
                         torch.no_grad() if name == "forward" else _nothing():
-                    n = median_ms(fwd[0], *mt_events)
-                    f = median_ms(fwd[1], *mt_events)
-                    t = median_ms(fwd[2], *t_events)
-                print(f"| {bh}, {length}, {causal} | {name} | {n:.3f} | {f:.3f} | {t:.3f} | {t / f:.2f}x |")
+                    ms = [median_ms(fn, *mt_events) for fn in fns[:3]] + [median_ms(fns[3], *t_events)]
+                ratios = " / ".join(f"{ms[3] / m:.2f}x" for m in ms[:3])
+                print(f"| {bh}, {length}, {causal} | {name} | {ms[0]:.3f} | {ms[1]:.3f} | {ms[2]:.3f} | "
+                      f"{ms[3]:.3f} | {ratios} |")
     return 0
 
 

@@ -782,36 +782,47 @@ and 7 trials, the first trial in brackets):
 # Measured by bench/attention.py (it needs torch); kept here too.
 ATTENTION_NOTE = """## Attention ladder (`mt.kernels.attention`) against torch's scaled_dot_product_attention
 
-Measured by `python3 bench/attention.py` on one H100 on 2026-11-26: float32,
-head dim 64, medians of 20 CUDA-event timings in ms; "flash vs torch" is
-torch's time over the flash rung's.
+Measured by `python3 bench/attention.py` on one H100 on 2026-11-27: float32,
+head dim 64, medians of 20 CUDA-event timings in ms; the last column is
+torch's time over each rung's (above 1: faster than torch).
 
-| batch x heads, length, causal | pass | naive (mt) | flash (mt) | torch sdpa | flash vs torch |
-| --- | --- | ---: | ---: | ---: | ---: |
-| 64, 256, False | forward | 0.266 | 1.332 | 0.128 | 0.10x |
-| 64, 256, False | fwd + bwd | 1.146 | 1.784 | 1.196 | 0.67x |
-| 64, 256, True | forward | 0.483 | 1.324 | 0.282 | 0.21x |
-| 64, 256, True | fwd + bwd | 1.892 | 1.946 | 1.329 | 0.68x |
-| 32, 1024, False | forward | 0.570 | 5.889 | 0.609 | 0.10x |
-| 32, 1024, False | fwd + bwd | 2.353 | 7.913 | 1.506 | 0.19x |
-| 32, 1024, True | forward | 1.125 | 5.138 | 0.837 | 0.16x |
-| 32, 1024, True | fwd + bwd | 3.401 | 7.872 | 1.700 | 0.22x |
-| 16, 2048, False | forward | 1.063 | 11.504 | 1.140 | 0.10x |
-| 16, 2048, False | fwd + bwd | 4.310 | 15.204 | 2.695 | 0.18x |
-| 16, 2048, True | forward | 2.072 | 10.393 | 1.492 | 0.14x |
-| 16, 2048, True | fwd + bwd | 6.285 | 15.721 | 3.047 | 0.19x |
+| batch x heads, length, causal | pass | naive (mt) | fused (mt) | flash (mt) | torch sdpa | naive / fused / flash vs torch |
+| --- | --- | ---: | ---: | ---: | ---: | --- |
+| 64, 256, False | forward | 0.352 | 0.297 | 1.421 | 0.204 | 0.58x / 0.69x / 0.14x |
+| 64, 256, False | fwd + bwd | 1.453 | 1.335 | 5.314 | 1.127 | 0.78x / 0.84x / 0.21x |
+| 64, 256, True | forward | 0.788 | 0.306 | 1.426 | 0.409 | 0.52x / 1.33x / 0.29x |
+| 64, 256, True | fwd + bwd | 2.801 | 1.817 | 5.695 | 0.978 | 0.35x / 0.54x / 0.17x |
+| 32, 1024, False | forward | 0.641 | 0.664 | 5.970 | 0.698 | 1.09x / 1.05x / 0.12x |
+| 32, 1024, False | fwd + bwd | 1.795 | 1.623 | 26.312 | 1.567 | 0.87x / 0.97x / 0.06x |
+| 32, 1024, True | forward | 3.132 | 0.609 | 5.255 | 0.922 | 0.29x / 1.51x / 0.18x |
+| 32, 1024, True | fwd + bwd | 4.681 | 1.621 | 22.821 | 1.764 | 0.38x / 1.09x / 0.08x |
+| 16, 2048, False | forward | 1.113 | 1.096 | 11.687 | 1.238 | 1.11x / 1.13x / 0.11x |
+| 16, 2048, False | fwd + bwd | 2.961 | 2.772 | 51.889 | 2.819 | 0.95x / 1.02x / 0.05x |
+| 16, 2048, True | forward | 9.522 | 0.989 | 10.256 | 1.623 | 0.17x / 1.64x / 0.16x |
+| 16, 2048, True | fwd + bwd | 12.657 | 2.680 | 45.026 | 3.121 | 0.25x / 1.16x / 0.07x |
 
-- The naive rung (three ops on the warptile matmul and the register
-  softmax) matches torch's fused forward at length 1024 and 2048 without a
-  mask (1.07x) and is 0.58-0.74x with the causal mask, which it applies
-  as one more op; this is what `F.scaled_dot_product_attention` runs.
-- The flash rung, as written for reading (one thread per query row, the row
-  and its output in registers, 64 threads a block, a D-long dot product per
-  key from shared memory, no tensor cores), is 5-10x slower than the naive
-  rung: few threads per SM and serial per-thread arithmetic. What it saves
-  is memory: no L x L scores (268 MB for 16 x 2048 x 2048 in float32). The
-  next rungs split a row over a warp and use tensor cores for both products,
-  as FlashAttention does; they are not written yet."""
+- **naive** (each step one op: matmul, scale, causal mask, softmax,
+  matmul) matches torch's fused forward at length 1024 and 2048 without a
+  mask (1.09-1.11x), but the causal mask costs it a full pass of its own
+  over the L x L scores: 0.17-0.52x.
+- **fused** (`src/masked_softmax.cu`, what `F.scaled_dot_product_attention`
+  runs): scale, mask and softmax read the scores once, and under the causal
+  mask only the keys a query sees. At length 1024 and 2048 it is 1.05-1.64x
+  torch's forward and 0.97-1.16x forward + backward; the causal case gains
+  most (3-10x over naive). At length 256 torch's fused kernel wins (0.54-
+  1.33x): three launches and the scores' round trip through memory weigh
+  more on small problems.
+- **flash** (`src/attention.cu`), as written for reading (one thread per
+  query or key row, the rows indexed at run time so they live in local
+  memory rather than registers, 64 threads a block, no tensor cores), is
+  5-10x slower than the fused rung forward. Its backward kernels are slower
+  still: forward + backward 0.05-0.21x torch, against 0.18-0.68x when the
+  backward was ops (three matmuls on the warptile kernel, measured
+  2026-11-26). The dk/dv kernel keeps four 64-long rows per thread. What
+  the rung saves is memory: no L x L scores (268 MB for 16 x 2048 x 2048 in
+  float32). The next rungs (a row split over a warp, head dims fixed at
+  compile time so rows stay in registers, tensor cores for the products)
+  are not written yet."""
 
 
 # Measured by the two demos with --torch (examples/train_gpt.py); kept here too.
@@ -831,9 +842,11 @@ give the same losses on the emulator and the GPU):
   the same steps is 2.528. On the emulator the run takes about 4 minutes.
 - At this size a step is a few hundred small kernels, so both libraries are
   bound by the host: what separates them is the host time per op (about
-  17 us against torch's 8, the "small-op host latency" above) and the
-  attention, which minitensor runs as three ops (the naive rung) where torch
-  calls a fused kernel. A CUDA graph of the step (`mt.cuda.graph`) would
+  17 us against torch's 8, the "small-op host latency" above). Since the
+  fused masked-softmax rung replaced the naive one in the model's attention
+  (2026-11-27), a rerun measured 23,459 tokens/s against torch's 62,612
+  (0.37x; both lower than the day before on another machine of the same
+  kind, so compare within a run). A CUDA graph of the step (`mt.cuda.graph`) would
   remove most of minitensor's host time, as it does for the MLP."""
 
 

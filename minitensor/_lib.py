@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 17
+ABI_VERSION = 18
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -204,12 +204,16 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
     "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_softmax": (c_int, [MtTensor, MtTensor, c_int, c_int]),
+    "mt_softmax_backward": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_double]),
+    "mt_masked_softmax": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_layer_norm": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_double]),
     "mt_layer_norm_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                        MtTensor, c_int, c_int]),
     "mt_where": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor]),
     "mt_logsumexp": (c_int, [MtTensor, MtTensor, c_int]),
-    "mt_attention": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
+    "mt_attention": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
+    "mt_attention_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
+                                      MtTensor, MtTensor, c_double, c_int]),
     "mt_cross_entropy": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int]),
     "mt_cross_entropy_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_sgd_step": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_int]),
@@ -772,6 +776,24 @@ def softmax(out: Any, inp: Any, dim: int, log: bool) -> None:
     check(lib().mt_softmax(out.descriptor(), inp.descriptor(), dim, 1 if log else 0), "mt_softmax")
 
 
+def softmax_backward(grad_in: Any, grad_out: Any, out: Any, dim: int, log: bool, scale: float) -> None:
+    """grad_in = the gradient of (log_)softmax from its output and grad_out, times
+    scale (mt_softmax_backward)."""
+    check(lib().mt_softmax_backward(grad_in.descriptor(), grad_out.descriptor(), out.descriptor(), dim,
+                                    1 if log else 0, float(scale)), "mt_softmax_backward")
+
+
+SOFTMAX_MASK, SOFTMAX_CAUSAL = 1, 2  # minitensor.h's flags
+
+
+def masked_softmax(out: Any, inp: Any, mask: Any, scale: float, causal: bool) -> None:
+    """out = softmax(inp * scale + mask [causal]) along the last dim in one kernel
+    (mt_masked_softmax); mask None for none."""
+    flags = (0 if mask is None else SOFTMAX_MASK) | (SOFTMAX_CAUSAL if causal else 0)
+    check(lib().mt_masked_softmax(out.descriptor(), inp.descriptor(), _desc(mask), float(scale), flags),
+          "mt_masked_softmax")
+
+
 LAYER_NORM_WEIGHT, LAYER_NORM_BIAS, LAYER_NORM_GRAD_IN = 1, 2, 4  # minitensor.h's flags
 _NO_TENSOR = MtTensor()  # an argument the flags say is absent: never read
 
@@ -809,10 +831,19 @@ def logsumexp(out: Any, inp: Any, dim: int) -> None:
     check(lib().mt_logsumexp(out.descriptor(), inp.descriptor(), dim), "mt_logsumexp")
 
 
-def attention(out: Any, q: Any, k: Any, v: Any, scale: float, causal: bool) -> None:
-    """out = softmax(q @ k^T * scale) @ v in one kernel (mt_attention); contiguous 3-D tensors."""
-    check(lib().mt_attention(out.descriptor(), q.descriptor(), k.descriptor(), v.descriptor(), float(scale),
-                             1 if causal else 0), "mt_attention")
+def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: bool) -> None:
+    """out = softmax(q @ k^T * scale) @ v in one kernel, each row's log-sum-exp in
+    lse (mt_attention); contiguous 3-D tensors, lse (B, L)."""
+    check(lib().mt_attention(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(), v.descriptor(),
+                             float(scale), 1 if causal else 0), "mt_attention")
+
+
+def attention_backward(dq: Any, dk: Any, dv: Any, dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                       scale: float, causal: bool) -> None:
+    """dq, dk, dv of mt_attention from dout and the forward's tensors (mt_attention_backward)."""
+    check(lib().mt_attention_backward(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
+                                      q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),
+                                      lse.descriptor(), float(scale), 1 if causal else 0), "mt_attention_backward")
 
 
 def cross_entropy(loss: Any, lse: Any, logits: Any, targets: Any, checked: bool) -> None:

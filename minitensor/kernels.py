@@ -11,8 +11,9 @@ The engine has several kernels for the same operation, each one step (a
   ``A.T.contiguous()``;
 
 plus the fused softmax kernel, which has one rung, and ``attention``: the
-naive rung (three ops, what ``F.scaled_dot_product_attention`` runs) and
-the flash rung (one kernel, no score stored; src/attention.cu). ``"default"``
+naive rung (each step one op), the fused masked softmax (src/masked_softmax.cu,
+what ``F.scaled_dot_product_attention`` runs) and the flash rung (one kernel,
+no score stored; src/attention.cu). ``"default"``
 is always what the library itself runs (``a @ b``, ``x.sum(dim)``,
 ``x.contiguous()``).
 
@@ -398,7 +399,7 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor
     return out
 
 
-ATTENTION_ALGOS = ("naive", "flash")
+ATTENTION_ALGOS = ("naive", "masked_softmax", "flash")
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: bool = False,
@@ -408,16 +409,19 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
     Args:
         q, k, v: (..., L, D), (..., S, D) and (..., S, Dv) float tensors of one
             dtype with the same leading dims.
-        algo: ``"naive"`` (three ops: matmul, softmax, matmul; the scores go
-            through memory; what ``F.scaled_dot_product_attention`` runs, the
-            faster on a GPU so far, docs/performance.md) or ``"flash"`` (one
-            kernel, tiles of K and V in shared memory and an online softmax,
-            no score stored; D and Dv at most 64).
+        algo: ``"naive"`` (a matmul, the scale, the causal mask and the
+            softmax each one op through memory, a matmul), ``"masked_softmax"``
+            (a matmul, the scale, mask and softmax fused into one kernel that
+            reads the scores once, a matmul: what
+            ``F.scaled_dot_product_attention`` runs) or ``"flash"`` (one kernel,
+            tiles of K and V in shared memory and an online softmax, no score
+            stored; D and Dv at most 64). docs/performance.md times each.
         causal: mask every key after its query.
         scale: 1/sqrt(D) by default.
 
     Unlike the other functions here, the result is differentiable: the flash
-    rung's backward recomputes the weights from q and k.
+    rung's backward (two kernels) recomputes the weights from q, k and each
+    row's log-sum-exp.
     """
     func = "kernels.attention()"
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -435,12 +439,14 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
         raise ValueError(f"{func}: the flash rung takes head dims up to {ops.ATTENTION_MAX_DIM}, got "
                          f"{q.shape[-1]} and {v.shape[-1]}; use algo='naive'")
     scale = 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
-    if algo == "naive":  # as F.scaled_dot_product_attention computes it
+    if algo == "naive":  # every step its own op: the scores go through memory four times
         scores = (q @ k.transpose(-2, -1)) * scale
         if causal:
             scores = scores.masked_fill(Tensor._from_array(ops.causal_future(q.shape[-2], k.shape[-2])),
                                         float("-inf"))
         return scores.softmax(-1) @ v
+    if algo == "masked_softmax":
+        return autograd.MaskedSoftmax.apply(q @ k.transpose(-2, -1), None, scale, causal) @ v
     flat = [t.reshape(-1, t.shape[-2], t.shape[-1]) for t in (q, k, v)]
     out = autograd.Attention.apply(*flat, scale, causal)
     return out.reshape(*q.shape[:-2], q.shape[-2], v.shape[-1])

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -638,13 +638,56 @@ def causal_future(length: int, keys: int) -> Array:
     return out
 
 
-def attention(q: Array, k: Array, v: Array, scale: float, causal: bool) -> Array:
+def attention(q: Array, k: Array, v: Array, scale: float, causal: bool) -> tuple[Array, Array]:
     """softmax(q @ k^T * scale) @ v over (B, L, D), (B, S, D), (B, S, Dv), in one kernel
-    (mt_attention, the flash rung): no score is written to memory."""
+    (mt_attention, the flash rung): no score is written to memory. Returns the
+    output and each row's log-sum-exp (B, L) of the scaled scores, which is all
+    the backward needs to recompute the weights."""
     q, k, v = contiguous(q), contiguous(k), contiguous(v)
     out = empty((q.shape[0], q.shape[1], v.shape[2]), q.dtype)
+    lse = empty((q.shape[0], q.shape[1]), q.dtype)
+    if out.numel() > 0 or lse.numel() > 0:
+        _lib.attention(out, lse, q, k, v, scale, causal)
+    return out, lse
+
+
+def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, lse: Array, scale: float,
+                       causal: bool) -> tuple[Array, Array, Array]:
+    """dq, dk, dv of attention() from grad = dL/dout and the forward's q, k, v, out
+    and lse: two kernels that recompute each weight from lse (mt_attention_backward)."""
+    grad = contiguous(grad)
+    dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
+    if dq.numel() + dk.numel() + dv.numel() > 0:
+        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal)
+    return dq, dk, dv
+
+
+def masked_softmax(x: Array, mask: Optional[Array], scale: float, causal: bool) -> Array:
+    """softmax(x * scale + mask) along the last dim, the keys after each query
+    hidden when causal (x is (..., L, S)); mask (float, x's dtype) broadcasts to
+    x's shape. Under the fast policy one kernel reads each score once
+    (mt_masked_softmax, the attention ladder's fused rung); under teaching the
+    chain of the course's kernels: a multiply, an add, a where, the softmax."""
+    func = "masked_softmax()"
+    _require_array(x, func)
+    require_float(x, func)
+    if causal and x.ndim < 2:
+        raise ShapeError(f"{func}: the causal mask needs (..., queries, keys), got shape {x.shape}")
+    if mask is not None:
+        if mask.dtype is not x.dtype:
+            raise DTypeError(f"{func}: the mask is {mask.dtype.name} but the scores are {x.dtype.name}")
+        mask = expand(mask, x.shape)
+    if x.ndim == 0 or not fast_kernels():
+        scores = mul(x, scale)
+        if mask is not None:
+            scores = add(scores, mask)
+        if causal:
+            scores = where(causal_future(x.shape[-2], x.shape[-1]), float("-inf"), scores)
+        return softmax(scores, -1)
+    x = contiguous(x)
+    out = empty(x.shape, x.dtype)
     if out.numel() > 0:
-        _lib.attention(out, q, k, v, scale, causal)
+        _lib.masked_softmax(out, x, mask, scale, causal)
     return out
 
 
@@ -691,6 +734,29 @@ def softmax(x: Array, dim: int, log: bool = False) -> Array:
     if out.numel() > 0:
         _lib.softmax(out, x, d, log)
     return out
+
+
+def softmax_backward(grad: Array, out: Array, dim: int, log: bool = False, scale: float = 1.0) -> Array:
+    """The gradient of softmax (or log_softmax) along dim from its output out,
+    times scale: scale * out * (grad - sum(grad * out)), or scale * (grad -
+    exp(out) * sum(grad)). One kernel under the fast policy
+    (mt_softmax_backward); the course's map, zip and reduce kernels under
+    teaching."""
+    if out.ndim == 0:
+        return view(softmax_backward(view(grad, (1,)), view(out, (1,)), 0, log, scale), ())
+    d = normalize_dim(dim, out.ndim, "softmax_backward()")
+    if grad.dtype is not out.dtype:
+        grad = cast(grad, out.dtype)
+    if not fast_kernels():
+        if log:
+            result = sub(grad, mul(map_("exp", out), reduce_("sum", grad, d, keepdim=True)))
+        else:
+            result = mul(out, sub(grad, reduce_("sum", mul(grad, out), d, keepdim=True)))
+        return result if scale == 1.0 else mul(result, scale)
+    result = empty(out.shape, out.dtype)
+    if result.numel() > 0:
+        _lib.softmax_backward(result, expand(grad, out.shape), out, d, log, scale)
+    return result
 
 
 def _rows_of(x: Array, rows: int, n: int) -> Array:

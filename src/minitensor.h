@@ -99,7 +99,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 17
+#define MT_ABI_VERSION 18
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -431,6 +431,22 @@ mt_status mt_copy_variant(mt_tensor out, mt_tensor in, int algo);
 /* Numerically stable softmax (log_softmax when `log` is non-zero) along dim,
  * one fused pass per row. out has in's shape. */
 mt_status mt_softmax(mt_tensor out, mt_tensor in, int dim, int log);
+/* The gradient of mt_softmax from its output out and grad_out (all of one
+ * shape and float dtype, any layout), times scale:
+ *   softmax:     grad_in = scale * out * (grad_out - sum(grad_out * out))
+ *   log_softmax: grad_in = scale * (grad_out - exp(out) * sum(grad_out))
+ * with the sums along dim; one kernel, one block per row. */
+mt_status mt_softmax_backward(mt_tensor grad_in, mt_tensor grad_out, mt_tensor out, int dim, int log, double scale);
+/* The attention ladder's fused softmax (src/masked_softmax.cu): out =
+ * softmax(in * scale + mask) along the last dim in one kernel, for
+ * contiguous in and out of one shape and float dtype. flags:
+ * MT_SOFTMAX_MASK adds mask (in's shape and dtype, any strides: 0 for a
+ * broadcast dim; -inf hides a key); MT_SOFTMAX_CAUSAL hides key j from query
+ * i when j > i, i being the index along the second-to-last dim. Without
+ * MT_SOFTMAX_MASK mask is not read. A row with every key hidden gives NaN,
+ * as a softmax over nothing. */
+enum { MT_SOFTMAX_MASK = 1, MT_SOFTMAX_CAUSAL = 2 };
+mt_status mt_masked_softmax(mt_tensor out, mt_tensor in, mt_tensor mask, double scale, int flags);
 /* Layer normalization of the rows of in, a contiguous (rows, n) tensor:
  * out = (in - mean) * rstd * weight + bias, with each row's mean and
  * rstd = 1 / sqrt(biased variance + eps) written to the contiguous (rows,)
@@ -482,8 +498,16 @@ mt_status mt_adam_step(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_te
  * rung): out = softmax(q @ k^T * scale) @ v per batch element, for contiguous
  * q (B, L, D), k (B, S, D), v (B, S, Dv) and out (B, L, Dv) of one float
  * dtype, D and Dv at most 64; with causal, key j is masked for query i when
- * j > i. No score is stored. A row with no key (S = 0) gives NaN. */
-mt_status mt_attention(mt_tensor out, mt_tensor q, mt_tensor k, mt_tensor v, double scale, int causal);
+ * j > i. No score is stored; each row's log-sum-exp of the scaled scores
+ * goes to the contiguous (B, L) lse, for the backward. A row with no key
+ * (S = 0) gives NaN (and lse -inf). */
+mt_status mt_attention(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale, int causal);
+/* The gradients of mt_attention: dq (B, L, D), dk (B, S, D) and dv (B, S, Dv),
+ * contiguous, from dout = dL/dout and the forward's q, k, v, out and lse,
+ * recomputing each weight from lse (two kernels: one thread per query row,
+ * then one per key row; no atomics). */
+mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q, mt_tensor k,
+                                mt_tensor v, mt_tensor out, mt_tensor lse, double scale, int causal);
 /* out[i][j] = in[i][index[i][j]] along dim (torch.gather). in and out share
  * any one dtype. index is int64 (or holds whole numbers in a float dtype)
  * and has out's shape; every other dim of index must be no longer than

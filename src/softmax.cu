@@ -265,3 +265,76 @@ mt_status mt_softmax(mt_tensor out, mt_tensor in, int dim, int log)
         return launch_softmax<float>(out, in, dim, log != 0);
     return launch_softmax<double>(out, in, dim, log != 0);
 }
+
+/* The backward pass, one block per row, rows as in softmax_rows (any layout):
+ * a block reduction of the row's sum (grad * out for softmax, grad for
+ * log_softmax), then each element's gradient from its own three values. */
+template <typename T>
+__global__ void softmax_backward_rows(mt_tensor gin_rows, mt_tensor grad_rows, mt_tensor out_rows, int64_t len,
+                                      int64_t gin_stride, int64_t grad_stride, int64_t out_stride, int64_t rows,
+                                      int log_softmax, T scale)
+{
+    __shared__ BlockScratch<T> scratch;
+    T *gin = static_cast<T *>(gin_rows.data);
+    const T *grad = static_cast<const T *>(grad_rows.data);
+    const T *out = static_cast<const T *>(out_rows.data);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const int64_t gin_first = ordinal_to_position(row, &gin_rows);
+        const int64_t grad_first = ordinal_to_position(row, &grad_rows);
+        const int64_t out_first = ordinal_to_position(row, &out_rows);
+        T local = T(0);
+        for (int64_t k = threadIdx.x; k < len; k += blockDim.x) {
+            const T g = grad[grad_first + k * grad_stride];
+            local += log_softmax ? g : g * out[out_first + k * out_stride];
+        }
+        /* The warp-shuffle reduction, not the course's block_reduce: a
+         * student's unfinished reductions task leaves the backward working. */
+        const T sum = block_reduce_warps(scratch, local, T(0), CombineSum<T>());
+        /* block_reduce_warps ends with a barrier: grad_in may be grad. */
+        for (int64_t k = threadIdx.x; k < len; k += blockDim.x) {
+            const T g = grad[grad_first + k * grad_stride];
+            const T y = out[out_first + k * out_stride];
+            gin[gin_first + k * gin_stride] = scale * (log_softmax ? g - mt_exp(y) * sum : y * (g - sum));
+        }
+    }
+}
+
+template <typename T>
+static mt_status launch_softmax_backward(const mt_tensor &grad_in, const mt_tensor &grad_out, const mt_tensor &out,
+                                         int dim, int log_softmax, double scale)
+{
+    const int64_t len = out.shape[dim];
+    mt_tensor gin_rows = grad_in, grad_rows = grad_out, out_rows = out;
+    gin_rows.shape[dim] = grad_rows.shape[dim] = out_rows.shape[dim] = 1;
+    const int64_t rows = tensor_numel(out_rows);
+    softmax_backward_rows<T><<<grid_size(rows, 1), row_block_size(len), 0, mt_stream()>>>(
+        gin_rows, grad_rows, out_rows, len, grad_in.strides[dim], grad_out.strides[dim], out.strides[dim], rows,
+        log_softmax, (T)scale);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+mt_status mt_softmax_backward(mt_tensor grad_in, mt_tensor grad_out, mt_tensor out, int dim, int log, double scale)
+{
+    const char *func = "mt_softmax_backward";
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_output(func, "grad_in", &grad_in));
+    MT_TRY(mt_check_tensor(func, "grad_out", &grad_out));
+    MT_TRY(mt_check_tensor(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "grad_in", &grad_in));
+    MT_TRY(mt_check_extent(func, "grad_out", &grad_out));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_same_dtype(func, &grad_out, "grad_out", &grad_in, "grad_in"));
+    MT_TRY(mt_check_same_dtype(func, &out, "out", &grad_in, "grad_in"));
+    MT_TRY(mt_check_float(func, "out", &out));
+    MT_TRY(mt_check_same_shape(func, &grad_out, "grad_out", &grad_in, "grad_in"));
+    MT_TRY(mt_check_same_shape(func, &out, "out", &grad_in, "grad_in"));
+    MT_TRY(mt_check_dim(func, &out, "out", dim));
+    MT_TRY(mt_check_alias(func, &grad_in, &grad_out, "grad_out"));
+    MT_TRY(mt_check_alias(func, &grad_in, &out, "out"));
+    if (tensor_numel(grad_in) == 0)
+        return MT_OK;
+    if (out.dtype == MT_FLOAT32)
+        return launch_softmax_backward<float>(grad_in, grad_out, out, dim, log != 0, scale);
+    return launch_softmax_backward<double>(grad_in, grad_out, out, dim, log != 0, scale);
+}

@@ -278,3 +278,36 @@ def test_transformer_encoder_layer_matches_torch(norm_first):
         np.testing.assert_allclose(F.gelu(mt.tensor(xg), approximate).numpy(),
                                    torch.nn.functional.gelu(torch.tensor(xg), approximate=approximate).numpy(),
                                    rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("algo", ["naive", "masked_softmax", "flash"])
+def test_attention_rungs_values_and_gradients_match_torch(algo):
+    """Each rung of mt.kernels.attention (the flash rung's two backward kernels
+    included) and F.scaled_dot_product_attention with a bool and a float mask,
+    against torch's scaled_dot_product_attention in float64."""
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((2, 3, 70, 16)), rng.standard_normal((2, 3, 45, 16)), rng.standard_normal((2, 3, 45, 8))
+    dout = rng.standard_normal((2, 3, 70, 8))
+    for causal in (False, True):
+        tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+        expected = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+        expected.backward(torch.tensor(dout))
+        ours = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
+        got = mt.kernels.attention(*ours, algo, causal=causal)
+        got.backward(mt.tensor(dout))
+        np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-9, atol=1e-9)
+        for mine, theirs in zip(ours, (tq, tk, tv)):
+            np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-9, atol=1e-9)
+    keep = rng.random((70, 45)) > 0.3
+    keep[:, 0] = True
+    bias = rng.standard_normal((3, 1, 45))
+    for mask in (keep, bias):
+        tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+        expected = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.tensor(mask))
+        expected.backward(torch.tensor(dout))
+        ours = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
+        got = F.scaled_dot_product_attention(*ours, attn_mask=mt.tensor(mask))
+        got.backward(mt.tensor(dout))
+        np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-9, atol=1e-9)
+        for mine, theirs in zip(ours, (tq, tk, tv)):
+            np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-9, atol=1e-9)

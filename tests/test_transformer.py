@@ -171,7 +171,7 @@ def test_fused_attention_matches_numpy(dtype, shape) -> None:
     q, k, v = rng.standard_normal((b, length, d)), rng.standard_normal((b, keys, d)), rng.standard_normal((b, keys, dv))
     for causal in (False, True):
         keep = np.tril(np.ones((length, keys), bool)) if causal else None
-        for algo in ("flash", "naive"):
+        for algo in mt.kernels.ATTENTION_ALGOS:
             got = mt.kernels.attention(*(mt.tensor(a, dtype=dtype) for a in (q, k, v)), algo, causal=causal)
             assert_close(got, ref_attention(q, k, v, keep), dtype, n=keys * d)
 
@@ -190,3 +190,81 @@ def test_flash_rung_gradients_and_refusals() -> None:
     assert_close(got, ref_attention(q2, k2, v2), mt.float64, n=480)
     with pytest.raises(ValueError, match="unknown algo"):
         mt.kernels.attention(mt.tensor(q2), mt.tensor(k2), mt.tensor(v2), "fast")
+
+
+def test_flash_backward_kernels_match_the_naive_rung() -> None:
+    """The two backward kernels on lengths that cross their 64-row blocks and
+    32-row tiles, against the naive rung's gradients (autograd through three
+    ops), with and without the causal mask, in both dtypes."""
+    rng = np.random.default_rng(11)
+    b, length, keys, d, dv = 2, 70, 97, 16, 8
+    q, k, v = rng.standard_normal((b, length, d)), rng.standard_normal((b, keys, d)), rng.standard_normal((b, keys, dv))
+    dout = rng.standard_normal((b, length, dv))
+    for dtype in (mt.float32, mt.float64):
+        for causal in (False, True):
+            grads = {}
+            for algo in ("naive", "flash"):
+                ts = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v)]
+                mt.kernels.attention(*ts, algo, causal=causal).backward(mt.tensor(dout, dtype=dtype))
+                grads[algo] = [t.grad for t in ts]
+            for got, want in zip(grads["flash"], grads["naive"]):
+                assert_close(got, want.numpy().astype(np.float64), dtype, n=keys * d)
+
+
+def ref_masked_softmax(x, mask, scale, causal):
+    scores = x * scale + (0 if mask is None else mask)
+    if causal:
+        scores = np.where(np.triu(np.ones(x.shape[-2:], bool), 1), -np.inf, scores)
+    m = scores.max(-1, keepdims=True)
+    e = np.exp(scores - m)
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize("policy", ["fast", "teaching"])
+def test_masked_softmax_rung_matches_numpy(policy) -> None:
+    """autograd.MaskedSoftmax: one kernel under the fast policy, the course's
+    kernels under teaching; a broadcast mask with -inf in it, the causal mask,
+    both; a row hidden whole gives NaN as in torch; a strided input."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 9, 40))
+    mask = np.where(rng.random((3, 1, 40)) < 0.2, -np.inf, rng.standard_normal((3, 1, 40)))
+    mask[..., 0] = 0.0  # every row keeps key 0
+    with mt.kernels.policy(policy):
+        for dtype in (mt.float32, mt.float64):
+            for m in (None, mask):
+                for causal in (False, True):
+                    got = mt.autograd.MaskedSoftmax.apply(mt.tensor(x, dtype=dtype),
+                                                          None if m is None else mt.tensor(m, dtype=dtype), 0.3,
+                                                          causal)
+                    assert_close(got, ref_masked_softmax(x, m, 0.3, causal), dtype, n=40)
+        strided = mt.tensor(np.swapaxes(x, -1, -2).copy()).transpose(-2, -1)
+        assert_close(mt.autograd.MaskedSoftmax.apply(strided, None, 1.0, True),
+                     ref_masked_softmax(x, None, 1.0, True), mt.float64, n=40)
+        hidden = np.zeros((1, 4, 5))
+        hidden[0, 2] = -np.inf
+        got = mt.autograd.MaskedSoftmax.apply(mt.tensor(rng.standard_normal((1, 4, 5))), mt.tensor(hidden), 1.0,
+                                              False).numpy()
+        assert np.isnan(got[0, 2]).all() and np.isfinite(np.delete(got, 2, axis=1)).all()
+
+
+def test_masked_softmax_gradients_and_refusals() -> None:
+    rng = np.random.default_rng(6)
+    x, bias = rng.standard_normal((2, 4, 6)), rng.standard_normal((4, 6))
+    for causal in (False, True):
+        gradcheck(lambda m, x, b: mt.autograd.MaskedSoftmax.apply(x, b, 0.7, causal), [x, bias])
+        gradcheck(lambda m, x: mt.autograd.MaskedSoftmax.apply(x, None, 0.7, causal), [x])
+    for policy in ("fast", "teaching"):  # softmax and log_softmax backward: one kernel, or the course's chain
+        with mt.kernels.policy(policy):
+            gradcheck(lambda m, x: (x.T.softmax(0) * 1.0).sum(0) * x.T[0], [x[0]])
+            gradcheck(lambda m, x: x.log_softmax(1) * x, [x[1]])
+    with pytest.raises(mt.DTypeError, match="mask is float32"):
+        mt.autograd.MaskedSoftmax.apply(mt.tensor(x), mt.tensor(bias, dtype=mt.float32), 1.0, False)
+    with pytest.raises(mt.ShapeError, match="causal mask needs"):
+        mt.autograd.MaskedSoftmax.apply(mt.tensor(x[0, 0]), None, 1.0, True)
+    with pytest.raises(mt.ShapeError):
+        mt.autograd.MaskedSoftmax.apply(mt.tensor(x), mt.tensor(bias[:3]), 1.0, False)
+    q = mt.tensor(x)
+    with pytest.raises(mt.DTypeError, match="scores' dtype"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mt.tensor(bias, dtype=mt.float32))
+    with pytest.raises(mt.ShapeError, match="does not broadcast"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mt.tensor(np.ones((3, 2, 4, 4))))

@@ -139,8 +139,7 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors  # dx = y * (grad - sum(grad * y))
-        dot = ops.reduce_("sum", ops.mul(grad, y), ctx.dim, keepdim=True)
-        return ops.mul(y, ops.sub(grad, dot)), None
+        return ops.softmax_backward(grad, y, ctx.dim or 0), None
 
 
 class LogSoftmax(Function):
@@ -154,8 +153,31 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors  # dx = grad - softmax * sum(grad)
-        total = ops.reduce_("sum", grad, ctx.dim, keepdim=True)
-        return ops.sub(grad, ops.mul(ops.map_("exp", out), total)), None
+        return ops.softmax_backward(grad, out, ctx.dim or 0, log=True), None
+
+
+class MaskedSoftmax(Function):
+    """softmax(x * scale + mask) over the last dim, keys after their query hidden
+    when causal: the attention ladder's fused rung (ops.masked_softmax). With
+    y the weights and d = y * (grad - sum(grad * y)) the softmax's gradient,
+    dx = scale * d and dmask = d summed over the dims the mask was broadcast in."""
+
+    @staticmethod
+    def forward(ctx, x, mask, scale, causal):
+        out = ops.masked_softmax(x, mask, scale, causal)
+        ctx.scale = scale
+        ctx.mask_shape = None if mask is None else mask.shape
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        if ctx.mask_shape is None or not ctx.needs_input_grad[1]:
+            return ops.softmax_backward(grad, y, -1, scale=ctx.scale), None, None, None
+        d = ops.softmax_backward(grad, y, -1)
+        gx = ops.mul(d, ctx.scale) if ctx.needs_input_grad[0] else None
+        return gx, unbroadcast(d, ctx.mask_shape), None, None
 
 
 class CrossEntropy(Function):
@@ -244,28 +266,23 @@ class MatMul(Function):
 
 class Attention(Function):
     """softmax(q @ k^T * scale [causal]) @ v over (B, L, D), (B, S, D), (B, S, Dv):
-    one fused kernel forward (ops.attention), which stores no score. The
-    backward recomputes the weights P from q and k (as flash attention does,
-    rather than keep the L x S matrix) and applies the chain rule:
-    dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)),
-    dQ = dS K * scale, dK = dS^T Q * scale."""
+    one fused kernel forward (ops.attention), which stores no score, only each
+    row's log-sum-exp. The backward (ops.attention_backward, two kernels)
+    recomputes each weight P_ij = exp(q_i . k_j * scale - lse_i) rather than
+    keep the L x S matrix, as flash attention does, and applies the chain rule:
+    dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K * scale,
+    dK = dS^T Q * scale."""
 
     @staticmethod
     def forward(ctx, q, k, v, scale, causal):
         ctx.scale, ctx.causal = scale, causal
-        ctx.save_for_backward(q, k, v)
-        return ops.attention(q, k, v, scale, causal)
+        out, lse = ops.attention(q, k, v, scale, causal)
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
-        q, k, v = ctx.saved_tensors
-        scores = ops.mul(ops.matmul(q, ops.transpose(k, -2, -1)), ctx.scale)
-        if ctx.causal:
-            scores = ops.where(ops.causal_future(q.shape[1], k.shape[1]), float("-inf"), scores)
-        p = ops.softmax(scores, -1)
-        dv = ops.matmul(ops.transpose(p, -2, -1), grad)
-        dp = ops.matmul(grad, ops.transpose(v, -2, -1))
-        ds = ops.mul(p, ops.sub(dp, ops.reduce_("sum", ops.mul(dp, p), -1, keepdim=True)))
-        dq = ops.mul(ops.matmul(ds, k), ctx.scale)
-        dk = ops.mul(ops.matmul(ops.transpose(ds, -2, -1), q), ctx.scale)
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = ops.attention_backward(grad, ops.contiguous(q), ops.contiguous(k), ops.contiguous(v), out,
+                                            lse, ctx.scale, ctx.causal)
         return dq, dk, dv, None, None

@@ -2,8 +2,10 @@
 # # 7. Attention, tile by tile: the online softmax
 #
 # Attention turns queries, keys and values into `softmax(q k^T / sqrt(d)) v`.
-# The naive rung computes it in three ops and writes the L x S matrix of
-# scores to memory between them. The flash rung (`src/attention.cu`,
+# The naive rung computes it one op at a time and writes the L x S matrix
+# of scores to memory between them; the fused rung (`src/masked_softmax.cu`,
+# what `F.scaled_dot_product_attention` runs) does the scale, the mask and
+# the softmax in one kernel, but still writes the scores. The flash rung (`src/attention.cu`,
 # `mt.kernels.attention(q, k, v, "flash")`) reads the keys in tiles and never
 # stores a score. What makes that possible is the *online softmax*: a
 # softmax computed in one pass, with a running maximum and a running sum.
@@ -114,14 +116,17 @@ plt.title(f"causal: {visits.sum()} of {visits.size} tiles read")
 plt.show()
 
 # %% [markdown]
-# Both rungs give the same numbers; the flash rung writes no score, which is
-# the point when L and S are long. On a GPU this readable version is still
-# slower than the naive rung (one thread does all of a row's arithmetic,
-# and no tensor cores): docs/performance.md has both against torch.
+# The three rungs give the same numbers; the flash rung writes no score,
+# which is the point when L and S are long. On a GPU this readable version
+# is still slower than the other two (one thread does all of a row's
+# arithmetic, and no tensor cores): docs/performance.md has all three
+# against torch.
 
 # %%
 big = [mt.tensor(rng.standard_normal((4, 300, 32)).astype(np.float32)) for _ in range(3)]
 naive = mt.kernels.attention(*big, "naive", causal=True)
+fused = mt.kernels.attention(*big, "masked_softmax", causal=True)
 flash = mt.kernels.attention(*big, "flash", causal=True)
+print("largest difference, fused vs naive:", float((fused - naive).abs().max()))
 print("largest difference, flash vs naive:", float((flash - naive).abs().max()))
 print(f"scores the naive rung writes: {4 * 300 * 300 * 4 / 1e6:.2f} MB; the flash rung: 0")

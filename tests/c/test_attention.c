@@ -3,16 +3,19 @@
  * softmax(q k^T * scale) v computed row by row in double, float32 and
  * float64, with and without the causal mask. Lengths cross the kernel's
  * 64-query blocks and 32-key tiles; head dims go up to its limit of 64.
- * Then the refusals: int64, a non-contiguous or misshapen operand, a head
- * dim over 64, out overlapping an input.
+ * Each row's log-sum-exp (lse) is checked too. Then mt_attention_backward,
+ * the two backward kernels, against the chain rule in double (the weights
+ * P, dV = P^T dO, dS = P * (dO V^T - rowsum), dQ = dS K * scale,
+ * dK = dS^T Q * scale). Then the refusals: int64, a non-contiguous or
+ * misshapen operand, a head dim over 64, out overlapping an input.
  *
  *   make build/tests/emu/test_attention && build/tests/emu/test_attention
  */
 #include "test_util.h"
 
 /* out[b, i, :] for one query row: the reference, two passes over the keys. */
-static void ref_row(const tt_tensor *q, const tt_tensor *k, const tt_tensor *v, int64_t b, int64_t i, double scale,
-                    int causal, double *out, double *weights)
+static double ref_row(const tt_tensor *q, const tt_tensor *k, const tt_tensor *v, int64_t b, int64_t i,
+                      double scale, int causal, double *out, double *weights)
 {
     const int64_t keys = k->t.shape[1], d = q->t.shape[2], dv = v->t.shape[2];
     double m = -INFINITY;
@@ -37,30 +40,36 @@ static void ref_row(const tt_tensor *q, const tt_tensor *k, const tt_tensor *v, 
             out[c] += weights[j] / l * tt_at(v, vi);
         }
     }
+    for (int64_t j = 0; j < keys; ++j)
+        weights[j] /= l; /* the caller may want the weights */
+    return m + log(l);   /* the row's log-sum-exp */
 }
 
 static void attention_case(int dtype, int64_t b, int64_t length, int64_t keys, int64_t d, int64_t dv, int causal)
 {
     int64_t qs[3] = {b, length, d}, ks[3] = {b, keys, d}, vs[3] = {b, keys, dv}, os[3] = {b, length, dv};
+    int64_t ls[2] = {b, length};
     tt_tensor q = tt_new(dtype, 3, qs, TT_CONTIGUOUS), k = tt_new(dtype, 3, ks, TT_CONTIGUOUS);
     tt_tensor v = tt_new(dtype, 3, vs, TT_CONTIGUOUS), out = tt_new(dtype, 3, os, TT_CONTIGUOUS);
+    tt_tensor lse = tt_new(dtype, 2, ls, TT_CONTIGUOUS);
     tt_fill(&q, -1, 1, 0);
     tt_fill(&k, -1, 1, 0);
     tt_fill(&v, -2, 2, 0);
     const double scale = 1.0 / sqrt((double)d);
     tt_case("mt_attention %s: q %s, k %s, v %s%s", tt_dtype_name(dtype), tt_str(&q), tt_str(&k), tt_str(&v),
             causal ? ", causal" : "");
-    tt_expect *expect = tt_expect_alloc(&out);
+    tt_expect *expect = tt_expect_alloc(&out), *expect_lse = tt_expect_alloc(&lse);
     double *row = malloc(sizeof(double) * (size_t)(dv > 0 ? dv : 1));
     double *weights = malloc(sizeof(double) * (size_t)(keys > 0 ? keys : 1));
     for (int64_t bi = 0; bi < b; ++bi)
         for (int64_t i = 0; i < length; ++i) {
-            ref_row(&q, &k, &v, bi, i, scale, causal, row, weights);
+            expect_lse[bi * length + i] = tt_value(ref_row(&q, &k, &v, bi, i, scale, causal, row, weights));
             for (int64_t c = 0; c < dv; ++c) /* a sum over the keys of products over d */
                 expect[(bi * length + i) * dv + c] = (tt_expect){row[c], 2.0, keys * d};
         }
-    if (tt_expect_ok(mt_attention(out.t, q.t, k.t, v.t, scale, causal), "mt_attention")) {
+    if (tt_expect_ok(mt_attention(out.t, lse.t, q.t, k.t, v.t, scale, causal), "mt_attention")) {
         tt_check_output(&out, expect);
+        tt_check_output(&lse, expect_lse);
         tt_expect_unchanged(&q, "q");
         tt_expect_unchanged(&k, "k");
         tt_expect_unchanged(&v, "v");
@@ -68,10 +77,106 @@ static void attention_case(int dtype, int64_t b, int64_t length, int64_t keys, i
     free(row);
     free(weights);
     free(expect);
+    free(expect_lse);
     tt_free(&q);
     tt_free(&k);
     tt_free(&v);
     tt_free(&out);
+    tt_free(&lse);
+}
+
+/* mt_attention_backward on random q, k, v, dout; out and lse from the forward. */
+static void attention_backward_case(int dtype, int64_t b, int64_t length, int64_t keys, int64_t d, int64_t dv,
+                                    int causal)
+{
+    int64_t qs[3] = {b, length, d}, ks[3] = {b, keys, d}, vs[3] = {b, keys, dv}, os[3] = {b, length, dv};
+    int64_t ls[2] = {b, length};
+    tt_tensor q = tt_new(dtype, 3, qs, TT_CONTIGUOUS), k = tt_new(dtype, 3, ks, TT_CONTIGUOUS);
+    tt_tensor v = tt_new(dtype, 3, vs, TT_CONTIGUOUS), out = tt_new(dtype, 3, os, TT_CONTIGUOUS);
+    tt_tensor dout = tt_new(dtype, 3, os, TT_CONTIGUOUS), lse = tt_new(dtype, 2, ls, TT_CONTIGUOUS);
+    tt_tensor dq = tt_new(dtype, 3, qs, TT_CONTIGUOUS), dk = tt_new(dtype, 3, ks, TT_CONTIGUOUS);
+    tt_tensor dvt = tt_new(dtype, 3, vs, TT_CONTIGUOUS);
+    tt_fill(&q, -1, 1, 0);
+    tt_fill(&k, -1, 1, 0);
+    tt_fill(&v, -2, 2, 0);
+    tt_fill(&dout, -1, 1, 0);
+    const double scale = 1.0 / sqrt((double)(d > 0 ? d : 1));
+    tt_case("mt_attention_backward %s: q %s, k %s, v %s%s", tt_dtype_name(dtype), tt_str(&q), tt_str(&k),
+            tt_str(&v), causal ? ", causal" : "");
+    if (!tt_expect_ok(mt_attention(out.t, lse.t, q.t, k.t, v.t, scale, causal), "mt_attention") ||
+        !tt_download(&out, out.host) || !tt_download(&lse, lse.host))
+        goto done;
+    tt_expect *eq = tt_expect_alloc(&dq), *ek = tt_expect_alloc(&dk), *ev = tt_expect_alloc(&dvt);
+    double *p = calloc((size_t)(length * keys + 1), sizeof(double)), *ds = calloc((size_t)(length * keys + 1), sizeof(double));
+    double *row = malloc(sizeof(double) * (size_t)(dv + 1));
+    for (int64_t bi = 0; bi < b; ++bi) {
+        for (int64_t i = 0; i < length; ++i) {
+            ref_row(&q, &k, &v, bi, i, scale, causal, row, p + i * keys);
+            double delta = 0.0; /* sum_j P_ij dP_ij */
+            for (int64_t j = 0; j < keys; ++j) {
+                double dp = 0.0;
+                for (int64_t c = 0; c < dv; ++c) {
+                    int64_t oi[3] = {bi, i, c}, vi[3] = {bi, j, c};
+                    dp += tt_at(&dout, oi) * tt_at(&v, vi);
+                }
+                ds[i * keys + j] = dp;
+                delta += p[i * keys + j] * dp;
+            }
+            for (int64_t j = 0; j < keys; ++j)
+                ds[i * keys + j] = p[i * keys + j] * (ds[i * keys + j] - delta);
+        }
+        for (int64_t i = 0; i < length; ++i)
+            for (int64_t c = 0; c < d; ++c) {
+                double acc = 0.0;
+                for (int64_t j = 0; j < keys; ++j) {
+                    int64_t ki[3] = {bi, j, c};
+                    acc += ds[i * keys + j] * tt_at(&k, ki);
+                }
+                eq[(bi * length + i) * d + c] = (tt_expect){acc * scale, 2.0, keys * (d + dv)};
+            }
+        for (int64_t j = 0; j < keys; ++j) {
+            for (int64_t c = 0; c < d; ++c) {
+                double acc = 0.0;
+                for (int64_t i = 0; i < length; ++i) {
+                    int64_t qi[3] = {bi, i, c};
+                    acc += ds[i * keys + j] * tt_at(&q, qi);
+                }
+                ek[(bi * keys + j) * d + c] = (tt_expect){acc * scale, 2.0, length * (d + dv)};
+            }
+            for (int64_t c = 0; c < dv; ++c) {
+                double acc = 0.0;
+                for (int64_t i = 0; i < length; ++i) {
+                    int64_t oi[3] = {bi, i, c};
+                    acc += p[i * keys + j] * tt_at(&dout, oi);
+                }
+                ev[(bi * keys + j) * dv + c] = (tt_expect){acc, 2.0, length * d};
+            }
+        }
+    }
+    if (tt_expect_ok(mt_attention_backward(dq.t, dk.t, dvt.t, dout.t, q.t, k.t, v.t, out.t, lse.t, scale, causal),
+                     "mt_attention_backward")) {
+        tt_check_output(&dq, eq);
+        tt_check_output(&dk, ek);
+        tt_check_output(&dvt, ev);
+        tt_expect_unchanged(&dout, "dout");
+        tt_expect_unchanged(&lse, "lse");
+    }
+    free(eq);
+    free(ek);
+    free(ev);
+    free(p);
+    free(ds);
+    free(row);
+done:
+    tt_free(&q);
+    tt_free(&k);
+    tt_free(&v);
+    tt_free(&out);
+    tt_free(&dout);
+    tt_free(&lse);
+    tt_free(&dq);
+    tt_free(&dk);
+    tt_free(&dvt);
 }
 
 int main(void)
@@ -93,19 +198,32 @@ int main(void)
             }
             attention_case(dtype, 0, 4, 4, 8, 8, 0); /* no batch: nothing to do */
         }
+        TT_GROUP("attention backward %s", tt_dtype_name(dtype)) {
+            for (int causal = 0; causal < 2; ++causal) {
+                attention_backward_case(dtype, 2, 70, 45, 16, 8, causal); /* partial blocks and tiles */
+                attention_backward_case(dtype, 1, 33, 97, 64, 64, causal);
+                attention_backward_case(dtype, 3, 5, 1, 1, 3, causal);
+                attention_backward_case(dtype, 1, 40, 130, 8, 12, causal); /* more keys than a block */
+                for (int r = 0; r < 3; ++r)
+                    attention_backward_case(dtype, tt_rand_int(1, 3), tt_rand_int(1, 90), tt_rand_int(1, 90),
+                                            tt_rand_int(1, 40), tt_rand_int(1, 40), causal);
+            }
+            attention_backward_case(dtype, 0, 4, 4, 8, 8, 1);
+        }
     }
     TT_GROUP("refused") {
-        int64_t s3[] = {1, 4, 8}, big[] = {1, 4, 65};
+        int64_t s3[] = {1, 4, 8}, big[] = {1, 4, 65}, s2[] = {1, 4};
         tt_tensor q = tt_new(MT_FLOAT32, 3, s3, TT_CONTIGUOUS), out = tt_new(MT_FLOAT32, 3, s3, TT_CONTIGUOUS);
         tt_tensor qi = tt_new(MT_INT64, 3, s3, TT_CONTIGUOUS), oi = tt_new(MT_INT64, 3, s3, TT_CONTIGUOUS);
         tt_tensor wide = tt_new(MT_FLOAT32, 3, big, TT_CONTIGUOUS), out_wide = tt_new(MT_FLOAT32, 3, big, TT_CONTIGUOUS);
+        tt_tensor lse = tt_new(MT_FLOAT32, 2, s2, TT_CONTIGUOUS), lsei = tt_new(MT_INT64, 2, s2, TT_CONTIGUOUS);
         tt_fill(&q, -1, 1, 0);
         tt_fill(&qi, -3, 3, TT_INTEGERS);
         tt_fill(&wide, -1, 1, 0);
         tt_case("int64 operands");
-        tt_expect_error(mt_attention(oi.t, qi.t, qi.t, qi.t, 1.0, 0), MT_ERR_DTYPE, "mt_attention", &oi);
+        tt_expect_error(mt_attention(oi.t, lsei.t, qi.t, qi.t, qi.t, 1.0, 0), MT_ERR_DTYPE, "mt_attention", &oi);
         tt_case("a head dim of 65");
-        tt_expect_error(mt_attention(out_wide.t, wide.t, wide.t, wide.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT,
+        tt_expect_error(mt_attention(out_wide.t, lse.t, wide.t, wide.t, wide.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_attention", &out_wide);
         tt_case("a transposed q");
         mt_tensor qt = q.t;
@@ -113,16 +231,31 @@ int main(void)
         qt.shape[2] = 4;
         qt.strides[1] = 1;
         qt.strides[2] = 8;
-        tt_expect_error(mt_attention(out.t, qt, q.t, q.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT, "mt_attention", &out);
+        tt_expect_error(mt_attention(out.t, lse.t, qt, q.t, q.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT, "mt_attention", &out);
         tt_case("k of another dim");
         mt_tensor k_short = q.t; /* (1, 4, 4), contiguous, inside q's buffer */
         k_short.shape[2] = 4;
         k_short.strides[0] = 16;
         k_short.strides[1] = 4;
-        tt_expect_error(mt_attention(out.t, q.t, k_short, q.t, 1.0, 0), MT_ERR_SHAPE, "mt_attention", &out);
+        tt_expect_error(mt_attention(out.t, lse.t, q.t, k_short, q.t, 1.0, 0), MT_ERR_SHAPE, "mt_attention", &out);
         tt_case("out is q");
-        tt_expect_error(mt_attention(q.t, q.t, q.t, q.t, 1.0, 0), TT_ANY_ERROR, "mt_attention", NULL);
-        tt_tensor *all[] = {&q, &out, &qi, &oi, &wide, &out_wide};
+        tt_expect_error(mt_attention(q.t, lse.t, q.t, q.t, q.t, 1.0, 0), TT_ANY_ERROR, "mt_attention", NULL);
+        tt_case("lse of another length");
+        int64_t s5[] = {1, 5};
+        tt_tensor lse5 = tt_new(MT_FLOAT32, 2, s5, TT_CONTIGUOUS);
+        tt_expect_error(mt_attention(out.t, lse5.t, q.t, q.t, q.t, 1.0, 0), MT_ERR_SHAPE, "mt_attention", &out);
+        tt_case("backward: dq overlaps dk");
+        tt_tensor g = tt_new(MT_FLOAT32, 3, s3, TT_CONTIGUOUS), o = tt_new(MT_FLOAT32, 3, s3, TT_CONTIGUOUS);
+        tt_fill(&g, -1, 1, 0);
+        tt_fill(&o, -1, 1, 0);
+        tt_fill(&lse, 0, 1, 0);
+        tt_tensor dvx = tt_new(MT_FLOAT32, 3, s3, TT_CONTIGUOUS);
+        tt_expect_error(mt_attention_backward(out.t, out.t, dvx.t, g.t, q.t, q.t, q.t, o.t, lse.t, 1.0, 0),
+                        MT_ERR_INVALID_ARGUMENT, "mt_attention_backward", NULL);
+        tt_case("backward: dout of another shape");
+        tt_expect_error(mt_attention_backward(out.t, o.t, g.t, wide.t, q.t, q.t, q.t, o.t, lse.t, 1.0, 0),
+                        MT_ERR_SHAPE, "mt_attention_backward", NULL);
+        tt_tensor *all[] = {&q, &out, &qi, &oi, &wide, &out_wide, &lse, &lsei, &lse5, &g, &o, &dvx};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
             tt_free(all[i]);
     }
