@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 18
+ABI_VERSION = 19
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -214,6 +214,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_attention": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_attention_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                       MtTensor, MtTensor, c_double, c_int]),
+    "mt_conv2d": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int, c_int,
+                          c_int]),
     "mt_cross_entropy": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int]),
     "mt_cross_entropy_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_sgd_step": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_int]),
@@ -844,6 +846,15 @@ def attention_backward(dq: Any, dk: Any, dv: Any, dout: Any, q: Any, k: Any, v: 
     check(lib().mt_attention_backward(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
                                       q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),
                                       lse.descriptor(), float(scale), 1 if causal else 0), "mt_attention_backward")
+
+
+def conv2d(out: Any, inp: Any, weight: Any, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+           dilation: tuple[int, int], groups: int) -> None:
+    """out = the convolution of inp by weight (+ bias, which may be None) in one kernel
+    (mt_conv2d, the tiled rung); contiguous (N, C, H, W), (C_out, C / groups, KH, KW), (C_out,)."""
+    check(lib().mt_conv2d(out.descriptor(), inp.descriptor(), weight.descriptor(), _desc(bias),
+                          0 if bias is None else 1, *(int(v) for v in stride), *(int(v) for v in padding),
+                          *(int(v) for v in dilation), int(groups)), "mt_conv2d")
 
 
 def cross_entropy(loss: Any, lse: Any, logits: Any, targets: Any, checked: bool) -> None:

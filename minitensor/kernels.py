@@ -10,12 +10,16 @@ The engine has several kernels for the same operation, each one step (a
 - ``copy``: the transpose-copy ladder (naive, tiled, tiled_padded), for
   ``A.T.contiguous()``;
 
+- ``conv2d``: the convolution ladder (im2col: the windows copied, then one
+  matmul, what ``F.conv2d`` runs; tiled: one kernel with the input patch of
+  each output tile in shared memory, src/conv.cu);
+
 plus the fused softmax kernel, which has one rung, and ``attention``: the
 naive rung (each step one op), the fused masked softmax (src/masked_softmax.cu,
 what ``F.scaled_dot_product_attention`` runs) and the flash rung (one kernel,
 no score stored; src/attention.cu). ``"default"``
 is always what the library itself runs (``a @ b``, ``x.sum(dim)``,
-``x.contiguous()``).
+``x.contiguous()``, ``F.conv2d``).
 
 These functions are for studying and timing the kernels: each takes
 minitensor Tensors, checks its arguments, and runs exactly the kernel you
@@ -58,6 +62,7 @@ from . import _lib, autograd, autotune, ops
 from ._creation import empty
 from ._dtype import DType, int64
 from ._errors import DimError
+from .nn import functional as F
 from .tensor import Tensor
 
 __all__ = [
@@ -66,6 +71,7 @@ __all__ = [
     "algorithms",
     "autotune_reset",
     "autotune_stats",
+    "conv2d",
     "copy",
     "from_device_pointer",
     "get_policy",
@@ -80,9 +86,11 @@ __all__ = [
     "to_device_pointer",
 ]
 
-# The ladders, by the name algorithms() takes, and the engine's name table of each.
-LADDERS: tuple[str, ...] = ("matmul", "reduce", "copy")
+# The ladders, by the name algorithms() takes, and the engine's name table of each
+# (conv2d's rungs are not all engine kernels: the im2col rung is ops; CONV2D_ALGOS).
+LADDERS: tuple[str, ...] = ("matmul", "reduce", "copy", "conv2d")
 _LADDER_FAMILY = {"matmul": "matmul", "reduce": "reduce_algo", "copy": "copy_algo"}
+CONV2D_ALGOS: tuple[str, ...] = ("default", "im2col", "tiled")
 
 
 def _table(family: str) -> tuple[str, ...]:
@@ -100,12 +108,17 @@ def _table(family: str) -> tuple[str, ...]:
 def algorithms(ladder: str) -> tuple[str, ...]:
     """The rungs of a kernel ladder, in the order of the ladder.
 
-    ladder is one of ``LADDERS``: ``"matmul"``, ``"reduce"`` or ``"copy"``.
-    The first name is always ``"default"`` (what the library itself runs)::
+    ladder is one of ``LADDERS``: ``"matmul"``, ``"reduce"``, ``"copy"`` or
+    ``"conv2d"``. The first name is always ``"default"`` (what the library
+    itself runs)::
 
         >>> mt.kernels.algorithms("copy")
         ('default', 'naive', 'tiled', 'tiled_padded')
+        >>> mt.kernels.algorithms("conv2d")
+        ('default', 'im2col', 'tiled')
     """
+    if ladder == "conv2d":
+        return CONV2D_ALGOS
     family = _LADDER_FAMILY.get(ladder) if isinstance(ladder, str) else None
     if family is None:
         raise ValueError(
@@ -450,6 +463,37 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
     flat = [t.reshape(-1, t.shape[-2], t.shape[-1]) for t in (q, k, v)]
     out = autograd.Attention.apply(*flat, scale, causal)
     return out.reshape(*q.shape[:-2], q.shape[-2], v.shape[-1])
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1, algo: str = "default") -> Tensor:
+    """A 2-D convolution (``F.conv2d``'s arguments and result) with a chosen rung
+    of the convolution ladder.
+
+    Args:
+        algo: ``"im2col"`` (the windows copied into a (N, C, KH, KW, OH, OW)
+            tensor, then one batched matmul; what ``F.conv2d`` runs, and so
+            ``"default"``) or ``"tiled"`` (one kernel, src/conv.cu: a block
+            computes a 16 x 16 tile of one output channel with the input
+            patch the tile reads, halo included, in shared memory; no window
+            is copied to memory).
+
+    The tiled rung's patch grows with the stride and the dilation: when the
+    patch and one channel's weights need more than 48 KiB of shared memory
+    (float32 strides above 7, say), it raises InvalidArgumentError (a
+    ValueError) naming the sizes; use ``algo="im2col"``, which has no such
+    limit. It does not fall back by itself: these functions run the kernel
+    you name.
+
+    Unlike matmul, reduce and copy here, the result is differentiable: the
+    tiled rung's backward reuses the im2col rung's pieces (col2im for the
+    input's gradient, a matmul with the windows for the weight's).
+    """
+    func = "kernels.conv2d()"
+    if algo not in CONV2D_ALGOS:
+        raise ValueError(f"{func}: unknown algo {algo!r}; one of {CONV2D_ALGOS}")
+    return F._conv2d(input, weight, bias, stride, padding, dilation, groups,
+                     "tiled" if algo == "tiled" else "im2col", func)
 
 
 # ---- host cost, data exchange ----------------------------------------------------------

@@ -1069,6 +1069,24 @@ def im2col(x: Array, kernel: tuple[int, int], stride: tuple[int, int], padding: 
     return clone(windows)
 
 
+def conv2d_tiled(x: Array, weight: Array, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+                 dilation: tuple[int, int], groups: int) -> Array:
+    """The convolution of x (N, C, H, W) by weight (C_out, C / groups, KH, KW), plus
+    bias (C_out,) or None, in one kernel (mt_conv2d, the tiled rung): each block
+    stages the input patch of a 16 x 16 output tile in shared memory; no window
+    is copied to memory. The patch must fit in 48 KiB (else InvalidArgumentError
+    naming its size)."""
+    x, weight = contiguous(x), contiguous(weight)
+    bias = None if bias is None else contiguous(bias)
+    n, _, h, w = x.shape
+    c_out, _, kh, kw = weight.shape
+    oh = window_shape(h, kh, stride[0], padding[0], dilation[0])
+    ow = window_shape(w, kw, stride[1], padding[1], dilation[1])
+    out = empty((n, c_out, oh, ow), x.dtype)
+    _lib.conv2d(out, x, weight, bias, stride, padding, dilation, groups)
+    return out
+
+
 def col2im(cols: Array, shape: tuple[int, ...], stride: tuple[int, int], padding: tuple[int, int],
            dilation: tuple[int, int]) -> Array:
     """The gradient of im2col: each window element of cols (N, C, KH, KW, OH, OW) added

@@ -74,7 +74,8 @@
  *     mt_cross_entropy (+ backward)  float32 or float64; targets int64 or
  *                              the logits' dtype.
  *     mt_matmul (all forms), mt_softmax, mt_logsumexp, mt_layer_norm (+
- *     backward), mt_sgd_step, mt_adam_step: float32 or float64 only.
+ *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d:
+ *     float32 or float64 only.
  *   A dtype an entry point (or an op) does not take is MT_ERR_DTYPE, before
  *   anything is launched: "mt_matmul: a has dtype int64; this op takes
  *   float32 or float64", "mt_map: exp is not defined for int64".
@@ -99,7 +100,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 18
+#define MT_ABI_VERSION 19
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -508,6 +509,22 @@ mt_status mt_attention(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, m
  * then one per key row; no atomics). */
 mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q, mt_tensor k,
                                 mt_tensor v, mt_tensor out, mt_tensor lse, double scale, int causal);
+/* 2-D convolution in one kernel (src/conv.cu, the tiled rung), a
+ * cross-correlation as torch's conv2d: for the C / groups input channels c
+ * of out channel co's group g = co / (C_out / groups),
+ *   out[n, co, y, x] = bias[co] + sum_{c, i, j} weight[co, c, i, j] *
+ *       in[n, g * C / groups + c, y * stride_h - pad_h + i * dilation_h,
+ *                                 x * stride_w - pad_w + j * dilation_w],
+ * the input being zero outside the image. in (N, C, H, W), weight (C_out,
+ * C / groups, KH, KW), bias (C_out,) (read only when has_bias) and out (N,
+ * C_out, OH, OW) are contiguous and of one float dtype, with OH = (H +
+ * 2 pad_h - dilation_h (KH - 1) - 1) / stride_h + 1 (OW likewise) at least
+ * 1. A block stages the input patch of a 16 x 16 tile of outputs and one
+ * channel's weights in shared memory; when they need more than 48 KiB
+ * (large strides or dilations) the call is MT_ERR_INVALID_ARGUMENT naming
+ * the sizes. out shares no byte with an input. */
+mt_status mt_conv2d(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
+                    int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
 /* out[i][j] = in[i][index[i][j]] along dim (torch.gather). in and out share
  * any one dtype. index is int64 (or holds whole numbers in a float dtype)
  * and has out's shape; every other dim of index must be no longer than

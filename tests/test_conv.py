@@ -1,7 +1,9 @@
 """Convolution and pooling (the im2col rung): conv1d, conv2d, max_pool2d and
 avg_pool2d against plain NumPy loops (stride, padding, dilation, groups,
 strided input views, odd sizes, batch and channel counts of 1), their
-gradients against finite differences, the nn modules, and the refusals."""
+gradients against finite differences, the nn modules, and the refusals.
+Then the tiled rung (mt.kernels.conv2d(..., algo="tiled"), src/conv.cu):
+against the same loops and the im2col rung, its gradients, its refusals."""
 
 from __future__ import annotations
 
@@ -176,3 +178,105 @@ def test_bad_arguments_name_the_problem() -> None:
         F.avg_pool2d(x, 2, padding=2)
     with pytest.raises(ValueError, match="divide by groups"):
         nn.Conv2d(3, 4, 3, groups=2)
+
+
+# ---- the tiled rung: one kernel, the input patch of each 16 x 16 output tile in shared memory ----
+
+TILED_CASES = CONV_CASES + [  # odd planes across several tiles, a 7x7 stem, 1x1 images, depthwise
+    ((1, 2, 37, 21), (3, 3, 3), 1, 1, 1, 1),
+    ((2, 3, 35, 35), (2, 7, 7), 2, 3, 1, 1),
+    ((3, 2, 1, 1), (4, 1, 1), 1, 0, 1, 1),
+    ((2, 2, 1, 1), (2, 3, 3), 1, 1, 1, 1),
+    ((1, 4, 18, 17), (4, 3, 3), 1, 2, 2, 4),
+]
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+@pytest.mark.parametrize("case", TILED_CASES, ids=range(len(TILED_CASES)))
+def test_tiled_conv2d_matches_numpy_and_im2col(case, dtype) -> None:
+    shape, (co, kh, kw), stride, padding, dilation, groups = case
+    rng = np.random.default_rng(len(shape) + co + kh)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((co, shape[1] // groups, kh, kw))
+    b = rng.standard_normal(co)
+    pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    ref = ref_conv2d(x, w, b, pair(stride), pair(padding), pair(dilation), groups)
+    xt, wt, bt = (mt.tensor(a, dtype=dtype) for a in (x, w, b))
+    permuted = mt.tensor(x.transpose(0, 2, 3, 1).copy(), dtype=dtype).permute(0, 3, 1, 2)  # a strided view
+    for inp in (xt, permuted):
+        got = mt.kernels.conv2d(inp, wt, bt, stride, padding, dilation, groups, algo="tiled")
+        assert got.shape == ref.shape and got.dtype is dtype
+        assert_close(got, ref, dtype, n=w[0].size)
+    no_bias = mt.kernels.conv2d(xt, wt, None, stride, padding, dilation, groups, algo="tiled")
+    assert_close(no_bias, ref - b[None, :, None, None], dtype, n=w[0].size)
+    im2col = mt.kernels.conv2d(xt, wt, bt, stride, padding, dilation, groups, algo="im2col")
+    assert_close(got, im2col.numpy().astype(np.float64), dtype, n=w[0].size)
+
+
+def test_tiled_conv2d_views_and_arguments() -> None:
+    rng = np.random.default_rng(5)
+    x, w, b = rng.standard_normal((2, 6, 12, 10)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)
+    # Non-contiguous input, weight and bias: a sliced input, a transposed weight, a stepped bias.
+    xs = mt.tensor(np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 2))))[:, :, 1:, :10]
+    ws = mt.tensor(w.transpose(0, 1, 3, 2).copy()).transpose(2, 3)
+    bs = mt.tensor(np.repeat(b, 2))[::2]
+    assert not (xs.is_contiguous() or ws.is_contiguous() or bs.is_contiguous())
+    got = mt.kernels.conv2d(xs, ws, bs, stride=(2, 1), padding="valid", groups=2, algo="tiled")
+    assert_close(got, ref_conv2d(x, w, b, (2, 1), (0, 0), (1, 1), 2), mt.float64, n=27)
+    same = mt.kernels.conv2d(mt.tensor(x), mt.tensor(w), padding="same", dilation=2, groups=2, algo="tiled")
+    assert_close(same, ref_conv2d(x, w, None, (1, 1), (2, 2), (2, 2), 2), mt.float64, n=27)
+    # algo="default" is what F.conv2d runs: im2col.
+    assert mt.kernels.algorithms("conv2d") == ("default", "im2col", "tiled")
+    default = mt.kernels.conv2d(mt.tensor(x), mt.tensor(w), groups=2)
+    assert_close(default, F.conv2d(mt.tensor(x), mt.tensor(w), groups=2).numpy(), mt.float64)
+    # An empty batch gives an empty result, and no output channel an empty plane.
+    assert mt.kernels.conv2d(mt.randn(0, 6, 5, 5), mt.randn(4, 3, 3, 3), groups=2, algo="tiled").shape == (0, 4, 3, 3)
+    assert mt.kernels.conv2d(mt.randn(2, 6, 5, 5), mt.randn(0, 6, 3, 3), algo="tiled").shape == (2, 0, 3, 3)
+    # No input channel: the output is the bias.
+    alone = mt.kernels.conv2d(mt.randn(2, 0, 5, 5), mt.randn(3, 0, 3, 3), mt.tensor([1.0, 2.0, 3.0]), algo="tiled")
+    assert alone.shape == (2, 3, 3, 3) and alone[:, 1].tolist() == [[[2.0] * 3] * 3] * 2
+
+
+def test_tiled_conv2d_gradients_match_finite_differences_and_im2col() -> None:
+    rng = np.random.default_rng(6)
+    x, w, b = rng.standard_normal((2, 4, 6, 5)), rng.standard_normal((4, 2, 3, 2)), rng.standard_normal(4)
+    gradcheck(lambda m, x, w, b: mt.kernels.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2,
+                                                   algo="tiled"), [x, w, b])
+    # A larger case across tiles: the gradients equal the im2col rung's.
+    x, w, b = rng.standard_normal((2, 3, 19, 18)), rng.standard_normal((5, 3, 3, 3)), rng.standard_normal(5)
+    grads = []
+    for algo in ("im2col", "tiled"):
+        leaves = [mt.tensor(a, requires_grad=True) for a in (x, w, b)]
+        out = mt.kernels.conv2d(*leaves, stride=1, padding=1, algo=algo)
+        (out * mt.tensor(np.sin(np.arange(out.numel())).reshape(out.shape))).sum().backward()
+        grads.append([leaf.grad.numpy() for leaf in leaves])
+    for g_im2col, g_tiled in zip(*grads):
+        assert_close(g_tiled, g_im2col, mt.float64, n=64)
+    # Only the input requires a gradient: the weight's is not computed.
+    xi = mt.tensor(x, requires_grad=True)
+    mt.kernels.conv2d(xi, mt.tensor(w), algo="tiled").sum().backward()
+    assert xi.grad.shape == x.shape
+
+
+def test_tiled_conv2d_refusals_name_the_problem() -> None:
+    x = mt.randn(1, 2, 40, 40)
+    with pytest.raises(ValueError, match="unknown algo 'winograd'"):
+        mt.kernels.conv2d(x, mt.randn(2, 2, 3, 3), algo="winograd")
+    # The patch of a 16 x 16 tile at stride 8 is 121 x 121 floats: over 48 KiB of shared memory.
+    with pytest.raises(mt.InvalidArgumentError, match=r"121 x 121.*shared memory"):
+        mt.kernels.conv2d(x, mt.randn(2, 2, 1, 1), stride=8, algo="tiled")
+    # float64 halves what fits: stride 6 (91 x 91 doubles) is refused, float32 takes it.
+    with pytest.raises(mt.InvalidArgumentError, match="91 x 91"):
+        mt.kernels.conv2d(x.double(), mt.randn(2, 2, 1, 1, dtype=mt.float64), stride=6, algo="tiled")
+    assert mt.kernels.conv2d(x, mt.randn(2, 2, 1, 1), stride=6, algo="tiled").shape == (1, 2, 7, 7)
+    # The im2col rung has no such limit.
+    assert mt.kernels.conv2d(x, mt.randn(2, 2, 1, 1), stride=8, algo="im2col").shape == (1, 2, 5, 5)
+    # The argument checks are F.conv2d's, naming kernels.conv2d().
+    with pytest.raises(mt.ShapeError, match=r"kernels.conv2d\(\).*groups"):
+        mt.kernels.conv2d(x, mt.randn(2, 1, 3, 3), groups=3, algo="tiled")
+    with pytest.raises(mt.DTypeError, match="int64"):
+        mt.kernels.conv2d(x.long(), mt.randn(2, 2, 3, 3), algo="tiled")
+    with pytest.raises(mt.DTypeError, match="float64"):
+        mt.kernels.conv2d(x, mt.randn(2, 2, 3, 3), mt.randn(2, dtype=mt.float64), algo="tiled")
+    with pytest.raises(mt.ShapeError, match="no window fits"):
+        mt.kernels.conv2d(mt.randn(1, 2, 2, 2), mt.randn(2, 2, 3, 3), algo="tiled")

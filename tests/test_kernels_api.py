@@ -44,7 +44,7 @@ def views(seed: int, shape: tuple[int, int], dtype: mt.DType) -> list[tuple[str,
 
 
 def test_listings() -> None:
-    assert K.LADDERS == ("matmul", "reduce", "copy")
+    assert K.LADDERS == ("matmul", "reduce", "copy", "conv2d")
     for ladder in K.LADDERS:
         names = K.algorithms(ladder)
         assert names[0] == "default" and len(names) > 2 and len(set(names)) == len(names)

@@ -7,7 +7,8 @@ differentiable op of minitensor are Function subclasses next to it:
     engine.py       Variable, Function, backward(), no_grad, queue_callback
     helpers.py      unbroadcast() and the other pieces the rules share
     elementwise.py  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Where, Exp, ...
-    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, LayerNorm, CrossEntropy, ..., MatMul
+    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, LayerNorm, CrossEntropy, ..., MatMul,
+                    Attention, Conv2dTiled
     shaping.py      View, Reshape, Permute, Expand, Index, ..., Gather, Cat, Stack, Im2Col
 
 The rules compute with the raw ops of minitensor/ops.py on Arrays; the
@@ -62,6 +63,7 @@ from .reductions import (
     CrossEntropy,
     MatMul,
     Attention,
+    Conv2dTiled,
 )
 from .shaping import (
     View,

@@ -286,3 +286,41 @@ class Attention(Function):
         dq, dk, dv = ops.attention_backward(grad, ops.contiguous(q), ops.contiguous(k), ops.contiguous(v), out,
                                             lse, ctx.scale, ctx.causal)
         return dq, dk, dv, None, None
+
+
+class Conv2dTiled(Function):
+    """The convolution of x (N, C, H, W) by weight (C_out, C / groups, KH, KW), plus
+    bias (C_out,) or None: one kernel forward (ops.conv2d_tiled, the tiled rung),
+    which copies no window to memory. The backward reuses the im2col rung's
+    pieces, since a gradient of a convolution is itself a matmul with windows:
+    with G = grad as (N, groups, C_out / groups, OH * OW) and W = weight as
+    (groups, C_out / groups, C / groups * KH * KW),
+    dx = col2im(W^T G), dweight = sum over N of G im2col(x)^T, dbias = sum of G."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding, dilation, groups):
+        ctx.args = (stride, padding, dilation, groups)
+        ctx.save_for_backward(x, weight)
+        return ops.conv2d_tiled(x, weight, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.args
+        needs = ctx.needs_input_grad
+        n, c = x.shape[:2]
+        c_out, c_group, kh, kw = weight.shape
+        oh, ow = grad.shape[2:]
+        taps = c_group * kh * kw
+        g = ops.reshape(grad, (n, groups, c_out // groups, oh * ow))  # N, G, Co/G, L
+        dx = dw = db = None
+        if needs[0]:
+            w = ops.reshape(weight, (groups, c_out // groups, taps))  # G, Co/G, K
+            cols = ops.matmul(ops.transpose(w, -2, -1), g)  # N, G, K, L: each window's gradient
+            dx = ops.col2im(ops.reshape(cols, (n, c, kh, kw, oh, ow)), x.shape, stride, padding, dilation)
+        if needs[1]:
+            cols = ops.reshape(ops.im2col(x, (kh, kw), stride, padding, dilation), (n, groups, taps, oh * ow))
+            dw = ops.reshape(ops.reduce_("sum", ops.matmul(g, ops.transpose(cols, -2, -1)), 0), weight.shape)
+        if needs[2]:
+            db = ops.reduce_("sum", grad, (0, 2, 3))
+        return dx, dw, db, None, None, None, None

@@ -288,9 +288,18 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     (N, C, KH, KW, OH, OW) tensor by one strided copy (autograd.Im2Col), and each
     group's output is one matmul of its weights (C_out / groups, C / groups * KH * KW)
     with its windows. padding: an int, a pair, "valid" (0) or "same" (stride 1,
-    an even total padding per dim).
+    an even total padding per dim). The tiled rung (one kernel, shared-memory
+    tiles, no window copied: src/conv.cu) is ``mt.kernels.conv2d(..., algo="tiled")``;
+    this function stays on im2col until the GPU measures the tiled rung faster
+    (bench/conv.py).
     """
-    func = "conv2d()"
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups, "im2col", "conv2d()")
+
+
+def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, padding: Any,  # noqa: A002
+            dilation: Any, groups: Any, algo: str, func: str) -> Tensor:
+    """conv2d with the arguments checked and normalised, by one rung: "im2col" or
+    "tiled" (autograd.Conv2dTiled); mt.kernels.conv2d calls it too."""
     _check_input(input, 4, func, "(N, C, H, W)")
     if not isinstance(weight, Tensor) or weight.ndim != 4:
         raise ops.ShapeError(f"{func}: weight must be a 4-D Tensor (C_out, C_in / groups, KH, KW), got "
@@ -321,6 +330,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     else:
         padding = _ints(padding, 2, "padding", func, 0)
     oh, ow = _output_size(input, kernel, stride, padding, dilation, func)
+    if algo == "tiled":
+        return autograd.Conv2dTiled.apply(input, weight, bias, stride, padding, dilation, groups)
     cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation)  # N, C, KH, KW, OH, OW
     cols = cols.reshape(n, groups, c_group * kh * kw, oh * ow)
     w = weight.reshape(groups, c_out // groups, c_group * kh * kw)

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 6. Convolution as a matmul: im2col
+# # 6. Convolution as a matmul (im2col), and in tiles
 #
 # A 2-D convolution slides a small kernel over an image and, at each
 # position, takes the dot product of the kernel with the window under it.
@@ -7,8 +7,9 @@
 # window into a column* of a matrix (im2col), after which the whole
 # convolution is one matmul, the kernel this library spends most care on.
 # This notebook draws the windows, shows that the copy is a single strided
-# copy of a view, checks the matmul against the loops, and looks at what the
-# backward pass must do where windows overlap.
+# copy of a view, checks the matmul against the loops, draws the next rung
+# (a direct convolution that keeps tiles of the input in shared memory), and
+# looks at what the backward pass must do where windows overlap.
 
 # %%
 # Make the repository's minitensor importable when the notebook runs from notebooks/.
@@ -113,14 +114,89 @@ plt.show()
 # %% [markdown]
 # The price is memory: each input element is copied once per window that
 # contains it, up to KH * KW = 9 times here. For a real layer the windows of
-# a batch are far larger than the batch; a direct convolution that keeps
-# tiles of the input in shared memory instead avoids the copy (the next rung
-# of this ladder).
+# a batch are far larger than the batch; the next rung of this ladder, below,
+# keeps tiles of the input in shared memory instead and copies no window.
 
 # %%
 batch = mt.randn(32, 16, 28, 28)
 windows = mt.autograd.Im2Col.apply(batch, (3, 3), (1, 1), (1, 1), (1, 1))
 print(f"input {batch.numel() * 4 / 1e6:.1f} MB, windows {windows.numel() * 4 / 1e6:.1f} MB")
+
+# %% [markdown]
+# ## The tiled rung: one block, one output tile, one input patch
+# `mt.kernels.conv2d(..., algo="tiled")` runs `src/conv.cu`: a block of
+# 16 x 16 threads computes a 16 x 16 tile of one output channel, one pixel
+# per thread. For each input channel, the block first copies into shared
+# memory the input *patch* its tile reads: the tile's windows together,
+# (16 - 1) * stride + (K - 1) * dilation + 1 elements per side (the tile
+# plus its *halo*). Neighbouring windows overlap, so the block reads each
+# input element from global memory once, however many of its windows
+# contain it. Where the patch leaves the image (the padding, or past an
+# edge) the block writes zeros, the value zero padding means, so the sum
+# needs no bounds test. A `__syncthreads()` makes the patch complete before
+# any thread reads it (each reads what others copied); a second keeps the
+# next channel's copy from overwriting it while a slow thread still reads.
+#
+# Below, a 24 x 24 image, a 3 x 3 kernel, stride 1 and padding 1: the
+# output is 24 x 24, so 2 x 2 tiles, and a patch is 15 + 2 + 1 = 18
+# elements a side. Tile (0, 0)'s patch (red) starts one row and column
+# above and left of the image, in the padding, which the block fills with
+# zeros. Tile (1, 1) (blue) has only 8 x 8 real outputs, but its block
+# copies the patch of a whole tile: past the image's edge it writes zeros,
+# and its spare threads compute nothing. The dots are where each real
+# output's window starts; the patch adds the halo of K - 1 = 2 beyond them.
+
+# %%
+from matplotlib.patches import Rectangle
+
+TILE = 16
+size, k, stride, pad = 24, 3, 1, 1
+out_size = (size + 2 * pad - k) // stride + 1
+tiles = -(-out_size // TILE)
+patch = (TILE - 1) * stride + (k - 1) + 1
+print(f"output {out_size} x {out_size}, {tiles} x {tiles} tiles, patch {patch} x {patch} "
+      f"(+ {k} x {k} weights) = {(patch * patch + k * k) * 4} bytes of float32 shared memory a block")
+
+fig, axes = plt.subplots(1, 2, figsize=(10, 4.8))
+plane = np.random.default_rng(0).random((size, size))
+axes[0].imshow(plane, cmap="gray_r", extent=(-0.5, size - 0.5, size - 0.5, -0.5))
+axes[0].add_patch(Rectangle((-0.5, -0.5), size, size, fill=False, ec="black", lw=1))
+for (tile_y, tile_x), color in (((0, 0), "tab:red"), ((1, 1), "tab:blue")):
+    y0, x0 = tile_y * TILE * stride - pad, tile_x * TILE * stride - pad  # the patch's corner in the image
+    rows = min(TILE, out_size - tile_y * TILE)
+    cols = min(TILE, out_size - tile_x * TILE)
+    axes[0].add_patch(Rectangle((x0 - 0.5, y0 - 0.5), patch, patch, fill=False, ec=color, lw=2,
+                                label=f"patch of tile {(tile_y, tile_x)}"))
+    starts = [(y0 + r * stride, x0 + c * stride) for r in range(rows) for c in range(cols)]
+    axes[0].scatter([c for _, c in starts], [r for r, _ in starts], s=3, c=color)
+    axes[1].add_patch(Rectangle((tile_x * TILE - 0.5, tile_y * TILE - 0.5), cols, rows, fill=False, ec=color, lw=2))
+edge = tiles * TILE * stride + k
+axes[0].set_xlim(-2.5, edge)
+axes[0].set_ylim(edge, -2.5)
+axes[0].set_title("input (one channel): the patches two blocks copy")
+axes[0].legend(loc="lower left", fontsize=8)
+owner = np.add.outer(np.arange(out_size) // TILE * tiles, np.arange(out_size) // TILE)
+axes[1].imshow(owner, cmap="Pastel1", vmin=0, vmax=8)
+axes[1].set_title(f"output {out_size} x {out_size}: 16 x 16 tiles, one block each")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The tiled rung computes the same convolution as im2col, and its backward
+# (which reuses im2col's pieces) the same gradients:
+
+# %%
+x = mt.randn(2, 3, size, size, requires_grad=True)
+weight = mt.randn(4, 3, k, k, requires_grad=True)
+tiled = mt.kernels.conv2d(x, weight, stride=stride, padding=pad, algo="tiled")
+im2col = mt.kernels.conv2d(x, weight, stride=stride, padding=pad, algo="im2col")
+print("rungs:", mt.kernels.algorithms("conv2d"), "(F.conv2d runs 'default', i.e. im2col)")
+print("tiled vs im2col, largest difference:", float((tiled - im2col).abs().max()))
+tiled.sum().backward()
+grad_tiled = x.grad.numpy().copy()
+x.grad = None
+im2col.sum().backward()
+print("input gradients, largest difference:", float(np.abs(grad_tiled - x.grad.numpy()).max()))
 
 # %% [markdown]
 # ## Backward: overlapping windows add up

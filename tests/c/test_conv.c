@@ -1,0 +1,233 @@
+/*
+ * test_conv.c: mt_conv2d, the tiled convolution kernel, against the sum of
+ * torch's conv2d formula computed in double, float32 and float64: strides,
+ * padding, dilations (each dim its own), groups up to depthwise, with and
+ * without bias; output planes that are and are not multiples of the 16 x 16
+ * tile, 1 x 1 images, kernels larger than the tile's stride, an empty batch,
+ * no output or input channel, the largest patch that fits in shared memory; random
+ * cases from the harness's fixed seed. Then the refusals: int64, mixed
+ * dtypes, a non-contiguous or misshapen operand, groups that do not divide,
+ * no window, a patch over 48 KiB, bad strides, out overlapping an input.
+ *
+ *   make check-c T=test_conv
+ */
+#include "test_util.h"
+
+typedef struct {
+    int64_t n, c, h, w, c_out, kh, kw;
+    int sh, sw, ph, pw, dh, dw, groups, bias;
+} conv_args;
+
+static int64_t out_size(int64_t size, int64_t k, int stride, int pad, int dilation)
+{
+    return (size + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+}
+
+/* out[n, co, y, x] in double, straight from the definition, as a sum for the
+ * tolerance policy (n terms: the taps of every channel of the group). */
+static tt_expect ref_pixel(const tt_tensor *in, const tt_tensor *weight, const tt_tensor *bias, const conv_args *a,
+                           int64_t n, int64_t co, int64_t y, int64_t x)
+{
+    const int64_t group_in = a->c / a->groups, group_out = a->c_out / a->groups;
+    const int64_t first = co / group_out * group_in;
+    double sum = 0.0, sumsq = 0.0;
+    for (int64_t c = 0; c < group_in; ++c)
+        for (int64_t i = 0; i < a->kh; ++i)
+            for (int64_t j = 0; j < a->kw; ++j) {
+                const int64_t iy = y * a->sh - a->ph + i * a->dh, ix = x * a->sw - a->pw + j * a->dw;
+                if (iy < 0 || iy >= a->h || ix < 0 || ix >= a->w)
+                    continue; /* zero padding */
+                int64_t ii[4] = {n, first + c, iy, ix}, wi[4] = {co, c, i, j};
+                const double p = tt_at(in, ii) * tt_at(weight, wi);
+                sum += p;
+                sumsq += p * p;
+            }
+    if (a->bias) {
+        int64_t bi[1] = {co};
+        sum += tt_at(bias, bi);
+        sumsq += tt_at(bias, bi) * tt_at(bias, bi);
+    }
+    const int64_t terms = group_in * a->kh * a->kw + 1;
+    return tt_sum(sum, sumsq, terms);
+}
+
+static void conv_case(int dtype, conv_args a)
+{
+    const int64_t oh = out_size(a.h, a.kh, a.sh, a.ph, a.dh), ow = out_size(a.w, a.kw, a.sw, a.pw, a.dw);
+    int64_t is[4] = {a.n, a.c, a.h, a.w}, ws[4] = {a.c_out, a.c / a.groups, a.kh, a.kw}, bs[1] = {a.c_out};
+    int64_t os[4] = {a.n, a.c_out, oh, ow};
+    tt_tensor in = tt_new(dtype, 4, is, TT_CONTIGUOUS), weight = tt_new(dtype, 4, ws, TT_CONTIGUOUS);
+    tt_tensor bias = tt_new(dtype, 1, bs, TT_CONTIGUOUS), out = tt_new(dtype, 4, os, TT_CONTIGUOUS);
+    tt_fill(&in, -2, 2, TT_SOME_ZEROS);
+    tt_fill(&weight, -1, 1, 0);
+    tt_fill(&bias, -1, 1, 0);
+    tt_case("mt_conv2d %s: in %s, weight %s%s, stride (%d, %d), padding (%d, %d), dilation (%d, %d), groups %d",
+            tt_dtype_name(dtype), tt_str(&in), tt_str(&weight), a.bias ? ", bias" : "", a.sh, a.sw, a.ph, a.pw,
+            a.dh, a.dw, a.groups);
+    tt_expect *expect = tt_expect_alloc(&out);
+    for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
+        int64_t index[4];
+        to_index(i, out.t.shape, 4, index);
+        expect[i] = ref_pixel(&in, &weight, &bias, &a, index[0], index[1], index[2], index[3]);
+    }
+    if (tt_expect_ok(mt_conv2d(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups),
+                     "mt_conv2d")) {
+        tt_check_output(&out, expect);
+        tt_expect_unchanged(&in, "in");
+        tt_expect_unchanged(&weight, "weight");
+        tt_expect_unchanged(&bias, "bias");
+    }
+    free(expect);
+    tt_free(&in);
+    tt_free(&weight);
+    tt_free(&bias);
+    tt_free(&out);
+}
+
+/* A random convolution: small sizes, any stride, padding, dilation, groups. */
+static conv_args random_args(void)
+{
+    conv_args a;
+    a.groups = (int)tt_rand_int(1, 3);
+    a.c = a.groups * tt_rand_int(1, 3);
+    a.c_out = a.groups * tt_rand_int(1, 3);
+    a.n = tt_rand_int(1, 2);
+    a.kh = tt_rand_int(1, 5);
+    a.kw = tt_rand_int(1, 5);
+    a.sh = (int)tt_rand_int(1, 3);
+    a.sw = (int)tt_rand_int(1, 3);
+    a.dh = (int)tt_rand_int(1, 3);
+    a.dw = (int)tt_rand_int(1, 3);
+    a.ph = (int)tt_rand_int(0, 3);
+    a.pw = (int)tt_rand_int(0, 3);
+    /* at least one window: H + 2 ph >= dh (KH - 1) + 1 */
+    a.h = tt_rand_int(1, 40) + a.dh * (a.kh - 1);
+    a.w = tt_rand_int(1, 40) + a.dw * (a.kw - 1);
+    a.bias = tt_chance(0.5);
+    return a;
+}
+
+int main(void)
+{
+    tt_init("test_conv");
+    static const int dtypes[] = {MT_FLOAT32, MT_FLOAT64};
+    for (int ti = 0; ti < 2; ++ti) {
+        const int dtype = dtypes[ti];
+        TT_GROUP("conv2d %s", tt_dtype_name(dtype)) {
+            for (int bias = 0; bias < 2; ++bias) {
+                /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
+                conv_case(dtype, (conv_args){2, 3, 20, 20, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias}); /* partial tiles */
+                conv_case(dtype, (conv_args){1, 2, 16, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias}); /* whole tiles */
+                conv_case(dtype, (conv_args){1, 2, 17, 33, 2, 5, 5, 2, 2, 0, 0, 1, 1, 1, bias}); /* stride 2 */
+                conv_case(dtype, (conv_args){1, 2, 19, 23, 2, 3, 3, 1, 1, 2, 2, 2, 2, 1, bias}); /* dilation 2 */
+                conv_case(dtype, (conv_args){2, 4, 9, 11, 6, 3, 2, 1, 1, 1, 0, 1, 1, 2, bias});  /* 2 groups */
+                conv_case(dtype, (conv_args){1, 5, 18, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, bias});  /* depthwise */
+                conv_case(dtype, (conv_args){1, 2, 13, 29, 3, 2, 4, 1, 3, 0, 2, 2, 1, 1, bias}); /* per-dim args */
+                conv_case(dtype, (conv_args){1, 3, 35, 35, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, bias}); /* 7x7 stem */
+                conv_case(dtype, (conv_args){3, 2, 1, 1, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, bias});   /* 1x1 images */
+                conv_case(dtype, (conv_args){2, 2, 1, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias});   /* all padding but one */
+                conv_case(dtype, (conv_args){1, 1, 5, 40, 1, 1, 1, 5, 4, 0, 0, 1, 1, 1, bias});  /* strides over the kernel */
+            }
+            /* The largest patch that fits in 48 KiB: float32 stride 7 (106 x 106), float64 stride 5 (76 x 76). */
+            const int big = dtype == MT_FLOAT32 ? 7 : 5;
+            conv_case(dtype, (conv_args){1, 1, 40, 40, 2, 1, 1, big, big, 0, 0, 1, 1, 1, 1});
+            conv_case(dtype, (conv_args){0, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}); /* no batch: nothing to do */
+            conv_case(dtype, (conv_args){1, 2, 8, 8, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no output channel */
+            conv_case(dtype, (conv_args){2, 0, 5, 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1}); /* no input channel: the bias */
+            for (int r = 0; r < 12; ++r)
+                conv_case(dtype, random_args());
+        }
+    }
+    TT_GROUP("refused") {
+        int64_t is[4] = {1, 2, 6, 6}, ws[4] = {2, 2, 3, 3}, os[4] = {1, 2, 4, 4}, bs[1] = {2}, b3[1] = {3};
+        int64_t ws_g[4] = {2, 1, 3, 3}, os_same[4] = {1, 2, 6, 6};
+        tt_tensor in = tt_new(MT_FLOAT32, 4, is, TT_CONTIGUOUS), weight = tt_new(MT_FLOAT32, 4, ws, TT_CONTIGUOUS);
+        tt_tensor out = tt_new(MT_FLOAT32, 4, os, TT_CONTIGUOUS), bias = tt_new(MT_FLOAT32, 1, bs, TT_CONTIGUOUS);
+        tt_tensor bias3 = tt_new(MT_FLOAT32, 1, b3, TT_CONTIGUOUS), wg = tt_new(MT_FLOAT32, 4, ws_g, TT_CONTIGUOUS);
+        tt_tensor out_same = tt_new(MT_FLOAT32, 4, os_same, TT_CONTIGUOUS);
+        tt_tensor in_i = tt_new(MT_INT64, 4, is, TT_CONTIGUOUS), w_i = tt_new(MT_INT64, 4, ws, TT_CONTIGUOUS);
+        tt_tensor out_i = tt_new(MT_INT64, 4, os, TT_CONTIGUOUS), w_d = tt_new(MT_FLOAT64, 4, ws, TT_CONTIGUOUS);
+        tt_fill(&in, -1, 1, 0);
+        tt_fill(&weight, -1, 1, 0);
+        tt_fill(&bias, -1, 1, 0);
+        tt_fill(&bias3, -1, 1, 0);
+        tt_fill(&wg, -1, 1, 0);
+        tt_fill(&in_i, -3, 3, TT_INTEGERS);
+        tt_fill(&w_i, -3, 3, TT_INTEGERS);
+        tt_fill(&w_d, -1, 1, 0);
+
+        tt_case("int64 operands");
+        tt_expect_error(mt_conv2d(out_i.t, in_i.t, w_i.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1), MT_ERR_DTYPE,
+                        "mt_conv2d", &out_i);
+        tt_case("a float64 weight for a float32 input");
+        tt_expect_error(mt_conv2d(out.t, in.t, w_d.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1), MT_ERR_DTYPE, "mt_conv2d",
+                        &out);
+        tt_case("a transposed input (H and W swapped by strides)");
+        mt_tensor in_t = in.t;
+        in_t.strides[2] = 1;
+        in_t.strides[3] = 6;
+        tt_expect_error(mt_conv2d(out.t, in_t, weight.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1), MT_ERR_INVALID_ARGUMENT,
+                        "mt_conv2d", &out);
+        tt_case("a 3-D input");
+        mt_tensor in_3 = in.t;
+        in_3.ndim = 3;
+        in_3.shape[1] = 12;
+        in_3.strides[1] = 6;
+        in_3.strides[2] = 1;
+        tt_expect_error(mt_conv2d(out.t, in_3, weight.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1), MT_ERR_INVALID_ARGUMENT,
+                        "mt_conv2d", &out);
+        tt_case("groups = 2 with a weight of 2 channels a group (C = 2)");
+        tt_expect_error(mt_conv2d(out.t, in.t, weight.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 2), MT_ERR_SHAPE, "mt_conv2d",
+                        &out);
+        tt_case("groups = 0");
+        tt_expect_error(mt_conv2d(out.t, in.t, wg.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 0), MT_ERR_SHAPE, "mt_conv2d",
+                        &out);
+        tt_case("out of the wrong shape (padding 1 makes it 6 x 6)");
+        tt_expect_error(mt_conv2d(out.t, in.t, weight.t, bias.t, 0, 1, 1, 1, 1, 1, 1, 1), MT_ERR_SHAPE, "mt_conv2d",
+                        &out);
+        tt_case("a bias of 3 for 2 out channels");
+        tt_expect_error(mt_conv2d(out.t, in.t, weight.t, bias3.t, 1, 1, 1, 0, 0, 1, 1, 1), MT_ERR_SHAPE,
+                        "mt_conv2d", &out);
+        tt_case("no window fits (dilation 3: a 7-wide kernel on 6)");
+        tt_expect_error(mt_conv2d(out.t, in.t, weight.t, bias.t, 0, 1, 1, 0, 0, 3, 3, 1), MT_ERR_SHAPE, "mt_conv2d",
+                        &out);
+        tt_case("stride 0, padding -1");
+        tt_expect_error(mt_conv2d(out.t, in.t, weight.t, bias.t, 0, 0, 1, 0, 0, 1, 1, 1), MT_ERR_INVALID_ARGUMENT,
+                        "mt_conv2d", &out);
+        tt_expect_error(mt_conv2d(out_same.t, in.t, weight.t, bias.t, 0, 1, 1, -1, 1, 1, 1, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d", &out_same);
+        tt_case("a patch over 48 KiB (stride 8 in float32: 121 x 121 floats)");
+        int64_t one[4] = {1, 1, 1, 1};
+        tt_tensor in1 = tt_new(MT_FLOAT32, 4, one, TT_CONTIGUOUS), w1 = tt_new(MT_FLOAT32, 4, one, TT_CONTIGUOUS);
+        tt_tensor out1 = tt_new(MT_FLOAT32, 4, one, TT_CONTIGUOUS);
+        tt_fill(&in1, -1, 1, 0);
+        tt_fill(&w1, -1, 1, 0);
+        if (tt_expect_error(mt_conv2d(out1.t, in1.t, w1.t, bias.t, 0, 8, 8, 0, 0, 1, 1, 1), MT_ERR_INVALID_ARGUMENT,
+                            "mt_conv2d", &out1) &&
+            !strstr(mt_last_error(), "121 x 121"))
+            tt_fail("the message does not name the patch: \"%s\"", mt_last_error());
+        tt_case("a patch over 48 KiB (dilation 100 of a 3 x 3 kernel)");
+        int64_t big_is[4] = {1, 1, 201, 201}, big_os[4] = {1, 2, 1, 1};
+        tt_tensor in_big = tt_new(MT_FLOAT32, 4, big_is, TT_CONTIGUOUS);
+        tt_tensor out_big = tt_new(MT_FLOAT32, 4, big_os, TT_CONTIGUOUS);
+        int64_t w1s[4] = {2, 1, 3, 3};
+        tt_tensor w_big = tt_new(MT_FLOAT32, 4, w1s, TT_CONTIGUOUS);
+        tt_expect_error(mt_conv2d(out_big.t, in_big.t, w_big.t, bias.t, 0, 1, 1, 0, 0, 100, 100, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d", &out_big);
+        tt_case("out is the input");
+        tt_expect_error(mt_conv2d(out_same.t, out_same.t, weight.t, bias.t, 0, 1, 1, 1, 1, 1, 1, 1), TT_ANY_ERROR,
+                        "mt_conv2d", NULL);
+        tt_case("out overlaps the bias");
+        mt_tensor bias_in_out = out.t; /* (2,), the first two elements of out */
+        bias_in_out.ndim = 1;
+        bias_in_out.shape[0] = 2;
+        bias_in_out.strides[0] = 1;
+        tt_expect_error(mt_conv2d(out.t, in.t, weight.t, bias_in_out, 1, 1, 1, 0, 0, 1, 1, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d", NULL);
+        tt_tensor *all[] = {&in, &weight, &out, &bias, &bias3, &wg, &out_same, &in_i, &w_i, &out_i, &w_d,
+                            &in1, &w1, &out1, &in_big, &out_big, &w_big};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+            tt_free(all[i]);
+    }
+    return tt_summary();
+}
