@@ -472,11 +472,12 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
 
     Args:
         algo: ``"im2col"`` (the windows copied into a (N, C, KH, KW, OH, OW)
-            tensor, then one batched matmul; what ``F.conv2d`` runs, and so
-            ``"default"``) or ``"tiled"`` (one kernel, src/conv.cu: a block
-            computes a 16 x 16 tile of one output channel with the input
-            patch the tile reads, halo included, in shared memory; no window
-            is copied to memory).
+            tensor, then one batched matmul), ``"tiled"`` (one kernel,
+            src/conv.cu: a block computes a 16 x 16 tile of one output
+            channel with the input patch the tile reads, halo included, in
+            shared memory; no window is copied to memory) or ``"default"``
+            (what ``F.conv2d`` runs: tiled for a depthwise convolution whose
+            patch fits, under the fast policy; else im2col).
 
     The tiled rung's patch grows with the stride and the dilation: when the
     patch and one channel's weights need more than 48 KiB of shared memory
@@ -492,8 +493,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     func = "kernels.conv2d()"
     if algo not in CONV2D_ALGOS:
         raise ValueError(f"{func}: unknown algo {algo!r}; one of {CONV2D_ALGOS}")
-    return F._conv2d(input, weight, bias, stride, padding, dilation, groups,
-                     "tiled" if algo == "tiled" else "im2col", func)
+    return F._conv2d(input, weight, bias, stride, padding, dilation, groups, algo, func)
 
 
 # ---- host cost, data exchange ----------------------------------------------------------

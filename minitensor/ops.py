@@ -1069,6 +1069,20 @@ def im2col(x: Array, kernel: tuple[int, int], stride: tuple[int, int], padding: 
     return clone(windows)
 
 
+CONV_TILE, CONV_SHARED_LIMIT = 16, 48 * 1024  # src/conv.cu's kTile and kConvSharedLimit
+
+
+def conv2d_tiled_fits(kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
+                      dtype: DType) -> bool:
+    """Whether mt_conv2d takes these sizes: a block's input patch (a 16 x 16 tile
+    of outputs and its halo) and one channel's weights fit in 48 KiB of shared
+    memory (the check src/conv.cu makes)."""
+    patch = 1
+    for k, s, d in zip(kernel, stride, dilation):
+        patch *= (CONV_TILE - 1) * s + (k - 1) * d + 1
+    return (patch + kernel[0] * kernel[1]) * dtype.itemsize <= CONV_SHARED_LIMIT
+
+
 def conv2d_tiled(x: Array, weight: Array, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
                  dilation: tuple[int, int], groups: int) -> Array:
     """The convolution of x (N, C, H, W) by weight (C_out, C / groups, KH, KW), plus

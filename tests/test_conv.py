@@ -280,3 +280,23 @@ def test_tiled_conv2d_refusals_name_the_problem() -> None:
         mt.kernels.conv2d(x, mt.randn(2, 2, 3, 3), mt.randn(2, dtype=mt.float64), algo="tiled")
     with pytest.raises(mt.ShapeError, match="no window fits"):
         mt.kernels.conv2d(mt.randn(1, 2, 2, 2), mt.randn(2, 2, 3, 3), algo="tiled")
+
+
+def test_conv2d_default_takes_the_tiled_rung_for_depthwise_and_falls_back_where_it_cannot() -> None:
+    """F.conv2d runs the tiled kernel for depthwise layers whose patch fits in
+    shared memory (the fast policy) and im2col otherwise: the same values and
+    gradients either way, a stride too large for the tiled patch included."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 6, 19, 21)), rng.standard_normal((6, 1, 3, 3))
+    assert mt.ops.conv2d_tiled_fits((3, 3), (1, 1), (1, 1), mt.float32)
+    assert not mt.ops.conv2d_tiled_fits((3, 3), (9, 9), (1, 1), mt.float64)
+    for stride in (1, 9):
+        grads = []
+        for run in (lambda a, b: F.conv2d(a, b, stride=stride, padding=1, groups=6),
+                    lambda a, b: mt.kernels.conv2d(a, b, stride=stride, padding=1, groups=6, algo="im2col")):
+            a, b = mt.tensor(x, requires_grad=True), mt.tensor(w, requires_grad=True)
+            out = run(a, b)
+            out.backward(mt.ones(out.shape, dtype=out.dtype))
+            grads.append((out.numpy(), a.grad.numpy(), b.grad.numpy()))
+        for got, want in zip(*grads):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

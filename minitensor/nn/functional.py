@@ -289,17 +289,21 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     group's output is one matmul of its weights (C_out / groups, C / groups * KH * KW)
     with its windows. padding: an int, a pair, "valid" (0) or "same" (stride 1,
     an even total padding per dim). The tiled rung (one kernel, shared-memory
-    tiles, no window copied: src/conv.cu) is ``mt.kernels.conv2d(..., algo="tiled")``;
-    this function stays on im2col until the GPU measures the tiled rung faster
-    (bench/conv.py).
+    tiles, no window copied: src/conv.cu, ``mt.kernels.conv2d(..., algo="tiled")``)
+    runs instead where each output channel reads one input channel (depthwise:
+    C / groups = 1) and its patch fits in shared memory, under the fast kernel
+    policy: there the H100 measures it 27x faster forward than im2col, whose
+    matmuls are then tiny; for every other layer im2col is 2-8x faster
+    (bench/conv.py, docs/performance.md).
     """
-    return _conv2d(input, weight, bias, stride, padding, dilation, groups, "im2col", "conv2d()")
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups, "default", "conv2d()")
 
 
 def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, padding: Any,  # noqa: A002
             dilation: Any, groups: Any, algo: str, func: str) -> Tensor:
-    """conv2d with the arguments checked and normalised, by one rung: "im2col" or
-    "tiled" (autograd.Conv2dTiled); mt.kernels.conv2d calls it too."""
+    """conv2d with the arguments checked and normalised, by one rung: "im2col",
+    "tiled" (autograd.Conv2dTiled) or "default" (the one conv2d's docstring
+    says); mt.kernels.conv2d calls it too."""
     _check_input(input, 4, func, "(N, C, H, W)")
     if not isinstance(weight, Tensor) or weight.ndim != 4:
         raise ops.ShapeError(f"{func}: weight must be a 4-D Tensor (C_out, C_in / groups, KH, KW), got "
@@ -330,6 +334,10 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
     else:
         padding = _ints(padding, 2, "padding", func, 0)
     oh, ow = _output_size(input, kernel, stride, padding, dilation, func)
+    if algo == "default":
+        depthwise = c_group == 1 and ops.fast_kernels()
+        fits = ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype)
+        algo = "tiled" if depthwise and fits else "im2col"
     if algo == "tiled":
         return autograd.Conv2dTiled.apply(input, weight, bias, stride, padding, dilation, groups)
     cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation)  # N, C, KH, KW, OH, OW
