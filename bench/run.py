@@ -810,8 +810,9 @@ torch's time over each rung's (above 1: faster than torch).
   mask only the keys a query sees. At length 1024 and 2048 it is 1.05-1.64x
   torch's forward and 0.97-1.16x forward + backward; the causal case gains
   most (3-10x over naive). At length 256 torch's fused kernel wins (0.54-
-  1.33x): three launches and the scores' round trip through memory weigh
-  more on small problems.
+  0.84x) except on the causal forward (1.33x): three launches and the
+  scores' round trip through memory weigh more on small problems. A row
+  whose every key is masked gets zero weights, as in torch's attention.
 - **flash** (`src/attention.cu`), as written for reading (one thread per
   query or key row, the rows indexed at run time so they live in local
   memory rather than registers, 64 threads a block, no tensor cores), is
@@ -856,7 +857,7 @@ against torch first.
   each output channel reads a single input channel (depthwise), im2col's
   matmuls are tiny and the tiled rung is 27x faster forward, so `F.conv2d`
   takes it there (under the fast policy, when the patch fits in 48 KiB).
-- Both trail cuDNN: 0.11-0.26x (im2col) on the dense layers. The backward
+- Both trail cuDNN: im2col reaches 0.14-0.37x on the dense layers. The backward
   of both rungs is im2col's (col2im adds, window matmuls): the depthwise
   layer's forward takes 0.33 ms of its 15.5 ms forward + backward. A tiled backward, several
   output channels per block, and implicit GEMM on tensor cores are the

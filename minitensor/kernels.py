@@ -476,8 +476,9 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
             src/conv.cu: a block computes a 16 x 16 tile of one output
             channel with the input patch the tile reads, halo included, in
             shared memory; no window is copied to memory) or ``"default"``
-            (what ``F.conv2d`` runs: tiled for a depthwise convolution whose
-            patch fits, under the fast policy; else im2col).
+            (what ``F.conv2d`` runs: tiled for a depthwise convolution,
+            groups = C > 1, whose patch fits, under the fast policy; else
+            im2col).
 
     The tiled rung's patch grows with the stride and the dilation: when the
     patch and one channel's weights need more than 48 KiB of shared memory

@@ -665,9 +665,11 @@ def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, ls
 def masked_softmax(x: Array, mask: Optional[Array], scale: float, causal: bool) -> Array:
     """softmax(x * scale + mask) along the last dim, the keys after each query
     hidden when causal (x is (..., L, S)); mask (float, x's dtype) broadcasts to
-    x's shape. Under the fast policy one kernel reads each score once
-    (mt_masked_softmax, the attention ladder's fused rung); under teaching the
-    chain of the course's kernels: a multiply, an add, a where, the softmax."""
+    x's shape. A row whose every score is -inf gets zeros (torch's attention
+    does the same: its "safe softmax"), not the NaN of a softmax over nothing.
+    Under the fast policy one kernel reads each score once (mt_masked_softmax,
+    the attention ladder's fused rung); under teaching the chain of the
+    course's kernels: a multiply, an add, a where, the softmax, a where."""
     func = "masked_softmax()"
     _require_array(x, func)
     require_float(x, func)
@@ -683,7 +685,10 @@ def masked_softmax(x: Array, mask: Optional[Array], scale: float, causal: bool) 
             scores = add(scores, mask)
         if causal:
             scores = where(causal_future(x.shape[-2], x.shape[-1]), float("-inf"), scores)
-        return softmax(scores, -1)
+        if scores.ndim == 0:
+            return softmax(scores, -1)
+        hidden = zip_("eq", reduce_("max", scores, -1, keepdim=True), float("-inf"))
+        return where(hidden, 0.0, softmax(scores, -1))
     x = contiguous(x)
     out = empty(x.shape, x.dtype)
     if out.numel() > 0:

@@ -277,7 +277,8 @@ static mt_status launch_attention(const mt_tensor &out, const mt_tensor &lse, co
 /* The checks both directions share: q (B, L, D), k (B, S, D), v (B, S, Dv)
  * contiguous, of one float dtype with `like`, head dims at most
  * kMaxAttentionDim, and lse a contiguous (B, L) tensor of that dtype. */
-static mt_status check_attention_operands(const char *func, const mt_tensor &like, const mt_tensor &q,
+static mt_status check_attention_operands(const char *func, const mt_tensor &like, const char *like_name,
+                                          const mt_tensor &q,
                                           const mt_tensor &k, const mt_tensor &v, const mt_tensor &lse)
 {
     const mt_tensor *inputs[] = {&q, &k, &v, &lse};
@@ -285,7 +286,7 @@ static mt_status check_attention_operands(const char *func, const mt_tensor &lik
     for (int t = 0; t < 4; ++t) {
         MT_TRY(mt_check_tensor(func, names[t], inputs[t]));
         MT_TRY(mt_check_extent(func, names[t], inputs[t]));
-        MT_TRY(mt_check_same_dtype(func, inputs[t], names[t], &like, "out"));
+        MT_TRY(mt_check_same_dtype(func, inputs[t], names[t], &like, like_name));
         if (inputs[t]->ndim != (t < 3 ? 3 : 2) || !is_contiguous(*inputs[t]))
             return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s must be a contiguous %s tensor", names[t],
                            t < 3 ? "(batch, length, dim)" : "(batch, length)");
@@ -299,7 +300,7 @@ static mt_status check_attention_operands(const char *func, const mt_tensor &lik
     if (d > kMaxAttentionDim || dv > kMaxAttentionDim)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "head dims %lld and %lld: this kernel keeps a row in "
                        "registers and takes at most %d", (long long)d, (long long)dv, kMaxAttentionDim);
-    if (b * ((length > keys ? length : keys) + kRows - 1) / kRows > INT32_MAX)
+    if (b * (((length > keys ? length : keys) + kRows - 1) / kRows) > INT32_MAX)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "more blocks than a grid holds");
     return MT_OK;
 }
@@ -332,7 +333,7 @@ mt_status mt_attention(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, m
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_output(func, "lse", &lse));
-    MT_TRY(check_attention_operands(func, out, q, k, v, lse));
+    MT_TRY(check_attention_operands(func, out, "out", q, k, v, lse));
     const int64_t b = q.shape[0], length = q.shape[1];
     const int64_t out_shape[3] = {b, length, v.shape[2]};
     const mt_tensor *inputs[] = {&q, &k, &v, &lse};
@@ -381,7 +382,7 @@ mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_ten
     const char *func = "mt_attention_backward";
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "dq", &dq));
-    MT_TRY(check_attention_operands(func, dq, q, k, v, lse));
+    MT_TRY(check_attention_operands(func, dq, "dq", q, k, v, lse));
     const int64_t b = q.shape[0], length = q.shape[1], keys = k.shape[1];
     const int64_t out_shape[3] = {b, length, v.shape[2]};
     const mt_tensor *more[] = {&dout, &out};

@@ -42,13 +42,14 @@ __global__ void masked_softmax_rows(T *out, const T *in, mt_tensor mask_rows, in
             mine.add(x[k] * scale + (m ? m[k * mask_stride] : T(0)));
         const T lse = block_logsumexp(scratch, mine);
         /* A row whose every key is hidden has lse = -inf: a softmax over
-         * nothing, NaN everywhere (as torch), the causal future included. */
-        const T future = lse == -mt_infinity<T>() ? lse - lse : T(0);
+         * nothing, 0/0. Attention gives such a query no weight at all (zeros,
+         * as torch's scaled_dot_product_attention does) rather than NaN. */
+        const bool none = lse == -mt_infinity<T>();
 
         /* block_logsumexp ends with a barrier: every thread has read the row
          * before any writes, so out may be in. */
         for (int64_t k = threadIdx.x; k < len; k += blockDim.x)
-            y[k] = k < seen ? mt_exp(x[k] * scale + (m ? m[k * mask_stride] : T(0)) - lse) : future;
+            y[k] = k < seen && !none ? mt_exp(x[k] * scale + (m ? m[k * mask_stride] : T(0)) - lse) : T(0);
     }
 }
 

@@ -444,8 +444,9 @@ mt_status mt_softmax_backward(mt_tensor grad_in, mt_tensor grad_out, mt_tensor o
  * MT_SOFTMAX_MASK adds mask (in's shape and dtype, any strides: 0 for a
  * broadcast dim; -inf hides a key); MT_SOFTMAX_CAUSAL hides key j from query
  * i when j > i, i being the index along the second-to-last dim. Without
- * MT_SOFTMAX_MASK mask is not read. A row with every key hidden gives NaN,
- * as a softmax over nothing. */
+ * MT_SOFTMAX_MASK mask is not read. A row with every key hidden (every
+ * value -inf) gives zeros, as torch's scaled_dot_product_attention (its "safe
+ * softmax"), not the NaN of a plain softmax over nothing. */
 enum { MT_SOFTMAX_MASK = 1, MT_SOFTMAX_CAUSAL = 2 };
 mt_status mt_masked_softmax(mt_tensor out, mt_tensor in, mt_tensor mask, double scale, int flags);
 /* Layer normalization of the rows of in, a contiguous (rows, n) tensor:

@@ -300,3 +300,16 @@ def test_conv2d_default_takes_the_tiled_rung_for_depthwise_and_falls_back_where_
             grads.append((out.numpy(), a.grad.numpy(), b.grad.numpy()))
         for got, want in zip(*grads):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_tiled_fits_states_the_kernels_own_limit() -> None:
+    """ops.conv2d_tiled_fits mirrors src/conv.cu's shared-memory check: at the
+    largest stride it accepts the tiled kernel runs, one more is refused."""
+    x = mt.tensor(np.random.default_rng(8).standard_normal((1, 2, 40, 40)))
+    w = mt.tensor(np.random.default_rng(9).standard_normal((2, 1, 3, 3)))
+    stride = 1
+    while mt.ops.conv2d_tiled_fits((3, 3), (stride + 1, 1), (1, 1), mt.float64):
+        stride += 1
+    mt.kernels.conv2d(x, w, stride=(stride, 1), groups=2, algo="tiled")
+    with pytest.raises(mt.InvalidArgumentError, match="shared memory"):
+        mt.kernels.conv2d(x, w, stride=(stride + 1, 1), groups=2, algo="tiled")

@@ -283,8 +283,9 @@ def test_transformer_encoder_layer_matches_torch(norm_first):
 @pytest.mark.parametrize("algo", ["naive", "masked_softmax", "flash"])
 def test_attention_rungs_values_and_gradients_match_torch(algo):
     """Each rung of mt.kernels.attention (the flash rung's two backward kernels
-    included) and F.scaled_dot_product_attention with a bool and a float mask,
-    against torch's scaled_dot_product_attention in float64."""
+    included) and F.scaled_dot_product_attention with a bool mask (one query
+    masked whole) and a float mask, against torch's scaled_dot_product_attention
+    in float64."""
     rng = np.random.default_rng(3)
     q, k, v = rng.standard_normal((2, 3, 70, 16)), rng.standard_normal((2, 3, 45, 16)), rng.standard_normal((2, 3, 45, 8))
     dout = rng.standard_normal((2, 3, 70, 8))
@@ -300,6 +301,7 @@ def test_attention_rungs_values_and_gradients_match_torch(algo):
             np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-9, atol=1e-9)
     keep = rng.random((70, 45)) > 0.3
     keep[:, 0] = True
+    keep[5] = False  # a query that sees no key: zero weights in torch's attention (its safe softmax)
     bias = rng.standard_normal((3, 1, 45))
     for mask in (keep, bias):
         tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))

@@ -290,10 +290,11 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     with its windows. padding: an int, a pair, "valid" (0) or "same" (stride 1,
     an even total padding per dim). The tiled rung (one kernel, shared-memory
     tiles, no window copied: src/conv.cu, ``mt.kernels.conv2d(..., algo="tiled")``)
-    runs instead where each output channel reads one input channel (depthwise:
-    C / groups = 1) and its patch fits in shared memory, under the fast kernel
-    policy: there the H100 measures it 27x faster forward than im2col, whose
-    matmuls are then tiny; for every other layer im2col is 2-8x faster
+    runs instead for a depthwise convolution (groups = C > 1: each output channel
+    reads one input channel) whose patch fits in shared memory, under the fast
+    kernel policy: there the H100 measures it 27x faster forward than im2col,
+    whose matmuls are then tiny; on the dense layers measured im2col is 2.4-8.3x
+    faster forward (the 7x7 stem is even) and 1.2-3.4x forward + backward
     (bench/conv.py, docs/performance.md).
     """
     return _conv2d(input, weight, bias, stride, padding, dilation, groups, "default", "conv2d()")
@@ -335,7 +336,7 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
         padding = _ints(padding, 2, "padding", func, 0)
     oh, ow = _output_size(input, kernel, stride, padding, dilation, func)
     if algo == "default":
-        depthwise = c_group == 1 and ops.fast_kernels()
+        depthwise = c_group == 1 and groups > 1 and ops.fast_kernels()  # not a plain 1-channel input
         fits = ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype)
         algo = "tiled" if depthwise and fits else "im2col"
     if algo == "tiled":
@@ -441,6 +442,12 @@ def causal_mask(length: int, source_length: Optional[int] = None) -> Tensor:
     return ~Tensor._from_array(ops.causal_future(length, source_length))
 
 
+def additive_mask(hidden: Tensor, dtype: Any) -> Tensor:
+    """A bool mask (True: the key is hidden) as the float mask the scores add:
+    0 where a key takes part, -inf where it is hidden."""
+    return zeros(hidden.shape, dtype=dtype).masked_fill(hidden, float("-inf"))
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
                                  dropout_p: float = 0.0, is_causal: bool = False,
                                  scale: Optional[float] = None) -> Tensor:
@@ -471,7 +478,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if not isinstance(attn_mask, Tensor):
             raise TypeError(f"{func}: attn_mask must be a Tensor, got {type(attn_mask).__name__}")
         if attn_mask.dtype is bool_:  # True takes part: 0 added; False hidden: -inf
-            attn_mask = zeros(attn_mask.shape, dtype=scores.dtype).masked_fill(~attn_mask, float("-inf"))
+            attn_mask = additive_mask(~attn_mask, scores.dtype)
         elif attn_mask.dtype is not scores.dtype:
             raise ops.DTypeError(f"{func}: a float attn_mask must have the scores' dtype {scores.dtype.name}, "
                                  f"got {attn_mask.dtype.name}")

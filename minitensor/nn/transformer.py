@@ -72,11 +72,12 @@ class MultiheadAttention(Module):
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
             out = self.out_proj(heads.permute(2, 0, 1, 3).reshape(length, batch, e))
             return (out.transpose(0, 1) if self.batch_first else out), None
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))  # N, h, L, S
+        scores = q @ k.transpose(-2, -1)  # N, h, L, S
         mask = self._mask(attn_mask, is_causal, key_padding_mask, length, source, batch, scores)
-        if mask is not None:
-            scores = scores.masked_fill(mask, float("-inf")) if mask.dtype is bool_ else scores + mask
-        weights = scores.softmax(-1)
+        if mask is not None:  # additive, in the scores' dtype (torch converts a float mask too)
+            mask = F.additive_mask(mask, scores.dtype) if mask.dtype is bool_ else mask.to(scores.dtype)
+        # The scale, the mask and the softmax in one kernel: the attention ladder's fused rung.
+        weights = autograd.MaskedSoftmax.apply(scores, mask, 1.0 / math.sqrt(d), False)
         if self.dropout > 0.0:
             weights = F.dropout(weights, self.dropout, self.training)
         out = (weights @ v).permute(2, 0, 1, 3).reshape(length, batch, e)  # heads side by side again
@@ -104,8 +105,7 @@ class MultiheadAttention(Module):
             elif mask.dtype is bool_ and padding.dtype is bool_:
                 mask = mask | padding
             else:
-                as_float = [m if m.dtype is not bool_ else zeros(*m.shape, dtype=scores.dtype).masked_fill(
-                    m, float("-inf")) for m in (mask, padding)]
+                as_float = [m if m.dtype is not bool_ else F.additive_mask(m, scores.dtype) for m in (mask, padding)]
                 mask = as_float[0] + as_float[1]
         if mask is not None and mask.ndim == 3:  # (N * h, L, S), as torch accepts
             mask = mask.reshape(batch, -1, length, source)

@@ -12,7 +12,7 @@
  * functions, any dim, strided tensors, a scale) against the formula in
  * double, and mt_masked_softmax (the attention ladder's fused rung) with a
  * broadcast additive mask holding -inf, the causal mask, both, and rows
- * that every key is hidden from (NaN, as torch).
+ * that every key is hidden from (zeros, as torch's attention).
  *
  *   make build/tests/emu/test_softmax && build/tests/emu/test_softmax
  *   MT_TEST_SEED=42 build/tests/emu/test_softmax     (replay a run)
@@ -160,7 +160,7 @@ static void masked_softmax_case(int dtype, int ndim, const int64_t *shape, int f
         for (int64_t k = 0; k < len; ++k)
             z += m == -INFINITY ? 0.0 : exp(row[k] - m);
         for (int64_t k = 0; k < len; ++k) {
-            double ref = m == -INFINITY ? NAN : exp(row[k] - m) / z; /* every key hidden: NaN */
+            double ref = m == -INFINITY ? 0.0 : exp(row[k] - m) / z; /* every key hidden: no weight at all */
             expect[r * len + k] = (tt_expect){ref, isfinite(row[k]) ? fabs(ref) * (fabs(row[k]) + 1.0) : 0.0, len};
         }
     }
