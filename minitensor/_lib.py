@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 19
+ABI_VERSION = 20
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.

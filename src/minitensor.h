@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 19
+#define MT_ABI_VERSION 20
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -242,7 +242,8 @@ typedef struct {
     X(SEQUENTIAL, sequential)     /* tree, threads 0..s-1 active           */ \
     X(FIRST_ADD, first_add)       /* + accumulate many values during load  */ \
     X(WARP_SHUFFLE, warp_shuffle) /* + the last 32 by warp shuffles        */ \
-    X(VECTORIZED, vectorized)     /* + 16-byte loads, shuffle-only finish  */
+    X(VECTORIZED, vectorized)     /* + 16-byte loads, shuffle-only finish  */ \
+    X(WARP_ROWS, warp_rows)       /* one warp per row, no barrier at all   */
 
 /* Copy algorithms (the transpose ladder, for mt_copy_variant).             */
 #define MT_COPY_ALGOS(X)                                                      \

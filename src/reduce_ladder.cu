@@ -32,6 +32,13 @@
  *                  (each warp, then warp 0: two barriers). Each thread now
  *                  adds 4 neighbouring elements at a time, so the order of
  *                  the additions, and the last bits of a sum, differ.
+ *   warp_rows      no block-wide step at all: each warp reduces rows of its
+ *                  own (the loads of vectorized, then five shuffles), and a
+ *                  grid sized to the GPU keeps every warp streaming rows
+ *                  until none is left. A block of one row per block waits,
+ *                  at its barriers, for its slowest warp, and a new block
+ *                  starts only when the whole block is done; here no warp
+ *                  ever waits for another.
  *
  */
 #include "reduce.h"
@@ -139,6 +146,29 @@ __global__ void reduce_rows_warp(mt_tensor out, mt_tensor in_rows, int64_t len, 
  * 32 values, then warp 0 the per-warp results: two barriers). Thread t now
  * takes elements 4t..4t+3, 4(t+B).. rather than t, t+B, ..., so the sum is
  * added in another order than rungs 1-4 (a few ulps apart). */
+/* Packs c, c + B, c + 2B, ... of a row of `count` Packs into acc, four
+ * Packs (16 floats) in flight per thread before they are combined. */
+template <typename T, typename R>
+MT_DEVICE typename R::Acc accumulate_packs(const Pack<T> *packs, int64_t c, int64_t B, int64_t count,
+                                           typename R::Acc acc, const R &reducer)
+{
+    constexpr int W = Pack<T>::kWidth;
+    for (; c + 3 * B < count; c += 4 * B) {
+        Pack<T> p[4];
+        MT_UNROLL for (int u = 0; u < 4; ++u)
+            p[u] = packs[c + u * B];
+        MT_UNROLL for (int u = 0; u < 4; ++u)
+            MT_UNROLL for (int w = 0; w < W; ++w)
+                acc = reducer(acc, reducer.lift(p[u].v[w], (c + u * B) * W + w));
+    }
+    for (; c < count; c += B) {
+        const Pack<T> p = packs[c];
+        MT_UNROLL for (int w = 0; w < W; ++w)
+            acc = reducer(acc, reducer.lift(p.v[w], c * W + w));
+    }
+    return acc;
+}
+
 template <typename T, typename R>
 __global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec, R reducer)
 {
@@ -149,30 +179,40 @@ __global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t first = ordinal_to_position(row, &in_rows);
         typename R::Acc acc = reducer.identity();
-        if (vec) {
-            /* Four Packs (16 floats) in flight per thread, then combined. */
-            const Pack<T> *packs = reinterpret_cast<const Pack<T> *>(in_data + first);
-            const int64_t count = len / W;
-            const int64_t B = blockDim.x;
-            int64_t c = threadIdx.x;
-            for (; c + 3 * B < count; c += 4 * B) {
-                Pack<T> p[4];
-                MT_UNROLL for (int u = 0; u < 4; ++u)
-                    p[u] = packs[c + u * B];
-                MT_UNROLL for (int u = 0; u < 4; ++u)
-                    MT_UNROLL for (int w = 0; w < W; ++w)
-                        acc = reducer(acc, reducer.lift(p[u].v[w], (c + u * B) * W + w));
-            }
-            for (; c < count; c += B) {
-                const Pack<T> p = packs[c];
-                MT_UNROLL for (int w = 0; w < W; ++w)
-                    acc = reducer(acc, reducer.lift(p.v[w], c * W + w));
-            }
-        } else {
+        if (vec)
+            acc = accumulate_packs<T>(reinterpret_cast<const Pack<T> *>(in_data + first), threadIdx.x, blockDim.x,
+                                      len / W, acc, reducer);
+        else
             acc = accumulate_strided<T>(in_data + first, threadIdx.x, blockDim.x, len, stride, acc, reducer);
-        }
         acc = block_reduce_warps(scratch, acc, reducer.identity(), reducer);
         if (threadIdx.x == 0)
+            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+    }
+}
+
+/* Rung 6: one warp per row. Warp w of block b takes rows b * warps + w,
+ * then a grid's worth of warps further on; the lanes read the row as in
+ * rung 5 (16-byte Packs when `vec`) and warp_reduce combines the 32 values
+ * by shuffles. No shared memory and no barrier: the warps of a block never
+ * wait for each other, so a slow warp delays only its own row. */
+template <typename T, typename R>
+__global__ void reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec, R reducer)
+{
+    constexpr int W = Pack<T>::kWidth;
+    typename R::Out *out_data = static_cast<typename R::Out *>(out.data);
+    const T *in_data = static_cast<const T *>(in_rows.data);
+    const int64_t lane = threadIdx.x % 32;
+    const int64_t warps = blockDim.x / 32;
+    for (int64_t row = blockIdx.x * warps + threadIdx.x / 32; row < rows; row += gridDim.x * warps) {
+        const int64_t first = ordinal_to_position(row, &in_rows);
+        typename R::Acc acc = reducer.identity();
+        if (vec)
+            acc = accumulate_packs<T>(reinterpret_cast<const Pack<T> *>(in_data + first), lane, 32, len / W, acc,
+                                      reducer);
+        else
+            acc = accumulate_strided<T>(in_data + first, lane, 32, len, stride, acc, reducer);
+        acc = warp_reduce(acc, reducer); /* lane 0 holds the row's result */
+        if (lane == 0)
             out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
     }
 }
@@ -204,6 +244,20 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
     case MT_REDUCE_ALGO_WARP_SHUFFLE:
         reduce_rows_warp<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
         break;
+    case MT_REDUCE_ALGO_WARP_ROWS: {
+        const int64_t width = Pack<T>::kWidth;
+        const T *first = static_cast<const T *>(in.data) + in.offset;
+        const bool vec = (stride == 1 || len == 1) && is_contiguous(in) && dim == in.ndim - 1 &&
+                         len % width == 0 && aligned16(first);
+        /* 8 warps a block; enough blocks for 8 per SM (64 warps, the H100's
+         * most), fewer when there are fewer rows. */
+        const int64_t warps = kBlockSize / 32;
+        const int64_t blocks = (rows + warps - 1) / warps;
+        const int64_t resident = (int64_t)mt_sm_count() * 8;
+        const unsigned int grid = (unsigned int)(blocks < resident ? blocks : resident);
+        reduce_rows_warp_rows<T, R><<<grid, kBlockSize, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, R{});
+        break;
+    }
     case MT_REDUCE_ALGO_VECTORIZED:
     default: {
         /* Packs need stride 1 and every row start aligned: a contiguous

@@ -230,3 +230,16 @@ def test_max_and_min_over_a_dim_return_values_and_indices_as_torch() -> None:
     assert isinstance(t.max(dim=(0, 1)), mt.Tensor)  # a tuple of dims: values only (amax)
     assert t.amax(1).tolist() == [5.0, 7.0] and mt.amin(t, 0).tolist() == [1.0, 0.0, 2.0]
     assert isinstance(mt.return_types.max(v, i), tuple)
+
+
+def test_many_short_rows_reduce_right_with_one_warp_per_row() -> None:
+    """Thousands of contiguous rows of 256 to 2048 elements: the shape mt_reduce
+    gives to the warp_rows rung once there are as many rows as the GPU holds
+    warps (src/reduce.cu); every op against NumPy, and the rung by name."""
+    a = np.random.default_rng(12).standard_normal((4096, 300)).astype(np.float32)
+    t = mt.tensor(a)
+    assert_close(t.sum(1), a.astype(np.float64).sum(1), mt.float32, n=300)
+    np.testing.assert_array_equal(t.amax(1).numpy(), a.max(1))
+    np.testing.assert_array_equal(t.argmin(1).numpy(), a.argmin(1))
+    got = mt.kernels.reduce(t, "sum", 1, "warp_rows")
+    assert_close(got, a.astype(np.float64).sum(1), mt.float32, n=300)

@@ -158,6 +158,16 @@ static int g_algo = -1;
 static int g_in_role = TT_INPUT;
 static int g_out_role = TT_OUTPUT;
 
+/* The device's SM count, from mt_device_key ("<name>|sm_<cc>|<SMs>sm"). */
+static int64_t device_sms(void)
+{
+    char key[256];
+    if (mt_device_key(key, sizeof key) != MT_OK)
+        return 1;
+    const char *last = strrchr(key, '|');
+    return last ? strtoll(last + 1, NULL, 10) : 1;
+}
+
 /* One case: out = op(in) along dim (keepdim: out.shape[dim] == 1). With
  * `nans`, some input values are NaN. */
 static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int dim, int nans)
@@ -382,8 +392,8 @@ int main(void)
         }
 
     /* The fast paths of mt_reduce: contiguous rows read as 16-byte Packs
-     * (lengths that are multiples of 4), and a reduced dim that is not the
-     * last (columns walked by warps; a long dim with few columns is split
+     * (lengths that are multiples of 4), many short rows (one warp each),
+     * and a reduced dim that is not the last (columns walked by warps; a long dim with few columns is split
      * over blocks, then the partials combined). */
     static const int64_t s_rows[] = {5, 1024}, s_odd[] = {3, 1025}, s_tall[] = {1025, 33},
                          s_mid[] = {3, 5000, 2}, s_wide[] = {33, 129}, s_3d[] = {2, 33, 65};
@@ -404,6 +414,12 @@ int main(void)
                 reduce_case(op, dtype, 2, s_wide, 0, 0);
                 reduce_case(op, dtype, 3, s_3d, 0, 0);
                 reduce_case(op, dtype, 3, s_3d, 1, 0);
+                /* As many rows as the device holds warps, of 260 (16-byte
+                 * loads) and 257 elements: mt_reduce takes one warp per row. */
+                const int64_t many = 64 * device_sms();
+                const int64_t s_many[] = {many, 260}, s_many_odd[] = {many, 257};
+                reduce_case(op, dtype, 2, s_many, 1, 0);
+                reduce_case(op, dtype, 2, s_many_odd, 1, 1);
             }
             g_in_role = TT_INPUT;
             g_out_role = TT_OUTPUT;
