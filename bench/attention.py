@@ -24,7 +24,6 @@ Times are medians of CUDA-event timings after warm-up (milliseconds).
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -34,19 +33,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
+from event_timing import median_ms  # noqa: E402
 
-
-def median_ms(fn, start, end, repeats: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def main() -> int:

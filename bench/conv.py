@@ -23,7 +23,6 @@ F.conv2d should switch to the tiled rung is decided from this table.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -33,6 +32,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
+from event_timing import median_ms  # noqa: E402
 
 # name, (N, C, H, W), (C_out, K), stride, padding, groups
 LAYERS = [
@@ -45,18 +45,6 @@ LAYERS = [
     ("depthwise 3x3, 128 ch, 56x56", (32, 128, 56, 56), (128, 3), 1, 1, 128),
 ]
 
-
-def median_ms(fn, start, end, repeats: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def main() -> int:

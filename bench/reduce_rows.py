@@ -12,7 +12,6 @@ takes for rows (src/reduce.cu).
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -21,21 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
+from event_timing import median_ms  # noqa: E402
 
 SHAPES = [(16384, 16384), (4096, 65536), (65536, 4096), (262144, 1024), (1048576, 256), (2097152, 32)]
 
-
-def median_us(fn, start, end, repeats: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -54,9 +42,10 @@ def main() -> int:
             out = mt.empty(rows, 1)
             got = torch.from_dlpack(mt.kernels.reduce(m, "sum", 1, algo, keepdim=True, out=out)).reshape(rows)
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-3), (algo, (got - want).abs().max().item())
-            times[algo] = median_us(lambda: mt.kernels.reduce(m, "sum", 1, algo, keepdim=True, out=out), *mt_events)
+            times[algo] = 1e3 * median_ms(lambda: mt.kernels.reduce(m, "sum", 1, algo, keepdim=True, out=out),
+                                         *mt_events, repeats=30)
             cells.append(f"{times[algo]:.1f}")
-        t = median_us(lambda: a.sum(dim=1), *t_events)
+        t = 1e3 * median_ms(lambda: a.sum(dim=1), *t_events, repeats=30)
         best = min(times, key=times.get)
         gbs = rows * length * 4 / (times[best] * 1e-6) / 1e9
         print(f"| {rows} x {length} | " + " | ".join(cells) + f" | {t:.1f} | {best} {t / times[best]:.2f}x "
