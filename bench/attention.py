@@ -74,7 +74,33 @@ def main() -> int:
                 ratios = " / ".join(f"{ms[3] / m:.2f}x" for m in ms[:3])
                 print(f"| {bh}, {length}, {causal} | {name} | {ms[0]:.3f} | {ms[1]:.3f} | {ms[2]:.3f} | "
                       f"{ms[3]:.3f} | {ratios} |")
+    registers_against_local_memory(mt_events)
     return 0
+
+
+def registers_against_local_memory(events) -> None:
+    """The flash rung with head dim 64, which its kernels know at compile time
+    (rows in registers), against 63, read at run time (rows in local memory):
+    nearly the same arithmetic, in one run."""
+    print()
+    print("| flash rung, 32 x 1024, causal | head dim 64 (compile time) | head dim 63 (run time) | 63 / 64 |")
+    print("| --- | ---: | ---: | ---: |")
+    rng = np.random.default_rng(1)
+    for name in ("forward", "fwd + bwd"):
+        ms = []
+        for d in (64, 63):
+            q, k, v = (mt.tensor(rng.standard_normal((32, 1024, d)).astype(np.float32), requires_grad=True)
+                       for _ in range(3))
+
+            def forward():
+                return mt.kernels.attention(q, k, v, "flash", causal=True)
+
+            if name == "forward":
+                with mt.no_grad():
+                    ms.append(median_ms(forward, *events))
+            else:
+                ms.append(median_ms(lambda: forward().sum().backward(), *events))
+        print(f"| {name} | {ms[0]:.3f} | {ms[1]:.3f} | {ms[1] / ms[0]:.2f}x |")
 
 
 class _nothing:

@@ -794,42 +794,51 @@ torch's time over each rung's (above 1: faster than torch).
 
 | batch x heads, length, causal | pass | naive (mt) | fused (mt) | flash (mt) | torch sdpa | naive / fused / flash vs torch |
 | --- | --- | ---: | ---: | ---: | ---: | --- |
-| 64, 256, False | forward | 0.352 | 0.297 | 1.421 | 0.204 | 0.58x / 0.69x / 0.14x |
-| 64, 256, False | fwd + bwd | 1.453 | 1.335 | 5.314 | 1.127 | 0.78x / 0.84x / 0.21x |
-| 64, 256, True | forward | 0.788 | 0.306 | 1.426 | 0.409 | 0.52x / 1.33x / 0.29x |
-| 64, 256, True | fwd + bwd | 2.801 | 1.817 | 5.695 | 0.978 | 0.35x / 0.54x / 0.17x |
-| 32, 1024, False | forward | 0.641 | 0.664 | 5.970 | 0.698 | 1.09x / 1.05x / 0.12x |
-| 32, 1024, False | fwd + bwd | 1.795 | 1.623 | 26.312 | 1.567 | 0.87x / 0.97x / 0.06x |
-| 32, 1024, True | forward | 3.132 | 0.609 | 5.255 | 0.922 | 0.29x / 1.51x / 0.18x |
-| 32, 1024, True | fwd + bwd | 4.681 | 1.621 | 22.821 | 1.764 | 0.38x / 1.09x / 0.08x |
-| 16, 2048, False | forward | 1.113 | 1.096 | 11.687 | 1.238 | 1.11x / 1.13x / 0.11x |
-| 16, 2048, False | fwd + bwd | 2.961 | 2.772 | 51.889 | 2.819 | 0.95x / 1.02x / 0.05x |
-| 16, 2048, True | forward | 9.522 | 0.989 | 10.256 | 1.623 | 0.17x / 1.64x / 0.16x |
-| 16, 2048, True | fwd + bwd | 12.657 | 2.680 | 45.026 | 3.121 | 0.25x / 1.16x / 0.07x |
+| 64, 256, False | forward | 0.232 | 0.204 | 0.185 | 0.124 | 0.54x / 0.61x / 0.67x |
+| 64, 256, False | fwd + bwd | 0.941 | 0.884 | 0.794 | 0.867 | 0.92x / 0.98x / 1.09x |
+| 64, 256, True | forward | 0.715 | 0.309 | 0.221 | 0.511 | 0.71x / 1.65x / 2.31x |
+| 64, 256, True | fwd + bwd | 1.963 | 0.868 | 0.816 | 0.764 | 0.39x / 0.88x / 0.94x |
+| 32, 1024, False | forward | 0.558 | 0.575 | 0.626 | 0.601 | 1.08x / 1.05x / 0.96x |
+| 32, 1024, False | fwd + bwd | 1.601 | 1.535 | 3.118 | 1.449 | 0.91x / 0.94x / 0.46x |
+| 32, 1024, True | forward | 2.289 | 0.532 | 0.652 | 0.764 | 0.33x / 1.44x / 1.17x |
+| 32, 1024, True | fwd + bwd | 3.805 | 1.550 | 3.035 | 1.766 | 0.46x / 1.14x / 0.58x |
+| 16, 2048, False | forward | 1.095 | 1.095 | 1.222 | 1.181 | 1.08x / 1.08x / 0.97x |
+| 16, 2048, False | fwd + bwd | 2.920 | 2.747 | 5.757 | 2.635 | 0.90x / 0.96x / 0.46x |
+| 16, 2048, True | forward | 6.157 | 0.879 | 1.076 | 1.421 | 0.23x / 1.62x / 1.32x |
+| 16, 2048, True | fwd + bwd | 9.398 | 2.510 | 5.394 | 2.964 | 0.32x / 1.18x / 0.55x |
+
+The flash rung's kernels know head dims 16, 32 and 64 at compile time (for
+q and v alike); any other head dim is read at run time. The same run, 32 x
+1024, causal:
+
+| flash rung | head dim 64 (compile time) | head dim 63 (run time) | 63 / 64 |
+| --- | ---: | ---: | ---: |
+| forward | 0.584 | 6.801 | 11.65x |
+| fwd + bwd | 2.916 | 28.530 | 9.78x |
 
 - **naive** (each step one op: matmul, scale, causal mask, softmax,
   matmul) matches torch's fused forward at length 1024 and 2048 without a
-  mask (1.09-1.11x), but the causal mask costs it a full pass of its own
-  over the L x L scores: 0.17-0.52x.
+  mask (1.08x), but the causal mask costs it a full pass of its own over
+  the L x L scores: 0.23-0.71x.
 - **fused** (`src/masked_softmax.cu`, what `F.scaled_dot_product_attention`
   runs): scale, mask and softmax read the scores once, and under the causal
-  mask only the keys a query sees. At length 1024 and 2048 it is 1.05-1.64x
-  torch's forward and 0.97-1.16x forward + backward; the causal case gains
-  most (3-10x over naive). At length 256 torch's fused kernel wins (0.54-
-  0.84x) except on the causal forward (1.33x): three launches and the
-  scores' round trip through memory weigh more on small problems. A row
-  whose every key is masked gets zero weights, as in torch's attention.
-- **flash** (`src/attention.cu`), as written for reading (one thread per
-  query or key row, the rows indexed at run time so they live in local
-  memory rather than registers, 64 threads a block, no tensor cores), is
-  5-10x slower than the fused rung forward. Its backward kernels are slower
-  still: forward + backward 0.05-0.21x torch, against 0.18-0.68x when the
-  backward was ops (three matmuls on the warptile kernel, measured
-  2026-11-26). The dk/dv kernel keeps four 64-long rows per thread. What
-  the rung saves is memory: no L x L scores (268 MB for 16 x 2048 x 2048 in
-  float32). The next rungs (a row split over a warp, head dims fixed at
-  compile time so rows stay in registers, tensor cores for the products)
-  are not written yet."""
+  mask only the keys a query sees. At length 1024 and 2048 it is 1.05-1.62x
+  torch's forward and 0.94-1.18x forward + backward; the causal case gains
+  most (3-7x over naive). At length 256 torch's fused kernel wins (0.61-
+  0.98x) except on the causal forward (1.65x). A row whose every key is
+  masked gets zero weights, as in torch's attention.
+- **flash** (`src/attention.cu`): one thread per query row, no tensor
+  cores, no score stored. With the head dim a compile-time constant the
+  rows of q, the output, and in the backward k, v, dk and dv, live in
+  registers: forward 0.96-2.31x torch (the causal cases 1.17-2.31x, ahead
+  of the fused rung at length 256), 9.8-11.7x faster than the same kernels
+  with the head dim read at run time, whose rows the compiler must place
+  in local memory (2026-11-27's first run measured those at 0.10-0.29x).
+  Its backward kernels keep it at 0.46-0.58x torch forward + backward at
+  length 1024 and 2048 (one thread per key row does a whole query tile's
+  work; torch's backward splits it over warps and tensor cores), so
+  training stays on the fused rung. What the flash rung saves is memory: no
+  L x L scores (268 MB for 16 x 2048 x 2048 in float32)."""
 
 
 # Measured by bench/conv.py (it needs torch); kept here too.

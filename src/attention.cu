@@ -22,8 +22,13 @@
  *
  * The teaching version of the idea: one thread per row does D multiply-adds
  * per key from shared memory; the production kernels split a row's work
- * over a warp and use tensor cores for the two products.
+ * over a warp and use tensor cores for the two products. Each kernel is a
+ * template on the head dim too (kDim: 16, 32, 64, or 0 for any): a row held
+ * in an array stays in registers only when every index into it is a
+ * compile-time constant, which the unrolled loops over kDim give.
  */
+#include <type_traits>
+
 #include "ops_common.h"
 
 /* Queries per block (one thread each), keys per shared-memory tile, and the
@@ -45,10 +50,15 @@ MT_DEVICE void load_tile(Tile &&tile, const T *matrix, int64_t start, int n, int
         tile[e / width][e % width] = matrix[(start + e / width) * width + e % width];
 }
 
-template <typename T>
+template <typename T, int kDim>
 __global__ void attention_flash(T *out, T *lse, const T *q, const T *k, const T *v, int64_t length,
-                                int64_t keys, int d, int dv, T scale, int causal, int64_t row_tiles)
+                                int64_t keys, int d_arg, int dv_arg, T scale, int causal, int64_t row_tiles)
 {
+    /* kDim > 0: both head dims are kDim, known to the compiler, which then
+     * unrolls every loop over a row and keeps the rows in registers. kDim 0:
+     * any dims, read at run time; a row indexed by a run-time counter cannot
+     * live in registers, so the compiler puts it in (slower) local memory. */
+    const int d = kDim ? kDim : d_arg, dv = kDim ? kDim : dv_arg;
     __shared__ T k_tile[kCols][kMaxAttentionDim];
     __shared__ T v_tile[kCols][kMaxAttentionDim];
     const int64_t batch = blockIdx.x / row_tiles;
@@ -61,9 +71,9 @@ __global__ void attention_flash(T *out, T *lse, const T *q, const T *k, const T 
 
     T q_row[kMaxAttentionDim];
     T acc[kMaxAttentionDim];
-    for (int c = 0; c < d; ++c)
+    MT_UNROLL for (int c = 0; c < d; ++c)
         q_row[c] = active ? qb[row * d + c] * scale : T(0); /* scale once, not once per key */
-    for (int c = 0; c < dv; ++c)
+    MT_UNROLL for (int c = 0; c < dv; ++c)
         acc[c] = T(0);
     T m = -mt_infinity<T>(); /* the largest score so far */
     T l = T(0);         /* sum of exp(score - m) so far */
@@ -83,7 +93,7 @@ __global__ void attention_flash(T *out, T *lse, const T *q, const T *k, const T 
             T tile_max = -mt_infinity<T>();
             for (int j = 0; j < n; ++j) {
                 T s = T(0);
-                for (int c = 0; c < d; ++c)
+                MT_UNROLL for (int c = 0; c < d; ++c)
                     s += q_row[c] * k_tile[j][c];
                 if (causal && start + j > row)
                     s = -mt_infinity<T>(); /* a future key: weight exp(-inf) = 0 */
@@ -94,12 +104,12 @@ __global__ void attention_flash(T *out, T *lse, const T *q, const T *k, const T 
             if (m_new > -mt_infinity<T>()) { /* else every key so far is masked: nothing to add */
                 const T rescale = mt_exp(m - m_new); /* exp(-inf) = 0 on the first tile */
                 l *= rescale;
-                for (int c = 0; c < dv; ++c)
+                MT_UNROLL for (int c = 0; c < dv; ++c)
                     acc[c] *= rescale;
                 for (int j = 0; j < n; ++j) {
                     const T p = mt_exp(scores[j] - m_new);
                     l += p;
-                    for (int c = 0; c < dv; ++c)
+                    MT_UNROLL for (int c = 0; c < dv; ++c)
                         acc[c] += p * v_tile[j][c];
                 }
                 m = m_new;
@@ -109,7 +119,7 @@ __global__ void attention_flash(T *out, T *lse, const T *q, const T *k, const T 
     }
     if (active) {
         T *ob = out + (batch * length + row) * dv;
-        for (int c = 0; c < dv; ++c)
+        MT_UNROLL for (int c = 0; c < dv; ++c)
             ob[c] = acc[c] / l; /* l = 0 (no key at all) gives NaN, as softmax over nothing */
         /* The row's log-sum-exp, m + log(l): all the backward needs to
          * recompute any weight, p_ij = exp(s_ij - lse_i), without a pass over
@@ -133,11 +143,12 @@ __global__ void attention_flash(T *out, T *lse, const T *q, const T *k, const T 
  * one thread per query row walking tiles of keys (as the forward does), then
  * one thread per key row walking tiles of queries.
  */
-template <typename T>
+template <typename T, int kDim>
 __global__ void attention_backward_dq(T *dq, T *delta, const T *dout, const T *out, const T *lse, const T *q,
-                                      const T *k, const T *v, int64_t length, int64_t keys, int d, int dv,
-                                      T scale, int causal, int64_t row_tiles)
+                                      const T *k, const T *v, int64_t length, int64_t keys, int d_arg,
+                                      int dv_arg, T scale, int causal, int64_t row_tiles)
 {
+    const int d = kDim ? kDim : d_arg, dv = kDim ? kDim : dv_arg; /* as in attention_flash */
     __shared__ T k_tile[kCols][kMaxAttentionDim];
     __shared__ T v_tile[kCols][kMaxAttentionDim];
     const int64_t batch = blockIdx.x / row_tiles;
@@ -150,11 +161,11 @@ __global__ void attention_backward_dq(T *dq, T *delta, const T *dout, const T *o
 
     T q_row[kMaxAttentionDim], do_row[kMaxAttentionDim], acc[kMaxAttentionDim];
     T row_delta = T(0);
-    for (int c = 0; c < d; ++c) {
+    MT_UNROLL for (int c = 0; c < d; ++c) {
         q_row[c] = active ? q[r * d + c] : T(0);
         acc[c] = T(0);
     }
-    for (int c = 0; c < dv; ++c) {
+    MT_UNROLL for (int c = 0; c < dv; ++c) {
         do_row[c] = active ? dout[r * dv + c] : T(0);
         row_delta += active ? do_row[c] * out[r * dv + c] : T(0);
     }
@@ -175,18 +186,18 @@ __global__ void attention_backward_dq(T *dq, T *delta, const T *dout, const T *o
                 if (causal && start + j > row)
                     break; /* the rest of the tile is in this query's future: p = 0 */
                 T s = T(0), dp = T(0);
-                for (int c = 0; c < d; ++c)
+                MT_UNROLL for (int c = 0; c < d; ++c)
                     s += q_row[c] * k_tile[j][c];
-                for (int c = 0; c < dv; ++c)
+                MT_UNROLL for (int c = 0; c < dv; ++c)
                     dp += do_row[c] * v_tile[j][c];
                 const T ds = mt_exp(s * scale - row_lse) * (dp - row_delta);
-                for (int c = 0; c < d; ++c)
+                MT_UNROLL for (int c = 0; c < d; ++c)
                     acc[c] += ds * k_tile[j][c];
             }
         __syncthreads(); /* everyone is done with the tile before the next overwrites it */
     }
     if (active)
-        for (int c = 0; c < d; ++c)
+        MT_UNROLL for (int c = 0; c < d; ++c)
             dq[r * d + c] = acc[c] * scale;
 }
 
@@ -194,11 +205,12 @@ __global__ void attention_backward_dq(T *dq, T *delta, const T *dout, const T *o
  * tiles of queries (q, dO, lse and D of kCols queries in shared memory).
  * Under the causal mask key j is seen only by queries i >= j, so a block's
  * walk starts at its first key's tile. */
-template <typename T>
+template <typename T, int kDim>
 __global__ void attention_backward_dkdv(T *dk, T *dv_out, const T *delta, const T *dout, const T *lse, const T *q,
-                                        const T *k, const T *v, int64_t length, int64_t keys, int d, int dv,
-                                        T scale, int causal, int64_t key_tiles)
+                                        const T *k, const T *v, int64_t length, int64_t keys, int d_arg,
+                                        int dv_arg, T scale, int causal, int64_t key_tiles)
 {
+    const int d = kDim ? kDim : d_arg, dv = kDim ? kDim : dv_arg; /* as in attention_flash */
     __shared__ T q_tile[kCols][kMaxAttentionDim];
     __shared__ T do_tile[kCols][kMaxAttentionDim];
     __shared__ T lse_tile[kCols];
@@ -212,11 +224,11 @@ __global__ void attention_backward_dkdv(T *dk, T *dv_out, const T *delta, const 
     const T *dob = dout + batch * length * dv;
 
     T k_row[kMaxAttentionDim], v_row[kMaxAttentionDim], dk_acc[kMaxAttentionDim], dv_acc[kMaxAttentionDim];
-    for (int c = 0; c < d; ++c) {
+    MT_UNROLL for (int c = 0; c < d; ++c) {
         k_row[c] = active ? k[kr * d + c] : T(0);
         dk_acc[c] = T(0);
     }
-    for (int c = 0; c < dv; ++c) {
+    MT_UNROLL for (int c = 0; c < dv; ++c) {
         v_row[c] = active ? v[kr * dv + c] : T(0);
         dv_acc[c] = T(0);
     }
@@ -235,23 +247,23 @@ __global__ void attention_backward_dkdv(T *dk, T *dv_out, const T *delta, const 
                 if (causal && key > start + i)
                     continue; /* query start + i comes before this key: it never saw it */
                 T s = T(0), dp = T(0);
-                for (int c = 0; c < d; ++c)
+                MT_UNROLL for (int c = 0; c < d; ++c)
                     s += q_tile[i][c] * k_row[c];
                 const T p = mt_exp(s * scale - lse_tile[i]);
-                for (int c = 0; c < dv; ++c) {
+                MT_UNROLL for (int c = 0; c < dv; ++c) {
                     dp += do_tile[i][c] * v_row[c];
                     dv_acc[c] += p * do_tile[i][c];
                 }
                 const T ds = p * (dp - delta_tile[i]);
-                for (int c = 0; c < d; ++c)
+                MT_UNROLL for (int c = 0; c < d; ++c)
                     dk_acc[c] += ds * q_tile[i][c];
             }
         __syncthreads(); /* everyone is done with the tile before the next overwrites it */
     }
     if (active) {
-        for (int c = 0; c < d; ++c)
+        MT_UNROLL for (int c = 0; c < d; ++c)
             dk[kr * d + c] = dk_acc[c] * scale;
-        for (int c = 0; c < dv; ++c)
+        MT_UNROLL for (int c = 0; c < dv; ++c)
             dv_out[kr * dv + c] = dv_acc[c];
     }
 }
@@ -262,16 +274,41 @@ static T *first(const mt_tensor &t)
     return static_cast<T *>(t.data) + t.offset;
 }
 
+/* Runs launch(std::integral_constant<int, kDim>) with the kernels'
+ * compile-time head dim: 16, 32 or 64 when q's and v's head dims are both
+ * that, else 0 (any dims, at run time). */
+template <typename Launch>
+static mt_status with_head_dim(const mt_tensor &q, const mt_tensor &v, Launch launch)
+{
+    const int64_t d = q.shape[2];
+    switch (d == v.shape[2] ? d : 0) {
+    case 16: return launch(std::integral_constant<int, 16>{});
+    case 32: return launch(std::integral_constant<int, 32>{});
+    case 64: return launch(std::integral_constant<int, 64>{});
+    default: return launch(std::integral_constant<int, 0>{});
+    }
+}
+
+template <typename T, int kDim>
+static mt_status launch_attention_dim(const mt_tensor &out, const mt_tensor &lse, const mt_tensor &q,
+                                      const mt_tensor &k, const mt_tensor &v, double scale, int causal,
+                                      unsigned int grid, int64_t row_tiles)
+{
+    attention_flash<T, kDim><<<grid, kRows, 0, mt_stream()>>>(
+        first<T>(out), first<T>(lse), first<T>(q), first<T>(k), first<T>(v), q.shape[1], k.shape[1],
+        (int)q.shape[2], (int)v.shape[2], (T)scale, causal != 0, row_tiles);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
 template <typename T>
 static mt_status launch_attention(const mt_tensor &out, const mt_tensor &lse, const mt_tensor &q,
                                   const mt_tensor &k, const mt_tensor &v, double scale, int causal,
                                   unsigned int grid, int64_t row_tiles)
 {
-    attention_flash<T><<<grid, kRows, 0, mt_stream()>>>(first<T>(out), first<T>(lse), first<T>(q), first<T>(k),
-                                                        first<T>(v), q.shape[1], k.shape[1], (int)q.shape[2],
-                                                        (int)v.shape[2], (T)scale, causal != 0, row_tiles);
-    CUDA_CHECK(mt_launch_status());
-    return MT_OK;
+    return with_head_dim(q, v, [&](auto dim) {
+        return launch_attention_dim<T, decltype(dim)::value>(out, lse, q, k, v, scale, causal, grid, row_tiles);
+    });
 }
 
 /* The checks both directions share: q (B, L, D), k (B, S, D), v (B, S, Dv)
@@ -348,11 +385,11 @@ mt_status mt_attention(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, m
     return launch_attention<double>(out, lse, q, k, v, scale, causal, grid, row_tiles);
 }
 
-template <typename T>
-static mt_status launch_attention_backward(const mt_tensor &dq, const mt_tensor &dk, const mt_tensor &dv,
-                                           const mt_tensor &dout, const mt_tensor &q, const mt_tensor &k,
-                                           const mt_tensor &v, const mt_tensor &out, const mt_tensor &lse,
-                                           double scale, int causal)
+template <typename T, int kDim>
+static mt_status launch_attention_backward_dim(const mt_tensor &dq, const mt_tensor &dk, const mt_tensor &dv,
+                                               const mt_tensor &dout, const mt_tensor &q, const mt_tensor &k,
+                                               const mt_tensor &v, const mt_tensor &out, const mt_tensor &lse,
+                                               double scale, int causal)
 {
     const int64_t b = q.shape[0], length = q.shape[1], keys = k.shape[1];
     const int d = (int)q.shape[2], dvd = (int)v.shape[2];
@@ -361,19 +398,31 @@ static mt_status launch_attention_backward(const mt_tensor &dq, const mt_tensor 
     T *delta_data = delta.as<T>();
     const int64_t row_tiles = (length + kRows - 1) / kRows, key_tiles = (keys + kRows - 1) / kRows;
     if (b * row_tiles > 0) {
-        attention_backward_dq<T><<<(unsigned int)(b * row_tiles), kRows, 0, mt_stream()>>>(
+        attention_backward_dq<T, kDim><<<(unsigned int)(b * row_tiles), kRows, 0, mt_stream()>>>(
             first<T>(dq), delta_data, first<T>(dout), first<T>(out), first<T>(lse), first<T>(q), first<T>(k),
             first<T>(v), length, keys, d, dvd, (T)scale, causal != 0, row_tiles);
         CUDA_CHECK(mt_launch_status());
     }
     if (b * key_tiles > 0) {
-        attention_backward_dkdv<T><<<(unsigned int)(b * key_tiles), kRows, 0, mt_stream()>>>(
+        attention_backward_dkdv<T, kDim><<<(unsigned int)(b * key_tiles), kRows, 0, mt_stream()>>>(
             first<T>(dk), first<T>(dv), delta_data, first<T>(dout), first<T>(lse), first<T>(q), first<T>(k),
             first<T>(v), length, keys, d, dvd, (T)scale, causal != 0, key_tiles);
         CUDA_CHECK(mt_launch_status());
     }
     CUDA_CHECK(delta.release());
     return MT_OK;
+}
+
+template <typename T>
+static mt_status launch_attention_backward(const mt_tensor &dq, const mt_tensor &dk, const mt_tensor &dv,
+                                           const mt_tensor &dout, const mt_tensor &q, const mt_tensor &k,
+                                           const mt_tensor &v, const mt_tensor &out, const mt_tensor &lse,
+                                           double scale, int causal)
+{
+    return with_head_dim(q, v, [&](auto dim) {
+        return launch_attention_backward_dim<T, decltype(dim)::value>(dq, dk, dv, dout, q, k, v, out, lse, scale,
+                                                                      causal);
+    });
 }
 
 mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q, mt_tensor k,

@@ -2,7 +2,9 @@
  * test_attention.c: mt_attention, the fused (flash) attention kernel, against
  * softmax(q k^T * scale) v computed row by row in double, float32 and
  * float64, with and without the causal mask. Lengths cross the kernel's
- * 64-query blocks and 32-key tiles; head dims go up to its limit of 64.
+ * 64-query blocks and 32-key tiles; head dims go up to its limit of 64, and
+ * include 16, 32 and 64 for both q and v (the instances with the head dim
+ * fixed at compile time) as well as others (read at run time).
  * Each row's log-sum-exp (lse) is checked too. Then mt_attention_backward,
  * the two backward kernels, against the chain rule in double (the weights
  * P, dV = P^T dO, dS = P * (dO V^T - rowsum), dQ = dS K * scale,
@@ -192,6 +194,8 @@ int main(void)
                 attention_case(dtype, 3, 5, 1, 1, 3, causal);     /* one key */
                 attention_case(dtype, 1, 129, 129, 24, 24, causal);
                 attention_case(dtype, 2, 64, 32, 8, 8, causal);   /* whole blocks and tiles */
+                attention_case(dtype, 2, 70, 45, 16, 16, causal); /* head dims the kernels know at compile time */
+                attention_case(dtype, 1, 40, 70, 32, 32, causal);
                 for (int r = 0; r < 4; ++r)
                     attention_case(dtype, tt_rand_int(1, 3), tt_rand_int(1, 90), tt_rand_int(1, 90),
                                    tt_rand_int(1, 40), tt_rand_int(1, 40), causal);
@@ -204,6 +208,8 @@ int main(void)
                 attention_backward_case(dtype, 1, 33, 97, 64, 64, causal);
                 attention_backward_case(dtype, 3, 5, 1, 1, 3, causal);
                 attention_backward_case(dtype, 1, 40, 130, 8, 12, causal); /* more keys than a block */
+                attention_backward_case(dtype, 2, 70, 45, 16, 16, causal); /* compile-time head dims */
+                attention_backward_case(dtype, 1, 40, 70, 32, 32, causal);
                 for (int r = 0; r < 3; ++r)
                     attention_backward_case(dtype, tt_rand_int(1, 3), tt_rand_int(1, 90), tt_rand_int(1, 90),
                                             tt_rand_int(1, 40), tt_rand_int(1, 40), causal);
