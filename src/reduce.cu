@@ -9,8 +9,9 @@
  *   reduce_rows_warp     (rows contiguous or strided) one block per row;
  *                        the warp_shuffle rung of the reduction ladder
  *                        (src/reduce_ladder.cu).
- *   reduce_rows_warp_rows  (many contiguous rows of 256 to 2048 elements)
- *                        one warp per row, the warp_rows rung.
+ *   reduce_rows_warp_rows  (many contiguous rows of at most 2048 elements)
+ *                        one warp, or a group of lanes, per row: the
+ *                        warp_rows rung.
  *   reduce_columns       (a contiguous input reduced over a dim that is not
  *                        the last, e.g. sum over dim 0 of a matrix) a row
  *                        kernel would have each block walk down one column,
@@ -324,14 +325,15 @@ static mt_status reduce_default(const char *func, int op, const mt_tensor &out, 
         return with_reducer<T>(func, op, [&](auto reducer) {
             return launch_reduce_columns<T, decltype(reducer)>(out, in, dim);
         });
-    /* Rows of 256 to 2048 contiguous elements, at least as many as the GPU
+    /* Contiguous rows of at most 2048 elements, at least as many as the GPU
      * holds warps: a block per row spends much of its time in the block-wide
-     * finish, and bench/reduce_rows.py measures one warp per row 2.5x faster
-     * at 262144 x 1024 and 4.6x at 1048576 x 256 on the H100 (slower at 32
-     * and at 4096 elements). Fewer or longer rows keep warp_shuffle, whose
-     * additions notebook 02 mirrors bit for bit. */
+     * finish (and a short row leaves most of its threads idle), and
+     * bench/reduce_rows.py measures a warp per row, or a group of lanes per
+     * short row, 2.5-2.8x faster at 1024 and 128 elements, 4.5x at 256 and
+     * 3.5-6.4x at 32, 16 and 7 on the H100 (slower at 4096). Fewer or longer
+     * rows keep warp_shuffle, whose additions notebook 02 mirrors bit for bit. */
     const int64_t len = in.shape[dim], rows = tensor_numel(out);
-    if (dim == in.ndim - 1 && is_contiguous(in) && len >= 256 && len <= 2048 && rows >= (int64_t)mt_sm_count() * 64)
+    if (dim == in.ndim - 1 && is_contiguous(in) && len <= 2048 && rows >= (int64_t)mt_sm_count() * 64)
         return reduce_rows_variant(func, MT_REDUCE_ALGO_WARP_ROWS, op, out, in, dim);
     return reduce_rows_variant(func, MT_REDUCE_ALGO_WARP_SHUFFLE, op, out, in, dim);
 }

@@ -190,29 +190,40 @@ __global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t
     }
 }
 
-/* Rung 6: one warp per row. Warp w of block b takes rows b * warps + w,
- * then a grid's worth of warps further on; the lanes read the row as in
- * rung 5 (16-byte Packs when `vec`) and warp_reduce combines the 32 values
- * by shuffles. No shared memory and no barrier: the warps of a block never
- * wait for each other, so a slow warp delays only its own row. */
+/* Rung 6: one warp per row, or for short rows one group of `group` lanes
+ * (a power of two up to 32) per row, 32 / group rows a warp. Warp w of block
+ * b takes rows from (b * warps + w) * per_warp, then a grid's worth of warps
+ * further on; a group's lanes read its row as in rung 5 (16-byte Packs when
+ * `vec`) and shuffles combine them, the tree of warp_reduce cut to the
+ * group's width (lane 0 of a group only ever reads lanes of its own group).
+ * No shared memory and no barrier: the warps of a block never wait for each
+ * other, so a slow warp delays only its own rows. */
 template <typename T, typename R>
-__global__ void reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec, R reducer)
+__global__ void reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec,
+                                      int group, R reducer)
 {
     constexpr int W = Pack<T>::kWidth;
     typename R::Out *out_data = static_cast<typename R::Out *>(out.data);
     const T *in_data = static_cast<const T *>(in_rows.data);
-    const int64_t lane = threadIdx.x % 32;
-    const int64_t warps = blockDim.x / 32;
-    for (int64_t row = blockIdx.x * warps + threadIdx.x / 32; row < rows; row += gridDim.x * warps) {
-        const int64_t first = ordinal_to_position(row, &in_rows);
+    const int64_t lane = threadIdx.x % 32, member = lane % group;
+    const int64_t warps = blockDim.x / 32, per_warp = 32 / group;
+    /* `base` is the same for the whole warp, so all 32 lanes take part in
+     * every shuffle, those of a group past the last row included. */
+    for (int64_t base = (blockIdx.x * warps + threadIdx.x / 32) * per_warp; base < rows;
+         base += gridDim.x * warps * per_warp) {
+        const int64_t row = base + lane / group;
         typename R::Acc acc = reducer.identity();
-        if (vec)
-            acc = accumulate_packs<T>(reinterpret_cast<const Pack<T> *>(in_data + first), lane, 32, len / W, acc,
-                                      reducer);
-        else
-            acc = accumulate_strided<T>(in_data + first, lane, 32, len, stride, acc, reducer);
-        acc = warp_reduce(acc, reducer); /* lane 0 holds the row's result */
-        if (lane == 0)
+        if (row < rows) {
+            const int64_t first = ordinal_to_position(row, &in_rows);
+            if (vec)
+                acc = accumulate_packs<T>(reinterpret_cast<const Pack<T> *>(in_data + first), member, group,
+                                          len / W, acc, reducer);
+            else
+                acc = accumulate_strided<T>(in_data + first, member, group, len, stride, acc, reducer);
+        }
+        for (int delta = group / 2; delta > 0; delta /= 2)
+            acc = reducer(acc, shfl_down(acc, delta));
+        if (member == 0 && row < rows)
             out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
     }
 }
@@ -249,13 +260,20 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
         const T *first = static_cast<const T *>(in.data) + in.offset;
         const bool vec = (stride == 1 || len == 1) && is_contiguous(in) && dim == in.ndim - 1 &&
                          len % width == 0 && aligned16(first);
+        /* Lanes per row: enough that each has a Pack (or an element) to
+         * read, at most a warp. */
+        const int64_t loads = vec ? len / width : len;
+        int group = 1;
+        while (group < 32 && group < loads)
+            group *= 2;
         /* 8 warps a block; enough blocks for 8 per SM (64 warps, the H100's
          * most), fewer when there are fewer rows. */
-        const int64_t warps = kBlockSize / 32;
-        const int64_t blocks = (rows + warps - 1) / warps;
+        const int64_t rows_per_block = kBlockSize / 32 * (32 / group);
+        const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
         const int64_t resident = (int64_t)mt_sm_count() * 8;
         const unsigned int grid = (unsigned int)(blocks < resident ? blocks : resident);
-        reduce_rows_warp_rows<T, R><<<grid, kBlockSize, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, R{});
+        reduce_rows_warp_rows<T, R><<<grid, kBlockSize, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, group,
+                                                                         R{});
         break;
     }
     case MT_REDUCE_ALGO_VECTORIZED:

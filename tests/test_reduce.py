@@ -243,3 +243,9 @@ def test_many_short_rows_reduce_right_with_one_warp_per_row() -> None:
     np.testing.assert_array_equal(t.argmin(1).numpy(), a.argmin(1))
     got = mt.kernels.reduce(t, "sum", 1, "warp_rows")
     assert_close(got, a.astype(np.float64).sum(1), mt.float32, n=300)
+    for length in (1, 7, 32, 33):  # rows shorter than a warp's loads: several rows a warp
+        b = a[:1000, :length]
+        assert_close(mt.kernels.reduce(mt.tensor(b), "sum", 1, "warp_rows"), b.astype(np.float64).sum(1),
+                     mt.float32, n=length)
+        np.testing.assert_array_equal(mt.kernels.reduce(mt.tensor(b), "argmax", 1, "warp_rows").numpy(),
+                                      b.argmax(1))

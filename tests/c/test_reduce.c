@@ -415,11 +415,13 @@ int main(void)
                 reduce_case(op, dtype, 3, s_3d, 0, 0);
                 reduce_case(op, dtype, 3, s_3d, 1, 0);
                 /* As many rows as the device holds warps, of 260 (16-byte
-                 * loads) and 257 elements: mt_reduce takes one warp per row. */
+                 * loads), 257 and 7 elements: mt_reduce takes one warp per
+                 * row, or a group of 8 lanes per row of 7. */
                 const int64_t many = 64 * device_sms();
-                const int64_t s_many[] = {many, 260}, s_many_odd[] = {many, 257};
+                const int64_t s_many[] = {many, 260}, s_many_odd[] = {many, 257}, s_many_short[] = {many, 7};
                 reduce_case(op, dtype, 2, s_many, 1, 0);
                 reduce_case(op, dtype, 2, s_many_odd, 1, 1);
+                reduce_case(op, dtype, 2, s_many_short, 1, 0); /* several rows a warp */
             }
             g_in_role = TT_INPUT;
             g_out_role = TT_OUTPUT;
