@@ -223,12 +223,14 @@ int main(void)
         }
 
     /* The tensor-core rung: float32 only, any layout, sizes off its 64 x 64
-     * tiles and its K step of 8, batches. */
+     * tiles and its K step of 8, whole tiles and several K steps, batches. */
     TT_GROUP("tf32") {
         g_tf32 = 1;
         plain_case(0, MT_FLOAT32, 1, 1, 1, 0, 0);
         plain_case(0, MT_FLOAT32, 65, 65, 65, 0, 0);
         plain_case(0, MT_FLOAT32, 128, 64, 16, ROW_MAJOR, ROW_MAJOR);
+        plain_case(0, MT_FLOAT32, 129, 130, 33, 0, 0);
+        plain_case(0, MT_FLOAT32, 256, 128, 64, ROW_MAJOR, ROW_MAJOR); /* whole 128 x 128 tiles, two K steps */
         for (int c = 0; c < 10; ++c)
             plain_case(0, MT_FLOAT32, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
                        (int)tt_rand_int(0, 2));
