@@ -824,7 +824,7 @@ q and v alike); any other head dim is read at run time. The same run, 32 x
   runs): scale, mask and softmax read the scores once, and under the causal
   mask only the keys a query sees. At length 1024 and 2048 it is 1.05-1.62x
   torch's forward and 0.94-1.18x forward + backward; the causal case gains
-  most (3-7x over naive). At length 256 torch's fused kernel wins (0.61-
+  most (2.3-7x over naive). At length 256 torch's fused kernel wins (0.61-
   0.98x) except on the causal forward (1.65x). A row whose every key is
   masked gets zero weights, as in torch's attention.
 - **flash** (`src/attention.cu`): one thread per query row, no tensor

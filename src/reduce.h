@@ -199,7 +199,8 @@ MT_DEVICE typename R::Acc accumulate_strided(const T *row, int64_t first_k, int6
 /* Rung 4: first add during load, then the tree of rung 3 with its last five
  * levels done by warp shuffles (block_reduce_last_warp): the same additions
  * in the same order as rungs 2 and 3, so the same bits, with five barriers
- * fewer. mt_reduce's default for rows: a teacher (or a notebook) can mirror
+ * fewer. mt_reduce's default for rows (but many short ones, which take
+ * warp_rows): a teacher (or a notebook) can mirror
  * it exactly in NumPy. */
 
 /* One rung of the reduction ladder (algo: an mt_reduce_algo other than

@@ -26,7 +26,8 @@
  *                  32 values left, all in warp 0) are done with warp shuffles,
  *                  register to register, without shared memory or barriers.
  *                  The same additions in the same order as first_add: the
- *                  same bits. The default for rows (mt_reduce).
+ *                  same bits. The default for rows (mt_reduce), but many
+ *                  short ones.
  *   vectorized     16-byte loads (a Pack of 4 floats per load: a quarter of
  *                  the load instructions) and a finish by shuffles only
  *                  (each warp, then warp 0: two barriers). Each thread now

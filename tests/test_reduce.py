@@ -238,11 +238,11 @@ def test_many_short_rows_reduce_right_with_one_warp_per_row() -> None:
     warps (src/reduce.cu); every op against NumPy, and the rung by name."""
     a = np.random.default_rng(12).standard_normal((4096, 300)).astype(np.float32)
     t = mt.tensor(a)
-    assert_close(t.sum(1), a.astype(np.float64).sum(1), mt.float32, n=300)
-    np.testing.assert_array_equal(t.amax(1).numpy(), a.max(1))
-    np.testing.assert_array_equal(t.argmin(1).numpy(), a.argmin(1))
-    got = mt.kernels.reduce(t, "sum", 1, "warp_rows")
+    assert_close(t.sum(1), a.astype(np.float64).sum(1), mt.float32, n=300)  # the default, whichever rung
+    got = mt.kernels.reduce(t, "sum", 1, "warp_rows")  # the rung by name, on any machine
     assert_close(got, a.astype(np.float64).sum(1), mt.float32, n=300)
+    np.testing.assert_array_equal(mt.kernels.reduce(t, "max", 1, "warp_rows").numpy(), a.max(1))
+    np.testing.assert_array_equal(mt.kernels.reduce(t, "argmin", 1, "warp_rows").numpy(), a.argmin(1))
     for length in (1, 7, 32, 33):  # rows shorter than a warp's loads: several rows a warp
         b = a[:1000, :length]
         assert_close(mt.kernels.reduce(mt.tensor(b), "sum", 1, "warp_rows"), b.astype(np.float64).sum(1),

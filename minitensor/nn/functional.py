@@ -459,7 +459,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     query. The attention ladder's second rung: a matmul, then the scale, the
     mask and the softmax in one kernel (autograd.MaskedSoftmax, which reads the
     (L, S) scores once), then a matmul. On the H100 it is as fast as the naive
-    rung without a mask, 3-7x faster with the causal one, and forward +
+    rung without a mask, 2.3-7x faster with the causal one, and forward +
     backward faster than the one-kernel flash rung at length 1024 and more
     (``mt.kernels.attention(..., algo="naive" | "flash")``), which is why it
     is the one used here; docs/performance.md has all three against torch.

@@ -404,12 +404,13 @@ plt.show()
 # ### Every rung of the ladder on the same row
 # `mt.kernels.reduce` runs the rung of the reduction ladder you name
 # (`mt.kernels.algorithms("reduce")`; `docs/kernels.md` explains and times
-# each one). `first_add` and `warp_shuffle` (the default for rows) do the
-# mirror's additions in the mirror's order, so they give its bits.
-# `interleaved` and `sequential` build one whole tree per block-sized chunk
-# of the row and add up the chunks, and `vectorized` adds four neighbouring
-# elements at a time: the same sum, rounded in another order, so their last
-# bits may differ. On one row they often agree by chance; over 50 rows of
+# each one). `first_add` and `warp_shuffle` (the default for rows, unless
+# there are tens of thousands of short ones) do the mirror's additions in
+# the mirror's order, so they give its bits. `interleaved` and `sequential`
+# build one whole tree per block-sized chunk of the row and add up the
+# chunks, `vectorized` adds four neighbouring elements at a time, and
+# `warp_rows` gives each row one warp: the same sum, rounded in another
+# order, so their last bits may differ. On one row they often agree by chance; over 50 rows of
 # 1000 the difference shows.
 
 # %%
