@@ -830,7 +830,7 @@ q and v alike); any other head dim is read at run time. The same run, 32 x
 - **flash** (`src/attention.cu`): one thread per query row, no tensor
   cores, no score stored. With the head dim a compile-time constant the
   rows of q, the output, and in the backward k, v, dk and dv, live in
-  registers: forward 0.96-2.31x torch (the causal cases 1.17-2.31x, ahead
+  registers: forward 0.67-2.31x torch (the causal cases 1.17-2.31x, ahead
   of the fused rung at length 256), 9.8-11.7x faster than the same kernels
   with the head dim read at run time, whose rows the compiler must place
   in local memory (2026-11-27's first run measured those at 0.10-0.29x).
