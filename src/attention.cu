@@ -37,6 +37,20 @@ constexpr int kRows = 64;
 constexpr int kCols = 32;
 constexpr int kMaxAttentionDim = 64;
 
+/* How many keys a block of queries first_row .. first_row + kRows - 1
+ * reads: all of them, or with the causal mask none past its last query. */
+MT_DEVICE int64_t keys_needed(int64_t keys, int64_t first_row, int causal)
+{
+    return causal && first_row + kRows < keys ? first_row + kRows : keys;
+}
+
+/* The rows of the tile that starts at row `start` of `end`: kCols, fewer in
+ * the last tile. */
+MT_DEVICE int tile_rows(int64_t start, int64_t end)
+{
+    return end - start < kCols ? (int)(end - start) : kCols;
+}
+
 /* The block copies rows start .. start + n - 1 of a (rows, width) matrix
  * into a shared tile: thread t copies elements t, t + kRows, ... of the n *
  * width values, so consecutive threads read consecutive addresses
@@ -78,12 +92,9 @@ __global__ void attention_flash(T *out, T *lse, const T *q, const T *k, const T 
     T m = -mt_infinity<T>(); /* the largest score so far */
     T l = T(0);         /* sum of exp(score - m) so far */
 
-    /* With the causal mask, keys past the block's last query are never needed. */
-    int64_t key_end = keys;
-    if (causal && first_row + kRows < key_end)
-        key_end = first_row + kRows;
+    const int64_t key_end = keys_needed(keys, first_row, causal);
     for (int64_t start = 0; start < key_end; start += kCols) {
-        const int n = key_end - start < kCols ? (int)(key_end - start) : kCols;
+        const int n = tile_rows(start, key_end);
         load_tile(k_tile, kb, start, n, d);
         load_tile(v_tile, vb, start, n, dv);
         __syncthreads(); /* the tile is complete before anyone reads it */
@@ -173,11 +184,9 @@ __global__ void attention_backward_dq(T *dq, T *delta, const T *dout, const T *o
     if (active)
         delta[r] = row_delta; /* for the second kernel */
 
-    int64_t key_end = keys;
-    if (causal && first_row + kRows < key_end)
-        key_end = first_row + kRows;
+    const int64_t key_end = keys_needed(keys, first_row, causal);
     for (int64_t start = 0; start < key_end; start += kCols) {
-        const int n = key_end - start < kCols ? (int)(key_end - start) : kCols;
+        const int n = tile_rows(start, key_end);
         load_tile(k_tile, kb, start, n, d);
         load_tile(v_tile, vb, start, n, dv);
         __syncthreads(); /* the tile is complete before anyone reads it */
@@ -234,7 +243,7 @@ __global__ void attention_backward_dkdv(T *dk, T *dv_out, const T *delta, const 
     }
     const int64_t first_query = causal ? first_key / kCols * kCols : 0;
     for (int64_t start = first_query; start < length; start += kCols) {
-        const int n = length - start < kCols ? (int)(length - start) : kCols;
+        const int n = tile_rows(start, length);
         load_tile(q_tile, qb, start, n, d);
         load_tile(do_tile, dob, start, n, dv);
         for (int e = threadIdx.x; e < n; e += kRows) {
