@@ -60,7 +60,7 @@ ifeq ($(shell uname -m),x86_64)
 EMU_CXXFLAGS += -mtls-dialect=gnu2
 endif
 EMU_LIBS     := -lboost_context -pthread
-EMU_RT_NAMES := emu_runtime emu_memory emu_launch_count emu_launch emu_block emu_fibers emu_switch emu_shared emu_faults
+EMU_RT_NAMES := emu_runtime emu_memory emu_launch_count emu_launch emu_block emu_fibers emu_switch emu_shared emu_faults emu_async
 EMU_RT_OBJS  := $(EMU_RT_NAMES:%=$(BUILD)/emu/%.o)
 EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so

@@ -382,7 +382,8 @@ def matmul_ladder(res: Results, quick: bool) -> None:
         for config, name in enumerate(mt.kernels.matmul_configs()):
             out = mt.empty(n, n)
             bench_case(res, "tune:matmul", f"{n}^3 config {config}: {name}",
-                       lambda config=config, out=out: mt.kernels.matmul(mA, mB, "warptile", config, out=out),
+                       lambda config=config, out=out: mt.kernels.matmul(mA, mB, mt.kernels.matmul_config_rung(config),
+                                                                        config, out=out),
                        lambda: A @ B, ref=ref, flops=2.0 * n**3, quick=quick, tol=1e-5)
             del out
         del ref
@@ -729,7 +730,7 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, str], out: Path, se
     note = plot(rows, png)
     groups = [("Benchmark cases", lambda r: not r["group"].startswith(("ladder", "tune", "tf32"))),
               ("Matmul ladder (every rung)", lambda r: r["group"] == "ladder:matmul"),
-              ("Warptile configurations (what the autotuner chooses from)", lambda r: r["group"] == "tune:matmul"),
+              ("Tile configurations of warptile and pipelined (what the autotuner chooses from)", lambda r: r["group"] == "tune:matmul"),
               ("Reduction ladder (mt_reduce_variant)", lambda r: r["group"] == "ladder:reduce"),
               ("Transpose ladder (mt_copy_variant)", lambda r: r["group"] == "ladder:copy"),
               ("TF32 on tensor cores (opt-in, against torch's TF32)", lambda r: r["group"] == "tf32")]

@@ -60,7 +60,7 @@ from ._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 20
+ABI_VERSION = 21
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -732,9 +732,10 @@ def reduce_all(op: str, out: Any, inp: Any) -> None:
 def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) -> None:
     """out = a @ b over the last two dims, batch dims broadcast (mt_matmul_with_config).
 
-    config picks a tile configuration of the warptile kernel (0 ..
-    matmul_config_count() - 1, for algo "default" or "warptile"); -1 lets the
-    library choose from the shape.
+    config picks a tile configuration of a tunable rung (0 ..
+    matmul_config_count() - 1: warptile's, then pipelined's; for algo
+    "default" or the configuration's own rung); -1 lets the library choose
+    from the shape.
     """
     check(
         lib().mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
@@ -748,7 +749,7 @@ def matmul_tf32(out: Any, a: Any, b: Any) -> None:
 
 
 def matmul_config_count() -> int:
-    """How many tile configurations the warptile matmul kernel has."""
+    """How many tile configurations the tunable matmul rungs have (warptile's and pipelined's)."""
     return int(lib().mt_matmul_config_count())
 
 

@@ -1,7 +1,8 @@
 """autotune: chooses the matmul tile configuration by measurement, and remembers it.
 
-The fastest matmul kernel (warptile, src/matmul_warptile.cu) comes in several
-tile configurations (``_lib.matmul_config_count()``, named by
+The fastest matmul kernels (warptile, src/matmul_warptile.cu, and pipelined,
+src/matmul_pipelined.cu) come in several tile configurations, numbered
+together (``_lib.matmul_config_count()``, named by
 ``_lib.matmul_config_name(i)``): big 128 x 128 tiles do the most work per byte
 loaded, small 64 x 64 tiles give a small product enough blocks to fill the GPU,
 and which one wins depends on the GPU and on the shape. So the first product of
@@ -59,7 +60,10 @@ MIN_WORK = 1 << 24
 # Timed runs per configuration, after one warm-up run (the minimum is kept).
 REPEATS = 3
 
-CACHE_VERSION = 1
+# 2: the pipelined rung's configurations joined warptile's. A cache of an
+# older version chose among fewer configurations: it is dropped (silently)
+# and the shapes are timed again.
+CACHE_VERSION = 2
 
 # A timer takes a callable that runs one product with a given config and
 # returns seconds per run. Tests install a fake one with set_timer().
@@ -179,7 +183,10 @@ def _read_file() -> dict[str, dict[str, Any]]:
         return {}
     try:
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool) and 0 < version < CACHE_VERSION:
+            return {}
+        if not isinstance(data, dict) or version != CACHE_VERSION:
             raise ValueError(f"not a version-{CACHE_VERSION} autotune cache")
         devices = data["devices"]
         if not isinstance(devices, dict) or not all(isinstance(v, dict) for v in devices.values()):

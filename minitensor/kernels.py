@@ -4,7 +4,8 @@ The engine has several kernels for the same operation, each one step (a
 *rung*) up a ladder of optimisations (docs/kernels.md explains each rung):
 
 - ``matmul``: naive, coalesced, tiled, blocktile_1d, blocktile_2d,
-  vectorized, warptile (the warptile kernel in several tile configurations);
+  vectorized, warptile, pipelined (the last two in several tile
+  configurations);
 - ``reduce``: the reduction ladder (interleaved, sequential, first_add,
   warp_shuffle, vectorized), for every reduction op along one dim;
 - ``copy``: the transpose-copy ladder (naive, tiled, tiled_padded), for
@@ -46,8 +47,9 @@ here run under either policy. ::
         c = a @ b                                 # the tiled kernel
     mt.kernels.get_policy()                       # 'fast' again
 
-Beside the ladders: the warptile configurations the autotuner chooses from
-(``matmul_configs``, ``autotune_stats``, ``autotune_reset``), the elementwise
+Beside the ladders: the tile configurations the autotuner chooses from
+(``matmul_configs``, ``matmul_config_rung``, ``autotune_stats``,
+``autotune_reset``), the elementwise
 ``add`` for measuring what one kernel call costs on the host, and raw
 device-to-device copies for exchanging data with another GPU library in the
 same process (``from_device_pointer``, ``to_device_pointer``).
@@ -77,6 +79,7 @@ __all__ = [
     "get_policy",
     "matmul",
     "matmul_configs",
+    "matmul_config_rung",
     "policies",
     "policy",
     "reduce",
@@ -135,14 +138,21 @@ def reduce_ops() -> tuple[str, ...]:
 
 
 def matmul_configs() -> tuple[str, ...]:
-    """The tile configurations of the warptile matmul kernel, by index.
+    """The tile configurations of the tunable matmul rungs, by index:
+    warptile's first, then pipelined's (whose names start with "pipelined").
 
-    ``matmul(a, b, algo="warptile", config=i)`` runs configuration i (its
-    name, e.g. ``"128x128x16 warp 64x32 (256 threads)"``, may be passed
-    instead). The autotuner times them per GPU and shape and picks one for
-    the default product.
+    ``matmul(a, b, algo=matmul_config_rung(i), config=i)`` runs configuration
+    i (its name, e.g. ``"128x128x16 warp 64x32 (256 threads)"``, may be
+    passed instead); so does algo ``"default"``. The autotuner times them per
+    GPU and shape and picks one for the default product.
     """
     return tuple(_lib.matmul_config_name(i) for i in range(_lib.matmul_config_count()))
+
+
+def matmul_config_rung(config: int) -> str:
+    """The rung a configuration of ``matmul_configs()`` belongs to:
+    ``"warptile"`` or ``"pipelined"``."""
+    return "pipelined" if matmul_configs()[config].startswith("pipelined") else "warptile"
 
 
 def autotune_stats() -> dict[str, Any]:
@@ -249,11 +259,11 @@ def matmul(
             a 1-D operand is a vector, float32 with float64 gives float64.
         algo: one of ``algorithms("matmul")``, or ``"tf32"``: the tensor-core
             rung (float32 only, TF32 products: about 1e-3 relative error).
-        config: a warptile tile configuration, an index into
-            ``matmul_configs()`` or its name; only with algo ``"default"`` or
-            ``"warptile"``. None: the autotuner's choice for ``"default"``
-            (as ``a @ b``), the library's choice from the shape for
-            ``"warptile"``.
+        config: a tile configuration, an index into ``matmul_configs()``
+            or its name; only with algo ``"default"`` or the configuration's
+            own rung (``matmul_config_rung``). None: the autotuner's choice
+            for ``"default"`` (as ``a @ b``), the library's choice from the
+            shape for ``"warptile"`` and ``"pipelined"``.
         out: a tensor of the result's shape and dtype to write into (it must
             not overlap a or b); None allocates a new one.
 
@@ -274,23 +284,31 @@ def matmul(
 
 def _config_index(config: Any, algo: str, func: str) -> int:
     """The index of a configuration given by index or name (checked against algo)."""
-    if algo not in ("default", "warptile"):
+    if algo not in ("default", "warptile", "pipelined"):
         raise ValueError(
-            f"{func}: config applies to the warptile kernel only (algo 'default' or 'warptile'), "
-            f"not to algo {algo!r}"
+            f"{func}: config applies to the tunable rungs only (algo 'default', 'warptile' or "
+            f"'pipelined'), not to algo {algo!r}"
         )
     if isinstance(config, str):
         names = matmul_configs()
         if config not in names:
             raise ValueError(f"{func}: unknown config {config!r}; the configurations are {names}")
-        return names.index(config)
-    count = _lib.matmul_config_count()
-    if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config < count:
+        index = names.index(config)
+    else:
+        count = _lib.matmul_config_count()
+        if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config < count:
+            raise ValueError(
+                f"{func}: config must be an index in 0..{count - 1} or a name from "
+                f"matmul_configs(), got {config!r}"
+            )
+        index = config
+    rung = matmul_config_rung(index)
+    if algo not in ("default", rung):
         raise ValueError(
-            f"{func}: config must be an index in 0..{count - 1} or a name from "
-            f"matmul_configs(), got {config!r}"
+            f"{func}: config {index} ({matmul_configs()[index]!r}) belongs to the {rung} rung, "
+            f"not to algo {algo!r}"
         )
-    return config
+    return index
 
 
 def reduce(

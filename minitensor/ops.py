@@ -856,11 +856,12 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
     A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
     is removed from the result. algo picks a kernel of the ladder (one of
     _lib.op_names("matmul"): "default", "naive", "coalesced", "tiled",
-    "blocktile_1d", "blocktile_2d", "vectorized", "warptile"), or "tf32", the
-    tensor-core rung (float32 only; "default" takes it for float32 operands
-    while mt.backends.cuda.matmul.allow_tf32 is set). config is a
-    warptile tile configuration (an index below _lib.matmul_config_count());
-    -1 lets "default" ask the autotuner and "warptile" choose from the shape.
+    "blocktile_1d", "blocktile_2d", "vectorized", "warptile", "pipelined"), or
+    "tf32", the tensor-core rung (float32 only; "default" takes it for float32
+    operands while mt.backends.cuda.matmul.allow_tf32 is set). config is a
+    tile configuration of warptile or pipelined (an index below
+    _lib.matmul_config_count()); -1 lets "default" ask the autotuner and the
+    rungs choose from the shape.
     out, if given, is an Array of the result's shape and dtype to write into.
     """
     _require_array(a, "matmul()", "a")

@@ -27,6 +27,9 @@
  *   6 vectorized    as 5, with 16-byte global loads and stores.
  *   7 warptile      warp tiles, double buffering, several tile
  *                   configurations for the autotuner.
+ *   8 pipelined     cp.async copies several K-tiles deep instead of
+ *                   staging registers, and the fragments of the next step
+ *                   loaded while this one computes.
  *
  * MT_MATMUL_DEFAULT is warptile, the fastest rung, with the tile
  * configuration the caller (the autotuner) passes to mt_matmul_with_config,
@@ -113,6 +116,13 @@ static mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tens
     return MT_OK;
 }
 
+/* The rung a configuration (numbered as mt_matmul_config_name does)
+ * belongs to. */
+static int config_algo(int config)
+{
+    return config < warptile_config_count() ? MT_MATMUL_WARPTILE : MT_MATMUL_PIPELINED;
+}
+
 /* Products smaller than this (M * N * K) take the blocktile_2d kernel by
  * default when warptile would first have to copy an operand. (Not tiled:
  * under the fast policy no default path runs a kernel of the course's tasks,
@@ -130,7 +140,8 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
         const int64_t N = out.shape[out.ndim - 1];
         const int64_t K = a.shape[a.ndim - 1];
         const bool direct = gemm_operand_ok(a, float32) && gemm_operand_ok(b, float32);
-        algo = (direct || M * N * K >= kCopyWorthIt) ? MT_MATMUL_WARPTILE : MT_MATMUL_BLOCKTILE_2D;
+        const int tuned = config >= 0 ? config_algo(config) : MT_MATMUL_WARPTILE; /* a configuration names its rung */
+        algo = (direct || M * N * K >= kCopyWorthIt) ? tuned : MT_MATMUL_BLOCKTILE_2D;
     }
     switch (algo) {
     case MT_MATMUL_NAIVE:
@@ -148,20 +159,24 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
     }
 
     /* The vectorised rungs: make the operands readable with 16-byte loads. */
-    const bool transposed_ok = algo == MT_MATMUL_WARPTILE && float32;
+    const bool transposed_ok = (algo == MT_MATMUL_WARPTILE || algo == MT_MATMUL_PIPELINED) && float32;
     mt_tensor a_view, b_view;
     DeviceScratch a_copy, b_copy;
     MT_TRY(prepare_operand(a, transposed_ok, &a_view, &a_copy));
     MT_TRY(prepare_operand(b, transposed_ok, &b_view, &b_copy));
+    const int64_t M = out.shape[out.ndim - 2];
+    const int64_t N = out.shape[out.ndim - 1];
+    const int64_t batches = shape_numel(out.shape, out.ndim - 2);
     if (algo == MT_MATMUL_VECTORIZED) {
         MT_TRY(launch_vectorized<T>(out, a_view, b_view));
-    } else {
-        if (config < 0) {
-            const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-            config = warptile_default_config(out.shape[out.ndim - 2], out.shape[out.ndim - 1], batches,
-                                             mt_sm_count(), sizeof(T));
-        }
+    } else if (algo == MT_MATMUL_WARPTILE) {
+        if (config < 0)
+            config = warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T));
         MT_TRY(launch_warptile<T>(out, a_view, b_view, config));
+    } else {
+        const int own = config < 0 ? pipelined_default_config(M, N, batches, mt_sm_count(), sizeof(T))
+                                   : config - warptile_config_count();
+        MT_TRY(launch_pipelined<T>(out, a_view, b_view, own));
     }
     CUDA_CHECK(a_copy.release());
     CUDA_CHECK(b_copy.release());
@@ -170,12 +185,14 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
 
 int mt_matmul_config_count(void)
 {
-    return warptile_config_count();
+    return warptile_config_count() + pipelined_config_count();
 }
 
 const char *mt_matmul_config_name(int config)
 {
-    return warptile_config_name(config);
+    if (config >= 0 && config < warptile_config_count())
+        return warptile_config_name(config);
+    return pipelined_config_name(config - warptile_config_count());
 }
 
 mt_status mt_matmul(mt_tensor out, mt_tensor a, mt_tensor b, int algo)
@@ -183,19 +200,26 @@ mt_status mt_matmul(mt_tensor out, mt_tensor a, mt_tensor b, int algo)
     return mt_matmul_with_config(out, a, b, algo, -1);
 }
 
-/* config is -1 (the library chooses) or a warptile configuration, and only
- * the algos that have configurations take one. */
+/* config is -1 (the library chooses) or a configuration of a tunable rung,
+ * given with the default algo or with that rung. */
 static mt_status check_config(const char *func, int algo, int config)
 {
-    if (config < -1 || config >= warptile_config_count())
+    if (config < -1 || config >= mt_matmul_config_count())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "unknown matmul config %d (valid: -1 for the library's choice, or 0..%d)",
-                       config, warptile_config_count() - 1);
-    if (config >= 0 && algo != MT_MATMUL_DEFAULT && algo != MT_MATMUL_WARPTILE)
+                       config, mt_matmul_config_count() - 1);
+    if (config >= 0 && algo != MT_MATMUL_DEFAULT && algo != MT_MATMUL_WARPTILE && algo != MT_MATMUL_PIPELINED)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "matmul config %d given for algo %d, which has no configurations (only "
-                       "default and warptile do; pass -1)",
+                       "default, warptile and pipelined do; pass -1)",
                        config, algo);
+    if (config >= 0 && algo != MT_MATMUL_DEFAULT && algo != config_algo(config))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "matmul config %d (%s) belongs to the %s rung, not to algo %d (warptile's are "
+                       "0..%d, pipelined's %d..%d)",
+                       config, mt_matmul_config_name(config),
+                       config_algo(config) == MT_MATMUL_WARPTILE ? "warptile" : "pipelined", algo,
+                       warptile_config_count() - 1, warptile_config_count(), mt_matmul_config_count() - 1);
     return MT_OK;
 }
 

@@ -5,8 +5,9 @@
  *                               kernel, operand preparation;
  *   src/matmul_<rung>.cu        one file per rung of the ladder: naive,
  *                               coalesced, tiled, blocktile_1d, blocktile_2d,
- *                               vectorized, warptile (with the tile
- *                               configurations the autotuner chooses from),
+ *                               vectorized, warptile and pipelined (with
+ *                               the tile configurations the autotuner
+ *                               chooses from),
  *                               and tf32 on tensor cores, outside the ladder's
  *                               float-exact list (mt_matmul_tf32);
  *   src/matmul_view.h           one batch's matrices as the kernels see them.
@@ -44,7 +45,8 @@ struct SimpleTiles {
  * non-empty product with K > 0 (T is float or double). Rungs 1-5 take any
  * strides. vectorized and warptile need operands the vector loads can read
  * (gemm_operand_ok): mt_matmul copies any other operand to a contiguous
- * buffer first. `config` picks a warptile tile configuration (0..count-1). */
+ * buffer first. `config` picks one of the rung's tile configurations
+ * (0..count-1 in the rung's own numbering). */
 template <typename T>
 mt_status launch_naive(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
@@ -59,6 +61,8 @@ template <typename T>
 mt_status launch_vectorized(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
 mt_status launch_warptile(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
+template <typename T>
+mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
 /* The tensor-core rung (float32 operands, TF32 products; any strides). */
 mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 
@@ -67,6 +71,10 @@ mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor 
 int warptile_config_count(void);
 const char *warptile_config_name(int config);
 int warptile_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_count, size_t itemsize);
+/* The same for the pipelined rung (its own numbering, 0..count-1). */
+int pipelined_config_count(void);
+const char *pipelined_config_name(int config);
+int pipelined_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_count, size_t itemsize);
 
 /* Can the vectorised kernels read x directly? They need each matrix row-major
  * (stride[-1] == 1) or, where `transposed_ok`, column-major (stride[-2] == 1),

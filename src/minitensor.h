@@ -100,7 +100,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a struct, a signature or an enum below changes. */
-#define MT_ABI_VERSION 20
+#define MT_ABI_VERSION 21
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -232,7 +232,8 @@ typedef struct {
     X(BLOCKTILE_1D, blocktile_1d) /* 8 outputs per thread (a column strip) */ \
     X(BLOCKTILE_2D, blocktile_2d) /* 8 x 8 outputs per thread              */ \
     X(VECTORIZED, vectorized)     /* + 16-byte loads and stores            */ \
-    X(WARPTILE, warptile)         /* + warp tiles, double buffering, tunable */
+    X(WARPTILE, warptile)         /* + warp tiles, double buffering, tunable */ \
+    X(PIPELINED, pipelined)       /* + cp.async stages, fragments a step ahead */
 
 /* Reduction algorithms (the reduction ladder, for mt_reduce_variant): how
  * one block combines the values of a row; see src/reduce_ladder.cu.        */
@@ -402,15 +403,18 @@ mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in);
  * out (..., M, N); the leading (batch) dims broadcast as in NumPy. algo is
  * an mt_matmul_algo. Same as mt_matmul_with_config with config -1. */
 mt_status mt_matmul(mt_tensor out, mt_tensor a, mt_tensor b, int algo);
-/* Tile configurations of MT_MATMUL_WARPTILE (and so of the default): how
- * many there are, and a name for each ("128x128x16 warp 64x32 (256
- * threads)"; NULL outside 0..count-1). minitensor/autotune.py times them per
- * device and shape class and passes the fastest to mt_matmul_with_config. */
+/* Tile configurations of the tunable rungs (and so of the default), numbered
+ * together: MT_MATMUL_WARPTILE's first, then MT_MATMUL_PIPELINED's. How many
+ * there are, and a name for each ("128x128x16 warp 64x32 (256 threads)",
+ * "pipelined 128x128x8 ..."; NULL outside 0..count-1).
+ * minitensor/autotune.py times them per device and shape class and passes
+ * the fastest to mt_matmul_with_config. */
 int mt_matmul_config_count(void);
 const char *mt_matmul_config_name(int config);
 /* mt_matmul with a chosen configuration: config -1 lets the library choose
- * from the shape; 0..count-1 is allowed only with MT_MATMUL_DEFAULT and
- * MT_MATMUL_WARPTILE (the other algos have nothing to configure). */
+ * from the shape; 0..count-1 is allowed with MT_MATMUL_DEFAULT (any of them)
+ * and with the rung a configuration belongs to (the other algos have nothing
+ * to configure). */
 mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config);
 /* out = a @ b as mt_matmul, on tensor cores: float32 operands rounded to
  * TF32 (10 bits of mantissa) for the products, float sums. Not exact in

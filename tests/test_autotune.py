@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -147,7 +148,7 @@ def test_a_corrupt_cache_file_is_ignored_with_a_warning(tuning: Path) -> None:
 
 @pytest.mark.parametrize(
     "content",
-    ['{"version": 1, "devices": []}', '{"version": 999, "devices": {}}', "[1, 2]", ""],
+    ['{"version": %d, "devices": []}' % autotune.CACHE_VERSION, '{"version": 999, "devices": {}}', "[1, 2]", ""],
 )
 def test_cache_files_of_the_wrong_shape_are_ignored(tuning: Path, content: str) -> None:
     (tuning / "autotune.json").write_text(content)
@@ -156,6 +157,18 @@ def test_cache_files_of_the_wrong_shape_are_ignored(tuning: Path, content: str) 
     with pytest.warns(UserWarning, match="minitensor.autotune"):
         ta @ tb
     assert autotune.stats()["sweeps"] == 1
+
+
+def test_a_cache_of_an_older_version_is_dropped_without_a_warning(tuning: Path) -> None:
+    # Its choices were made among fewer configurations: the shapes are timed again.
+    (tuning / "autotune.json").write_text('{"version": 1, "devices": {}}')
+    autotune.set_timer(fake_timer(0))
+    ta, tb, _, _ = operands()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ta @ tb
+    assert autotune.stats()["sweeps"] == 1
+    assert json.loads((tuning / "autotune.json").read_text())["version"] == autotune.CACHE_VERSION
 
 
 def test_an_entry_with_an_unknown_config_is_tuned_again(tuning: Path) -> None:

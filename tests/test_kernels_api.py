@@ -105,13 +105,14 @@ def test_matmul_every_config(config: int) -> None:
     name = K.matmul_configs()[config]
     # Under the teaching kernel policy the default product is tiled, which
     # has no configurations (tests/test_kernel_policy.py checks the refusal).
-    algos = ("warptile", "default") if K.get_policy() == "fast" else ("warptile",)
+    rung = K.matmul_config_rung(config)
+    algos = (rung, "default") if K.get_policy() == "fast" else (rung,)
     for dtype in DTYPES:
         for (_, ta, a), (_, tb, b) in zip(views(5, (33, 70), dtype), views(6, (70, 129), dtype)):
             for algo in algos:
                 assert_close(K.matmul(ta, tb, algo, config=config), a @ b, dtype, n=70)
             out = mt.empty(33, 129, dtype=dtype)
-            assert_close(K.matmul(ta, tb, "warptile", config=name, out=out), a @ b, dtype, n=70)
+            assert_close(K.matmul(ta, tb, rung, config=name, out=out), a @ b, dtype, n=70)
 
 
 def test_matmul_bad_arguments() -> None:
@@ -126,7 +127,7 @@ def test_matmul_bad_arguments() -> None:
         K.matmul(mt.ones(2, 3, 4), mt.ones(3, 4, 5), out=mt.empty(2, 3, 5))
     with pytest.raises(ValueError, match="at least 1 dim"):
         K.matmul(mt.tensor(1.0), b, config=0)
-    with pytest.raises(ValueError, match="warptile kernel only"):
+    with pytest.raises(ValueError, match="tunable rungs only"):
         K.matmul(a, b, "tiled", config=0)
     n = len(K.matmul_configs())
     with pytest.raises(ValueError, match=f"0..{n - 1}"):

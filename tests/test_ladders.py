@@ -43,12 +43,13 @@ def test_matmul_rungs_on_pack_friendly_shapes(algo: str, m: int, k: int, n: int,
 
 
 @pytest.mark.parametrize("config", range(len(mt.kernels.matmul_configs())))
-def test_every_warptile_config(config: int) -> None:
+def test_every_tile_config(config: int) -> None:
+    rung = mt.kernels.matmul_config_rung(config)
     for dtype in DTYPES:
         ta, a = pair(random_array(1, (2, 68, 36), dtype), dtype)
         tb, b = pair(random_array(2, (36, 132), dtype), dtype)
         out = mt.empty(2, 68, 132, dtype=dtype)
-        mt.kernels.matmul(ta, tb.unsqueeze(0).expand(2, 36, 132), "warptile", config, out=out)
+        mt.kernels.matmul(ta, tb.unsqueeze(0).expand(2, 36, 132), rung, config, out=out)
         assert_close(out, np.matmul(a, b), dtype, n=36)
 
 
@@ -62,6 +63,12 @@ def test_matmul_config_errors() -> None:
     with pytest.raises(ValueError):
         mt.kernels.matmul(ta, ta, "warptile", -1, out=out)
     assert "x" in mt.kernels.matmul_configs()[0]
+    rungs = [mt.kernels.matmul_config_rung(i) for i in range(len(mt.kernels.matmul_configs()))]
+    assert rungs == sorted(rungs, key=("warptile", "pipelined").index) and set(rungs) == {"warptile", "pipelined"}
+    with pytest.raises(ValueError, match="belongs to the pipelined rung, not to algo 'warptile'"):
+        mt.kernels.matmul(ta, ta, "warptile", rungs.index("pipelined"), out=out)
+    with pytest.raises(ValueError, match="belongs to the warptile rung, not to algo 'pipelined'"):
+        mt.kernels.matmul(ta, ta, "pipelined", 0, out=out)
 
 
 REDUCE_CASES = [((7, 1025), 1), ((1025, 7), 0), ((3, 33, 64), 1), ((64, 5, 3), 0), ((2, 3, 128), 2)]

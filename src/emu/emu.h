@@ -400,6 +400,27 @@ V *shared_cast(P *q)
     return reinterpret_cast<V *>(q);
 }
 
+/* ---- asynchronous copies into shared memory (cp.async; src/async_copy.h) --
+ * A copy is queued by the thread that issues it and lands (its bytes are
+ * written) only when that thread waits for its group, so a kernel that reads
+ * a stage before waiting for it reads stale bytes here, as it may on a GPU.
+ * In full mode the destination is checked (bounds, alignment) and counted as
+ * written twice, when the copy is issued and when it lands: on a GPU the
+ * write happens somewhere in between, so a reader that no barrier orders
+ * after either point races with it. */
+void async_copy(const SharedArrayInfo *info, void *dst, const void *src, size_t bytes, size_t src_bytes, int line);
+void async_commit(void);
+void async_wait(int prior);
+template <typename T>
+void async_copy_to(SharedPtr<T> dst, const void *src, size_t bytes, size_t src_bytes)
+{
+    async_copy(dst.info, dst.p, src, bytes, src_bytes, dst.line);
+}
+inline void async_copy_to(void *dst, const void *src, size_t bytes, size_t src_bytes)
+{
+    async_copy(nullptr, dst, src, bytes, src_bytes, 0);
+}
+
 template <typename T>
 struct SharedRef {
     T *p;

@@ -71,6 +71,10 @@ bool BlockRunner::run_block(uint3 block_idx)
     error_code_ = cudaErrorLaunchFailure;
     aborting_ = false;
     start_shared_memory();
+    if (async_used_) {
+        for (AsyncQueue &q : async_)
+            q = AsyncQueue{};
+    }
     rng_ = settings().seed * 0x9E3779B97F4A7C15ull +
            ((uint64_t)block_idx.x << 42 ^ (uint64_t)block_idx.y << 21 ^ block_idx.z) + 1;
 

@@ -10,6 +10,7 @@
  *                    divergence
  *   emu_shared.cpp   shared memory, and its bounds and race checks (full mode)
  *   emu_faults.cpp   faults (SIGSEGV, SIGBUS) inside kernels
+ *   emu_async.cpp    asynchronous copies into shared memory (cp.async)
  *   emu_launch.cpp   launching a kernel, Ctrl-C, and the __shared__ calls
  *                    kernels make
  *
@@ -78,6 +79,22 @@ struct WarpState {
     unsigned done = 0;    /* lanes that have returned */
     uint32_t meetings = 0; /* how often its lanes have met (race checks) */
     bool pending = false;  /* listed in BlockRunner::pending_warps_ */
+};
+
+/* One asynchronous copy a thread has issued and not yet waited for: it lands
+ * (the bytes are copied) when the thread waits for its group. */
+struct AsyncCopy {
+    void *dst;
+    const void *src;
+    const SharedArrayInfo *info; /* for the checks; null: unchecked memory */
+    unsigned group;              /* the thread's commit count when issued */
+    int line;
+    unsigned char bytes;     /* 4, 8 or 16 */
+    unsigned char src_bytes; /* read from src; the rest are zeros */
+};
+struct AsyncQueue {
+    std::vector<AsyncCopy> pending;
+    unsigned committed = 0; /* groups committed so far */
 };
 
 /* Thrown inside a CUDA thread to unwind it when its block has failed. */
@@ -161,6 +178,12 @@ public:
     /* A vector load or store through a pointer into the array (&tile[i][j]). */
     void vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line);
 
+    /* ---- asynchronous copies (emu_async.cpp) ----------------------------- */
+    void async_copy(const SharedArrayInfo *info, void *dst, const void *src, size_t bytes, size_t src_bytes,
+                    int line);
+    void async_commit();
+    void async_wait(int prior);
+
 private:
     /* emu_fibers.cpp */
     void *new_worker();
@@ -231,6 +254,11 @@ private:
     uint64_t epoch_ = 0;
     size_t static_used_ = 0;
     size_t dynamic_bytes_ = 0;
+
+    /* Asynchronous copies in flight, one queue per thread (emu_async.cpp);
+     * emptied when a block starts, if any block of the launch used one. */
+    std::vector<AsyncQueue> async_;
+    bool async_used_ = false;
 };
 
 /* The runner of the launch running on this OS thread (emu_launch.cpp). */

@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "async_copy.h"
 #include "check.h"
 
 /* Half of every block returns before the barrier that the other half waits
@@ -328,6 +329,22 @@ __global__ void shared_vector_misaligned_kernel(float *out)
     out[threadIdx.x] = row[threadIdx.x];
 }
 
+/* An asynchronous copy (cp.async) read before its thread waited for it:
+ * each thread copies one float into tile[t] and reads its neighbour's slot
+ * after the barrier, but waits for its own copy only after that, so the
+ * neighbour's bytes may not have landed when they are read. The barrier
+ * orders the issue of the copies, not their landing. */
+__global__ void async_copy_early_read_kernel(const float *in, float *out)
+{
+    __shared__ __align__(16) float tile[64];
+    const int t = threadIdx.x;
+    BUG_LINE(0) async_copy<4>(&tile[t], in + t, 4);
+    async_commit();
+    __syncthreads();
+    out[t] = tile[(t + 1) % 64];
+    async_wait<0>();
+}
+
 /* Not broken: lanes of one warp ordered by __syncwarp(), and atomics on
  * shared memory, are no races (the full checks must stay quiet). */
 __global__ void warp_ordered_kernel(float *out)
@@ -350,7 +367,7 @@ __global__ void warp_ordered_kernel(float *out)
 static const char *const bug_names[] = {
     "split_barrier", "missing_barrier", "two_writers", "shared_overflow", "global_overflow",
     "use_after_free", "warp_ordered", "global_overread", "uninitialised_read", "matmul_missing_barrier",
-    "shared_past_end", "shared_vector_overflow", "shared_vector_misaligned"};
+    "shared_past_end", "shared_vector_overflow", "shared_vector_misaligned", "async_copy_early_read"};
 #define BUG_COUNT ((int)(sizeof bug_names / sizeof bug_names[0]))
 
 extern "C" int mt_test_bug_count(void) { return BUG_COUNT; }
@@ -417,6 +434,11 @@ extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *lin
     case 10: shared_past_end_kernel<<<1, 64>>>(buf); break;
     case 11: shared_vector_overflow_kernel<<<1, 16>>>(buf); break;
     case 12: shared_vector_misaligned_kernel<<<1, 8>>>(buf); break;
+    case 13:
+        err = cudaMemset(in, 0, 64 * sizeof(float));
+        if (err == cudaSuccess)
+            async_copy_early_read_kernel<<<1, 64>>>(in, buf);
+        break;
     default: break;
     }
     if (err == cudaSuccess)

@@ -138,6 +138,13 @@ static void test_bug_corpus(void)
                                        "it must start at a multiple of 16 bytes"};
         expect_bug(12, needles, 4, mt_test_cuda_launch_failure());
     }
+    tt_case("full check: a cp.async destination read before its thread waited for the copy is a race");
+    {
+        const char *const needles[] = {"at line %d with no __syncthreads() between",
+                                       "shared-memory race in kernel 'async_copy_early_read_kernel', block (0, 0, 0)",
+                                       "tile["};
+        expect_bug(13, needles, 3, mt_test_cuda_launch_failure());
+    }
     tt_case("full check: a tiled matmul without the barrier after its tile loads is a race");
     {
         const char *const needles[] = {"shared-memory race in kernel 'matmul_missing_barrier_kernel', block (0, 0, 0), "

@@ -1,8 +1,8 @@
 /*
  * test_matmul.c: mt_matmul with each algorithm of the ladder (default,
- * naive, coalesced, tiled, blocktile_1d, blocktile_2d, vectorized, warptile)
- * and mt_matmul_with_config with each warptile configuration, in float32
- * and float64.
+ * naive, coalesced, tiled, blocktile_1d, blocktile_2d, vectorized, warptile,
+ * pipelined) and mt_matmul_with_config with each tile configuration of the
+ * tunable rungs (warptile and pipelined), in float32 and float64.
  *
  * M, N and K come from {1, 7, 31, 33, 65}: partial tiles on every side of a
  * 16- or 32-wide tile. Batches broadcast as in NumPy (a batch of 1, fewer
@@ -41,6 +41,14 @@ static const char *const LAYOUT_NOTE[] = {"", " (transposed)", " (row-major)"};
 /* The warptile configuration matmul_case passes to mt_matmul_with_config;
  * -1 calls plain mt_matmul. */
 static int g_config = -1;
+
+/* The rung a configuration belongs to: its name says "pipelined ..." for
+ * the pipelined rung's (numbered after warptile's). */
+static int config_rung(int config)
+{
+    const char *name = mt_matmul_config_name(config);
+    return name && strncmp(name, "pipelined", 9) == 0 ? MT_MATMUL_PIPELINED : MT_MATMUL_WARPTILE;
+}
 
 /* Set: matmul_case calls mt_matmul_tf32 (the tensor-core rung) instead, with
  * inputs already rounded to TF32, so that its products are exact and the
@@ -268,7 +276,7 @@ int main(void)
         }
     }
 
-    /* Every warptile configuration, through the warptile algo and (under the
+    /* Every configuration, through its rung's algo and (under the
      * fast kernel policy) the default one; under the teaching policy the
      * default product is tiled, and a config for it is an error. */
     TT_GROUP("configs") {
@@ -280,11 +288,11 @@ int main(void)
         for (int c = 0; c < configs; ++c)
             TT_CHECK(mt_matmul_config_name(c) && mt_matmul_config_name(c)[0], "no name for config %d", c);
         const int teaching = mt_get_kernel_policy() == MT_KERNELS_TEACHING;
-        static const int tuned_algos[] = {MT_MATMUL_WARPTILE, MT_MATMUL_DEFAULT};
         for (g_config = 0; g_config < configs; ++g_config)
             for (int i = 0; i < (teaching ? 1 : 2); ++i)
                 for (int t = 0; t < 2; ++t) {
-                    int algo = tuned_algos[i], dtype = dtypes[t];
+                    /* The config's own rung first, then the default. */
+                    int algo = i == 1 ? MT_MATMUL_DEFAULT : config_rung(g_config), dtype = dtypes[t];
                     plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
                     plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, TRANSPOSED);
                     plain_case(algo, dtype, 33, 65, 31, RANDOM_LAYOUT, RANDOM_LAYOUT);
@@ -309,6 +317,17 @@ int main(void)
         tt_case("mt_matmul_with_config: config -2");
         tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_WARPTILE, -2),
                         MT_ERR_INVALID_ARGUMENT, "mt_matmul", &out);
+        int first_pipelined = 0;
+        while (first_pipelined < configs && config_rung(first_pipelined) != MT_MATMUL_PIPELINED)
+            ++first_pipelined;
+        TT_CHECK(first_pipelined > 0 && first_pipelined < configs, "warptile's configs, then pipelined's");
+        tt_case("mt_matmul_with_config: a pipelined config (%d) for warptile", first_pipelined);
+        if (tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_WARPTILE, first_pipelined),
+                            MT_ERR_INVALID_ARGUMENT, "mt_matmul", &out))
+            TT_CHECK(strstr(mt_last_error(), "belongs to the pipelined rung") != NULL, "%s", mt_last_error());
+        tt_case("mt_matmul_with_config: warptile's config 0 for pipelined");
+        tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_PIPELINED, 0), MT_ERR_INVALID_ARGUMENT,
+                        "mt_matmul", &out);
         tt_case("mt_matmul_with_config: config 0 for tiled, which has none");
         tt_expect_error(mt_matmul_with_config(out.t, a.t, b.t, MT_MATMUL_TILED, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_matmul", &out);

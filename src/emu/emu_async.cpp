@@ -1,0 +1,93 @@
+/*
+ * emu_async.cpp: asynchronous copies from global into shared memory, the
+ * emulator's cp.async (src/async_copy.h is what kernels call).
+ *
+ * On a GPU a thread issues a copy, later commits the copies it issued as a
+ * group, and later still waits until all but its newest `prior` groups have
+ * landed; until then the bytes may or may not be in shared memory. Here each
+ * thread keeps a queue of its copies, and the bytes are written when the
+ * thread waits for their group: the latest moment a GPU allows. A kernel that
+ * forgets a wait, or waits for the wrong group, reads the poison or the last
+ * stage's values and fails its tests instead of passing by luck.
+ */
+#include "emu_block.h"
+
+#include <cstring>
+
+namespace mt_emu {
+
+void BlockRunner::async_copy(const SharedArrayInfo *info, void *dst, const void *src, size_t bytes,
+                             size_t src_bytes, int line)
+{
+    if (bytes != 4 && bytes != 8 && bytes != 16)
+        throw KernelError(format("%s: asynchronous copy of %zu bytes at line %d: cp.async copies 4, 8 or "
+                                 "16 bytes",
+                                 where(*current_).c_str(), bytes, line));
+    if (src_bytes > bytes)
+        throw KernelError(format("%s: asynchronous copy at line %d reads %zu bytes of a %zu-byte copy; it "
+                                 "can read at most all of them",
+                                 where(*current_).c_str(), line, src_bytes, bytes));
+    if ((uintptr_t)dst % bytes != 0 || (src_bytes > 0 && (uintptr_t)src % bytes != 0))
+        throw KernelError(format("%s: misaligned asynchronous copy of %zu bytes at line %d (shared %p, "
+                                 "global %p): both addresses must be multiples of %zu",
+                                 where(*current_).c_str(), bytes, line, dst, src, bytes));
+    if (check_full && info)
+        vector_access(info, dst, bytes, true, line);
+    /* The runner outlives a launch: a later one may have more threads. */
+    async_used_ = true;
+    if (async_.size() < threads_.size())
+        async_.resize(threads_.size());
+    AsyncQueue &q = async_[(size_t)current_->linear];
+    q.pending.push_back(AsyncCopy{dst, src, info, q.committed, line, (unsigned char)bytes,
+                                  (unsigned char)src_bytes});
+}
+
+void BlockRunner::async_commit()
+{
+    /* A commit before any copy opens an empty group, which counts too. */
+    async_used_ = true;
+    if (async_.size() < threads_.size())
+        async_.resize(threads_.size());
+    ++async_[(size_t)current_->linear].committed;
+}
+
+void BlockRunner::async_wait(int prior)
+{
+    if (!async_used_ || async_.size() < threads_.size())
+        return; /* nothing issued in this launch yet */
+    AsyncQueue &q = async_[(size_t)current_->linear];
+    /* Groups 0 .. committed - prior - 1 must have landed. */
+    const long long newest_done = (long long)q.committed - (prior > 0 ? prior : 0);
+    size_t kept = 0;
+    for (size_t i = 0; i < q.pending.size(); ++i) {
+        const AsyncCopy &c = q.pending[i];
+        if ((long long)c.group < newest_done) {
+            unsigned char *to = static_cast<unsigned char *>(c.dst);
+            if (c.src_bytes > 0)
+                std::memcpy(to, c.src, c.src_bytes);
+            std::memset(to + c.src_bytes, 0, (size_t)(c.bytes - c.src_bytes));
+            if (check_full && c.info)
+                vector_access(c.info, to, c.bytes, true, c.line);
+        } else {
+            q.pending[kept++] = c;
+        }
+    }
+    q.pending.resize(kept);
+}
+
+void async_copy(const SharedArrayInfo *info, void *dst, const void *src, size_t bytes, size_t src_bytes, int line)
+{
+    running().async_copy(info, dst, src, bytes, src_bytes, line);
+}
+
+void async_commit(void)
+{
+    running().async_commit();
+}
+
+void async_wait(int prior)
+{
+    running().async_wait(prior);
+}
+
+} /* namespace mt_emu */
