@@ -390,8 +390,10 @@ def matmul_ladder(res: Results, quick: bool) -> None:
 
 
 def tf32_case(res: Results, quick: bool) -> None:
-    """The tensor-core rung against torch with TF32 on (cuBLAS TF32), and the
-    error of each against float64; torch's TF32 is switched off again after."""
+    """The tensor-core rungs (the first, "tf32_simple", then the pipelined
+    "tf32" that the library runs) against torch with TF32 on (cuBLAS TF32),
+    and the error of each against float64; torch's TF32 is switched off again
+    after."""
     for n in (1024, 4096):
         A = torch.randn(n, n, device="cuda")
         B = torch.randn(n, n, device="cuda")
@@ -400,13 +402,16 @@ def tf32_case(res: Results, quick: bool) -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
         try:
             theirs = A @ B
-            bench_case(res, "tf32", f"matmul {n}^3, TF32 tensor cores (torch: TF32 on)",
-                             lambda: mt.kernels.matmul(mA, mB, "tf32"), lambda: A @ B, ref=theirs,
-                             flops=2.0 * n**3, quick=quick, tol=5e-3, target=0.8 if n == 4096 else None)
-            ours = to_torch(mt.kernels.matmul(mA, mB, "tf32")).double()
             scale = exact.abs().max().item()
-            res.rows[-1]["case"] += (f"; max abs error / max abs exact: minitensor {(ours - exact).abs().max().item() / scale:.1e}, "
-                            f"torch {(theirs.double() - exact).abs().max().item() / scale:.1e}")
+            for rung, label in (("tf32_simple", "first rung"), ("tf32", "cp.async stages")):
+                bench_case(res, "tf32", f"matmul {n}^3, TF32 tensor cores, {label} (torch: TF32 on)",
+                           lambda rung=rung: mt.kernels.matmul(mA, mB, rung), lambda: A @ B, ref=theirs,
+                           flops=2.0 * n**3, quick=quick, tol=5e-3,
+                           target=0.8 if n == 4096 and rung == "tf32" else None)
+                ours = to_torch(mt.kernels.matmul(mA, mB, rung)).double()
+                res.rows[-1]["case"] += (f"; max abs error / max abs exact: minitensor "
+                                         f"{(ours - exact).abs().max().item() / scale:.1e}, "
+                                         f"torch {(theirs.double() - exact).abs().max().item() / scale:.1e}")
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
         del exact

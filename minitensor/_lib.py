@@ -201,6 +201,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_matmul_config_name": (c_char_p, [c_int]),
     "mt_matmul_with_config": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int]),
     "mt_matmul_tf32": (c_int, [MtTensor, MtTensor, MtTensor]),
+    "mt_matmul_tf32_rung": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
     "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_softmax": (c_int, [MtTensor, MtTensor, c_int, c_int]),
@@ -743,9 +744,16 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
     )
 
 
-def matmul_tf32(out: Any, a: Any, b: Any) -> None:
-    """out = a @ b on tensor cores, float32 operands rounded to TF32 (mt_matmul_tf32)."""
-    check(lib().mt_matmul_tf32(out.descriptor(), a.descriptor(), b.descriptor()), "mt_matmul_tf32")
+# The TF32 rungs by name (src/minitensor.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED):
+# "tf32" is the library's TF32 product, "tf32_simple" the first rung.
+TF32_RUNGS = {"tf32_simple": 0, "tf32": 1}
+
+
+def matmul_tf32(out: Any, a: Any, b: Any, rung: str = "tf32") -> None:
+    """out = a @ b on tensor cores, float32 operands rounded to TF32
+    (mt_matmul_tf32_rung; rung is a key of TF32_RUNGS)."""
+    check(lib().mt_matmul_tf32_rung(out.descriptor(), a.descriptor(), b.descriptor(), TF32_RUNGS[rung]),
+          "mt_matmul_tf32")
 
 
 def matmul_config_count() -> int:

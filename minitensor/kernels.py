@@ -258,7 +258,8 @@ def matmul(
             ((..., M, K) @ (..., K, N)), the leading (batch) dims broadcast,
             a 1-D operand is a vector, float32 with float64 gives float64.
         algo: one of ``algorithms("matmul")``, or ``"tf32"``: the tensor-core
-            rung (float32 only, TF32 products: about 1e-3 relative error).
+            rung (float32 only, TF32 products: about 1e-3 relative error;
+            cp.async stages), or ``"tf32_simple"``, the first TF32 rung.
         config: a tile configuration, an index into ``matmul_configs()``
             or its name; only with algo ``"default"`` or the configuration's
             own rung (``matmul_config_rung``). None: the autotuner's choice
@@ -273,8 +274,11 @@ def matmul(
     func = "kernels.matmul()"
     _check_tensor(a, func, "a")
     _check_tensor(b, func, "b")
-    if algo != "tf32":
-        _check_algo(algo, "matmul", func)
+    if algo not in _lib.TF32_RUNGS:
+        names = algorithms("matmul")
+        if not isinstance(algo, str) or algo not in names:
+            raise ValueError(f"{func}: unknown algo {algo!r}; the matmul ladder is {names}, "
+                             f"the TF32 rungs {tuple(_lib.TF32_RUNGS)}")
     index = -1 if config is None else _config_index(config, algo, func)
     if out is None:
         return Tensor._from_array(ops.matmul(a, b, algo, index))

@@ -858,7 +858,8 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
     _lib.op_names("matmul"): "default", "naive", "coalesced", "tiled",
     "blocktile_1d", "blocktile_2d", "vectorized", "warptile", "pipelined"), or
     "tf32", the tensor-core rung (float32 only; "default" takes it for float32
-    operands while mt.backends.cuda.matmul.allow_tf32 is set). config is a
+    operands while mt.backends.cuda.matmul.allow_tf32 is set), or
+    "tf32_simple", the first TF32 rung, for comparison. config is a
     tile configuration of warptile or pipelined (an index below
     _lib.matmul_config_count()); -1 lets "default" ask the autotuner and the
     rungs choose from the shape.
@@ -870,8 +871,8 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         raise ShapeError(
             f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
         )
-    if algo != "tf32" and algo not in _lib.op_names("matmul"):
-        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul') + ('tf32',)}")
+    if algo not in _lib.TF32_RUNGS and algo not in _lib.op_names("matmul"):
+        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul') + tuple(_lib.TF32_RUNGS)}")
     # Every shape check comes before the casts, which allocate.
     a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
     b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
@@ -913,8 +914,8 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         else:
             if algo == "default" and config == -1 and dtype is float32 and backends.cuda.matmul.allow_tf32:
                 algo = "tf32"
-            if algo == "tf32":
-                _lib.matmul_tf32(target, a2, b2)
+            if algo in _lib.TF32_RUNGS:
+                _lib.matmul_tf32(target, a2, b2, algo)
                 return out
             # "default": the tile configuration comes from the autotuner
             # (measured once per device and shape class, then cached).

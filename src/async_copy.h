@@ -85,4 +85,27 @@ MT_DEVICE void async_wait()
 
 #endif /* MT_EMULATOR */
 
+/* The 16 bytes (16 / sizeof(T) elements) of matrix row `row` from column
+ * `col` (of `cols`), at data + row * ld + col, copied to dst_row[c..]: one
+ * 16-byte copy when they lie inside the matrix (the caller keeps such a run
+ * 16-byte aligned), else one copy per element, zero-filled past the edge or
+ * when the row is outside (row_ok false). A copy of zero bytes still needs a
+ * valid address: the matrix's first element. dst_row is a row of a
+ * __shared__ array (tile[s][r]). */
+template <typename T, typename Row>
+MT_DEVICE void async_copy_row16(Row dst_row, int c, const T *data, int64_t row, bool row_ok, int64_t col,
+                                int64_t cols, int64_t ld)
+{
+    constexpr int W = 16 / (int)sizeof(T);
+    if (row_ok && col + W <= cols) {
+        async_copy<16>(&dst_row[c], data + row * ld + col, 16);
+    } else {
+        MT_UNROLL for (int w = 0; w < W; ++w) {
+            const bool inside = row_ok && col + w < cols;
+            async_copy<(int)sizeof(T)>(&dst_row[c + w], inside ? data + row * ld + col + w : data,
+                                       inside ? (int)sizeof(T) : 0);
+        }
+    }
+}
+
 #endif /* MT_ASYNC_COPY_H */

@@ -314,7 +314,14 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
 
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
 {
+    return mt_matmul_tf32_rung(out, a, b, MT_TF32_PIPELINED);
+}
+
+mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)
+{
     const char *func = "mt_matmul_tf32";
+    if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 rung %d (0: simple, 1: pipelined)", rung);
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
     MT_TRY(mt_check_float(func, "a", &a));
@@ -334,5 +341,15 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
 #endif
     if (tensor_numel(out) == 0)
         return MT_OK;
-    return launch_tf32(out, a, b);
+    if (rung == MT_TF32_SIMPLE)
+        return launch_tf32(out, a, b);
+    /* The pipelined rung copies 16 bytes at a time: row-major operands. */
+    mt_tensor a_view, b_view;
+    DeviceScratch a_copy, b_copy;
+    MT_TRY(prepare_operand(a, false, &a_view, &a_copy));
+    MT_TRY(prepare_operand(b, false, &b_view, &b_copy));
+    MT_TRY(launch_tf32_pipelined(out, a_view, b_view));
+    CUDA_CHECK(a_copy.release());
+    CUDA_CHECK(b_copy.release());
+    return MT_OK;
 }

@@ -8,7 +8,8 @@
  *                               vectorized, warptile and pipelined (with
  *                               the tile configurations the autotuner
  *                               chooses from),
- *                               and tf32 on tensor cores, outside the ladder's
+ *                               and the TF32 rungs on tensor cores (tf32,
+ *                               tf32_pipelined), outside the ladder's
  *                               float-exact list (mt_matmul_tf32);
  *   src/matmul_view.h           one batch's matrices as the kernels see them.
  *
@@ -63,8 +64,11 @@ template <typename T>
 mt_status launch_warptile(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
 template <typename T>
 mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
-/* The tensor-core rung (float32 operands, TF32 products; any strides). */
+/* The tensor-core rungs (float32 operands, TF32 products): the first takes
+ * any strides, the pipelined one row-major operands that gemm_operand_ok
+ * accepts (without transposed views). */
 mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 
 /* The warptile tile configurations: how many there are, each one's name, and
  * the one the library picks for a product when nobody (the autotuner) chose. */

@@ -100,22 +100,6 @@ __global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) m
     const int lane_row = (lane / 4) * 4;
     const int lane_col = (lane % 4) * 4;
 
-    /* Copies the Pack of matrix row `row` that starts at column `col` (of
-     * `cols`) to dst_row[c..c + W): one 16-byte copy when the Pack lies wholly
-     * inside the matrix (then it is aligned: gemm_operand_ok), else one copy
-     * per element, zero-filled past the edge. A copy of zero bytes still
-     * needs a valid address: the matrix's first element. */
-    auto copy_pack = [&](auto dst_row, int c, const T *data, int64_t row, bool row_ok, int64_t col, int64_t cols, int64_t ld) {
-        if (row_ok && col + W <= cols) {
-            async_copy<16>(&dst_row[c], data + row * ld + col, 16);
-        } else {
-            MT_UNROLL for (int w = 0; w < W; ++w) {
-                const bool inside = row_ok && col + w < cols;
-                async_copy<kE>(&dst_row[c + w], inside ? data + row * ld + col + w : data, inside ? kE : 0);
-            }
-        }
-    };
-
     /* Issues the copies of the K-tile at k0 into stage s. Consecutive
      * threads take consecutive addresses in global memory (coalesced). */
     auto issue_tile = [&](int64_t k0, int s) {
@@ -123,7 +107,7 @@ __global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) m
             const int p = tid + i * kThreads;
             if (kATrans) { /* A(m, k) at k * lda + m: Packs along m, straight into a_tile[k][m] */
                 const int r = p / (BM / W), c = (p % (BM / W)) * W;
-                copy_pack(a_tile[s][r], c, a_data, k0 + r, k0 + r < K, row0 + c, M, lda);
+                async_copy_row16(a_tile[s][r], c, a_data, k0 + r, k0 + r < K, row0 + c, M, lda);
             } else { /* A(m, k) at m * lda + k: element (m, k) goes to a_tile[k][m] */
                 const int r = p / BK, c = p % BK;
                 const bool inside = row0 + r < M && k0 + c < K;
@@ -138,7 +122,7 @@ __global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) m
                 async_copy<kE>(&b_tile[s][c][r], inside ? b_data + (col0 + r) * ldb + k0 + c : b_data, inside ? kE : 0);
             } else { /* B(k, n) at k * ldb + n: Packs along n */
                 const int r = p / (BN / W), c = (p % (BN / W)) * W;
-                copy_pack(b_tile[s][r], c, b_data, k0 + r, k0 + r < K, col0 + c, N, ldb);
+                async_copy_row16(b_tile[s][r], c, b_data, k0 + r, k0 + r < K, col0 + c, N, ldb);
             }
         }
     };

@@ -423,6 +423,14 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
  * MT_ERR_DTYPE for any dtype but float32; MT_ERR_INVALID_ARGUMENT on a GPU older than
  * compute capability 8.0. */
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
+/* The TF32 rungs, for teaching and benchmarks: MT_TF32_SIMPLE, WMMA fed by
+ * scalar loads staged between two barriers per K step of 8
+ * (src/matmul_tf32.cu); MT_TF32_PIPELINED, the same mma fed by cp.async
+ * stages (src/matmul_tf32_pipelined.cu), which is what mt_matmul_tf32 runs.
+ * An unknown rung is MT_ERR_INVALID_ARGUMENT. */
+#define MT_TF32_SIMPLE 0
+#define MT_TF32_PIPELINED 1
+mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
  * for teaching and benchmarks: every algo gives the same result (up to the
  * order of float additions) for every op, dim and layout.

@@ -1,6 +1,7 @@
-"""The tensor-core rung (src/matmul_tf32.cu) and torch's switch for it,
+"""The tensor-core rungs (src/matmul_tf32.cu, "tf32_simple", and
+src/matmul_tf32_pipelined.cu, "tf32") and torch's switch for them,
 mt.backends.cuda.matmul.allow_tf32, on both backends (the emulator runs the
-same kernel through its own WMMA fragments).
+same kernels through its own WMMA fragments and cp.async copies).
 
 Inputs that are TF32 already make the products exact, so the result must
 match float64's as closely as any float32 product; random inputs lose up to
@@ -37,20 +38,25 @@ SHAPES = [((1, 1), (1, 1)), ((65, 33), (33, 70)), ((7, 129), (129, 3)), ((3, 64,
           ((2, 1, 9, 8), (3, 8, 5)), ((5, 0), (0, 4)), ((0, 3), (3, 2))]
 
 
+RUNGS = ["tf32", "tf32_simple"]
+
+
+@pytest.mark.parametrize("rung", RUNGS)
 @pytest.mark.parametrize("a_shape,b_shape", SHAPES)
-def test_tf32_inputs_give_float32_results(a_shape: Any, b_shape: Any) -> None:
+def test_tf32_inputs_give_float32_results(a_shape: Any, b_shape: Any, rung: str) -> None:
     rng = np.random.default_rng(0)
     a = to_tf32(rng.standard_normal(a_shape))
     b = to_tf32(rng.standard_normal(b_shape))
-    got = mt.kernels.matmul(mt.tensor(a), mt.tensor(b), "tf32").numpy()
+    got = mt.kernels.matmul(mt.tensor(a), mt.tensor(b), rung).numpy()
     assert_close(got, a.astype(np.float64) @ b.astype(np.float64), mt.float32, n=a_shape[-1])
 
 
-@pytest.mark.parametrize("a_shape,b_shape", SHAPES[:5])
-def test_random_inputs_are_within_tf32_rounding(a_shape: Any, b_shape: Any) -> None:
+@pytest.mark.parametrize("rung", RUNGS)
+@pytest.mark.parametrize("a_shape,b_shape", SHAPES[:5] + [((130, 50), (50, 67))])
+def test_random_inputs_are_within_tf32_rounding(a_shape: Any, b_shape: Any, rung: str) -> None:
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
-    got = mt.kernels.matmul(mt.tensor(a), mt.tensor(b), "tf32").numpy()
+    got = mt.kernels.matmul(mt.tensor(a), mt.tensor(b), rung).numpy()
     exact = a.astype(np.float64) @ b.astype(np.float64)
     # Each input off by at most 2^-11 relative: a product by 2^-10, plus float sums.
     bound = 2.0**-10 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-5 * (1 + np.abs(exact))
@@ -106,3 +112,7 @@ def test_wrong_uses_are_refused() -> None:
         mt.kernels.matmul(mt.ones(2, 2, dtype=mt.float64), mt.ones(2, 2, dtype=mt.float64), "tf32")
     with pytest.raises(ValueError, match="config"):
         mt.kernels.matmul(mt.ones(2, 2), mt.ones(2, 2), "tf32", config=0)
+    with pytest.raises(mt.DTypeError, match="float32"):
+        mt.kernels.matmul(mt.ones(2, 2, dtype=mt.float64), mt.ones(2, 2, dtype=mt.float64), "tf32_simple")
+    with pytest.raises(ValueError, match="tf32_simple"):
+        mt.kernels.matmul(mt.ones(2, 2), mt.ones(2, 2), "tf32_fast")

@@ -50,7 +50,8 @@ static int config_rung(int config)
     return name && strncmp(name, "pipelined", 9) == 0 ? MT_MATMUL_PIPELINED : MT_MATMUL_WARPTILE;
 }
 
-/* Set: matmul_case calls mt_matmul_tf32 (the tensor-core rung) instead, with
+/* 1 + a TF32 rung (MT_TF32_SIMPLE, MT_TF32_PIPELINED), or 0. Set:
+ * matmul_case calls mt_matmul_tf32_rung (the tensor-core rungs) instead, with
  * inputs already rounded to TF32, so that its products are exact and the
  * float reference holds as for every other rung. */
 static int g_tf32 = 0;
@@ -105,7 +106,7 @@ static void matmul_case(int algo, int dtype, int batch_ndim, const int64_t *batc
     out_shape[batch_ndim + 1] = N;
     tt_tensor out = tt_new(dtype, batch_ndim + 2, out_shape, TT_OUTPUT);
     tt_case("mt_matmul %s config %d M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s%s, b %s%s",
-            g_tf32 ? "tf32" : tt_op_name("matmul", algo), g_config, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NOTE[a_t],
+            g_tf32 == 1 + MT_TF32_SIMPLE ? "tf32 simple" : g_tf32 ? "tf32 pipelined" : tt_op_name("matmul", algo), g_config, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NOTE[a_t],
             tt_str(&b), LAYOUT_NOTE[b_t]);
 
     /* Reference: out[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], where za and
@@ -129,7 +130,7 @@ static void matmul_case(int algo, int dtype, int batch_ndim, const int64_t *batc
         expect[o] = tt_sum(sum, sumsq, K);
     }
 
-    mt_status status = g_tf32 ? mt_matmul_tf32(out.t, a.t, b.t)
+    mt_status status = g_tf32 ? mt_matmul_tf32_rung(out.t, a.t, b.t, g_tf32 - 1)
                        : g_config < 0 ? mt_matmul(out.t, a.t, b.t, algo)
                                       : mt_matmul_with_config(out.t, a.t, b.t, algo, g_config);
     if (tt_expect_ok(status, "mt_matmul")) {
@@ -230,15 +231,17 @@ int main(void)
             }
         }
 
-    /* The tensor-core rung: float32 only, any layout, sizes off its 64 x 64
-     * tiles and its K step of 8, whole tiles and several K steps, batches. */
-    TT_GROUP("tf32") {
-        g_tf32 = 1;
+    /* The tensor-core rungs: float32 only, any layout, sizes off their tiles
+     * (64 x 64 and 128 x 64) and K steps (8 and 16), whole tiles and more K
+     * steps than the pipelined rung has stages, batches. */
+    TT_GROUP("tf32") for (int rung = MT_TF32_SIMPLE; rung <= MT_TF32_PIPELINED; ++rung) {
+        g_tf32 = 1 + rung;
         plain_case(0, MT_FLOAT32, 1, 1, 1, 0, 0);
         plain_case(0, MT_FLOAT32, 65, 65, 65, 0, 0);
         plain_case(0, MT_FLOAT32, 128, 64, 16, ROW_MAJOR, ROW_MAJOR);
         plain_case(0, MT_FLOAT32, 129, 130, 33, 0, 0);
-        plain_case(0, MT_FLOAT32, 256, 128, 64, ROW_MAJOR, ROW_MAJOR); /* whole 128 x 128 tiles, two K steps */
+        plain_case(0, MT_FLOAT32, 256, 128, 64, ROW_MAJOR, ROW_MAJOR); /* whole tiles, 4 to 8 K steps */
+        plain_case(0, MT_FLOAT32, 129, 67, 50, ROW_MAJOR, ROW_MAJOR);  /* rows of 50 and 67: Packs across the edge */
         for (int c = 0; c < 10; ++c)
             plain_case(0, MT_FLOAT32, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
                        (int)tt_rand_int(0, 2));
@@ -249,8 +252,19 @@ int main(void)
         int64_t s22[] = {2, 2};
         tt_tensor x = tt_new(MT_FLOAT64, 2, s22, TT_CONTIGUOUS);
         tt_tensor y = tt_new(MT_FLOAT64, 2, s22, TT_CONTIGUOUS);
-        tt_case("mt_matmul_tf32 of float64 operands");
-        tt_expect_error(mt_matmul_tf32(y.t, x.t, x.t), MT_ERR_DTYPE, "mt_matmul_tf32", &y);
+        tt_case("mt_matmul_tf32_rung %d of float64 operands", rung);
+        tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, rung), MT_ERR_DTYPE, "mt_matmul_tf32", &y);
+        tt_free(&x);
+        tt_free(&y);
+    }
+    TT_GROUP("tf32 errors") {
+        int64_t s22[] = {2, 2};
+        tt_tensor x = tt_new(MT_FLOAT32, 2, s22, TT_INPUT);
+        tt_tensor y = tt_new(MT_FLOAT32, 2, s22, TT_OUTPUT);
+        tt_fill(&x, -1, 1, 0);
+        tt_case("mt_matmul_tf32_rung: rung 2, which does not exist");
+        if (tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, 2), MT_ERR_INVALID_ARGUMENT, "mt_matmul_tf32", &y))
+            TT_CHECK(strstr(mt_last_error(), "unknown TF32 rung 2") != NULL, "%s", mt_last_error());
         tt_free(&x);
         tt_free(&y);
     }
