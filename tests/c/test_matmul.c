@@ -248,6 +248,10 @@ int main(void)
         plain_case(0, MT_FLOAT32, 7, 31, 0, 0, 0);
         static const int64_t b3[] = {3}, b1[] = {1};
         matmul_case(0, MT_FLOAT32, 1, b3, 1, b3, 1, b1, 33, 65, 31, 0, 1);
+        /* More tiles than an H100 has SMs: the pipelined rung's wide tile
+         * (the emulator counts one SM per worker thread, so it takes both). */
+        static const int64_t b140[] = {140};
+        matmul_case(0, MT_FLOAT32, 1, b140, 1, b140, 0, NULL, 9, 11, 37, ROW_MAJOR, ROW_MAJOR);
         g_tf32 = 0;
         int64_t s22[] = {2, 2};
         tt_tensor x = tt_new(MT_FLOAT64, 2, s22, TT_CONTIGUOUS);
