@@ -171,41 +171,56 @@ def shape_class(a: Any, b: Any) -> str:
 # ---- the cache file ----------------------------------------------------------------------
 
 
-def _read_file() -> dict[str, dict[str, Any]]:
-    """The devices' entries of the cache file; {} (with a warning) if it is unusable."""
+def _read_file(quiet: bool = False) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The devices' entries of the cache file, and whether a save may replace
+    the file: ({}, True) (with a warning unless quiet) if it is unusable or
+    of an older version, ({}, False) if a newer minitensor wrote it."""
     path = cache_path()
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return {}
+        return {}, True
     except OSError as e:
-        warnings.warn(f"minitensor.autotune: cannot read the cache file {path}: {e}; ignoring it", stacklevel=3)
-        return {}
+        if not quiet:
+            warnings.warn(f"minitensor.autotune: cannot read the cache file {path}: {e}; ignoring it", stacklevel=3)
+        return {}, True
     try:
         data = json.loads(text)
         version = data.get("version") if isinstance(data, dict) else None
         if isinstance(version, int) and not isinstance(version, bool) and 0 < version < CACHE_VERSION:
-            return {}
+            return {}, True
+        if isinstance(version, int) and not isinstance(version, bool) and version > CACHE_VERSION:
+            if not quiet:
+                warnings.warn(
+                    f"minitensor.autotune: the cache file {path} was written by a newer minitensor (cache "
+                    f"version {version}, this one reads {CACHE_VERSION}); its choices are not used, and it "
+                    f"is left as it is (set MINITENSOR_CACHE_DIR to keep this version's choices elsewhere)",
+                    stacklevel=3,
+                )
+            return {}, False
         if not isinstance(data, dict) or version != CACHE_VERSION:
             raise ValueError(f"not a version-{CACHE_VERSION} autotune cache")
         devices = data["devices"]
         if not isinstance(devices, dict) or not all(isinstance(v, dict) for v in devices.values()):
             raise ValueError("'devices' is not a table of tables")
-        return devices
+        return devices, True
     except (ValueError, KeyError, TypeError) as e:
-        warnings.warn(
-            f"minitensor.autotune: ignoring the corrupt cache file {path} ({e}); "
-            f"it will be replaced by the next tuning result",
-            stacklevel=3,
-        )
-        return {}
+        if not quiet:
+            warnings.warn(
+                f"minitensor.autotune: ignoring the corrupt cache file {path} ({e}); "
+                f"it will be replaced by the next tuning result",
+                stacklevel=3,
+            )
+        return {}, True
 
 
 def _write_file(device: str, key: str, entry: dict[str, Any]) -> None:
     """Adds one entry to the file: re-read (another process may have added
     entries), merge, and replace the file atomically."""
     path = cache_path()
-    devices = _read_file()
+    devices, writable = _read_file(quiet=True)
+    if not writable:
+        return
     devices.setdefault(device, {})[key] = entry
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +235,7 @@ def _write_file(device: str, key: str, entry: dict[str, Any]) -> None:
 def _cache() -> dict[str, dict[str, Any]]:
     global _memory
     if _memory is None:
-        _memory = _read_file()
+        _memory, _ = _read_file()
     return _memory
 
 

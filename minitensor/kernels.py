@@ -152,7 +152,10 @@ def matmul_configs() -> tuple[str, ...]:
 def matmul_config_rung(config: int) -> str:
     """The rung a configuration of ``matmul_configs()`` belongs to:
     ``"warptile"`` or ``"pipelined"``."""
-    return "pipelined" if matmul_configs()[config].startswith("pipelined") else "warptile"
+    names = matmul_configs()
+    if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config < len(names):
+        raise ValueError(f"matmul_config_rung(): config must be an index in 0..{len(names) - 1}, got {config!r}")
+    return "pipelined" if names[config].startswith("pipelined") else "warptile"
 
 
 def autotune_stats() -> dict[str, Any]:
@@ -274,7 +277,7 @@ def matmul(
     func = "kernels.matmul()"
     _check_tensor(a, func, "a")
     _check_tensor(b, func, "b")
-    if algo not in _lib.TF32_RUNGS:
+    if not (isinstance(algo, str) and algo in _lib.TF32_RUNGS):
         names = algorithms("matmul")
         if not isinstance(algo, str) or algo not in names:
             raise ValueError(f"{func}: unknown algo {algo!r}; the matmul ladder is {names}, "

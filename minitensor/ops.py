@@ -871,7 +871,7 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         raise ShapeError(
             f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
         )
-    if algo not in _lib.TF32_RUNGS and algo not in _lib.op_names("matmul"):
+    if not isinstance(algo, str) or (algo not in _lib.TF32_RUNGS and algo not in _lib.op_names("matmul")):
         raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul') + tuple(_lib.TF32_RUNGS)}")
     # Every shape check comes before the casts, which allocate.
     a_shape = (1,) + a.shape if a.ndim == 1 else a.shape

@@ -31,17 +31,19 @@
  *                   staging registers, and the fragments of the next step
  *                   loaded while this one computes.
  *
- * MT_MATMUL_DEFAULT is warptile, the fastest rung, with the tile
- * configuration the caller (the autotuner) passes to mt_matmul_with_config,
- * or the library's own choice. For a small product whose operands warptile
+ * MT_MATMUL_DEFAULT is warptile, the fastest rung, with the library's own
+ * tile choice, or the rung and tile of the configuration the caller (the
+ * autotuner) passes to mt_matmul_with_config: warptile's or pipelined's.
+ * For a small product whose operands warptile
  * would first have to copy (see below), the default takes blocktile_2d:
  * the copies would cost more than they save. Under the teaching kernel
  * policy (src/policy.h) the default is always tiled.
  *
  * Rungs 1-5 handle arbitrary strides (a transposed view works: element
- * (i, k) of A is at a_batch + i * stride[-2] + k * stride[-1]). Rungs 6 and 7
- * read with 16-byte loads, so they need row-major operands (warptile also
- * takes float32 column-major ones, i.e. transposed views) with aligned rows;
+ * (i, k) of A is at a_batch + i * stride[-2] + k * stride[-1]). Rungs 6 to 8
+ * read with 16-byte loads, so they need row-major operands (warptile and
+ * pipelined also take float32 column-major ones, i.e. transposed views) with
+ * aligned rows;
  * any other operand is first copied into a contiguous scratch buffer whose
  * rows are padded to a multiple of 16 bytes (prepare_operand; a broadcast
  * batch dim stays broadcast and is not copied once per batch). Every rung
@@ -232,8 +234,8 @@ static mt_status check_default_config(const char *func, int algo, int config)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "matmul config %d given for algo default, but under the teaching kernel "
                        "policy the default product is tiled, which has no configurations (pass -1, "
-                       "or name algo warptile)",
-                       config);
+                       "or name algo %s, the config's own rung)",
+                       config, config_algo(config) == MT_MATMUL_WARPTILE ? "warptile" : "pipelined");
     return MT_OK;
 }
 
@@ -312,14 +314,9 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     return launch_matmul<double>(algo, config, out, a, b);
 }
 
-mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
+/* mt_matmul_tf32 and mt_matmul_tf32_rung, each naming itself in errors. */
+static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor a, mt_tensor b, int rung)
 {
-    return mt_matmul_tf32_rung(out, a, b, MT_TF32_PIPELINED);
-}
-
-mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)
-{
-    const char *func = "mt_matmul_tf32";
     if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 rung %d (0: simple, 1: pipelined)", rung);
     MT_TRY(mt_ensure_init(func));
@@ -352,4 +349,14 @@ mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)
     CUDA_CHECK(a_copy.release());
     CUDA_CHECK(b_copy.release());
     return MT_OK;
+}
+
+mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
+{
+    return matmul_tf32_checked("mt_matmul_tf32", out, a, b, MT_TF32_PIPELINED);
+}
+
+mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)
+{
+    return matmul_tf32_checked("mt_matmul_tf32_rung", out, a, b, rung);
 }

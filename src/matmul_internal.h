@@ -44,7 +44,7 @@ struct SimpleTiles {
 /* ---- the rungs ------------------------------------------------------------
  * Each launcher runs its rung's kernel over every batch of a validated,
  * non-empty product with K > 0 (T is float or double). Rungs 1-5 take any
- * strides. vectorized and warptile need operands the vector loads can read
+ * strides. vectorized, warptile and pipelined need operands the vector loads can read
  * (gemm_operand_ok): mt_matmul copies any other operand to a contiguous
  * buffer first. `config` picks one of the rung's tile configurations
  * (0..count-1 in the rung's own numbering). */

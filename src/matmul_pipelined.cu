@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) m
     constexpr int NI = C::kNIter;
     constexpr int kE = (int)sizeof(T);
     static_assert(S * BK * (BM + BN + 2 * kPipelinedPad) * sizeof(T) <= 48 * 1024, "static shared memory limit");
+    static_assert(BK % 2 == 0, "the fragments' two sets alternate, so step 0 of every tile uses set 0");
     /* Copies per thread per K-tile: elements for an operand stored along K,
      * Packs for one stored along M or N. */
     constexpr int kACopies = kATrans ? BM * BK / W / kThreads : BM * BK / kThreads;
@@ -165,7 +166,8 @@ __global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) m
      * thread's copies visible. */
     async_wait<S - 2>();
     __syncthreads();
-    load_fragments(0, 0, 0);
+    if (k_tiles > 0) /* K == 0: nothing to load; the sums stay 0 */
+        load_fragments(0, 0, 0);
 
     /* The loop count is the same for every thread: all reach each barrier. */
     for (int64_t t = 0; t < k_tiles; ++t) {

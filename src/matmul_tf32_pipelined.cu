@@ -183,7 +183,7 @@ static mt_status launch_tf32_tiles(const mt_tensor &out, const mt_tensor &a, con
 /* The wide tile loads each element of A and B half as often per mma (4 x 4
  * fragments a warp instead of 4 x 2): 1.89 against 2.33 ms at 4096^3 on the
  * H100. But a small product has fewer of its tiles than the GPU has SMs
- * (1024^3: 64 tiles of 128 x 128 for 132 SMs, 0.098 against 0.068 ms), so
+ * (1024^3: 64 tiles of 128 x 128 for 132 SMs, 0.098 against 0.066 ms), so
  * the narrow one takes those. */
 mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {

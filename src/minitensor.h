@@ -225,7 +225,7 @@ typedef struct {
  * copy an operand they cannot read with 16-byte loads to a contiguous buffer
  * first).                                                                   */
 #define MT_MATMUL_ALGOS(X)                                                    \
-    X(DEFAULT, default)           /* the fastest correct kernel: warptile  */ \
+    X(DEFAULT, default)           /* warptile, or the tuned rung and tile  */ \
     X(NAIVE, naive)               /* 1 thread per output, warps walk rows  */ \
     X(COALESCED, coalesced)       /* ... warps walk columns                */ \
     X(TILED, tiled)               /* shared-memory tiles of A and B        */ \

@@ -171,6 +171,17 @@ def test_a_cache_of_an_older_version_is_dropped_without_a_warning(tuning: Path) 
     assert json.loads((tuning / "autotune.json").read_text())["version"] == autotune.CACHE_VERSION
 
 
+def test_a_cache_of_a_newer_version_is_not_used_and_not_overwritten(tuning: Path) -> None:
+    newer = '{"version": %d, "devices": {}}' % (autotune.CACHE_VERSION + 1)
+    (tuning / "autotune.json").write_text(newer)
+    autotune.set_timer(fake_timer(0))
+    ta, tb, _, _ = operands()
+    with pytest.warns(UserWarning, match="written by a newer minitensor"):
+        ta @ tb
+    assert autotune.stats()["sweeps"] == 1
+    assert (tuning / "autotune.json").read_text() == newer
+
+
 def test_an_entry_with_an_unknown_config_is_tuned_again(tuning: Path) -> None:
     autotune.set_timer(fake_timer(1))
     ta, tb, _, _ = operands()

@@ -31,6 +31,13 @@ void BlockRunner::begin_launch(const LaunchConfig &cfg, void (*body)(void *), vo
     stop_ = stop;
     body_ = body;
     kctx_ = kctx;
+    /* The runner outlives the launch: forget the last one's copies, so that
+     * blocks of a launch without any pay nothing for them. */
+    if (async_used_) {
+        for (AsyncQueue &q : async_)
+            q = AsyncQueue{};
+        async_used_ = false;
+    }
     size_t n = (size_t)cfg.block.x * cfg.block.y * cfg.block.z;
     threads_.resize(n);
     warps_.assign((n + 31) / 32, WarpState{});
@@ -71,9 +78,13 @@ bool BlockRunner::run_block(uint3 block_idx)
     error_code_ = cudaErrorLaunchFailure;
     aborting_ = false;
     start_shared_memory();
+    ++block_serial_;
+    async_pending_ = false;
     if (async_used_) {
-        for (AsyncQueue &q : async_)
-            q = AsyncQueue{};
+        for (AsyncQueue &q : async_) {
+            if (q.committed != 0 || !q.pending.empty())
+                q = AsyncQueue{};
+        }
     }
     rng_ = settings().seed * 0x9E3779B97F4A7C15ull +
            ((uint64_t)block_idx.x << 42 ^ (uint64_t)block_idx.y << 21 ^ block_idx.z) + 1;

@@ -96,6 +96,13 @@ struct AsyncQueue {
     std::vector<AsyncCopy> pending;
     unsigned committed = 0; /* groups committed so far */
 };
+/* Full check: a shared word an asynchronous copy will write, until it lands
+ * (valid while `block` is the running block's serial number). */
+struct PendingWord {
+    uint64_t block = 0;
+    int tid = -1; /* the issuing thread */
+    int line = 0; /* where it issued the copy */
+};
 
 /* Thrown inside a CUDA thread to unwind it when its block has failed. */
 struct KernelAbort {};
@@ -183,8 +190,12 @@ public:
                     int line);
     void async_commit();
     void async_wait(int prior);
+    /* Full check: throws if another access meets the word at p while an
+     * asynchronous copy into it is in flight. */
+    void check_not_pending(const SharedArrayInfo *info, const void *p, bool write, int line);
 
 private:
+    void mark_pending(const void *p, size_t bytes, int tid, int line);
     /* emu_fibers.cpp */
     void *new_worker();
     void switch_to(void *&to, void **save);
@@ -258,7 +269,10 @@ private:
     /* Asynchronous copies in flight, one queue per thread (emu_async.cpp);
      * emptied when a block starts, if any block of the launch used one. */
     std::vector<AsyncQueue> async_;
-    bool async_used_ = false;
+    bool async_used_ = false;             /* by this launch */
+    std::vector<PendingWord> async_words_; /* one per 4-byte shared word (full check) */
+    uint64_t block_serial_ = 0;            /* counts the blocks this runner ran */
+    bool async_pending_ = false;           /* some word of this block is in flight */
 };
 
 /* The runner of the launch running on this OS thread (emu_launch.cpp). */

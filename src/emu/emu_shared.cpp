@@ -130,6 +130,8 @@ void BlockRunner::access(const SharedArrayInfo *info, const void *elem, bool wri
     size_t word = (size_t)(static_cast<const unsigned char *>(elem) - shared_.data()) / unit;
     if (word >= shadow.size())
         return;
+    if (async_pending_ && unit == 4)
+        check_not_pending(info, elem, write, line);
     ShadowWord &w = shadow[word];
     const EmuThread &me = *current_;
     int u = me.linear;
@@ -161,6 +163,24 @@ void BlockRunner::access(const SharedArrayInfo *info, const void *elem, bool wri
     } else if (w.read.tid != u) {
         w.other_read = now;
     }
+}
+
+/* Full check: an access to a word an asynchronous copy has not written yet
+ * (emu_async.cpp marks them). */
+void BlockRunner::check_not_pending(const SharedArrayInfo *info, const void *p, bool write, int line)
+{
+    const size_t w = (size_t)(static_cast<const unsigned char *>(p) - shared_.data()) / 4;
+    if (w >= async_words_.size())
+        return;
+    const PendingWord &pw = async_words_[w];
+    if (pw.block != block_serial_ || pw.tid < 0)
+        return;
+    const EmuThread &o = threads_[(size_t)pw.tid];
+    throw KernelError(format("shared-memory race in %s %s %s at %s:%d while the asynchronous copy into it, "
+                             "issued by thread (%u, %u, %u) at line %d, has not landed (that thread has not "
+                             "waited for it with async_wait)",
+                             where(*current_).c_str(), write ? "wrote" : "read", element_name(info, p).c_str(),
+                             info->file, line, o.idx.x, o.idx.y, o.idx.z, pw.line));
 }
 
 /* Did access a (by another thread, since the last barrier, not ordered

@@ -257,7 +257,7 @@ int main(void)
         tt_tensor x = tt_new(MT_FLOAT64, 2, s22, TT_CONTIGUOUS);
         tt_tensor y = tt_new(MT_FLOAT64, 2, s22, TT_CONTIGUOUS);
         tt_case("mt_matmul_tf32_rung %d of float64 operands", rung);
-        tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, rung), MT_ERR_DTYPE, "mt_matmul_tf32", &y);
+        tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, rung), MT_ERR_DTYPE, "mt_matmul_tf32_rung", &y);
         tt_free(&x);
         tt_free(&y);
     }
@@ -267,7 +267,7 @@ int main(void)
         tt_tensor y = tt_new(MT_FLOAT32, 2, s22, TT_OUTPUT);
         tt_fill(&x, -1, 1, 0);
         tt_case("mt_matmul_tf32_rung: rung 2, which does not exist");
-        if (tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, 2), MT_ERR_INVALID_ARGUMENT, "mt_matmul_tf32", &y))
+        if (tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, 2), MT_ERR_INVALID_ARGUMENT, "mt_matmul_tf32_rung", &y))
             TT_CHECK(strstr(mt_last_error(), "unknown TF32 rung 2") != NULL, "%s", mt_last_error());
         tt_free(&x);
         tt_free(&y);
