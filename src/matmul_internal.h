@@ -19,6 +19,8 @@
 #ifndef MT_MATMUL_INTERNAL_H
 #define MT_MATMUL_INTERNAL_H
 
+#include <type_traits>
+
 #include "matmul_view.h"
 
 /* Tiles of rungs 1-3 (naive, coalesced, tiled): blocks of 32 x 32 threads,
@@ -70,6 +72,12 @@ mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_te
 mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 
+/* How many bm x bn tiles an M x N product (times its batches) has. */
+inline int64_t out_tiles(int64_t M, int64_t N, int64_t batches, int64_t bm, int64_t bn)
+{
+    return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * batches;
+}
+
 /* The warptile tile configurations: how many there are, each one's name, and
  * the one the library picks for a product when nobody (the autotuner) chose. */
 int warptile_config_count(void);
@@ -111,6 +119,30 @@ inline bool gemm_operand_transposed(const mt_tensor &x)
     const int64_t cols = x.shape[x.ndim - 1];
     const int64_t cs = x.strides[x.ndim - 1];
     return !(cs == 1 || cols == 1);
+}
+
+/* Calls launch(at, bt), at and bt std::true_type or std::false_type as a
+ * and b are column-major (transposed views, gemm_operand_transposed), so
+ * that a rung instantiates its kernel per layout: float32 has kernels for
+ * transposed operands; float64 operands are made row-major by mt_matmul
+ * (fewer kernels to compile), and a transposed one is refused. */
+template <typename T, typename Launch>
+mt_status with_operand_layouts(const mt_tensor &a, const mt_tensor &b, const char *rung, Launch launch)
+{
+    const bool at = gemm_operand_transposed(a);
+    const bool bt = gemm_operand_transposed(b);
+    if constexpr (sizeof(T) == sizeof(float)) {
+        if (at && bt)
+            return launch(std::true_type{}, std::true_type{});
+        if (at)
+            return launch(std::true_type{}, std::false_type{});
+        if (bt)
+            return launch(std::false_type{}, std::true_type{});
+    } else {
+        if (at || bt)
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "%s: float64 operands must be row-major here", rung);
+    }
+    return launch(std::false_type{}, std::false_type{});
 }
 
 /* The leading dimension of an operand that gemm_operand_ok accepted: the

@@ -242,10 +242,9 @@ const char *pipelined_config_name(int config)
  * block (the 256 x 128 tile only for float32, as in warptile). */
 int pipelined_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_count, size_t itemsize)
 {
-    auto tiles = [&](int64_t bm, int64_t bn) { return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * batches; };
-    if (itemsize == sizeof(float) && tiles(256, 128) >= sm_count)
+    if (itemsize == sizeof(float) && out_tiles(M, N, batches, 256, 128) >= sm_count)
         return 2;
-    if (tiles(128, 128) >= sm_count)
+    if (out_tiles(M, N, batches, 128, 128) >= sm_count)
         return 1;
     return 3;
 }
@@ -266,20 +265,9 @@ static mt_status launch_pipelined_typed(const mt_tensor &out, const mt_tensor &a
 template <typename T, typename C>
 static mt_status launch_pipelined_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
-    const bool at = gemm_operand_transposed(a);
-    const bool bt = gemm_operand_transposed(b);
-    if constexpr (sizeof(T) == sizeof(float)) {
-        if (at && bt)
-            return launch_pipelined_typed<T, C, true, true>(out, a, b);
-        if (at)
-            return launch_pipelined_typed<T, C, true, false>(out, a, b);
-        if (bt)
-            return launch_pipelined_typed<T, C, false, true>(out, a, b);
-    } else {
-        if (at || bt)
-            return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "pipelined: float64 operands must be row-major here");
-    }
-    return launch_pipelined_typed<T, C, false, false>(out, a, b);
+    return with_operand_layouts<T>(a, b, "pipelined", [&](auto at, auto bt) {
+        return launch_pipelined_typed<T, C, decltype(at)::value, decltype(bt)::value>(out, a, b);
+    });
 }
 
 template <typename T>

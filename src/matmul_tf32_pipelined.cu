@@ -190,8 +190,7 @@ mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const 
     const int64_t M = out.shape[out.ndim - 2];
     const int64_t N = out.shape[out.ndim - 1];
     const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-    const int64_t wide_tiles = ((M + Tf32Wide::BM - 1) / Tf32Wide::BM) * ((N + Tf32Wide::BN - 1) / Tf32Wide::BN) * batches;
-    if (wide_tiles >= mt_sm_count())
+    if (out_tiles(M, N, batches, Tf32Wide::BM, Tf32Wide::BN) >= mt_sm_count())
         return launch_tf32_tiles<Tf32Wide>(out, a, b);
     return launch_tf32_tiles<Tf32Narrow>(out, a, b);
 }

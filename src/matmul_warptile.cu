@@ -259,12 +259,11 @@ const char *warptile_config_name(int config)
  * 128 accumulators alone would fill the register file). */
 int warptile_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_count, size_t itemsize)
 {
-    auto tiles = [&](int64_t bm, int64_t bn) { return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * batches; };
-    if (itemsize == sizeof(float) && tiles(256, 128) >= sm_count)
+    if (itemsize == sizeof(float) && out_tiles(M, N, batches, 256, 128) >= sm_count)
         return 7;
-    if (tiles(128, 128) >= sm_count)
+    if (out_tiles(M, N, batches, 128, 128) >= sm_count)
         return 1;
-    if (tiles(128, 64) >= sm_count)
+    if (out_tiles(M, N, batches, 128, 64) >= sm_count)
         return 2;
     return 3;
 }
@@ -282,25 +281,12 @@ static mt_status launch_warptile_typed(const mt_tensor &out, const mt_tensor &a,
     });
 }
 
-/* float32 has kernels for transposed operands; float64 operands are made
- * row-major by mt_matmul (fewer kernels to compile). */
 template <typename T, typename C>
 static mt_status launch_warptile_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
-    const bool at = gemm_operand_transposed(a);
-    const bool bt = gemm_operand_transposed(b);
-    if constexpr (sizeof(T) == sizeof(float)) {
-        if (at && bt)
-            return launch_warptile_typed<T, C, true, true>(out, a, b);
-        if (at)
-            return launch_warptile_typed<T, C, true, false>(out, a, b);
-        if (bt)
-            return launch_warptile_typed<T, C, false, true>(out, a, b);
-    } else {
-        if (at || bt)
-            return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "warptile: float64 operands must be row-major here");
-    }
-    return launch_warptile_typed<T, C, false, false>(out, a, b);
+    return with_operand_layouts<T>(a, b, "warptile", [&](auto at, auto bt) {
+        return launch_warptile_typed<T, C, decltype(at)::value, decltype(bt)::value>(out, a, b);
+    });
 }
 
 template <typename T>
