@@ -60,7 +60,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import _lib, autograd, autotune, ops
+from . import _lib, autograd, ops
+from .ops import autotune
 from ._creation import empty
 from ._dtype import DType, int64
 from ._errors import DimError

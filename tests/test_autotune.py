@@ -1,4 +1,4 @@
-"""The matmul autotuner (minitensor/autotune.py), on any backend.
+"""The matmul autotuner (minitensor/ops/autotune.py), on any backend.
 
 The emulator never sweeps on its own, so these tests force the tuning logic
 with MINITENSOR_AUTOTUNE=force and a fake timer that makes one configuration
@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor import _lib, autotune
+from minitensor import _lib
+from minitensor.ops import autotune
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,7 +110,7 @@ def test_a_second_process_reads_the_cache_without_sweeping(tuning: Path) -> None
         import json
         import numpy as np
         import minitensor as mt
-        from minitensor import autotune
+        from minitensor.ops import autotune
 
         def no_timing(run, config):
             raise AssertionError("the second process swept instead of reading the cache")

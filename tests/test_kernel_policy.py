@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor import _lib, autotune
+from minitensor import _lib
+from minitensor.ops import autotune
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("binding", ["minitensor._lib", "minitensor._errors", "minitensor._dtype", "minitensor._dlpack"]),
     ("array", ["minitensor._shape", "minitensor._storage", "minitensor._foreign", "minitensor._interop",
                "minitensor._array", "minitensor._views"]),
-    ("ops", ["minitensor.ops", "minitensor.autotune", "minitensor.backends"]),
+    ("ops", ["minitensor.ops", "minitensor.backends"]),
     ("autograd engine", ["minitensor.autograd.engine"]),
     ("gradient rules", ["minitensor.autograd"]),
     ("tensor", ["minitensor.tensor", "minitensor._creation", "minitensor._functions"]),
@@ -135,3 +135,76 @@ def test_the_check_sees_upward_imports_also_inside_functions() -> None:
     assert len(problems) == 1 and "minitensor.tensor" in problems[0] and "line 4" in problems[0]
     assert upward_imports("from .. import ops\n", "minitensor.autograd.engine", False) == []
     assert upward_imports("from .elementwise import Add\n", "minitensor.autograd.engine", False)
+
+
+# ---- kernel families ---------------------------------------------------------
+#
+# The op layers are sliced by kernel family as the C sources are: each family
+# has a module of its name in the ops layer (minitensor/ops/) and in the
+# gradient rules (minitensor/autograd/), beside its src/*.cu files. Inside the
+# ops layer the family modules come in this order, after core (the helpers
+# every family uses): a module imports only from the ones before it.
+OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "logsumexp", "cross_entropy", "norm",
+             "attention", "autotune", "matmul", "conv", "optim"]
+FAMILY_SOURCES: dict[str, list[str]] = {
+    "reduce": ["src/reduce.cu", "src/reduce_ladder.cu"],
+    "elementwise": ["src/map.cu", "src/zip.cu"],
+    "gather": ["src/gather.cu"],
+    "where": ["src/where.cu"],
+    "softmax": ["src/softmax.cu"],
+    "logsumexp": ["src/logsumexp.cu"],
+    "cross_entropy": ["src/cross_entropy.cu"],
+    "norm": ["src/layernorm.cu"],
+    "attention": ["src/attention.cu", "src/masked_softmax.cu"],
+    "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
+    "conv": ["src/conv.cu"],
+    "optim": ["src/optim.cu"],
+}
+NO_GRADIENT = {"optim"}  # the optimizers' updates are not differentiated
+# The .cu files of src/ that are no op family: the C API's checks, memory,
+# streams and graphs, the op tables and the kernel policy.
+NOT_A_FAMILY = {"errors.cu", "graph.cu", "library.cu", "memory.cu", "policy.cu", "stream.cu", "validate.cu"}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_SOURCES))
+def test_every_family_has_a_module_in_each_op_layer(family: str) -> None:
+    root = PACKAGE.parent
+    for source in FAMILY_SOURCES[family]:
+        assert (root / source).is_file(), f"{family}: no {source}"
+    assert (PACKAGE / "ops" / f"{family}.py").is_file(), f"no minitensor/ops/{family}.py"
+    if family not in NO_GRADIENT:
+        assert (PACKAGE / "autograd" / f"{family}.py").is_file(), f"no minitensor/autograd/{family}.py"
+
+
+def test_every_kernel_source_belongs_to_a_family() -> None:
+    claimed = {Path(s).name for sources in FAMILY_SOURCES.values() for s in sources}
+    for path in sorted((PACKAGE.parent / "src").glob("*.cu")):
+        if path.name.startswith("matmul_"):
+            continue  # a rung of the matmul ladder
+        assert path.name in claimed | NOT_A_FAMILY, f"src/{path.name} belongs to no family: add it to FAMILY_SOURCES"
+
+
+def test_the_ops_families_import_only_the_families_before_them() -> None:
+    modules = sorted(p.stem for p in (PACKAGE / "ops").glob("*.py") if p.stem != "__init__")
+    assert sorted(OPS_ORDER) == modules, "list every module of minitensor/ops/ in OPS_ORDER"
+    problems = []
+    for i, name in enumerate(OPS_ORDER):
+        path = PACKAGE / "ops" / f"{name}.py"
+        for line, target in imported_modules(path.read_text(), f"minitensor.ops.{name}", False):
+            if target == "minitensor.ops" or target.startswith("minitensor.ops."):
+                other = target.rpartition(".")[2]
+                if target == "minitensor.ops" or OPS_ORDER.index(other) >= i:
+                    problems.append(f"minitensor.ops.{name} imports {target} at line {line}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_gradient_rules_import_no_other_rules() -> None:
+    problems = []
+    for path in sorted((PACKAGE / "autograd").glob("*.py")):
+        if path.stem in ("__init__", "engine", "helpers"):
+            continue
+        for line, target in imported_modules(path.read_text(), f"minitensor.autograd.{path.stem}", False):
+            if target.startswith("minitensor.autograd") and target not in (
+                    "minitensor.autograd.engine", "minitensor.autograd.helpers"):
+                problems.append(f"minitensor.autograd.{path.stem} imports {target} at line {line}")
+    assert not problems, "\n".join(problems)

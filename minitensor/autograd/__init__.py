@@ -2,16 +2,25 @@
 
 Read engine.py first: Function, the graph and backward() (with no_grad and
 the gradient mode), in about 200 lines of code. The gradient rules of every
-differentiable op of minitensor are Function subclasses next to it:
+differentiable op of minitensor are Function subclasses next to it, filed
+by kernel family under the names of minitensor/ops/'s modules:
 
-    engine.py       Variable, Function, backward(), no_grad, queue_callback
-    helpers.py      unbroadcast() and the other pieces the rules share
-    elementwise.py  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Where, Exp, ...
-    reductions.py   Sum, Mean, Prod, Max, Min, LogSumExp, Softmax, LayerNorm, CrossEntropy, ..., MatMul,
-                    Attention, Conv2dTiled
-    shaping.py      View, Reshape, Permute, Expand, Index, ..., Gather, Cat, Stack, Im2Col
+    engine.py         Variable, Function, backward(), no_grad, queue_callback
+    helpers.py        unbroadcast() and the other pieces the rules share
+    elementwise.py    Add, Sub, Mul, Div, Pow, Maximum, Minimum, Exp, ...
+    reduce.py         Sum, Mean, Prod, Max, Min
+    gather.py         Gather, ScatterAdd
+    where.py          Where
+    softmax.py        Softmax, LogSoftmax
+    logsumexp.py      LogSumExp
+    cross_entropy.py  CrossEntropy
+    norm.py           LayerNorm
+    attention.py      MaskedSoftmax, Attention
+    matmul.py         MatMul
+    conv.py           Im2Col, Conv2dTiled
+    shaping.py        View, Reshape, Permute, Expand, Index, ..., Overwrite, Cat, Stack
 
-The rules compute with the raw ops of minitensor/ops.py on Arrays; the
+The rules compute with the raw ops of minitensor/ops/ on Arrays; the
 Tensor methods of minitensor/tensor.py call ``Rule.apply``.
 """
 
@@ -35,7 +44,6 @@ from .elementwise import (
     Pow,
     Maximum,
     Minimum,
-    Where,
     InPlace,
     Neg,
     Exp,
@@ -49,22 +57,16 @@ from .elementwise import (
     Sqrt,
     Reciprocal,
 )
-from .reductions import (
-    Sum,
-    Mean,
-    Prod,
-    Max,
-    Min,
-    LogSumExp,
-    Softmax,
-    LogSoftmax,
-    MaskedSoftmax,
-    LayerNorm,
-    CrossEntropy,
-    MatMul,
-    Attention,
-    Conv2dTiled,
-)
+from .reduce import Sum, Mean, Prod, Max, Min
+from .gather import Gather, ScatterAdd
+from .where import Where
+from .softmax import Softmax, LogSoftmax
+from .logsumexp import LogSumExp
+from .cross_entropy import CrossEntropy
+from .norm import LayerNorm
+from .attention import MaskedSoftmax, Attention
+from .matmul import MatMul
+from .conv import Im2Col, Conv2dTiled
 from .shaping import (
     View,
     Reshape,
@@ -79,11 +81,8 @@ from .shaping import (
     Contiguous,
     Clone,
     Cast,
-    Gather,
-    ScatterAdd,
     Overwrite,
     Cat,
-    Im2Col,
     Stack,
 )
 

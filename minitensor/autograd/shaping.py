@@ -1,4 +1,4 @@
-"""shaping: the gradient rules of views, copies, casts, gather/scatter and
+"""shaping: the gradient rules of views, copies, casts, overwrites and
 cat/stack. A view's gradient is the incoming gradient viewed back (or
 written into the same view of zeros)."""
 
@@ -152,23 +152,7 @@ class Cast(Function):
         return ops.cast(grad, ctx.in_dtype), None
 
 
-# ---- gather, scatter, joining --------------------------------------------------------------
-
-
-class Gather(Function):
-    """out[i][j] = x[i][index[i][j]] along dim; backward scatter-adds into zeros."""
-
-    @staticmethod
-    def forward(ctx, x, dim, index):
-        out = ops.gather(x, dim, index)
-        ctx.dim = dim
-        ctx.save_for_backward(x, index)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, index = ctx.saved_tensors
-        return ops.scatter_add_(zeros(x.shape, grad), ctx.dim, index, grad), None, None
+# ---- overwrites and joining --------------------------------------------------------------
 
 
 class Overwrite(Function):
@@ -193,23 +177,6 @@ class Overwrite(Function):
         if ctx.value_shape is not None and ctx.needs_input_grad[2]:
             g_value = unbroadcast(ops.index(grad, ctx.key), ctx.value_shape)
         return g_old, None, g_value
-
-
-class ScatterAdd(Function):
-    """A copy of x with src added at index along dim."""
-
-    @staticmethod
-    def forward(ctx, x, dim, index, src):
-        out = ops.scatter_add(x, dim, index, src)
-        ctx.dim = dim
-        ctx.save_for_backward(index)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (index,) = ctx.saved_tensors
-        gsrc = ops.gather(grad, ctx.dim, index) if ctx.needs_input_grad[3] else None
-        return grad, None, None, gsrc
 
 
 class Cat(Function):
@@ -244,18 +211,3 @@ class Stack(Function):
     def backward(ctx, grad):
         before = (slice(None),) * ctx.dim
         return (None, *(ops.index(grad, before + (i,)) for i in range(len(ctx.inputs) - 1)))
-
-
-class Im2Col(Function):
-    """The sliding windows of x (N, C, H, W) as (N, C, KH, KW, OH, OW) (ops.im2col);
-    backward adds each window's gradient back where it was read (ops.col2im).
-    Convolution and pooling are this rule followed by a matmul or a reduction."""
-
-    @staticmethod
-    def forward(ctx, x, kernel, stride, padding, dilation, pad_value=0.0):
-        ctx.args = (x.shape, stride, padding, dilation)
-        return ops.im2col(x, kernel, stride, padding, dilation, pad_value)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ops.col2im(grad, *ctx.args), None, None, None, None, None

@@ -34,7 +34,7 @@ Example (on a GPU)::
 
     import numpy as np
     import minitensor as mt
-    from minitensor import autotune
+    from minitensor.ops import autotune
     a = mt.tensor(np.random.rand(2048, 2048).astype(np.float32))
     c = a @ a              # first time: times every configuration, caches the winner
     c = a @ a              # later: the cached choice, no timing
@@ -52,7 +52,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import _lib
+from .. import _lib
 
 # Products with fewer multiply-adds (M * N * K * batches) are not tuned.
 MIN_WORK = 1 << 24

@@ -1,0 +1,90 @@
+"""Attention: the fused flash kernel and its gradient (src/attention.cu), and
+the masked softmax of the attention ladder (src/masked_softmax.cu)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .. import _lib
+from .._array import Array, empty, upload
+from .._views import expand
+from .._dtype import bool_
+from .._errors import DTypeError, ShapeError
+from .core import _require_array, require_float, contiguous, fast_kernels
+from .reduce import reduce_
+from .elementwise import zip_, add, mul
+from .where import where
+from .softmax import softmax
+
+
+ATTENTION_MAX_DIM = 64  # the fused kernel keeps a row in registers (src/attention.cu)
+
+
+def causal_future(length: int, keys: int) -> Array:
+    """(length, keys) bool: True where key j comes after query i (j > i), the
+    positions a causal mask hides."""
+    host = np.triu(np.ones((length, keys), dtype=bool), 1)
+    out = empty((length, keys), bool_)
+    if out.numel() > 0:
+        upload(out, host)
+    return out
+
+
+def attention(q: Array, k: Array, v: Array, scale: float, causal: bool) -> tuple[Array, Array]:
+    """softmax(q @ k^T * scale) @ v over (B, L, D), (B, S, D), (B, S, Dv), in one kernel
+    (mt_attention, the flash rung): no score is written to memory. Returns the
+    output and each row's log-sum-exp (B, L) of the scaled scores, which is all
+    the backward needs to recompute the weights."""
+    q, k, v = contiguous(q), contiguous(k), contiguous(v)
+    out = empty((q.shape[0], q.shape[1], v.shape[2]), q.dtype)
+    lse = empty((q.shape[0], q.shape[1]), q.dtype)
+    if out.numel() > 0 or lse.numel() > 0:
+        _lib.attention(out, lse, q, k, v, scale, causal)
+    return out, lse
+
+
+def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, lse: Array, scale: float,
+                       causal: bool) -> tuple[Array, Array, Array]:
+    """dq, dk, dv of attention() from grad = dL/dout and the forward's q, k, v, out
+    and lse: two kernels that recompute each weight from lse (mt_attention_backward)."""
+    grad = contiguous(grad)
+    dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
+    if dq.numel() + dk.numel() + dv.numel() > 0:
+        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal)
+    return dq, dk, dv
+
+
+def masked_softmax(x: Array, mask: Optional[Array], scale: float, causal: bool) -> Array:
+    """softmax(x * scale + mask) along the last dim, the keys after each query
+    hidden when causal (x is (..., L, S)); mask (float, x's dtype) broadcasts to
+    x's shape. A row whose every score is -inf gets zeros (torch's attention
+    does the same: its "safe softmax"), not the NaN of a softmax over nothing.
+    Under the fast policy one kernel reads each score once (mt_masked_softmax,
+    the attention ladder's fused rung); under teaching the chain of the
+    course's kernels: a multiply, an add, a where, the softmax, a where."""
+    func = "masked_softmax()"
+    _require_array(x, func)
+    require_float(x, func)
+    if causal and x.ndim < 2:
+        raise ShapeError(f"{func}: the causal mask needs (..., queries, keys), got shape {x.shape}")
+    if mask is not None:
+        if mask.dtype is not x.dtype:
+            raise DTypeError(f"{func}: the mask is {mask.dtype.name} but the scores are {x.dtype.name}")
+        mask = expand(mask, x.shape)
+    if x.ndim == 0 or not fast_kernels():
+        scores = mul(x, scale)
+        if mask is not None:
+            scores = add(scores, mask)
+        if causal:
+            scores = where(causal_future(x.shape[-2], x.shape[-1]), float("-inf"), scores)
+        if scores.ndim == 0:
+            return softmax(scores, -1)
+        hidden = zip_("eq", reduce_("max", scores, -1, keepdim=True), float("-inf"))
+        return where(hidden, 0.0, softmax(scores, -1))
+    x = contiguous(x)
+    out = empty(x.shape, x.dtype)
+    if out.numel() > 0:
+        _lib.masked_softmax(out, x, mask, scale, causal)
+    return out

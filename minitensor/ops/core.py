@@ -1,0 +1,260 @@
+"""The helpers every family of ops uses, and the ops of no kernel family of their own.
+
+Argument checks (is_array, check_out, require_float, ...), the scalars the
+engine takes (engine_scalar), dtype promotion of two operands
+(_promote_pair), the two views that may copy (reshape, flatten), the
+copies, fills and casts (the map kernel's copy op, src/map.cu), the
+kernel policy (fast_kernels) and joining (cat, stack: copies into narrow
+views). Every family module of minitensor/ops/ builds on this one.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence, Union
+
+from .. import _lib
+from .._array import Array, alias, bump_version, empty, empty_like, shares_storage
+from .._views import expand, index, narrow, unsqueeze, view
+from .._dtype import DType, int64, promote, promote_scalar, to_dtype
+from .._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
+from .._shape import as_shape, infer_shape, normalize_dim, numel, view_strides
+
+
+Scalar = Union[int, float]
+Shape = tuple[int, ...]
+
+# ---- small helpers -----------------------------------------------------------
+
+
+def is_array(x: Any) -> bool:
+    """Whether x is an Array (a Tensor is one): what the ops compute on."""
+    return isinstance(x, Array)
+
+
+def is_scalar(x: Any) -> bool:
+    """Whether x is a Python or NumPy real number (bool included, as in torch)."""
+    return isinstance(x, numbers.Real)
+
+
+def check_writable(out: Array, func: str) -> None:
+    """An output must not have several elements at one address (an expanded view)."""
+    for size, stride in zip(out.shape, out.strides):
+        if size > 1 and stride == 0:
+            raise MinitensorError(
+                f"{func}: cannot write into a tensor of shape {out.shape} with strides "
+                f"{out.strides}: several of its elements share one memory location "
+                f"(an expanded view); clone() it first"
+            )
+
+
+def check_out(out: Any, shape: tuple[int, ...], dtype: Any, func: str) -> None:
+    """out must be an Array of the result's shape (and dtype, unless None)
+    that can be written (no expanded dims)."""
+    _require_array(out, func, "out")
+    if out.shape != shape:
+        raise ShapeError(f"{func}: out has shape {out.shape}, but the result has shape {shape}")
+    if dtype is not None and out.dtype is not dtype:
+        raise DTypeError(f"{func}: out has dtype {out.dtype.name}, but the result has dtype {dtype.name}")
+    check_writable(out, func)
+
+
+def _require_array(x: Any, func: str, name: str = "input") -> None:
+    if not is_array(x):
+        raise TypeError(f"{func}: {name} must be a Tensor, got {type(x).__name__}")
+
+
+def as_float(value: Scalar, func: str) -> float:
+    """A Python number as the double the engine takes (ValueError if it has none)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise InvalidArgumentError(f"{func}: the number {value} is too large for a double") from None
+
+
+# The engine takes every scalar as a double, which holds each integer only up
+# to 2**53: a larger one meant for an int64 tensor is refused, not rounded.
+_EXACT_INT = 2 ** 53
+
+
+def engine_scalar(value: Scalar, dtype: DType, func: str) -> float:
+    """value as the double the engine takes for a tensor of dtype: refused
+    (InvalidArgumentError) for an int64 tensor when the double would not hold it exactly."""
+    if dtype is int64 and isinstance(value, numbers.Integral) and abs(int(value)) > _EXACT_INT:
+        raise InvalidArgumentError(f"{func}: the integer {value} is beyond 2**53, the largest that minitensor "
+                                   f"passes to a kernel exactly; use a tensor operand")
+    return as_float(value, func)
+
+
+def require_float(x: Array, func: str, name: str = "input") -> None:
+    """DTypeError unless x is a float32 or float64 tensor (the ops whose kernels
+    only exist for floats: matmul, softmax, layer_norm, ...)."""
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{func}: the {name} has dtype {x.dtype.name}; this op takes float32 or float64 "
+                         f"tensors (convert with .float())")
+
+
+def _scalar_tensor(value: Scalar, dtype: DType, like: Array) -> Array:
+    """A new 0-d tensor holding value."""
+    out = empty((), dtype)
+    _lib.fill(out, engine_scalar(value, dtype, "a scalar operand"))
+    return out
+
+
+def _promote_pair(a: Any, b: Any, func: str) -> tuple[Array, Array]:
+    """Two tensors of one dtype from tensors or numbers (at least one tensor)."""
+    if not is_array(a) and not is_array(b):
+        raise TypeError(f"{func}: expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
+    for x in (a, b):
+        if not is_array(x) and not is_scalar(x):
+            raise TypeError(
+                f"{func}: unsupported operand type {type(x).__name__}; use a Tensor or a "
+                f"Python number (convert arrays with minitensor.tensor(...))"
+            )
+    if not is_array(a):
+        a = _scalar_tensor(a, promote_scalar(b.dtype, a), b)
+    if not is_array(b):
+        b = _scalar_tensor(b, promote_scalar(a.dtype, b), a)
+    dtype = promote(a.dtype, b.dtype)
+    return cast(a, dtype), cast(b, dtype)
+
+
+# ---- views (in _views.py) and the two that may copy ---------------------------------
+
+
+def reshape(x: Array, shape: Sequence[int]) -> Array:
+    """Like view(), but copies (once) when the strides do not allow a view."""
+    shape = infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
+    strides = view_strides(x.shape, x.strides, shape)
+    if strides is None:
+        return view(clone(x), shape)
+    return alias(x, shape, strides, x.storage_offset())
+
+
+def flatten(x: Array, start_dim: int = 0, end_dim: int = -1) -> Array:
+    """Merges dims start_dim..end_dim into one (a view when possible, like reshape)."""
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = normalize_dim(start_dim, x.ndim, "flatten()")
+    e = normalize_dim(end_dim, x.ndim, "flatten()")
+    if s > e:
+        raise DimError(f"flatten(): start_dim {start_dim} comes after end_dim {end_dim}")
+    merged = numel(x.shape[s : e + 1])
+    return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
+
+
+# ---- copies, fills and casts ---------------------------------------------------
+
+
+def fill_(out: Array, value: Scalar) -> Array:
+    """Sets every element of out to value, in place."""
+    if not is_scalar(value):
+        raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
+    check_writable(out, "fill_()")
+    value = engine_scalar(value, out.dtype, "fill_()")
+    bump_version(out)
+    if out.numel() > 0:
+        _lib.fill(out, value)
+    return out
+
+
+def copy_(dst: Array, src: Any) -> Array:
+    """Copies src (broadcast to dst's shape, cast to dst's dtype) into dst, in place."""
+    if is_scalar(src):
+        return fill_(dst, src)
+    _require_array(src, "copy_()", "src")
+    check_writable(dst, "copy_()")
+    try:
+        src = expand(src, dst.shape)
+    except ShapeError:
+        raise ShapeError(
+            f"copy_(): a tensor of shape {src.shape} cannot be broadcast to the destination shape {dst.shape}"
+        ) from None
+    bump_version(dst)
+    if dst.numel() == 0:
+        return dst
+    if shares_storage(src, dst):
+        src = clone(src)  # they may overlap: read everything before writing
+    _lib.map_("copy", dst, src)
+    return dst
+
+
+def setitem(x: Array, key: Any, value: Any) -> None:
+    """x[key] = value, for a basic index and a number or a broadcastable tensor."""
+    copy_(index(x, key), value)
+
+
+def cast(x: Array, dtype: Any) -> Array:
+    """x converted to dtype (x itself when it already has it)."""
+    dtype = to_dtype(dtype)
+    if x.dtype is dtype:
+        return x
+    out = empty(x.shape, dtype)
+    if out.numel() > 0:
+        _lib.map_("copy", out, x)
+    return out
+
+
+def clone(x: Array) -> Array:
+    """A contiguous copy of x."""
+    out = empty_like(x)
+    if out.numel() > 0:
+        _lib.map_("copy", out, x)
+    return out
+
+
+def contiguous(x: Array) -> Array:
+    """x when it is already contiguous, else a contiguous copy."""
+    if x.is_contiguous():
+        return x
+    return clone(x)
+
+
+def fast_kernels() -> bool:
+    """Whether the kernel policy is fast: the ops whose only kernels are fused ones
+    (logsumexp, cross-entropy) then take them; under teaching they run as chains
+    of the kernels students write."""
+    return _lib.get_kernel_policy() == "fast"
+
+
+# ---- joining ---------------------------------------------------------------------------------
+
+
+def cat(tensors: Sequence[Array], dim: int = 0) -> Array:
+    """Concatenates tensors along an existing dim (all other sizes must match)."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
+        raise ValueError("cat(): expected a non-empty list or tuple of tensors")
+    for t in tensors:
+        _require_array(t, "cat()", "every element")
+    first = tensors[0]
+    if first.ndim == 0:
+        raise ShapeError("cat(): zero-dimensional tensors cannot be concatenated; use stack()")
+    d = normalize_dim(dim, first.ndim, "cat()")
+    dtype = first.dtype
+    for t in tensors:
+        if t.ndim != first.ndim or any(
+            t.shape[k] != first.shape[k] for k in range(first.ndim) if k != d
+        ):
+            raise ShapeError(
+                f"cat(): shapes {first.shape} and {t.shape} do not match outside dim {d}"
+            )
+        dtype = promote(dtype, t.dtype)
+    total = sum(t.shape[d] for t in tensors)
+    out = empty(first.shape[:d] + (total,) + first.shape[d + 1 :], dtype)
+    start = 0
+    for t in tensors:
+        copy_(narrow(out, d, start, t.shape[d]), t)
+        start += t.shape[d]
+    return out
+
+
+def stack(tensors: Sequence[Array], dim: int = 0) -> Array:
+    """Stacks tensors of one shape along a new dim."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
+        raise ValueError("stack(): expected a non-empty list or tuple of tensors")
+    for t in tensors:
+        _require_array(t, "stack()", "every element")
+        if t.shape != tensors[0].shape:
+            raise ShapeError(f"stack(): shapes {tensors[0].shape} and {t.shape} differ")
+    d = normalize_dim(dim, tensors[0].ndim, "stack()", extra=1)
+    return cat([unsqueeze(t, d) for t in tensors], d)

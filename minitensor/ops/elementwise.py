@@ -1,0 +1,270 @@
+"""Elementwise ops: the map kernel (src/map.cu, one input and a scalar) and
+the zip kernel (src/zip.cu, two broadcast inputs), their dtype rules, the
+arithmetic operators and the in-place ones (inplace_)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _lib
+from .._array import Array, bump_version, empty, empty_like, shares_storage, to_numpy
+from .._dtype import DType, bool_, default_dtype, int64, promote, promote_scalar
+from .._errors import DTypeError, InvalidArgumentError, ShapeError
+from .._shape import broadcast_shapes, check_new_shape
+from .core import (
+    Scalar,
+    is_array,
+    is_scalar,
+    check_writable,
+    _require_array,
+    engine_scalar,
+    _scalar_tensor,
+    _promote_pair,
+    fill_,
+    cast,
+    clone,
+)
+from .reduce import reduce_
+
+
+# ---- elementwise ------------------------------------------------------------------
+
+
+# Maps whose result is a float whatever the input (torch computes them on an
+# int64 or bool tensor in the default float dtype), and maps with a scalar,
+# whose result dtype also depends on the scalar (promote_scalar).
+_FLOAT_MAPS = frozenset(("exp", "log", "sigmoid", "tanh", "sqrt", "reciprocal", "softplus", "erf"))
+_SCALAR_MAPS = frozenset(("add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar"))
+
+
+def _map_dtype(op: str, x: Array, scalar: Scalar) -> DType:
+    """The dtype op computes in for x (and scalar): x's, promoted where torch promotes."""
+    dtype = x.dtype
+    if dtype.is_floating_point:
+        return dtype
+    if op in _FLOAT_MAPS:
+        return default_dtype
+    if op in _SCALAR_MAPS:
+        dtype = promote_scalar(dtype, scalar)
+        if dtype is bool_:  # a bool number with a bool tensor: map_ calls the bool zip
+            return dtype
+        if dtype is int64 and op == "pow_scalar" and scalar < 0:
+            raise InvalidArgumentError("pow(): integers to negative integer powers are not allowed "
+                                       "(as in torch); use a float tensor")
+        return dtype
+    if dtype is bool_ and op != "copy":
+        raise DTypeError(f"{op}() is not defined for bool tensors (use ~ or logical_not() to invert a mask, "
+                         f"or convert with .long() first)")
+    return dtype
+
+
+def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
+    """A new tensor op(x) elementwise; op is an mt_map_op name ("exp", "add_scalar", ...)."""
+    _require_array(x, f"{op}()")
+    if not x.dtype.is_floating_point:
+        dtype = _map_dtype(op, x, scalar)
+        if dtype is bool_ and op in ("add_scalar", "mul_scalar"):
+            return zip_("add" if op == "add_scalar" else "mul", x, scalar)  # or / and, as torch's bool + and *
+        if dtype is bool_ and op in _SCALAR_MAPS:
+            dtype = int64  # True ** True: computed on integers
+        if op == "rpow_scalar" and dtype is int64:
+            return zip_("pow", _scalar_tensor(scalar, int64, x), x)  # the map kernel has no int64 rpow
+        x = cast(x, dtype)
+    scalar = engine_scalar(scalar, x.dtype, f"{op}()")
+    out = empty_like(x)
+    if out.numel() > 0:
+        _lib.map_(op, out, x, scalar)
+    return out
+
+
+COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
+_BITWISE = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor"))
+_INT_DIVISIONS = frozenset(("floor_divide", "remainder"))
+
+
+def _zip_dtypes(op: str, dtype: DType) -> tuple[DType, DType]:
+    """For operands promoted to dtype: (the dtype op computes in, its result's)."""
+    if op in COMPARISONS:
+        return dtype, bool_
+    if dtype.is_floating_point:
+        if op in _BITWISE:
+            raise DTypeError(f"{op}() is only defined for int64 and bool tensors, got {dtype.name}")
+        return dtype, dtype
+    if op == "div":
+        return default_dtype, default_dtype  # true division, as torch: 7 / 2 is 3.5
+    if op == "relu_backward":
+        return default_dtype, default_dtype
+    if dtype is bool_ and (op == "pow" or op in _INT_DIVISIONS):
+        return int64, int64
+    return dtype, dtype
+
+
+def _check_divisor(op: str, b: Array) -> None:
+    """floor_divide and remainder by an integer zero have no answer: ZeroDivisionError,
+    as torch's CPU ops raise (the check reads the divisor back: a synchronization)."""
+    if op in _INT_DIVISIONS and not b.dtype.is_floating_point and b.numel() > 0:
+        if to_numpy(reduce_("min", map_("abs", b))).item() == 0:
+            raise ZeroDivisionError(f"{op}(): integer division by zero")
+
+
+def zip_(op: str, a: Any, b: Any) -> Array:
+    """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
+    if is_array(a) and is_array(b) and a.shape == b.shape and a.dtype is b.dtype and (
+            a.dtype.is_floating_point and op not in _BITWISE):
+        # The common case: two float tensors of one shape and dtype need no
+        # promotion or broadcasting, and their shape has already been checked.
+        out = empty(a.shape, bool_ if op in COMPARISONS else a.dtype)
+        if out.numel() > 0:
+            _lib.zip_(op, out, a, b)
+        return out
+    a, b = _promote_pair(a, b, f"{op}()")
+    compute, result = _zip_dtypes(op, a.dtype)
+    a, b = cast(a, compute), cast(b, compute)
+    _check_divisor(op, b)
+    shape = broadcast_shapes(a.shape, b.shape, f"{op}()")
+    check_new_shape(shape, f"{op}()")
+    out = empty(shape, result)
+    if out.numel() > 0:
+        _lib.zip_(op, out, a, b)
+    return out
+
+
+def check_inplace_shape(x: Array, other: Any, func: str) -> None:
+    """x op= other must keep x's shape: other broadcasts to x, not x to more."""
+    if is_array(other):
+        shape = broadcast_shapes(x.shape, other.shape, func)
+    elif is_scalar(other):
+        shape = x.shape
+    else:
+        raise TypeError(
+            f"{func}: unsupported operand type {type(other).__name__}; use a Tensor or a "
+            f"Python number (convert arrays with minitensor.tensor(...))"
+        )
+    if shape != x.shape:
+        raise ShapeError(f"{func}: output with shape {x.shape} doesn't match the broadcast shape {shape}")
+
+
+def inplace_(op: str, x: Array, other: Any) -> Array:
+    """x = x op other in x's memory (op: "add", "sub", "mul", "div"), so that every
+    view of x sees it; other broadcasts to x's shape, and the result is cast to
+    x's dtype (a float64 other is combined in float64 first, as torch does)."""
+    func = f"{op}_()"
+    _require_array(x, func)
+    check_inplace_shape(x, other, func)
+    check_writable(x, func)
+    check_inplace_dtype(op, x, other, func)
+    if op == "sub":
+        refuse_bool_sub(x, other, func)
+    if is_scalar(other) and op != "div" and x.dtype is not bool_:
+        value = engine_scalar(other, x.dtype, func)
+        bump_version(x)
+        if x.numel() > 0:
+            if op == "mul":
+                _lib.map_("mul_scalar", x, x, value)
+            else:
+                _lib.map_("add_scalar", x, x, -value if op == "sub" else value)
+        return x
+    if is_scalar(other):
+        other = _scalar_tensor(other, x.dtype, x)
+    if other.dtype is not x.dtype:
+        result = zip_(op, x, other)  # in the promoted dtype, then cast into x
+        bump_version(x)
+        if x.numel() > 0:
+            _lib.map_("copy", x, result)
+        return x
+    if shares_storage(other, x) and not (
+        other.shape == x.shape and other.strides == x.strides
+        and other.storage_offset() == x.storage_offset()
+    ):
+        other = clone(other)  # an overlapping view: read it all before writing
+    bump_version(x)
+    if x.numel() > 0:
+        _lib.zip_(op, x, x, other)
+    return x
+
+
+def check_inplace_dtype(op: str, x: Array, other: Any, func: str) -> None:
+    """x op= other must give a result that x's dtype holds: torch refuses
+    int_tensor += 1.5 (and /= on integers) rather than truncate."""
+    if x.dtype.is_floating_point:
+        return
+    result = promote_scalar(x.dtype, other) if is_scalar(other) else promote(x.dtype, other.dtype)
+    if op == "div":
+        result = default_dtype
+    if result.category > x.dtype.category:
+        raise DTypeError(f"{func}: the result type {result.name} can't be cast to the desired output type "
+                         f"{x.dtype.name} (as in torch); compute out of place, or convert first")
+
+
+def add(a: Any, b: Any) -> Array:
+    """a + b."""
+    if is_array(a) and is_scalar(b):
+        return map_("add_scalar", a, b)
+    if is_scalar(a) and is_array(b):
+        return map_("add_scalar", b, a)
+    return zip_("add", a, b)
+
+
+def refuse_bool_sub(a: Any, b: Any, func: str) -> None:
+    """As torch, no subtraction with a bool (a bool tensor or a Python bool on
+    either side): the one check of a - b, a -= b and their rules."""
+    for x in (a, b):
+        if isinstance(x, (bool, np.bool_)) or is_array(x) and x.dtype is bool_:
+            raise DTypeError(f"{func}: subtraction with a bool is not supported (as in torch); use ^ or "
+                             f"logical_xor() for masks, ~ or logical_not() to invert one, or convert with .long()")
+
+
+def sub(a: Any, b: Any) -> Array:
+    """a - b (not for bools, as in torch)."""
+    refuse_bool_sub(a, b, "sub()")
+    if is_array(a) and is_scalar(b):
+        return map_("add_scalar", a, -b)
+    return zip_("sub", a, b)
+
+
+def mul(a: Any, b: Any) -> Array:
+    """a * b."""
+    if is_array(a) and is_scalar(b):
+        return map_("mul_scalar", a, b)
+    if is_scalar(a) and is_array(b):
+        return map_("mul_scalar", b, a)
+    return zip_("mul", a, b)
+
+
+def div(a: Any, b: Any) -> Array:
+    """a / b (true division)."""
+    return zip_("div", a, b)
+
+
+def pow(a: Any, b: Any) -> Array:  # noqa: A001 - torch's name
+    """a ** b."""
+    if is_array(a) and is_scalar(b):
+        return map_("pow_scalar", a, b)
+    if is_scalar(a) and is_array(b):
+        return map_("rpow_scalar", b, a)
+    return zip_("pow", a, b)
+
+
+def maximum(a: Any, b: Any) -> Array:
+    """Elementwise maximum of a and b."""
+    return zip_("maximum", a, b)
+
+
+def minimum(a: Any, b: Any) -> Array:
+    """Elementwise minimum of a and b."""
+    return zip_("minimum", a, b)
+
+
+def relu_backward(grad: Array, x: Array) -> Array:
+    """grad where x > 0, else 0 (the gradient of relu)."""
+    return zip_("relu_backward", grad, x)
+
+
+def isinf(x: Array) -> Array:
+    """True where x is +inf or -inf (never for int64 and bool tensors)."""
+    if not x.dtype.is_floating_point:
+        return fill_(empty(x.shape, bool_), False)
+    return zip_("eq", map_("abs", x), math.inf)

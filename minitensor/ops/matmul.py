@@ -1,0 +1,93 @@
+"""matmul: the kernel ladder (src/matmul.cu, one src/matmul_<rung>.cu per
+rung), the TF32 rungs, and the autotuner's tile configuration (autotune.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _lib, backends
+from . import autotune
+from .._array import Array, empty
+from .._views import expand, unsqueeze, view
+from .._dtype import float32, promote
+from .._errors import DTypeError, ShapeError
+from .._shape import broadcast_shapes, check_new_shape
+from .core import check_out, _require_array, fill_, cast
+
+
+# ---- matmul ----------------------------------------------------------------------------
+
+
+def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any = None) -> Array:
+    """a @ b as in torch.matmul: 2-D, batched N-D with broadcast batch dims, 1-D operands.
+
+    A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
+    is removed from the result. algo picks a kernel of the ladder (one of
+    _lib.op_names("matmul"): "default", "naive", "coalesced", "tiled",
+    "blocktile_1d", "blocktile_2d", "vectorized", "warptile", "pipelined"), or
+    "tf32", the tensor-core rung (float32 only; "default" takes it for float32
+    operands while mt.backends.cuda.matmul.allow_tf32 is set), or
+    "tf32_simple", the first TF32 rung, for comparison. config is a
+    tile configuration of warptile or pipelined (an index below
+    _lib.matmul_config_count()); -1 lets "default" ask the autotuner and the
+    rungs choose from the shape.
+    out, if given, is an Array of the result's shape and dtype to write into.
+    """
+    _require_array(a, "matmul()", "a")
+    _require_array(b, "matmul()", "b")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(
+            f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
+        )
+    if not isinstance(algo, str) or (algo not in _lib.TF32_RUNGS and algo not in _lib.op_names("matmul")):
+        raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul') + tuple(_lib.TF32_RUNGS)}")
+    # Every shape check comes before the casts, which allocate.
+    a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
+    b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2:
+        raise ShapeError(
+            f"matmul(): shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})"
+        )
+    try:
+        batch = broadcast_shapes(a_shape[:-2], b_shape[:-2], "matmul()")
+    except ShapeError:
+        raise ShapeError(
+            f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
+        ) from None
+    dtype = promote(a.dtype, b.dtype)
+    if not dtype.is_floating_point:
+        raise DTypeError(f"matmul(): both operands are {a.dtype.name if a.dtype is b.dtype else 'integer or bool'}"
+                         f" tensors (shapes {a.shape} and {b.shape}); the matmul kernels take float32 or float64, "
+                         f"as torch's CUDA matmul does (convert with .float())")
+    check_new_shape(batch + (m, n), "matmul()", dtype.itemsize)
+    a2 = cast(a, dtype)
+    b2 = cast(b, dtype)
+    if a.ndim == 1:
+        a2 = unsqueeze(a2, 0)
+    if b.ndim == 1:
+        b2 = unsqueeze(b2, 1)
+    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+    if out is None:
+        out = empty(shape, dtype)
+    else:
+        check_out(out, shape, dtype, "matmul()")
+    target = view(out, batch + (m, n))  # the (M, N) dims that a 1-D operand dropped, back
+    a2 = expand(a2, batch + (m, k))
+    b2 = expand(b2, batch + (k, n))
+    if target.numel() > 0:
+        if k == 0:
+            fill_(target, 0.0)
+        else:
+            if algo == "default" and config == -1 and dtype is float32 and backends.cuda.matmul.allow_tf32:
+                algo = "tf32"
+            if algo in _lib.TF32_RUNGS:
+                _lib.matmul_tf32(target, a2, b2, algo)
+                return out
+            # "default": the tile configuration comes from the autotuner
+            # (measured once per device and shape class, then cached).
+            if config == -1 and algo == "default":
+                config = autotune.matmul_config(target, a2, b2)
+            _lib.matmul(target, a2, b2, algo, config)
+    return out

@@ -1,0 +1,83 @@
+"""The reductions (src/reduce.cu, src/reduce_ladder.cu): sum, prod, max, min,
+argmax, argmin over dims or every element, and mean."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import _lib
+from .._array import Array, alias, empty, empty_like
+from .._dtype import bool_, int64
+from .._errors import DimError
+from .._shape import contiguous_strides, keepdim_shape, numel, reduce_dims
+from .core import _require_array, require_float, fill_, cast, clone
+
+
+# ---- reductions ------------------------------------------------------------------
+
+_IDENTITY = {"sum": 0.0, "prod": 1.0}
+
+
+def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
+    """Reduces x with op ("sum", "prod", "max", "min", "argmax", "argmin").
+
+    dim: None (every element), an int, or for sum/prod/max/min a tuple of ints.
+    keepdim keeps the reduced dims with size 1. argmax/argmin give int64
+    indices; with dim=None, the index into the flattened tensor. sum and prod
+    of bool tensors count in int64, as torch's.
+    """
+    func = f"{op}()"
+    _require_array(x, func)
+    arg = op in ("argmax", "argmin")
+    dims = reduce_dims(dim, x.ndim, func, not arg)
+    if x.dtype is bool_ and op in _IDENTITY:
+        x = cast(x, int64)
+    out_dtype = int64 if arg else x.dtype
+    if x.ndim == 0:
+        if arg:
+            return fill_(empty((), int64), 0)
+        return clone(x)
+    kept = keepdim_shape(x.shape, dims)
+    final = kept if keepdim else tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    reduced = numel(x.shape[d] for d in dims)
+    if reduced == 0 and op not in _IDENTITY:
+        raise DimError(
+            f"{func}: cannot reduce over zero elements (dims {dims} of a tensor of shape {x.shape}); "
+            f"{op} has no identity"
+        )
+    out = empty(kept, out_dtype)
+    if out.numel() == 0:
+        pass
+    elif x.numel() == 0:
+        fill_(out, _IDENTITY[op])
+    elif len(dims) == x.ndim and (len(dims) > 1 or dim is None):
+        _lib.reduce_all(op, out, x)
+    else:
+        src = x
+        for i, d in enumerate(dims):
+            target = out if i == len(dims) - 1 else empty(src.shape[:d] + (1,) + src.shape[d + 1 :], x.dtype)
+            _lib.reduce_(op, target, src, d)
+            src = target
+    return alias(out, final, contiguous_strides(final), out.storage_offset())
+
+
+def reduce_all(op: str, x: Array, keepdim: bool = False) -> Array:
+    """Reduces every element of x with op (reduce_ with dim=None)."""
+    return reduce_(op, x, None, keepdim)
+
+
+def mean(x: Array, dim: Any = None, keepdim: bool = False) -> Array:
+    """The mean over dim (None: every element; an int or a tuple); nan when empty.
+    Float tensors only, as in torch (the mean of integers is not an integer)."""
+    _require_array(x, "mean()")
+    require_float(x, "mean()")
+    dims = reduce_dims(dim, x.ndim, "mean()")
+    count = numel(x.shape[d] for d in dims)
+    total = reduce_("sum", x, dim, keepdim)
+    # total * (1 / count) by the map kernel's mul_scalar, called directly: the
+    # elementwise family (map_) comes after this one in the ops layer's order.
+    out = empty_like(total)
+    if out.numel() > 0:
+        _lib.map_("mul_scalar", out, total, 1.0 / count if count else math.nan)
+    return out
