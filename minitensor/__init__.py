@@ -22,15 +22,17 @@ this; docs/architecture.md draws them):
     tensor.py      the Tensor class; _creation.py (zeros, randn, ...),
                    _functions.py (mt.exp, mt.cat, ...)
     autograd/      engine.py: Function, the graph, backward(), no_grad;
-                   the gradient rules (elementwise, reductions, shaping)
-    ops.py         raw ops over Arrays: checks, output allocation, kernel calls
-                   (autotune.py: the matmul tile configuration)
+                   the gradient rules, one module per kernel family, shaping.py
+    ops/           raw ops over Arrays: checks, output allocation, kernel calls;
+                   core.py, then one module per kernel family (autotune.py:
+                   the matmul tile configuration)
     _array.py      Array: storage, shape, strides, offset, dtype; views, the
                    C descriptor; _shape.py (shape arithmetic), _storage.py;
                    _interop.py, _foreign.py: zero-copy exchange (DLPack,
                    the array interfaces)
-    _lib.py        ctypes: loading, signatures, op tables, error mapping
-                   (_errors.py, _dtype.py); _dlpack.py: DLPack's structs
+    _lib/          ctypes: loading, op tables, error mapping (loader.py),
+                   memory, runtime, one module per kernel family, each with its
+                   signatures (_errors.py, _dtype.py); _dlpack.py: DLPack's structs
 """
 
 from . import _lib

@@ -12,7 +12,7 @@ deleter once it no longer needs the memory. A capsule that nobody consumed
 is released by its producer (here: at the next export, see ``_sweep``).
 
 This module is the second (and last) user of ctypes in the package, next to
-_lib.py: it knows the structs and the capsule protocol, and nothing of
+_lib/: it knows the structs and the capsule protocol, and nothing of
 minitensor's arrays. ``export`` makes a capsule of a pointer, shape and
 strides and keeps an owner object alive until the consumer is done;
 ``Borrowed`` opens a producer's capsule into a ``Borrowed`` record whose

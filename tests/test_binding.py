@@ -250,7 +250,7 @@ def test_library_names_match_tables() -> None:
 
 
 def test_load_time_check_rejects_an_abi_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_lib, "ABI_VERSION", _lib.ABI_VERSION + 1)
+    monkeypatch.setattr(_lib.loader, "ABI_VERSION", _lib.ABI_VERSION + 1)
     with pytest.raises(ImportError, match="ABI version"):
         _lib._verify(_lib.lib())
 

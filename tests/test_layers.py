@@ -140,8 +140,9 @@ def test_the_check_sees_upward_imports_also_inside_functions() -> None:
 # ---- kernel families ---------------------------------------------------------
 #
 # The op layers are sliced by kernel family as the C sources are: each family
-# has a module of its name in the ops layer (minitensor/ops/) and in the
-# gradient rules (minitensor/autograd/), beside its src/*.cu files. Inside the
+# has a module of its name in the binding (minitensor/_lib/), in the ops layer
+# (minitensor/ops/) and in the gradient rules (minitensor/autograd/), beside
+# its src/*.cu files. Inside the
 # ops layer the family modules come in this order, after core (the helpers
 # every family uses): a module imports only from the ones before it.
 OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "logsumexp", "cross_entropy", "norm",
@@ -171,6 +172,7 @@ def test_every_family_has_a_module_in_each_op_layer(family: str) -> None:
     root = PACKAGE.parent
     for source in FAMILY_SOURCES[family]:
         assert (root / source).is_file(), f"{family}: no {source}"
+    assert (PACKAGE / "_lib" / f"{family}.py").is_file(), f"no minitensor/_lib/{family}.py"
     assert (PACKAGE / "ops" / f"{family}.py").is_file(), f"no minitensor/ops/{family}.py"
     if family not in NO_GRADIENT:
         assert (PACKAGE / "autograd" / f"{family}.py").is_file(), f"no minitensor/autograd/{family}.py"
@@ -195,6 +197,17 @@ def test_the_ops_families_import_only_the_families_before_them() -> None:
                 other = target.rpartition(".")[2]
                 if target == "minitensor.ops" or OPS_ORDER.index(other) >= i:
                     problems.append(f"minitensor.ops.{name} imports {target} at line {line}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_binding_modules_import_only_the_loader() -> None:
+    problems = []
+    for path in sorted((PACKAGE / "_lib").glob("*.py")):
+        if path.stem in ("__init__", "loader"):
+            continue
+        for line, target in imported_modules(path.read_text(), f"minitensor._lib.{path.stem}", False):
+            if target.startswith("minitensor._lib") and target != "minitensor._lib.loader":
+                problems.append(f"minitensor._lib.{path.stem} imports {target} at line {line}")
     assert not problems, "\n".join(problems)
 
 

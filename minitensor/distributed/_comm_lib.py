@@ -1,10 +1,10 @@
 """_comm_lib: the ctypes binding of the distributed library (src/dist/minitensor_dist.h).
 
-Kept apart from minitensor/_lib.py (the core binding) on purpose: the core
+Kept apart from minitensor/_lib/ (the core binding) on purpose: the core
 must load and work where MPI and NCCL are not installed, so this library is
 a separate .so with its own handle, loaded only when
 ``minitensor.distributed.init_process_group`` runs. It is loaded
-and checked with _lib.py's machinery (``_lib.load_library``,
+and checked with _lib's machinery (``_lib.load_library``,
 ``_lib.check_abi``, ``_lib.read_names``, ``_lib.raise_status``): a path next
 to the core library (``MINITENSOR_DIST_LIB`` overrides it), every function
 declared in ``SIGNATURES`` (tests/test_distributed.py checks them against

@@ -3,7 +3,7 @@
 Every function of this package takes Arrays (minitensor/_array.py; a Tensor is an
 Array, so Tensors are accepted) and Python numbers where noted, checks its
 arguments, allocates its output Array and calls one or more engine kernels
-through minitensor/_lib.py. It returns Arrays: it knows nothing of Tensor or
+through minitensor/_lib/. It returns Arrays: it knows nothing of Tensor or
 of gradients. The gradient rules (minitensor/autograd/) call these functions
 in their forward and backward, and the Tensor layer (minitensor/tensor.py)
 wraps the Arrays they return as Tensors.

@@ -1,0 +1,58 @@
+"""The matmul ladder, its tile configurations and the TF32 rungs (src/matmul*.cu)."""
+
+from __future__ import annotations
+
+from ctypes import c_char_p, c_int
+from typing import Any
+
+from .loader import MtTensor, declare, lib, check, _op_id
+
+# The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
+SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "mt_matmul": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_matmul_config_count": (c_int, []),
+    "mt_matmul_config_name": (c_char_p, [c_int]),
+    "mt_matmul_with_config": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int]),
+    "mt_matmul_tf32": (c_int, [MtTensor, MtTensor, MtTensor]),
+    "mt_matmul_tf32_rung": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+}
+declare(SIGNATURES)
+
+
+def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) -> None:
+    """out = a @ b over the last two dims, batch dims broadcast (mt_matmul_with_config).
+
+    config picks a tile configuration of a tunable rung (0 ..
+    matmul_config_count() - 1: warptile's, then pipelined's; for algo
+    "default" or the configuration's own rung); -1 lets the library choose
+    from the shape.
+    """
+    check(
+        lib().mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
+        "mt_matmul",
+    )
+
+
+# The TF32 rungs by name (src/minitensor.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED):
+# "tf32" is the library's TF32 product, "tf32_simple" the first rung.
+TF32_RUNGS = {"tf32_simple": 0, "tf32": 1}
+
+
+def matmul_tf32(out: Any, a: Any, b: Any, rung: str = "tf32") -> None:
+    """out = a @ b on tensor cores, float32 operands rounded to TF32
+    (mt_matmul_tf32_rung; rung is a key of TF32_RUNGS)."""
+    check(lib().mt_matmul_tf32_rung(out.descriptor(), a.descriptor(), b.descriptor(), TF32_RUNGS[rung]),
+          "mt_matmul_tf32")
+
+
+def matmul_config_count() -> int:
+    """How many tile configurations the tunable matmul rungs have (warptile's and pipelined's)."""
+    return int(lib().mt_matmul_config_count())
+
+
+def matmul_config_name(config: int) -> str:
+    """A readable name of one configuration ("128x128x16 warp 64x32 ...")."""
+    raw = lib().mt_matmul_config_name(config)
+    if raw is None:
+        raise ValueError(f"no matmul config {config} (there are {matmul_config_count()})")
+    return raw.decode()

@@ -1,0 +1,34 @@
+"""The reductions and the reduction ladder (src/reduce.cu, src/reduce_ladder.cu)."""
+
+from __future__ import annotations
+
+from ctypes import c_int
+from typing import Any
+
+from .loader import MtTensor, declare, lib, check, _op_id
+
+# The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
+SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "mt_reduce": (c_int, [c_int, MtTensor, MtTensor, c_int]),
+    "mt_reduce_all": (c_int, [c_int, MtTensor, MtTensor]),
+    "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
+}
+declare(SIGNATURES)
+
+
+def reduce_(op: str, out: Any, inp: Any, dim: int) -> None:
+    """Reduces inp along dim into out (keepdim shape) (mt_reduce)."""
+    check(lib().mt_reduce(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim), f"mt_reduce({op})")
+
+
+def reduce_all(op: str, out: Any, inp: Any) -> None:
+    """Reduces every element of inp into the one element of out (mt_reduce_all)."""
+    check(lib().mt_reduce_all(_op_id("reduce", op), out.descriptor(), inp.descriptor()), f"mt_reduce_all({op})")
+
+
+def reduce_variant(op: str, out: Any, inp: Any, dim: int, algo: str) -> None:
+    """mt_reduce with a chosen rung of the reduction ladder (mt_reduce_variant)."""
+    check(
+        lib().mt_reduce_variant(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim, _op_id("reduce_algo", algo)),
+        f"mt_reduce_variant({op}, {algo})",
+    )
