@@ -221,3 +221,53 @@ def test_the_gradient_rules_import_no_other_rules() -> None:
                     "minitensor.autograd.engine", "minitensor.autograd.helpers"):
                 problems.append(f"minitensor.autograd.{path.stem} imports {target} at line {line}")
     assert not problems, "\n".join(problems)
+
+
+# ---- no import loops ---------------------------------------------------------
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of minitensor it imports (at any depth of its source)."""
+    graph: dict[str, set[str]] = {}
+    for path in MODULES:
+        module = module_name(path)
+        targets = imported_modules(path.read_text(), module, path.name == "__init__.py")
+        graph[module] = {t for _, t in targets if t != module}
+    return graph
+
+
+def find_loop(graph: dict[str, set[str]]) -> list[str]:
+    """One import loop of graph as [a, b, ..., a], or [] when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state:
+                loop = visit(target)
+                if loop:
+                    return loop
+        path.pop()
+        state[module] = 2
+        return []
+
+    for module in sorted(graph):
+        if module not in state:
+            loop = visit(module)
+            if loop:
+                return loop
+    return []
+
+
+def test_the_package_has_no_import_loop() -> None:
+    loop = find_loop(import_graph())
+    assert not loop, "import loop: " + " -> ".join(loop)
+
+
+def test_the_loop_check_finds_a_loop() -> None:
+    assert find_loop({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_loop({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []

@@ -11,7 +11,8 @@ CuPy's vocabulary), on the GPU and on the emulator alike.
 
 from .. import _lib
 from .._errors import CompileError
-from .compiler import RawKernel, cache_dir, compile
+from ._cache import cache_dir
+from .compiler import RawKernel, compile
 from .graphs import CUDAGraph, graph
 from .streams import (
     Event,

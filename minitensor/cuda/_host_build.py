@@ -174,7 +174,7 @@ class EmulatedKernel:
 def build(kernel: Any) -> tuple[EmulatedKernel, bool]:
     """Translates and compiles a RawKernel's source (or finds it in the
     caches); returns the loaded kernel and whether it came from a cache."""
-    from .compiler import cache_dir, cache_key
+    from ._cache import cache_dir, cache_key
 
     options = host_options(kernel.options)
     emu_lib = str(Path(_lib.lib()._name).resolve())

@@ -305,7 +305,7 @@ class CudaKernel:
 def build(kernel: Any) -> tuple[CudaKernel, bool]:
     """Compiles (or finds in the caches) a RawKernel's source; returns the
     launchable kernel and whether it came from a cache."""
-    from .compiler import cache_dir, cache_key, write_atomically
+    from ._cache import cache_dir, cache_key, write_atomically
 
     arch_option, kind = target(device_arch())
     src = _lib.REPO_ROOT / "src"

@@ -29,7 +29,7 @@ from .. import autograd, ops
 from ..nn import Module
 from .._creation import empty
 from ..tensor import Tensor
-from . import _flat_slice, all_reduce, broadcast, get_world_size, is_initialized
+from .collectives import _flat_slice, all_reduce, broadcast, get_world_size, is_initialized
 
 
 class _GradSyncPoint(autograd.Function):

@@ -22,7 +22,7 @@ import numpy as np
 class DistributedSampler:
     def __init__(self, dataset: Any, num_replicas: Optional[int] = None, rank: Optional[int] = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
-        from . import get_rank, get_world_size
+        from .collectives import get_rank, get_world_size
 
         self.n = dataset if isinstance(dataset, (int, np.integer)) else len(dataset)
         self.num_replicas = get_world_size() if num_replicas is None else num_replicas
