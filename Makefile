@@ -96,9 +96,9 @@ $(BUILD)/.deps-ok: tools/setup.sh
 	@bash tools/setup.sh system
 	@mkdir -p $(BUILD) && touch $@
 
-$(BUILD)/emu/%.cpp: src/%.cu tools/cu2emu.py
+$(BUILD)/emu/%.cpp: src/%.cu minitensor/cuda/_cu2emu.py
 	@mkdir -p $(dir $@)
-	$(PYTHON) tools/cu2emu.py $< $@
+	$(PYTHON) minitensor/cuda/_cu2emu.py $< $@
 
 $(BUILD)/emu/%.o: $(BUILD)/emu/%.cpp $(BUILD)/.deps-ok
 	$(CXX) $(EMU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
@@ -211,9 +211,9 @@ notebooks: $(LIBS) $(VENV)/.ok
 # Python cases of bench/emu_launch.py.
 .PHONY: bench-emu bench-emu-build
 BENCH_EMU := $(BUILD)/bench/emu_barrier_cost $(BUILD)/bench/emu_launch
-$(BUILD)/bench/%.cpp: bench/%.cu tools/cu2emu.py
+$(BUILD)/bench/%.cpp: bench/%.cu minitensor/cuda/_cu2emu.py
 	@mkdir -p $(dir $@)
-	$(PYTHON) tools/cu2emu.py $< $@
+	$(PYTHON) minitensor/cuda/_cu2emu.py $< $@
 
 $(BENCH_EMU): $(BUILD)/bench/%: $(BUILD)/bench/%.cpp $(EMU_LIB)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -Wl,-rpath,'$$ORIGIN/..'
@@ -264,9 +264,9 @@ $(BUILD)/.deps-mpi-ok: tools/setup.sh
 	@bash tools/setup.sh mpi
 	@mkdir -p $(BUILD) && touch $@
 
-$(BUILD)/dist/emu/%.cpp: src/dist/%.cu tools/cu2emu.py
+$(BUILD)/dist/emu/%.cpp: src/dist/%.cu minitensor/cuda/_cu2emu.py
 	@mkdir -p $(dir $@)
-	$(PYTHON) tools/cu2emu.py $< $@
+	$(PYTHON) minitensor/cuda/_cu2emu.py $< $@
 
 # mpicxx's flags are asked for in the recipe, after setup.sh has installed it.
 $(BUILD)/dist/emu/%.o: $(BUILD)/dist/emu/%.cpp $(DIST_HEADERS) $(BUILD)/.deps-mpi-ok

@@ -1,4 +1,4 @@
-"""tools/cu2emu.py: what it rewrites, what it leaves alone, and what it refuses.
+"""minitensor/cuda/_cu2emu.py: what it rewrites, what it leaves alone, and what it refuses.
 
 The translator sees only code: a `__shared__` or a `<<<` inside a comment or
 a string literal is neither a declaration nor a launch. Lines are never added
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "tools" / "cu2emu.py"
+SCRIPT = REPO / "minitensor" / "cuda" / "_cu2emu.py"
 
 _spec = importlib.util.spec_from_file_location("cu2emu", SCRIPT)
 cu2emu = importlib.util.module_from_spec(_spec)

@@ -1,5 +1,5 @@
 """Kernels compiled at run time (minitensor.cuda.compile / RawKernel), on
-whichever backend runs: NVRTC and the driver API on a GPU, tools/cu2emu.py
+whichever backend runs: NVRTC and the driver API on a GPU, minitensor/cuda/_cu2emu.py
 and the host compiler on the emulator. The same sources run on both.
 
 Each kernel is checked against NumPy, on sizes that are not a multiple of

@@ -5,7 +5,7 @@ CuPy's vocabulary), on the GPU and on the emulator alike.
   synchronize, and the default-stream semantics;
 - graphs.py: CUDAGraph and graph(), capture of a step and its replay;
 - compiler.py: compile / RawKernel, kernels compiled at run time (NVRTC and
-  the driver API through _nvrtc.py on CUDA; tools/cu2emu.py and the host
+  the driver API through _nvrtc.py on CUDA; _cu2emu.py and the host
   compiler through _host_build.py on the emulator), cached on disk.
 """
 

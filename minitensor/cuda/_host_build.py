@@ -1,5 +1,5 @@
 """RawKernel on the emulator: the user's CUDA source, translated by
-tools/cu2emu.py, compiled by the host C++ compiler into a shared library
+_cu2emu.py, compiled by the host C++ compiler into a shared library
 that runs on the emulator's runtime (the one libminitensor_emu.so holds).
 
 The generated file is the translated source, then a launcher:
@@ -16,7 +16,6 @@ emulator's error message for a bad launch or a fault. ``mt_user_arity`` and
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import platform
 import shlex
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _lib
+from . import _cu2emu
 from .._errors import CompileError, CudaError
 
 _LAUNCHER = r'''
@@ -88,14 +88,6 @@ extern "C" int mt_user_launch(const unsigned *d, std::size_t shared, void *strea
 _memo: dict[str, "EmulatedKernel"] = {}
 
 
-def _cu2emu() -> Any:
-    path = _lib.REPO_ROOT / "tools" / "cu2emu.py"
-    spec = importlib.util.spec_from_file_location("minitensor_cu2emu", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 def host_options(options: tuple[str, ...]) -> list[str]:
     """The options a host compiler understands (-D, -U, -I); the others
     concern GPU code generation and are dropped."""
@@ -111,7 +103,7 @@ def host_options(options: tuple[str, ...]) -> list[str]:
 
 def generated_source(kernel: Any) -> str:
     try:
-        translated = _cu2emu().translate(kernel.source, kernel.filename)
+        translated = _cu2emu.translate(kernel.source, kernel.filename)
     except SystemExit as e:  # cu2emu reports what it cannot translate this way
         raise CompileError(f"minitensor.cuda.compile: {kernel.filename} cannot run on the emulator:\n{e}",
                            str(e)) from None

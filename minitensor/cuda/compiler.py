@@ -13,7 +13,7 @@ The same source runs on both backends:
 
 - CUDA: NVRTC compiles it for the device's own architecture and the driver
   API launches it (minitensor/cuda/_nvrtc.py); no nvcc is needed.
-- Emulator: tools/cu2emu.py translates it and the host C++ compiler builds a
+- Emulator: minitensor/cuda/_cu2emu.py translates it and the host C++ compiler builds a
   shared library against the emulator's runtime (minitensor/cuda/_host_build.py),
   so the emulator's checks (barriers, shuffles, poisoned memory, shared-memory
   races under MINITENSOR_EMU_CHECK=full) apply to it.

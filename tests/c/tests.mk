@@ -93,9 +93,9 @@ $(TEST_C_EMU_DIR)/%.o: tests/c/%.c
 	$(TEST_C_CC) $(TEST_C_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # broken_kernels.cu goes through the emulator pipeline like src/*.cu.
-$(TEST_C_EMU_DIR)/broken_kernels.cpp: tests/c/broken_kernels.cu tools/cu2emu.py
+$(TEST_C_EMU_DIR)/broken_kernels.cpp: tests/c/broken_kernels.cu minitensor/cuda/_cu2emu.py
 	@mkdir -p $(dir $@)
-	$(PYTHON) tools/cu2emu.py $< $@
+	$(PYTHON) minitensor/cuda/_cu2emu.py $< $@
 
 $(TEST_C_EMU_DIR)/broken_kernels.o: $(TEST_C_EMU_DIR)/broken_kernels.cpp $(BUILD)/.deps-ok
 	$(CXX) $(EMU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
