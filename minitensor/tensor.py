@@ -6,11 +6,12 @@ Variable of minitensor/autograd/engine.py) and torch's method names.
 
 Every differentiable method is one call to a gradient rule of
 minitensor/autograd/ (``Rule.apply``, which runs the raw op of
-minitensor/ops.py and records the graph); the others call ops.py directly
+minitensor/ops/ and records the graph); the others call the ops directly
 and wrap the Array it returns as a Tensor (``Tensor._from_array``: cheap, it
 copies five fields). Comparisons, argmax, argmin and sign have no gradient:
 their results never require one; nor does any int64 or bool tensor. In-place methods write into the tensor's
-memory and follow torch's autograd rules (see "in-place ops" below).
+memory and follow torch's autograd rules (their bookkeeping is in
+_inplace.py); indexing with an index array or a mask is in _indexing.py.
 
 The creation functions (tensor, zeros, randn, ...) are in _creation.py, the
 torch-style free functions (mt.exp, mt.cat, ...) in _functions.py. Where
@@ -28,10 +29,12 @@ import numpy as np
 from . import _array, _interop, _lib, _views, autograd, ops
 from ._array import Array
 from ._dtype import DType, bool_, default_dtype, float32, float64, int64, to_dtype
-from ._errors import DTypeError, OutOfMemoryError, ShapeError
+from ._errors import DTypeError, ShapeError
 from ._shape import as_shape, check_new_shape, normalize_dim
 from ._storage import Storage
 from .autograd import Variable
+from ._indexing import _assign_rows, _has_index_array, _select
+from ._inplace import _check_leaf, _inplace, _overwrite, _previous, _rebase, _records
 
 # ---- the Tensor class ------------------------------------------------------------------
 
@@ -832,183 +835,7 @@ class Tensor(Variable):
         return ops.scatter_add_(self, dim, index, src)
 
 
-# ---- in-place ops and autograd -----------------------------------------------------------
-
-
-def _is_index_array(k: Any) -> bool:
-    """An index array, or a slice with a negative step (NumPy's reversed view;
-    minitensor has no negative strides, so it selects rows as an array does)."""
-    return isinstance(k, (list, np.ndarray, Array)) or (
-        isinstance(k, slice) and isinstance(k.step, (int, np.integer)) and not isinstance(k.step, bool)
-        and k.step < 0)
-
-
-def _has_index_array(key: Any) -> bool:
-    items = key if isinstance(key, tuple) else (key,)
-    return any(_is_index_array(k) for k in items)
-
-
-def _index_plan(x: Tensor, key: Any) -> tuple[int, int, np.ndarray, tuple[int, ...]]:
-    """For a key with one index array (ints or a bool mask) among full slices
-    and an ellipsis: (dim, how many dims of x it consumes, the rows it names
-    along those dims flattened, in 0..size-1, the shape of the index)."""
-    items = key if isinstance(key, tuple) else (key,)
-    arrays = [i for i, k in enumerate(items) if _is_index_array(k)]
-    for i in arrays:
-        if isinstance(items[i], Array):
-            if items[i].dtype.is_floating_point:
-                raise IndexError(f"tensors used as indices must be int64 or bool tensors, got "
-                                 f"{items[i].dtype.name} (as in torch)")
-            # The rows it names are read back to the host (a synchronization, as
-            # in torch: a mask's count of True decides the result's shape).
-            items = items[:i] + (_array.to_numpy(items[i]),) + items[i + 1:]
-    if len(arrays) != 1 or any(not (k is Ellipsis or k == slice(None)) for i, k in enumerate(items)
-                               if i != arrays[0]):
-        raise IndexError(f"only one index array, with ':' and '...' beside it, is supported; got {key!r}")
-    at = arrays[0]
-    if isinstance(items[at], slice):  # a negative step: the rows it walks, as an array
-        fill = x.ndim - (sum(1 for k in items if k is not Ellipsis))
-        dim = sum(fill if k is Ellipsis else 1 for k in items[:at])
-        if fill < 0 or dim >= x.ndim:
-            raise IndexError(f"too many indices for a tensor of {x.ndim} dims: {key!r}")
-        walk = range(*items[at].indices(x.shape[dim]))
-        _check_host_rows(len(walk), x, "a negative-step slice")
-        index = np.arange(walk.start, walk.stop, walk.step, dtype=np.int64)
-    else:
-        index = np.asarray(items[at])
-    if index.dtype == bool:
-        consumed = index.ndim
-    elif index.size == 0 or index.dtype.kind in "iu":
-        consumed = 1
-        index = index.astype(np.int64)
-    else:
-        raise IndexError(f"arrays used as indices must be of integer (or boolean) type, got {index.dtype}")
-    others = sum(1 for k in items if k is not Ellipsis) - 1
-    fill = x.ndim - others - consumed
-    if fill < 0 or sum(1 for k in items if k is Ellipsis) > 1:
-        raise IndexError(f"too many indices for a tensor of {x.ndim} dims: {key!r}")
-    dim = sum(fill if k is Ellipsis else 1 for k in items[:at])
-    if index.dtype == bool:
-        shape = x.shape[dim:dim + consumed]
-        if index.shape != shape:
-            raise IndexError(f"the mask's shape {index.shape} does not match the indexed dims {shape} "
-                             f"of a tensor of shape {x.shape}")
-        rows = np.flatnonzero(index)
-        return dim, consumed, rows, rows.shape
-    size = x.shape[dim]
-    if index.size and (index.min() < -size or index.max() >= size):
-        bad = int(index[(index < -size) | (index >= size)].flat[0])
-        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
-    return dim, 1, np.where(index < 0, index + size, index).reshape(-1), index.shape
-
-
-def _check_host_rows(rows: int, x: Tensor, what: str) -> None:
-    """Refuses a host table of `rows` entries (the index array that a negative
-    step or a write builds) larger than this machine's memory: an expanded
-    tensor can have far more rows than anything could hold."""
-    memory = _array._host_memory_bytes()
-    if memory and rows * 8 > memory:
-        raise OutOfMemoryError(f"{what} over {rows} rows of a tensor of shape {x.shape} needs more host memory "
-                               f"than this machine's {memory} bytes; index a smaller part first")
-
-
-def _flat(x: Tensor, dim: int, consumed: int) -> Tensor:
-    """x with the `consumed` dims from dim on made one (a mask over several dims)."""
-    return x if consumed == 1 else x.reshape(*x.shape[:dim], -1, *x.shape[dim + consumed:])
-
-
-def _select(x: Tensor, key: Any) -> Tensor:
-    """x[key] with an index array: the rows it names along its dim, gathered."""
-    dim, consumed, rows, shape = _index_plan(x, key)
-    picked = _gather_rows(_flat(x, dim, consumed), dim, rows)
-    return picked.reshape(*x.shape[:dim], *shape, *x.shape[dim + consumed:])
-
-
-def _assign_rows(x: Tensor, key: Any, value: Any) -> None:
-    """x[key] = value with an index array: where(written, value's rows, x) over
-    the indexed dim, value's rows gathered to the positions they write (exact
-    copies), computed out of place (recorded where autograd records) and
-    written into x."""
-    _check_leaf(x, "__setitem__")
-    dim, consumed, rows, shape = _index_plan(x, key)
-    if len(np.unique(rows)) != len(rows):
-        raise IndexError("x[index] = value with repeated indices: which write wins is unspecified in torch; "
-                         "minitensor refuses (make the indices unique, or use scatter_add for sums)")
-    ops.check_writable(x, "__setitem__")  # before anything is built for the write
-    selected = x.shape[:dim] + shape + x.shape[dim + consumed:]  # x[key].shape, which value broadcasts to
-    if isinstance(value, Tensor) and value.shape != selected:
-        value = value.expand(*selected)
-    if len(rows) == 0:
-        return
-    records = _records(x, value)
-    _check_host_rows(int(np.prod(x.shape[dim:dim + consumed])), x, "a write through an index array")
-    with autograd.enable_grad() if records else autograd.no_grad():
-        # The rules below save what they read: a copy of x's old value, which
-        # the write into x must not change (as _inplace does).
-        old = autograd.Clone.apply(_previous(x)) if records else x.detach()
-        flat = _flat(old, dim, consumed)
-        size = flat.shape[dim]
-        source = np.zeros(size, dtype=np.int64)  # position -> the row of value written there
-        source[rows] = np.arange(len(rows))
-        written = np.zeros(size, dtype=bool)
-        written[rows] = True
-        mask = _row_index(dim, written, flat.shape, bool_)  # True where a row is written, expanded
-        if isinstance(value, Tensor):
-            rows_of_value = value.reshape(*flat.shape[:dim], len(rows), *flat.shape[dim + 1:])
-            value = rows_of_value.gather(dim, _row_index(dim, source, flat.shape))
-        result = autograd.Where.apply(mask, value, flat).reshape(*x.shape)
-    if records:
-        _rebase(x, result)
-    else:
-        ops.copy_(x, result)
-
-
-def _row_index(dim: int, rows: np.ndarray, shape: tuple[int, ...], dtype: DType = int64) -> Tensor:
-    """Values along dim (rows for gather, or a mask) as an int64 (or dtype) tensor
-    uploaded once and expanded over the other dims to `shape`."""
-    host = rows.astype(dtype.np_dtype).reshape((1,) * dim + (len(rows),) + (1,) * (len(shape) - dim - 1))
-    index = _array.empty(host.shape, dtype)
-    _array.upload(index, np.ascontiguousarray(host))
-    return Tensor._from_array(index).expand(*shape)
-
-
-def _gather_rows(x: Tensor, dim: int, rows: np.ndarray) -> Tensor:
-    """The rows of x along dim (whole numbers in 0..size-1), in order."""
-    out_shape = x.shape[:dim] + (len(rows),) + x.shape[dim + 1:]
-    return x.gather(dim, _row_index(dim, rows, out_shape))
-
-
-def _check_leaf(x: Tensor, func: str) -> None:
-    """torch's rule: a leaf that requires grad may change in place only under no_grad."""
-    if x.requires_grad and x.grad_fn is None and autograd.is_grad_enabled():
-        raise RuntimeError(
-            f"{func}: a leaf Variable that requires grad is being used in an in-place operation; "
-            f"change it in place only inside minitensor.no_grad() (as optimizers do)"
-        )
-
-
-def _records(x: Tensor, other: Any) -> bool:
-    """Whether an in-place op on x with other must be recorded in the graph."""
-    return autograd.is_grad_enabled() and (
-        x.requires_grad or (isinstance(other, Variable) and other.requires_grad)
-    )
-
-
-def _previous(x: Tensor) -> Tensor:
-    """x's value and autograd record before an in-place op, as a separate object
-    (same memory): the input of the node that will become x's grad_fn."""
-    old = Tensor._from_array(x)
-    old.requires_grad = x.requires_grad
-    old.grad_fn = x.grad_fn
-    return old
-
-
-def _rebase(x: Tensor, result: Tensor) -> Tensor:
-    """Writes result (computed out of place, recorded) into x and gives x its history."""
-    ops.copy_(x, result)  # cast to x's dtype; bumps the version
-    x.requires_grad = result.requires_grad
-    x.grad_fn = result.grad_fn
-    return x
+# ---- helpers of the methods ------------------------------------------------------------
 
 
 def _check_device(x: Tensor, device: Any) -> None:
@@ -1026,38 +853,6 @@ def _check_device(x: Tensor, device: Any) -> None:
     hint = ("a host copy is .numpy()" if here.startswith("cuda") else
             "run on a machine with a GPU and the CUDA build, where tensors live on 'cuda'")
     raise RuntimeError(f"to(): this process keeps every tensor on {here}; it cannot move one to {name} ({hint})")
-
-
-def _inplace(x: Tensor, op: str, rule: Any, other: Any) -> Tensor:
-    """x op= other in x's memory; recorded in the graph when x or other requires grad."""
-    func = f"{op}_()"
-    _check_leaf(x, func)
-    if _records(x, other):
-        ops.check_inplace_shape(x, other, func)
-        ops.check_writable(x, func)
-        if op in ("add", "sub") or (op in ("mul", "div") and ops.is_scalar(other)):
-            # The gradient needs neither x's old value nor its new one: one
-            # kernel into x's memory, recorded as such (torch's true in-place).
-            result = autograd.InPlace.apply(_previous(x), op, other)
-            x.requires_grad = result.requires_grad
-            x.grad_fn = result.grad_fn
-            return x
-        # The rule sees a copy of x's old value: the write below must not change
-        # what it saved for backward.
-        return _rebase(x, rule.apply(autograd.Clone.apply(_previous(x)), other))
-    return ops.inplace_(op, x, other)
-
-
-def _overwrite(x: Tensor, key: Any, value: Any, func: str) -> Tensor:
-    """x[key] = value (fill_, zero_, copy_, setitem); recorded as autograd.Overwrite."""
-    _check_leaf(x, func)
-    if _records(x, value):
-        ops.check_writable(x, func)
-        return _rebase(x, autograd.Overwrite.apply(_previous(x), key, value))
-    if key is Ellipsis:
-        return ops.copy_(x, value)
-    ops.setitem(x, key, value)
-    return x
 
 
 class return_types:  # noqa: N801 - torch's name (torch.return_types)
