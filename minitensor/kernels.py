@@ -60,7 +60,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from . import _lib, autograd, ops
+from . import autograd, ops
 from .ops import autotune
 from ._creation import empty
 from ._dtype import DType, int64
@@ -97,15 +97,6 @@ _LADDER_FAMILY = {"matmul": "matmul", "reduce": "reduce_algo", "copy": "copy_alg
 CONV2D_ALGOS: tuple[str, ...] = ("default", "im2col", "tiled")
 
 
-def _table(family: str) -> tuple[str, ...]:
-    """The engine's names of one op family ("matmul", "reduce_algo",
-    "copy_algo", "reduce"), in the order of src/minitensor.h's enums.
-
-    The only place in this module that reads the binding's name tables.
-    """
-    return _lib.op_names(family)
-
-
 # ---- what there is ---------------------------------------------------------------
 
 
@@ -129,13 +120,13 @@ def algorithms(ladder: str) -> tuple[str, ...]:
             f"kernels.algorithms(): unknown ladder {ladder!r}; the ladders are {LADDERS} "
             f"(softmax has a single fused kernel)"
         )
-    return _table(family)
+    return ops.op_names(family)
 
 
 def reduce_ops() -> tuple[str, ...]:
     """The ops every rung of the reduction ladder runs:
     ``("sum", "prod", "max", "min", "argmax", "argmin")``."""
-    return _table("reduce")
+    return ops.op_names("reduce")
 
 
 def matmul_configs() -> tuple[str, ...]:
@@ -147,7 +138,7 @@ def matmul_configs() -> tuple[str, ...]:
     passed instead); so does algo ``"default"``. The autotuner times them per
     GPU and shape and picks one for the default product.
     """
-    return tuple(_lib.matmul_config_name(i) for i in range(_lib.matmul_config_count()))
+    return ops.matmul_configs()
 
 
 def matmul_config_rung(config: int) -> str:
@@ -176,7 +167,7 @@ def autotune_reset() -> None:
 
 def policies() -> tuple[str, ...]:
     """The kernel policies: ``("fast", "teaching")``."""
-    return tuple(_lib.KERNEL_POLICIES)
+    return ops.kernel_policies()
 
 
 def set_policy(name: str) -> None:
@@ -194,15 +185,15 @@ def set_policy(name: str) -> None:
     Raises:
         ValueError: name is not one of ``policies()``.
     """
-    if not isinstance(name, str) or name not in _lib.KERNEL_POLICIES:
+    if not isinstance(name, str) or name not in ops.kernel_policies():
         raise ValueError(f"kernels.set_policy(): unknown kernel policy {name!r}; the policies are {policies()}")
-    _lib.set_kernel_policy(name)
+    ops.set_kernel_policy(name)
 
 
 def get_policy() -> str:
     """The kernel policy in force: ``"fast"`` or ``"teaching"`` (at first the
     value of ``MINITENSOR_KERNELS``, ``"fast"`` when it is unset)."""
-    return _lib.get_kernel_policy()
+    return ops.kernel_policy()
 
 
 @contextlib.contextmanager
@@ -213,14 +204,14 @@ def policy(name: str) -> Iterator[None]:
         with mt.kernels.policy("teaching"):
             loss = model(x).sum()    # every kernel a teaching kernel
     """
-    if not isinstance(name, str) or name not in _lib.KERNEL_POLICIES:
+    if not isinstance(name, str) or name not in ops.kernel_policies():
         raise ValueError(f"kernels.policy(): unknown kernel policy {name!r}; the policies are {policies()}")
     previous = get_policy()
-    _lib.set_kernel_policy(name)
+    ops.set_kernel_policy(name)
     try:
         yield
     finally:
-        _lib.set_kernel_policy(previous)
+        ops.set_kernel_policy(previous)
 
 
 # ---- argument checks -----------------------------------------------------------------
@@ -278,11 +269,11 @@ def matmul(
     func = "kernels.matmul()"
     _check_tensor(a, func, "a")
     _check_tensor(b, func, "b")
-    if not (isinstance(algo, str) and algo in _lib.TF32_RUNGS):
+    if not (isinstance(algo, str) and algo in ops.TF32_RUNGS):
         names = algorithms("matmul")
         if not isinstance(algo, str) or algo not in names:
             raise ValueError(f"{func}: unknown algo {algo!r}; the matmul ladder is {names}, "
-                             f"the TF32 rungs {tuple(_lib.TF32_RUNGS)}")
+                             f"the TF32 rungs {ops.TF32_RUNGS}")
     index = -1 if config is None else _config_index(config, algo, func)
     if out is None:
         return Tensor._from_array(ops.matmul(a, b, algo, index))
@@ -303,7 +294,7 @@ def _config_index(config: Any, algo: str, func: str) -> int:
             raise ValueError(f"{func}: unknown config {config!r}; the configurations are {names}")
         index = names.index(config)
     else:
-        count = _lib.matmul_config_count()
+        count = len(matmul_configs())
         if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config < count:
             raise ValueError(
                 f"{func}: config must be an index in 0..{count - 1} or a name from "
@@ -374,7 +365,7 @@ def reduce(
             raise DimError(f"{func}: cannot {op} over dim {d} of length 0 (shape {x.shape}): {op} has no identity")
         ops.fill_(target, 0 if op == "sum" else 1)
         return out
-    _lib.reduce_variant(op, target, src, d, algo)
+    ops.reduce_rung_(op, target, src, d, algo)
     return out
 
 
@@ -406,7 +397,7 @@ def copy(x: Tensor, algo: str = "default", *, out: Optional[Tensor] = None) -> T
         if out._storage is x._storage and out.numel() > 0:
             raise ValueError(f"{func}: out shares memory with x; copy into a separate tensor")
     if out.numel() > 0:
-        _lib.copy_variant(out, x, algo)
+        ops.copy_rung_(out, x, algo)
     return out
 
 
@@ -432,9 +423,9 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor
     _check_out(out, x.shape, x.dtype, func)
     if out.numel() > 0:
         if x.ndim == 0:
-            _lib.softmax(ops.unsqueeze(out, 0), ops.unsqueeze(x, 0), 0, bool(log))
+            ops.softmax_out_(ops.unsqueeze(out, 0), ops.unsqueeze(x, 0), 0, bool(log))
         else:
-            _lib.softmax(out, x, d, bool(log))
+            ops.softmax_out_(out, x, d, bool(log))
     return out
 
 
@@ -545,7 +536,7 @@ def add(a: Tensor, b: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
         a, b = ops._promote_pair(a, b, func)
         _check_out(out, ops.broadcast_shapes(a.shape, b.shape, func), a.dtype, func)
     if out.numel() > 0:
-        _lib.zip_("add", out, a, b)
+        ops.zip_out_("add", out, a, b)
     return out
 
 
@@ -575,8 +566,7 @@ def from_device_pointer(ptr: int, shape: Sequence[int], dtype: Any = None) -> Te
     nbytes = x.numel() * x.element_size()
     if nbytes:
         ptr = _check_ptr(ptr, func)
-        with _known_to_the_library(ptr, nbytes):
-            _lib.memcpy_d2d(x.data_ptr(), ptr, nbytes)
+        ops.copy_device_bytes(x.data_ptr(), ptr, nbytes, foreign=ptr)
     return x
 
 
@@ -594,23 +584,7 @@ def to_device_pointer(x: Tensor, ptr: int) -> None:
     if nbytes:
         src = ops.contiguous(x)  # held until the copy is done: its memory must stay allocated
         ptr = _check_ptr(ptr, func)
-        with _known_to_the_library(ptr, nbytes):
-            _lib.memcpy_d2d(ptr, src.data_ptr(), nbytes)
-
-
-@contextlib.contextmanager
-def _known_to_the_library(ptr: int, nbytes: int) -> Iterator[None]:
-    """Registers [ptr, ptr + nbytes) with the library for one copy, unless ptr
-    is already in memory it knows (a minitensor tensor's): the library copies
-    only within buffers it knows, and checks the size against them."""
-    if _lib.find_allocation(ptr) is not None:
-        yield
-        return
-    _lib.register_buffer(ptr, nbytes)
-    try:
-        yield
-    finally:
-        _lib.unregister_buffer(ptr)
+        ops.copy_device_bytes(ptr, src.data_ptr(), nbytes, foreign=ptr)
 
 
 def _check_ptr(ptr: Any, func: str) -> int:

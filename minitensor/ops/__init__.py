@@ -96,11 +96,18 @@ from .core import (  # noqa: F401
     fast_kernels,
     cat,
     stack,
+    op_names,
+    kernel_policies,
+    kernel_policy,
+    set_kernel_policy,
+    copy_rung_,
+    copy_device_bytes,
 )
 from .reduce import (  # noqa: F401
     reduce_,
     reduce_all,
     mean,
+    reduce_rung_,
 )
 from .elementwise import (  # noqa: F401
     map_,
@@ -119,6 +126,7 @@ from .elementwise import (  # noqa: F401
     minimum,
     relu_backward,
     isinf,
+    zip_out_,
 )
 from .gather import (  # noqa: F401
     gather,
@@ -131,6 +139,7 @@ from .where import (  # noqa: F401
 from .softmax import (  # noqa: F401
     softmax,
     softmax_backward,
+    softmax_out_,
 )
 from .logsumexp import (  # noqa: F401
     logsumexp,
@@ -152,6 +161,8 @@ from .attention import (  # noqa: F401
 )
 from .matmul import (  # noqa: F401
     matmul,
+    TF32_RUNGS,
+    matmul_configs,
 )
 from .conv import (  # noqa: F401
     window_shape,

@@ -10,8 +10,9 @@ views). Every family module of minitensor/ops/ builds on this one.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
-from typing import Any, Sequence, Union
+from typing import Any, Iterator, Sequence, Union
 
 from .. import _lib
 from .._array import Array, alias, bump_version, empty, empty_like, shares_storage
@@ -258,3 +259,56 @@ def stack(tensors: Sequence[Array], dim: int = 0) -> Array:
             raise ShapeError(f"stack(): shapes {tensors[0].shape} and {t.shape} differ")
     d = normalize_dim(dim, tensors[0].ndim, "stack()", extra=1)
     return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+# ---- the engine's tables, the kernel policy, device copies (minitensor.kernels) ---------
+
+
+def op_names(family: str) -> tuple[str, ...]:
+    """The engine's names of one op family ("matmul", "reduce_algo", "copy_algo",
+    "reduce", ...), in the order of src/minitensor.h's enums."""
+    return _lib.op_names(family)
+
+
+def kernel_policies() -> tuple[str, ...]:
+    """The kernel policies: ("fast", "teaching")."""
+    return tuple(_lib.KERNEL_POLICIES)
+
+
+def kernel_policy() -> str:
+    """The kernel policy in force: "fast" or "teaching"."""
+    return _lib.get_kernel_policy()
+
+
+def set_kernel_policy(name: str) -> None:
+    """Makes the default paths run the fast kernels or only the teaching ones
+    (name: one of kernel_policies(), not checked here)."""
+    _lib.set_kernel_policy(name)
+
+
+def copy_rung_(out: Array, x: Array, algo: str) -> None:
+    """out = x with rung algo of the transpose-copy ladder (mt_copy_variant); the
+    caller checked the arguments (minitensor.kernels.copy)."""
+    _lib.copy_variant(out, x, algo)
+
+
+def copy_device_bytes(dst: int, src: int, nbytes: int, foreign: int) -> None:
+    """Copies nbytes from device address src to dst (mt_memcpy_d2d); foreign (dst
+    or src) is another library's memory, known to the engine for the copy."""
+    with _known_to_the_library(foreign, nbytes):
+        _lib.memcpy_d2d(dst, src, nbytes)
+
+
+@contextlib.contextmanager
+def _known_to_the_library(ptr: int, nbytes: int) -> Iterator[None]:
+    """Registers [ptr, ptr + nbytes) with the library for one copy, unless ptr
+    is already in memory it knows (a minitensor tensor's): the library copies
+    only within buffers it knows, and checks the size against them."""
+    if _lib.find_allocation(ptr) is not None:
+        yield
+        return
+    _lib.register_buffer(ptr, nbytes)
+    try:
+        yield
+    finally:
+        _lib.unregister_buffer(ptr)

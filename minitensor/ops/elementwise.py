@@ -268,3 +268,9 @@ def isinf(x: Array) -> Array:
     if not x.dtype.is_floating_point:
         return fill_(empty(x.shape, bool_), False)
     return zip_("eq", map_("abs", x), math.inf)
+
+
+def zip_out_(op: str, out: Array, a: Array, b: Array) -> None:
+    """out = op(a, b) into an existing out of the broadcast shape and dtype (mt_zip);
+    the caller checked the arguments (minitensor.kernels.add)."""
+    _lib.zip_(op, out, a, b)

@@ -91,3 +91,13 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
                 config = autotune.matmul_config(target, a2, b2)
             _lib.matmul(target, a2, b2, algo, config)
     return out
+
+
+# The TF32 rungs by name ("tf32_simple", "tf32"), for minitensor.kernels.
+TF32_RUNGS: tuple[str, ...] = tuple(_lib.TF32_RUNGS)
+
+
+def matmul_configs() -> tuple[str, ...]:
+    """The names of the tile configurations of the tunable rungs, by index
+    (warptile's first, then pipelined's)."""
+    return tuple(_lib.matmul_config_name(i) for i in range(_lib.matmul_config_count()))

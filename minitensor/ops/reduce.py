@@ -81,3 +81,9 @@ def mean(x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     if out.numel() > 0:
         _lib.map_("mul_scalar", out, total, 1.0 / count if count else math.nan)
     return out
+
+
+def reduce_rung_(op: str, out: Array, x: Array, dim: int, algo: str) -> None:
+    """Reduces x along dim into out (keepdim shape) with rung algo of the reduction
+    ladder (mt_reduce_variant); the caller checked the arguments (minitensor.kernels.reduce)."""
+    _lib.reduce_variant(op, out, x, dim, algo)

@@ -46,3 +46,9 @@ def softmax_backward(grad: Array, out: Array, dim: int, log: bool = False, scale
     if result.numel() > 0:
         _lib.softmax_backward(result, expand(grad, out.shape), out, d, log, scale)
     return result
+
+
+def softmax_out_(out: Array, x: Array, dim: int, log: bool) -> None:
+    """(log_)softmax of x along dim into an existing out of x's shape and dtype
+    (mt_softmax); the caller checked the arguments (minitensor.kernels.softmax)."""
+    _lib.softmax(out, x, dim, log)
