@@ -6,15 +6,15 @@
 kernel is a few hundred nanoseconds on a GPU. Each line below runs one layer
 of minitensor's road from Tensor to kernel (docs/architecture.md) with
 everything above it removed, so the differences between lines are what each
-layer costs:
+layer costs. It uses the public API only (mt.kernels.add is the op without
+the Tensor and autograd layers):
 
-    Tensor a + b            autograd's Function.apply, the rule, ops, binding
-    no_grad a + b           the same without recording a graph
-    ops.add(a, b)           promotion, broadcasting, the output's allocation
-    _lib.zip_ (out given)   the binding: descriptors, the op table, the status
-    raw mt_zip              ctypes alone, descriptors built once
-    Storage(64) + free      one allocation and free through the binding
-    torch a + b             for comparison, in the same process (if importable)
+    Tensor a + b                  autograd's Function.apply, the rule, ops, binding
+    no_grad a + b                 the same without recording a graph
+    kernels.add(a, b)             promotion, broadcasting, the output's allocation
+    kernels.add(a, b, out=out)    the binding: descriptors, the op table, the status
+    mt.empty(16) + free           one allocation and free, and the Tensor around it
+    torch a + b                   for comparison, in the same process (if importable)
 
 Each number is the median over --repeats loops of --loops calls, in
 microseconds per call, after a warm-up; each loop ends with a synchronize.
@@ -32,9 +32,6 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import minitensor as mt  # noqa: E402
-from minitensor import _lib, ops  # noqa: E402
-from minitensor._array import empty_like  # noqa: E402
-from minitensor._storage import Storage  # noqa: E402
 
 
 def per_call_us(fn: Callable[[], object], sync: Callable[[], None], loops: int, repeats: int) -> float:
@@ -58,10 +55,7 @@ def main() -> None:
     args = parser.parse_args()
 
     a, b = mt.randn(16), mt.randn(16)
-    out = empty_like(a)
-    lib = _lib.lib()
-    add_id = _lib._op_id("zip", "add")
-    d_out, d_a, d_b = out.descriptor(), a.descriptor(), b.descriptor()
+    out = mt.empty_like(a)
 
     def no_grad_add() -> object:
         with mt.no_grad():
@@ -70,10 +64,9 @@ def main() -> None:
     cases: list[tuple[str, Callable[[], object], Callable[[], None]]] = [
         ("Tensor a + b", lambda: a + b, mt.synchronize),
         ("no_grad a + b", no_grad_add, mt.synchronize),
-        ("ops.add(a, b)", lambda: ops.add(a, b), mt.synchronize),
-        ("_lib.zip_ (out given)", lambda: _lib.zip_("add", out, a, b), mt.synchronize),
-        ("raw mt_zip", lambda: lib.mt_zip(add_id, d_out, d_a, d_b), mt.synchronize),
-        ("Storage(64) + free", lambda: Storage(64), mt.synchronize),
+        ("kernels.add(a, b)", lambda: mt.kernels.add(a, b), mt.synchronize),
+        ("kernels.add(a, b, out=out)", lambda: mt.kernels.add(a, b, out=out), mt.synchronize),
+        ("mt.empty(16) + free", lambda: mt.empty(16), mt.synchronize),
     ]
     try:
         import torch
