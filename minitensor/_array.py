@@ -6,7 +6,7 @@ the storage (in elements) and a dtype. A view (view, permute, expand,
 indexing, ...) is a new Array over the same Storage; the kernels read the
 strides directly, so no view ever copies.
 
-This layer knows nothing of gradients or of torch's method names: ops.py
+This layer knows nothing of gradients or of torch's method names: minitensor/ops/
 computes on Arrays, and the Tensor of tensor.py is an Array with an
 autograd record (minitensor/autograd/engine.py) and torch's methods.
 

@@ -4,7 +4,7 @@ view, permute, transpose, expand, unsqueeze, squeeze, narrow, basic
 indexing and as_strided only compute a new shape, strides and offset (with
 the rules of _shape.py) and return a new Array over the same Storage: no
 kernel runs and nothing is copied. reshape and flatten, which copy when no
-view is possible, are in ops.py. Arguments are checked here, with errors
+view is possible, are in ops/core.py. Arguments are checked here, with errors
 that name the operation.
 """
 

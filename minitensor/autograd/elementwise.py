@@ -37,7 +37,7 @@ class InPlace(Function):
     old value and none of the result. It applies where the gradient needs
     neither: add_ and sub_ (the gradient passes to x, and to other negated for
     sub_), mul_ and div_ by a number (the gradient scaled by it). forward gets
-    x's alias (tensor._previous) and returns it, written."""
+    x's alias (_inplace._previous) and returns it, written."""
 
     @staticmethod
     def forward(ctx, x, op, other):

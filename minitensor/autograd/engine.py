@@ -6,7 +6,7 @@ How it fits together (the torch vocabulary):
   record: ``requires_grad``, ``grad`` and ``grad_fn``. The Tensor of
   minitensor/tensor.py is a Variable with torch's methods.
 - A ``Function`` subclass has a ``forward(ctx, *args)`` that computes its
-  result with the raw ops of minitensor/ops.py, and a ``backward(ctx, grad)``
+  result with the raw ops of minitensor/ops/, and a ``backward(ctx, grad)``
   that turns the gradient of the result into one gradient per argument of
   forward (``None`` for arguments that are not tensors or need none). Both
   are static methods; ``ctx`` is the node of the graph (an instance of the
