@@ -219,7 +219,7 @@ def test_items_the_budget_does_not_reach_score_0_saying_why(tmp_path: Path) -> N
     for result in (course_grade.run_c(run, task, course_grade.CTest("test_ok")),
                    course_grade.run_pytest(run, task, PyTest("tests/test_reduce.py"))):
         assert result.fraction == 0.0 and result.failed == 1
-        assert "the grade's time budget (5 s, --budget / BUDGET=) was spent before this item" in result.output
+        assert "share of the grade's time budget (5 s in all, --budget / BUDGET=) was spent before this item" in result.output
 
 
 def test_what_did_not_build_scores_0_with_the_compiler_message(tmp_path: Path) -> None:
@@ -368,3 +368,37 @@ def test_take_copies_the_task_files_and_nothing_else(tmp_path: Path) -> None:
     assert (copy / "tests" / "test_matmul.py").read_text() == "the handout's\n"
     assert take(copy, submission, manifest, ["ladder_rung"]) == [
         "missing  src/matmul_blocktile_1d.cu (kept as it is here)"]
+
+
+# ---- staged release ----------------------------------------------------------------------------
+
+def test_a_staged_handout_grades_its_stage_and_carries_the_earlier_code(tmp_path: Path) -> None:
+    """--upto softmax: softmax stubbed and graded, the later tasks stubbed and not graded, the
+    earlier ones solved; --from puts a student's own earlier code in their regions; the handout
+    is a git repository with one commit."""
+    from course_handout import write_handout
+
+    first = write_handout(ROOT, tmp_path / "hw5", upto="softmax")
+    assert first == ["softmax"]
+    hw5 = tmp_path / "hw5"
+    assert load_manifest(hw5 / "course" / "tasks.toml").ids() == ["softmax"]
+    stubs = course_grade.stubs(hw5, load_manifest(ROOT / "course" / "tasks.toml"))
+    assert sorted(stubs) == ["autograd_rules", "ladder_rung", "layers_optim", "softmax"]
+    assert "TASK(reductions)" not in (hw5 / "src" / "block_reduce.h").read_text()
+    log = subprocess.run(["git", "log", "--oneline"], cwd=hw5, capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == 1
+
+    submission = tmp_path / "alice"
+    (submission / "src").mkdir(parents=True)
+    handout = (tmp_path / "full")
+    write_handout(ROOT, handout, tasks="reductions", git=False)
+    mine = (handout / "src" / "block_reduce.h").read_text().replace(
+        "/* TASK(reductions) BEGIN */\n", "/* TASK(reductions) BEGIN */\n/* alice's tree */\n", 1)
+    (submission / "src" / "block_reduce.h").write_text(mine)
+    notes: list[str] = []
+    write_handout(ROOT, tmp_path / "alice-hw5", upto="softmax", submission=submission, git=False, notes=notes)
+    text = (tmp_path / "alice-hw5" / "src" / "block_reduce.h").read_text()
+    assert "/* alice's tree */" in text and "TASK(reductions)" not in text
+    assert "stub     src/block_reduce.h: task reductions is still a stub in the submission" in notes
+    assert "taken    src/block_reduce.h <- src/block_reduce.h" in notes
+    assert "missing  src/map.cu in the submission: the solution is kept" in notes

@@ -14,10 +14,12 @@ submission gets the same score on every run.
 
 Time: each item has a limit (``--timeout``, default DEFAULT_TIMEOUT) that
 covers its reruns too, and the whole grade a budget (``--budget``, default
-DEFAULT_BUDGET) counted from the start of the build: an item that the budget
-does not reach scores 0 with a message saying so, and the reports are always
-written. A timed-out item is not rerun: the cases it did not run count as
-failed.
+DEFAULT_BUDGET) counted from the start of the build. Each task in turn may use
+an equal share of what is left of the budget (what a fast task leaves goes to
+the tasks after it), so that a task that hangs cannot starve the others: an
+item its task's share does not reach scores 0 with a message saying so, and
+the reports are always written. A timed-out item is not rerun: the cases it
+did not run count as failed.
 
 A C program is read through the lines its harness prints per group
 (``MT_TEST_GROUP_LINES=1``, tests/c/tt_groups.h) and its last
@@ -60,7 +62,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course_manifest import CTest, Manifest, ManifestError, PyTest, Task, load_manifest, parse_task
-from course_regions import handout_spans
+from course_regions import handout_spans, stub_messages
 
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
 GROUP_LINE = re.compile(r"^group\t(ok|crashed|timed out|exited)\t(\d+)\t(\d+)\t(.*)$", re.MULTILINE)
@@ -121,7 +123,8 @@ class Run:
     root: Path
     backend: str     # "emulator" or "cuda"
     timeout: float   # seconds per test item
-    deadline: float = float("inf")  # time.monotonic() by which the grade ends (its budget)
+    # time.monotonic() by which the running task's items must end: its share of the budget (grade())
+    deadline: float = float("inf")
     budget: float = float("inf")
     built: dict[str, bool] = field(default_factory=dict)  # make target -> up to date after the build
     build_log: str = ""
@@ -129,11 +132,11 @@ class Run:
     warnings: list[str] = field(default_factory=list)
 
     def limit(self) -> float:
-        """The seconds the next item may run: its limit, or what is left of the budget."""
+        """The seconds the next item may run: its limit, or what is left of its task's share of the budget."""
         return max(0.0, min(self.timeout, self.deadline - time.monotonic()))
 
     def spent(self) -> bool:
-        """Whether the budget is spent (less than a second left)."""
+        """Whether the task's share of the budget is spent (less than a second left)."""
         return self.deadline - time.monotonic() < 1.0
 
     @property
@@ -192,7 +195,8 @@ def base_env(run: Run, policy: str) -> dict[str, str]:
 
 def not_reached(task: Task, name: str, run: Run) -> ItemResult:
     """An item the budget did not reach: 0, saying why."""
-    why = f"not run: the grade's time budget ({run.budget:.0f} s, --budget / BUDGET=) was spent before this item"
+    why = (f"not run: this task's share of the grade's time budget ({run.budget:.0f} s in all, --budget / "
+           f"BUDGET=) was spent before this item")
     return ItemResult(task.id, name, failed=1, error=why, output=f"{name}: {why}",
                       depends=frozenset([task.id, *task.requires]))
 
@@ -293,7 +297,7 @@ def run_c(run: Run, task: Task, test: CTest) -> ItemResult:
         result.passed, result.failed = int(counts[-1][0]), int(counts[-1][1])
     if code is None:
         result.error = (f"timed out after {limit:.0f} s (an endless loop, or a barrier that never opens?)"
-                        + ("" if limit >= run.timeout else "; the grade's time budget was running out"))
+                        + ("" if limit >= run.timeout else "; its task's share of the time budget was running out"))
     elif code < 0:
         result.error = f"crashed: {signal_name(code)}"
     elif not counts:
@@ -472,10 +476,6 @@ def default_backend() -> str:
     return "cuda" if ok else "emulator"
 
 
-C_STUB = re.compile(r'^\s*MT_TASK_MISSING\(\s*([a-z][a-z0-9_]*)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*\)', re.MULTILINE)
-PY_STUB = re.compile(r'^\s*raise NotImplementedError\(\s*"(task ([a-z][a-z0-9_]*) is not done: [^"]*)"', re.MULTILINE)
-
-
 def stubs(root: Path, manifest: Manifest) -> dict[str, tuple[list[str], bool]]:
     """Task id -> (the messages of its regions that are still stubs, whether all of them are), read
     from the task's files before anything runs. A region is still a stub while it declares
@@ -493,9 +493,7 @@ def stubs(root: Path, manifest: Manifest) -> dict[str, tuple[list[str], bool]]:
                     continue
                 regions += 1
                 body = "\n".join(lines[begin + 1:end])
-                found_here = [f"task {tid} is not done: {function} in {file}"
-                              for tid, function, file in C_STUB.findall(body) if tid == task.id]
-                found_here += [m for m, tid in PY_STUB.findall(body) if tid == task.id]
+                found_here = stub_messages(body, task.id)
                 stubbed += bool(found_here)
                 messages += found_here
         if messages:
@@ -536,8 +534,9 @@ def grade(root: Path, task_ids: list[str] | None = None, hidden: Path | None = N
     for task in tasks:
         if not task.c_tests and not task.pytest and not hidden_files.get(task.id):
             raise ManifestError(f"task {task.id!r} has no test to run (c_tests, pytest or hidden files)")
+    end = start + budget
     run = Run(root=root, backend=backend or default_backend(), timeout=timeout,
-              deadline=start + budget, budget=budget, cases=load_cases(root))
+              deadline=end, budget=budget, cases=load_cases(root))
     stubbed = stubs(root, manifest)
     programs = sorted({run.program(t.program) for task in tasks for t in task.c_tests})
     log(f"grade: {len(tasks)} tasks on the {run.backend} backend"
@@ -545,7 +544,9 @@ def grade(root: Path, task_ids: list[str] | None = None, hidden: Path | None = N
         f"{budget:.0f} s in all; building {run.lib} and {len(programs)} C test programs")
     build(run, [run.lib, *programs])
     results = []
-    for task in tasks:
+    for number, task in enumerate(tasks):
+        now = time.monotonic()
+        run.deadline = now + max(end - now, 0.0) / (len(tasks) - number)  # its share of what is left
         result = TaskResult(task)
         items: list[tuple[str, Callable[[], ItemResult]]] = []
         for c in task.c_tests:
