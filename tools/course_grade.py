@@ -295,6 +295,8 @@ def run_c(run: Run, task: Task, test: CTest) -> ItemResult:
                                     f"{CASES_FILE} plans {planned[name]} (python tools/course.py cases)")
     elif counts:
         result.passed, result.failed = int(counts[-1][0]), int(counts[-1][1])
+    if (code is None or code < 0) and groups and not planned:
+        result.failed += 1  # the group that was running when the program ended, its count unknown
     if code is None:
         result.error = (f"timed out after {limit:.0f} s (an endless loop, or a barrier that never opens?)"
                         + ("" if limit >= run.timeout else "; its task's share of the time budget was running out"))
