@@ -3,7 +3,10 @@
 - Hypothesis: few examples and no deadline, so the whole suite runs on the
   CPU emulator of a 2-core machine in a few minutes; under CI (CI=true) the
   examples are derandomized, so a run is repeatable. MINITENSOR_HYPOTHESIS=
-  thorough runs 500 examples per test, to hunt for bugs by hand.
+  thorough runs 500 examples per test, to hunt for bugs by hand;
+  MINITENSOR_HYPOTHESIS=grading (set by the course grader) is derandomized
+  and does not shrink a failing example, so a failing file is as fast as a
+  passing one.
 - Tests marked ``@pytest.mark.gpu`` are skipped, with the reason, unless the
   engine in use is the CUDA build on a usable GPU.
 - Under ``MINITENSOR_KERNELS=teaching`` (``make test-py-teaching``, the
@@ -18,7 +21,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile(
     "minitensor",
@@ -30,6 +33,13 @@ settings.register_profile(
 )
 # A longer hunt for bugs, by hand: MINITENSOR_HYPOTHESIS=thorough make test-py
 settings.register_profile("thorough", parent=settings.get_profile("minitensor"), max_examples=500)
+# The course grader's (tools/course_grade.py sets MINITENSOR_HYPOTHESIS=grading): the same examples
+# on every run, and a failing test reports its first failing example instead of shrinking it, which
+# made a file with a planted bug take minutes instead of seconds; no example database is written.
+settings.register_profile(
+    "grading", parent=settings.get_profile("minitensor"), derandomize=True, database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate], print_blob=False,
+)
 settings.load_profile(os.environ.get("MINITENSOR_HYPOTHESIS", "minitensor"))
 
 

@@ -6,7 +6,14 @@
   marks, and writes a valid Gradescope results.json and JUnit XML;
 - a test that crashes (a pytest that kills itself with SIGSEGV, a C program
   that does, one that hangs) costs its own cases only, with the signal or
-  the timeout named, while the other tests keep their points.
+  the timeout named, while the other tests keep their points; a C group
+  that crashes or hangs costs all its planned cases; a hung pytest item is
+  not rerun; items the grade's budget does not reach score 0, saying why;
+- a stub is found before anything runs and its task's report starts with its
+  own message; a "not done" message zeroes an item only for its own task or
+  one it requires; each task's pytest selections reach no test of a task it
+  does not require;
+- the scores of results.json add up to its total.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import course_grade  # noqa: E402 - tools/ is not a package
-from course_manifest import ManifestError, load_manifest  # noqa: E402
+from course_manifest import ManifestError, PyTest, isolation_problems, load_manifest, mentions  # noqa: E402
 from course_report import gradescope, junit, table  # noqa: E402
 
 CONTRACT_IDS = {"indexing", "map_zip", "reductions", "matmul_tiled", "softmax", "autograd_rules",
@@ -112,6 +119,31 @@ def test_each_item_is_an_equal_share_earned_in_proportion_to_its_cases() -> None
     assert suites[1].get("failures") == "1" and suites[1].get("errors") == "1"
 
 
+def test_the_item_scores_add_up_to_the_total() -> None:
+    """Three items of a 10-point task at 1/3 each: 3.33 + 3.33 + 3.33 is 9.99, the total says so."""
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("softmax")
+    third = course_grade.TaskResult(task, [course_grade.ItemResult("softmax", f"item {i}", passed=1)
+                                           for i in range(3)])
+    report = gradescope([third], seconds=1.0)
+    assert [t["score"] for t in report["tests"]] == [3.33, 3.33, 3.33]
+    assert report["score"] == pytest.approx(9.99)
+    assert re.search(r"^total\s+10\s+9\.99$", table([third]), re.MULTILINE)
+
+
+def test_a_not_done_message_zeroes_an_item_only_for_the_tasks_it_depends_on() -> None:
+    own = course_grade.ItemResult("softmax", "x", passed=9, failed=1, depends=frozenset({"softmax", "reductions"}),
+                                  output="FAILED t\ntask reductions is not done: block_reduce in src/block_reduce.h")
+    assert own.stubbed and own.fraction == 0.0
+    other = replace_output(own, "FAILED t\ntask ladder_rung is not done: matmul_blocktile_1d in src/x.cu")
+    assert not other.stubbed and other.fraction == pytest.approx(0.9)
+
+
+def replace_output(item: course_grade.ItemResult, output: str) -> course_grade.ItemResult:
+    from dataclasses import replace
+
+    return replace(item, output=output)
+
+
 # ---- C programs that crash or hang -------------------------------------------------------------
 
 def fake_program(root: Path, name: str, script: str) -> course_grade.Run:
@@ -147,6 +179,49 @@ def test_a_c_program_summary_is_read_and_a_hang_is_cut(tmp_path: Path) -> None:
     assert result.error.startswith("no case ran") and result.fraction == 0.0
 
 
+GROUPS_THEN_CRASH = (
+    'printf "group\\tok\\t5\\t0\\tfirst\\n"\n'
+    'echo "FAIL test_groups: a case of second"\n'
+    'printf "group\\tcrashed\\t3\\t1\\tsecond\\n"\n'
+    'echo "FAIL test_groups: crashed: SIGSEGV in group \'second\'"\n'
+    'printf "group\\ttimed out\\t0\\t0\\tthird\\n"\n'
+    'echo "5 passed, 3 failed"\nexit 1\n')
+
+
+def test_a_crashed_or_hung_c_group_counts_all_its_planned_cases(tmp_path: Path) -> None:
+    """A group that crashed after 3 passed and 1 failed of its 10 planned cases loses the other 6;
+    one that hung before any case loses its 4; a planned group that never ran loses its 7."""
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("softmax")
+    run = fake_program(tmp_path, "test_groups", GROUPS_THEN_CRASH)
+    run.cases = {"test_groups": {"first": 5, "second": 10, "third": 4, "fourth": 7}}
+    result = course_grade.run_c(run, task, course_grade.CTest("test_groups"))
+    assert (result.passed, result.failed) == (5 + 3, 1 + 6 + 4 + 7)
+    assert "group 'second' crashed: 3 passed, 1 failed, and 6 case(s) it did not finish" in result.output
+    assert "group 'fourth' did not finish: its 7 cases counted as failed" in result.output
+    run.cases = {}  # no plan: a crashed group counts one failure, as the harness does
+    result = course_grade.run_c(run, task, course_grade.CTest("test_groups"))
+    assert (result.passed, result.failed) == (8, 1 + 1 + 1)
+
+
+def test_a_c_program_cut_by_the_item_limit_loses_the_groups_it_did_not_finish(tmp_path: Path) -> None:
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("softmax")
+    run = fake_program(tmp_path, "test_slow", 'printf "group\\tok\\t5\\t0\\tfirst\\n"\nsleep 30\n')
+    run.cases = {"test_slow": {"first": 5, "second": 12}}
+    result = course_grade.run_c(run, task, course_grade.CTest("test_slow"))
+    assert result.error.startswith("timed out after 2 s")
+    assert (result.passed, result.failed) == (5, 12)
+
+
+def test_items_the_budget_does_not_reach_score_0_saying_why(tmp_path: Path) -> None:
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("softmax")
+    run = fake_program(tmp_path, "test_ok", 'echo "1 passed, 0 failed"\n')
+    run.deadline, run.budget = 0.0, 5.0
+    for result in (course_grade.run_c(run, task, course_grade.CTest("test_ok")),
+                   course_grade.run_pytest(run, task, PyTest("tests/test_reduce.py"))):
+        assert result.fraction == 0.0 and result.failed == 1
+        assert "share of the grade's time budget (5 s in all, --budget / BUDGET=) was spent before this item" in result.output
+
+
 def test_what_did_not_build_scores_0_with_the_compiler_message(tmp_path: Path) -> None:
     run = course_grade.Run(root=tmp_path, backend="emulator", timeout=2.0)
     run.built = {run.lib: False, run.program("test_matmul"): False}
@@ -156,6 +231,63 @@ def test_what_did_not_build_scores_0_with_the_compiler_message(tmp_path: Path) -
     for result in (course_grade.run_c(run, task, task.c_tests[0]), course_grade.run_pytest(run, task, task.pytest[0])):
         assert (result.error, result.fraction) == ("build failed", 0.0)
         assert "src/matmul_tiled.cu:21:5: error: expected" in result.output
+
+
+# ---- stubs ---------------------------------------------------------------------------------------
+
+def test_stubs_are_found_before_anything_runs_and_each_task_names_its_own(tmp_path: Path) -> None:
+    """In a copy where indexing and one of autograd_rules' regions are stubs, indexing's report and
+    map_zip's (it requires indexing) start with indexing's message; autograd_rules, partly done,
+    is a stub with its own message; the solved file of softmax is not."""
+    manifest = load_manifest(ROOT / "course" / "tasks.toml")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "indexing.h").write_text(
+        "/* TASK(indexing) BEGIN */\n"
+        'MT_TASK_MISSING(indexing, "to_index, index_to_position, broadcast_index", "src/indexing.h")\n'
+        "/* TASK(indexing) END */\n")
+    (tmp_path / "src" / "softmax.cu").write_text("/* TASK(softmax) BEGIN */\nint done = 1;\n/* TASK(softmax) END */\n")
+    helpers = tmp_path / "minitensor" / "autograd" / "helpers.py"
+    helpers.parent.mkdir(parents=True)
+    helpers.write_text(
+        "def unbroadcast(grad, shape):\n    # TASK(autograd_rules) BEGIN\n"
+        '    raise NotImplementedError("task autograd_rules is not done: unbroadcast in minitensor/autograd/helpers.py")\n'
+        "    # TASK(autograd_rules) END\n\n"
+        "def other():\n    # TASK(autograd_rules) BEGIN\n    return 1\n    # TASK(autograd_rules) END\n")
+    found = course_grade.stubs(tmp_path, manifest)
+    assert found == {
+        "indexing": (["task indexing is not done: to_index, index_to_position, broadcast_index in src/indexing.h"], True),
+        "autograd_rules": (["task autograd_rules is not done: unbroadcast in minitensor/autograd/helpers.py"], False),
+    }
+    item = course_grade.stub_item(manifest.task("map_zip"), "test_map", found)
+    assert item.output.startswith("task indexing is not done: to_index") and "(task map_zip requires indexing)" in item.output
+    assert item.fraction == 0.0
+
+
+# ---- task isolation ------------------------------------------------------------------------------
+
+def collect(selection: PyTest) -> list[str]:
+    """The test ids a pytest selection collects."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           *selection.args()], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [line for line in proc.stdout.splitlines() if "::" in line]
+
+
+def test_mentions_is_a_whole_word() -> None:
+    assert mentions("tests/test_matmul.py::test_partial_tiles[tiled-7-33-31]", "tiled")
+    assert not mentions("tests/test_ladders.py::test_matmul_rungs[blocktile_1d-64-64-64]", "tiled")
+    assert mentions("tests/test_ladders.py::test_matmul_rungs[blocktile_1d-64-64-64]", "blocktile_1d")
+
+
+def test_each_tasks_selections_reach_only_the_tasks_it_requires() -> None:
+    if not emulator_buildable():
+        pytest.skip("collecting the tests imports the library, which this machine cannot build")
+    manifest = load_manifest(ROOT / "course" / "tasks.toml")
+    assert isolation_problems(manifest, collect) == []
+    # and the check does see a breach: matmul_tiled graded by the whole of tests/test_matmul.py
+    whole = PyTest("tests/test_matmul.py")
+    problems = isolation_problems(manifest, lambda s: collect(whole) if s.path == whole.path else [])
+    assert any("blocktile_1d of task ladder_rung" in p for p in problems), problems
 
 
 # ---- real grading runs of the solved repository ------------------------------------------------
@@ -188,6 +320,7 @@ def test_the_solved_repository_gets_full_marks(tmp_path: Path) -> None:
     suite = xml.find("testsuite")
     assert suite.get("name") == "softmax" and suite.get("failures") == "0" and suite.get("errors") == "0"
     assert re.search(r"^softmax\s+10\s+\d+\s+0\s+10\.00$", stdout, re.MULTILINE), stdout
+    assert "grade: warning" not in stdout, stdout  # course/c_cases.json counts softmax's groups right
 
 
 def test_a_crashing_hidden_test_costs_its_own_task_only(tmp_path: Path) -> None:
@@ -236,3 +369,37 @@ def test_take_copies_the_task_files_and_nothing_else(tmp_path: Path) -> None:
     assert (copy / "tests" / "test_matmul.py").read_text() == "the handout's\n"
     assert take(copy, submission, manifest, ["ladder_rung"]) == [
         "missing  src/matmul_blocktile_1d.cu (kept as it is here)"]
+
+
+# ---- staged release ----------------------------------------------------------------------------
+
+def test_a_staged_handout_grades_its_stage_and_carries_the_earlier_code(tmp_path: Path) -> None:
+    """--upto softmax: softmax stubbed and graded, the later tasks stubbed and not graded, the
+    earlier ones solved; --from puts a student's own earlier code in their regions; the handout
+    is a git repository with one commit."""
+    from course_handout import write_handout
+
+    first = write_handout(ROOT, tmp_path / "hw5", upto="softmax")
+    assert first == ["softmax"]
+    hw5 = tmp_path / "hw5"
+    assert load_manifest(hw5 / "course" / "tasks.toml").ids() == ["softmax"]
+    stubs = course_grade.stubs(hw5, load_manifest(ROOT / "course" / "tasks.toml"))
+    assert sorted(stubs) == ["autograd_rules", "ladder_rung", "layers_optim", "softmax"]
+    assert "TASK(reductions)" not in (hw5 / "src" / "block_reduce.h").read_text()
+    log = subprocess.run(["git", "log", "--oneline"], cwd=hw5, capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == 1
+
+    submission = tmp_path / "alice"
+    (submission / "src").mkdir(parents=True)
+    handout = (tmp_path / "full")
+    write_handout(ROOT, handout, tasks="reductions", git=False)
+    mine = (handout / "src" / "block_reduce.h").read_text().replace(
+        "/* TASK(reductions) BEGIN */\n", "/* TASK(reductions) BEGIN */\n/* alice's tree */\n", 1)
+    (submission / "src" / "block_reduce.h").write_text(mine)
+    notes: list[str] = []
+    write_handout(ROOT, tmp_path / "alice-hw5", upto="softmax", submission=submission, git=False, notes=notes)
+    text = (tmp_path / "alice-hw5" / "src" / "block_reduce.h").read_text()
+    assert "/* alice's tree */" in text and "TASK(reductions)" not in text
+    assert "stub     src/block_reduce.h: task reductions is still a stub in the submission" in notes
+    assert "taken    src/block_reduce.h <- src/block_reduce.h" in notes
+    assert "missing  src/map.cu in the submission: the solution is kept" in notes

@@ -1,6 +1,15 @@
 """course_handout: writes a student repository with the chosen tasks' regions stubbed.
 
     python tools/course.py handout [--tasks map_zip,softmax] --out ../handout
+    python tools/course.py handout --upto softmax [--from ../alice] --out ../hw5
+
+A staged release (``--upto <task>``): the chosen tasks (``--tasks``, default
+that task alone) are stubbed and graded; the tasks after it in the
+manifest's order are stubbed too but not graded (left out of the handout's
+course/tasks.toml); the tasks before it are solved, with the instructor's
+solutions or, with ``--from DIR``, with a student's own code from their
+earlier submission (DIR as ``course.py take`` reads it: the code between
+BEGIN and END of each region of those tasks in their files).
 
 Every file of the repository (git's list: tracked and untracked files that
 .gitignore does not exclude) is copied, except the manifest's
@@ -18,7 +27,10 @@ modification time, so a build copied next to them stays valid. Then:
   solution is replaced by a note naming the task;
 - every chosen region's distinctive solution lines are then searched for in
   every file written (notebooks included): a hit stops the handout with the
-  file named, so that no solution leaves by a quote.
+  file named, so that no solution leaves by a quote;
+- the handout is made a git repository with one commit (where git is
+  installed), so that a student's ``git diff`` shows their work and
+  ``git archive HEAD`` zips a submission.
 """
 
 from __future__ import annotations
@@ -33,7 +45,9 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from course_manifest import Manifest, load_manifest
-from course_regions import Region, distinctive_lines, find_regions, handout_spans, render
+from course_regions import (Region, RegionError, distinctive_lines, find_regions, handout_bodies, handout_spans,
+                            render, stub_messages)
+from course_submission import located
 from notebook_cells import unexecuted_notebook
 
 # Files that may hold regions (others are copied as bytes).
@@ -78,6 +92,64 @@ def choose_tasks(manifest: Manifest, tasks: Optional[str]) -> list[str]:
     if unknown:
         raise HandoutError(f"unknown task(s) {', '.join(unknown)}; the course has: {', '.join(manifest.ids())}")
     return [t for t in manifest.ids() if t in wanted]
+
+
+def stage(manifest: Manifest, tasks: Optional[str], upto: Optional[str]) -> tuple[list[str], list[str]]:
+    """(the chosen tasks: stubbed and graded, the later tasks: stubbed, not graded) of a handout.
+    Without `upto` there are no later tasks; with it, the chosen tasks (default: `upto` alone) must
+    come no later than it, and none of them may require a later task."""
+    if not upto:
+        return choose_tasks(manifest, tasks), []
+    ids = manifest.ids()
+    if upto not in ids:
+        raise HandoutError(f"--upto {upto}: no such task; the course has: {', '.join(ids)}")
+    later = ids[ids.index(upto) + 1:]
+    chosen = choose_tasks(manifest, tasks) if tasks and tasks.strip() not in ("", "all") else [upto]
+    for t in chosen:
+        if t in later:
+            raise HandoutError(f"task {t} comes after --upto {upto} in course/tasks.toml")
+        needs = [r for r in manifest.task(t).requires if r in later]
+        if needs:
+            raise HandoutError(f"task {t} requires {', '.join(needs)}, which come after --upto {upto}")
+    return chosen, later
+
+
+def own_code(manifest: Manifest, submission: Path, tasks: list[str]) -> tuple[dict[str, dict[str, list[list[str]]]], list[str]]:
+    """A student's code for `tasks` from their earlier submission: file -> task -> the bodies of the
+    task's regions in that file, and one line per file saying what was found."""
+    try:
+        files = located(submission, manifest, tasks)
+    except FileNotFoundError as e:
+        raise HandoutError(f"--from: {e}") from None
+    own: dict[str, dict[str, list[list[str]]]] = {}
+    notes = []
+    for name, source in files:
+        if source is None:
+            notes.append(f"missing  {name} in the submission: the solution is kept")
+            continue
+        text = source.read_text(errors="replace")
+        for task in tasks:
+            if name in manifest.task(task).files:
+                bodies = handout_bodies(text, task)
+                if not bodies:
+                    raise HandoutError(f"{source}: no TASK({task}) BEGIN/END region (the markers must stay)")
+                own.setdefault(name, {})[task] = bodies
+                if any(stub_messages("".join(body), task) for body in bodies):
+                    notes.append(f"stub     {name}: task {task} is still a stub in the submission")
+        notes.append(f"taken    {name} <- {source.relative_to(submission)}")
+    return own, notes
+
+
+def commit_handout(out: Path) -> bool:
+    """Makes the handout a git repository with one commit; False where git is not installed."""
+    if shutil.which("git") is None:
+        return False
+    git = ["git", "-c", "user.name=minitensor course kit", "-c", "user.email=course@minitensor.invalid",
+           "-c", "commit.gpgsign=false"]
+    subprocess.run(git + ["init", "-q"], cwd=out, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=out, check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "The handout"], cwd=out, check=True)
+    return True
 
 
 def filter_manifest_text(text: str, keep: set[str]) -> str:
@@ -236,12 +308,26 @@ def write_notebook(root: Path, out: Path, source: str, text: str) -> None:
     (out / notebook).write_text(unexecuted_notebook(text, source, metadata))
 
 
-def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: bool = False) -> list[str]:
+def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: bool = False,
+                  upto: Optional[str] = None, submission: Optional[Path] = None, git: bool = True,
+                  notes: Optional[list[str]] = None) -> list[str]:
     """Writes the handout of `tasks` (comma-separated ids; all when None) from the repository
-    at root into out; returns the chosen task ids. HandoutError on any problem."""
+    at root into out; returns the chosen task ids. HandoutError on any problem. `upto` makes a
+    staged release (stage()), `submission` a student's earlier submission whose code replaces the
+    solutions of the tasks before the stage; `notes` receives what was taken from it."""
     root, out = root.resolve(), out.resolve()
     manifest = load_manifest(root / "course" / "tasks.toml")
-    chosen = choose_tasks(manifest, tasks)
+    chosen, later = stage(manifest, tasks, upto)
+    stubbed = set(chosen) | set(later)
+    own: dict[str, dict[str, list[list[str]]]] = {}
+    if submission is not None:
+        if not upto:
+            raise HandoutError("--from needs --upto: the submission's code fills the tasks before the stage")
+        before = [t for t in manifest.ids() if t not in stubbed]
+        if before:
+            own, taken = own_code(manifest, submission.resolve(), before)
+            if notes is not None:
+                notes += taken
     if out == root or root in out.parents and not str(out.relative_to(root)).startswith("build"):
         raise HandoutError(f"{out}: write the handout outside the repository (or under build/)")
     if out.exists() and any(out.iterdir()):
@@ -264,17 +350,20 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
             for r in regions:
                 if r.task not in manifest.ids():
                     raise HandoutError(f"{name}:{r.begin + 1}: TASK({r.task}) is not a task of course/tasks.toml")
-                if r.task in chosen:
+                if r.task in stubbed:
                     if name not in manifest.task(r.task).region_files():
                         raise HandoutError(f"{name}: holds a region of {r.task}, but the task's files "
                                            f"and notebooks in course/tasks.toml do not list it")
                     stubbed_regions.setdefault(r.task, []).append(r)
             if regions:
-                rendered = render(text, name, set(chosen))
+                try:
+                    rendered = render(text, name, stubbed, own.get(name))
+                except RegionError as e:
+                    raise HandoutError(str(e)) from None
                 dst.write_text(rendered)
                 shutil.copymode(src, dst)
                 text = rendered
-                if any(r.task in chosen for r in regions) and is_notebook_source(name):
+                if any(r.task in stubbed for r in regions) and is_notebook_source(name):
                     stubbed_notebooks[name] = rendered
             else:
                 shutil.copy2(src, dst)
@@ -286,7 +375,7 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
             for _, begin, end in handout_spans(text):  # the chosen regions left in the handout
                 inside.update(range(begin, end + 1))
             generic.update(l.strip() for i, l in enumerate(lines) if i not in inside)
-    for t in chosen:
+    for t in [*chosen, *later]:
         if t not in stubbed_regions:
             raise HandoutError(f"task {t}: no TASK({t}) region in its files {manifest.task(t).files}")
         missing = set(manifest.task(t).region_files()) - set(names)
@@ -308,4 +397,6 @@ def write_handout(root: Path, out: Path, tasks: Optional[str] = None, force: boo
     if leaks:
         raise HandoutError("solution text of a stubbed task is still in the handout (exclude the file "
                            "in course/tasks.toml's [handout] or reword it):\n  " + "\n  ".join(leaks[:20]))
+    if git:
+        commit_handout(out)
     return chosen

@@ -16,7 +16,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 POLICIES = ("fast", "teaching")
@@ -62,6 +62,12 @@ class Task:
     # Notebook sources (notebooks/src/*.py) that show the task's code: a handout
     # stubs their regions too, but they are neither graded nor taken from a submission.
     notebooks: list[str] = field(default_factory=list)
+    # Words that name the task's code in test ids (its id is one too): isolation_problems().
+    names: list[str] = field(default_factory=list)
+
+    def words(self) -> list[str]:
+        """The task's id and its names: what a test id that runs its code would mention."""
+        return [self.id, *self.names]
 
     def region_files(self) -> list[str]:
         """Every file that may hold a region of this task."""
@@ -143,7 +149,8 @@ def parse_task(table: Any, where: str) -> Task:
     policy = _require(table, "policy", str, where)
     if policy not in POLICIES:
         raise ManifestError(f"{where}: policy must be one of {POLICIES}, got {policy!r}")
-    known = {"id", "title", "points", "files", "c_tests", "pytest", "policy", "requires", "sheet", "notebooks"}
+    known = {"id", "title", "points", "files", "c_tests", "pytest", "policy", "requires", "sheet", "notebooks",
+             "names"}
     unknown = set(table) - known
     if unknown:
         raise ManifestError(f"{where}: unknown keys {sorted(unknown)}")
@@ -158,6 +165,7 @@ def parse_task(table: Any, where: str) -> Task:
         requires=_str_list(table, "requires", where),
         sheet=_require(table, "sheet", str, where),
         notebooks=_str_list(table, "notebooks", where) if "notebooks" in table else [],
+        names=_str_list(table, "names", where) if "names" in table else [],
     )
 
 
@@ -186,6 +194,30 @@ def parse_manifest(data: dict[str, Any], path: Optional[Path] = None) -> Manifes
         raise ManifestError(f"{where}: [handout] must be a table")
     exclude = _str_list(handout, "exclude", f"{where} [handout]") if "exclude" in handout else []
     return Manifest(name=name, version=version, tasks=tasks, handout_exclude=exclude, path=path)
+
+
+def mentions(node_id: str, word: str) -> bool:
+    """Whether a test id mentions a word: the word with no letter or digit on either side
+    (test_partial_tiles[tiled-7-33-31] mentions "tiled"; blocktile_1d does not)."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(word.lower())}(?![a-z0-9])", node_id.lower()) is not None
+
+
+def isolation_problems(manifest: Manifest, collect: Callable[[PyTest], list[str]]) -> list[str]:
+    """The manifest's breaches of task isolation: a test of a task's pytest selections whose id
+    mentions a word of another task (Task.words) that the task does not require, so that the
+    task would lose points for another task's code. `collect` gives the test ids a selection
+    collects (pytest --collect-only)."""
+    problems = []
+    for task in manifest.tasks:
+        others = [t for t in manifest.tasks if t.id != task.id and t.id not in task.requires]
+        for selection in task.pytest:
+            for node in collect(selection):
+                for other in others:
+                    hits = [w for w in other.words() if mentions(node, w)]
+                    if hits:
+                        problems.append(f"task {task.id}: {node} mentions {', '.join(hits)} of task {other.id}, "
+                                        f"which {task.id} does not require")
+    return problems
 
 
 def load_manifest(path: Union[str, Path] = "course/tasks.toml") -> Manifest:

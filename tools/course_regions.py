@@ -31,6 +31,9 @@ from dataclasses import dataclass
 MARKER = re.compile(r"^(?P<indent>[ \t]*)(?:/\* TASK\((?P<cid>[a-z][a-z0-9_]*)\) (?P<cword>BEGIN|STUB|END) \*/"
                     r"|# TASK\((?P<pid>[a-z][a-z0-9_]*)\) (?P<pword>BEGIN|STUB|END))[ \t]*$")
 STUB_PREFIX = {"c": "//|", "py": "#|"}
+# What a stub left in place says, on a line of its own (src/task.h; the Python stubs' raise).
+C_STUB = re.compile(r'^\s*MT_TASK_MISSING\(\s*([a-z][a-z0-9_]*)\s*,\s*"([^"]*)"\s*,\s*"([^"]*)"\s*\)', re.MULTILINE)
+PY_STUB = re.compile(r'^\s*raise NotImplementedError\(\s*"(task ([a-z][a-z0-9_]*) is not done: [^"]*)"', re.MULTILINE)
 
 
 class RegionError(ValueError):
@@ -107,17 +110,29 @@ def find_regions(text: str, path: str) -> list[Region]:
     return regions
 
 
-def render(text: str, path: str, stubbed: set[str]) -> str:
-    """The handout form of a file: regions of `stubbed` tasks become BEGIN, stub, END; others their solution."""
+def render(text: str, path: str, stubbed: set[str],
+           own: dict[str, list[list[str]]] | None = None) -> str:
+    """The handout form of a file: regions of `stubbed` tasks become BEGIN, stub, END; others their
+    solution, or, for a task of `own` (task -> the bodies of its regions, in order: a student's
+    earlier code, for a staged release), the next of those bodies."""
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     at = 0
+    taken: dict[str, int] = {}
     for r in find_regions(text, path):
         out.extend(lines[at:r.begin])
         if r.task in stubbed:
             out.append(lines[r.begin])
             out.extend(r.stub)
             out.append(lines[r.end])
+        elif own and r.task in own:
+            bodies = own[r.task]
+            n = taken.get(r.task, 0)
+            if n >= len(bodies):
+                raise RegionError(f"{path}:{r.begin + 1}: the submission has fewer TASK({r.task}) regions "
+                                  f"in this file than the course ({len(bodies)})")
+            out.extend(bodies[n])
+            taken[r.task] = n + 1
         else:
             out.extend(r.solution)
         at = r.end + 1
@@ -142,6 +157,22 @@ def restore(handout_text: str, solved_text: str, path: str) -> str:
         at = end + 1
     out.extend(lines[at:])
     return "".join(out)
+
+
+def stub_messages(body: str, task: str) -> list[str]:
+    """The "task <id> is not done: ..." messages of `task`'s stubs still in a region's body: a line
+    MT_TASK_MISSING(<id>, "<functions>", "<file>") in C, raise NotImplementedError("task <id> is not
+    done: ...") in Python. Empty when the region holds no stub (a student replaced it)."""
+    found = [f"task {tid} is not done: {function} in {file}"
+             for tid, function, file in C_STUB.findall(body) if tid == task]
+    return found + [m for m, tid in PY_STUB.findall(body) if tid == task]
+
+
+def handout_bodies(text: str, task: str) -> list[list[str]]:
+    """The lines (with their newlines) between BEGIN and END of each region of `task` left in a
+    handout file, such as a student's submitted file, in order."""
+    lines = text.splitlines(keepends=True)
+    return [lines[begin + 1:end] for t, begin, end in handout_spans(text) if t == task]
 
 
 def handout_spans(text: str) -> list[tuple[str, int, int]]:

@@ -6,6 +6,10 @@ entry per test item (``name``, ``score``, ``max_score``, ``status``,
 ``output``). junit.xml has one ``testsuite`` per task and one ``testcase``
 per test item; an item that lost points has a ``failure`` (an ``error`` when
 it crashed, timed out or did not build) carrying the same output.
+
+Each item's score is rounded to hundredths once (item_score), and every
+total (a task's, the grade's) is the sum of those rounded scores, so that the
+scores a student reads in results.json add up to the score it gives.
 """
 
 from __future__ import annotations
@@ -26,6 +30,16 @@ def item_max(result: TaskResult) -> float:
     return result.task.points / len(result.items) if result.items else 0.0
 
 
+def item_score(result: TaskResult, item: ItemResult) -> float:
+    """The item's points, rounded to hundredths: the number every report shows and adds up."""
+    return rounded(item_max(result) * item.fraction)
+
+
+def task_score(result: TaskResult) -> float:
+    """The task's points: the sum of its items' rounded points."""
+    return rounded(sum(item_score(result, i) for i in result.items))
+
+
 def table(results: list[TaskResult]) -> str:
     """The summary: one line per task, then the reason of every item that lost points."""
     lines = [f"{'task':<16} {'points':>6} {'passed':>7} {'failed':>7} {'score':>7}"]
@@ -33,8 +47,8 @@ def table(results: list[TaskResult]) -> str:
     for r in results:
         passed = sum(i.passed for i in r.items)
         failed = sum(i.failed for i in r.items)
-        lines.append(f"{r.task.id:<16} {r.task.points:>6} {passed:>7} {failed:>7} {r.score:>7.2f}")
-        total += r.score
+        lines.append(f"{r.task.id:<16} {r.task.points:>6} {passed:>7} {failed:>7} {task_score(r):>7.2f}")
+        total += task_score(r)
         possible += r.task.points
     lines.append(f"{'total':<16} {possible:>6.0f} {'':>7} {'':>7} {total:>7.2f}")
     lost = [(r, i) for r in results for i in r.items if i.fraction < 1.0]
@@ -55,13 +69,13 @@ def gradescope(results: list[TaskResult], seconds: float) -> dict:
         for i in r.items:
             tests.append({
                 "name": f"{r.task.id}: {i.name}",
-                "score": rounded(share * i.fraction),
+                "score": item_score(r, i),
                 "max_score": rounded(share),
                 "status": "passed" if i.fraction == 1.0 else "failed",
                 "output": i.output,
             })
     return {
-        "score": rounded(sum(r.score for r in results)),
+        "score": rounded(sum(t["score"] for t in tests)),
         "execution_time": round(seconds),
         "output": table(results),
         "tests": tests,
@@ -88,7 +102,7 @@ def junit(results: list[TaskResult]) -> ET.ElementTree:
                               errors=str(sum(1 for i in r.items if i.error and i.fraction < 1.0)),
                               time=f"{sum(i.seconds for i in r.items):.3f}")
         ET.SubElement(ET.SubElement(suite, "properties"), "property", name="score",
-                      value=f"{r.score:.2f} of {r.task.points}")
+                      value=f"{task_score(r):.2f} of {r.task.points}")
         for i in r.items:
             suite.append(_case(r, i))
     root.set("tests", str(sum(len(r.items) for r in results)))

@@ -35,16 +35,21 @@ def find(submission: Path, path: str, unique_name: bool) -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
-def take(root: Path, submission: Path, manifest: Manifest, task_ids: list[str] | None = None) -> list[str]:
-    """Copies the chosen tasks' files from the submission into root; returns one line per file."""
+def located(submission: Path, manifest: Manifest, task_ids: list[str] | None = None) -> list[tuple[str, Path | None]]:
+    """Each file of the chosen tasks (all when None), sorted, with where the submission holds it
+    (find), or None."""
     if not submission.is_dir():
-        raise FileNotFoundError(f"take: the submission {submission} is not a folder")
+        raise FileNotFoundError(f"the submission {submission} is not a folder")
     tasks = manifest.tasks if not task_ids else [manifest.task(t) for t in task_ids]
     files = sorted({f for task in tasks for f in task.files})
     names = [Path(f).name for f in files]
+    return [(path, find(submission, path, names.count(Path(path).name) == 1)) for path in files]
+
+
+def take(root: Path, submission: Path, manifest: Manifest, task_ids: list[str] | None = None) -> list[str]:
+    """Copies the chosen tasks' files from the submission into root; returns one line per file."""
     lines = []
-    for path in files:
-        source = find(submission, path, names.count(Path(path).name) == 1)
+    for path, source in located(submission, manifest, task_ids):
         if source is None:
             lines.append(f"missing  {path} (kept as it is here)")
             continue

@@ -58,6 +58,7 @@ static inline void tt_init(const char *program)
     tt.verbose = tt_env_int("MT_TEST_VERBOSE", 0);
     tt.fork = tt_env_int("MT_TEST_FORK", 1);
     tt.timeout = tt_env_int("MT_TEST_TIMEOUT", TT_DEFAULT_TIMEOUT);
+    tt.group_lines = tt_env_int("MT_TEST_GROUP_LINES", 0);
     const char *f = getenv("MT_TEST_FILTER");
     tt.has_filter = f && *f;
     if (tt.has_filter) {
@@ -118,6 +119,19 @@ static inline void tt_group_finish(void)
     fflush(stdout);
 }
 
+/* With MT_TEST_GROUP_LINES=1, one line per group that ran, for the course
+ * grader (tools/course_grade.py): "group<TAB>status<TAB>passed<TAB>failed<TAB>name",
+ * status "ok", "crashed", "timed out" or "exited"; the counts are the cases
+ * the group finished before it ended (a crash's own failure not included),
+ * so that the grader can count the cases a crash or a hang never ran. */
+static inline void tt_group_line(const char *status, const tt_counts *c)
+{
+    if (tt.group_lines) {
+        printf("group\t%s\t%d\t%d\t%s\n", status, c->passed, c->failed, tt.group);
+        fflush(stdout);
+    }
+}
+
 static inline void tt_add_counts(const tt_counts *c)
 {
     tt.passed += c->passed;
@@ -150,18 +164,22 @@ static inline void tt_wait_group(pid_t child, const tt_counts *shared)
     while (waitpid(child, &status, 0) < 0 && errno == EINTR)
         ;
     tt_add_counts(shared);
-    const char *why = NULL;
+    const char *why = NULL, *ended = "ok";
     char buf[160];
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
         snprintf(buf, sizeof buf, "timed out after %d s (MT_TEST_TIMEOUT)", tt.timeout);
         why = buf;
+        ended = "timed out";
     } else if (WIFSIGNALED(status)) {
         snprintf(buf, sizeof buf, "crashed: %s", tt_signal_name(WTERMSIG(status)));
         why = buf;
+        ended = "crashed";
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         snprintf(buf, sizeof buf, "exited with status %d before the end of the group", WEXITSTATUS(status));
         why = buf;
+        ended = "exited";
     }
+    tt_group_line(ended, shared);
     if (why) {
         printf("FAIL %s: %s in group '%s'\n", tt.program, why, tt.group);
         tt_print_replay();
@@ -228,6 +246,7 @@ static inline int tt_group_end(void)
     tt_group_finish();
     if (tt.fork)
         _exit(0);
+    tt_group_line("ok", tt.counts);
     tt_add_counts(tt.counts);
     tt.counts = NULL;
     return 0;

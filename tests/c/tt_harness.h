@@ -84,6 +84,7 @@ static struct {
     uint64_t rng;
     int verbose, fork;
     int timeout;
+    int group_lines;        /* MT_TEST_GROUP_LINES: one machine-readable line per group (the grader) */
     char group_filter[256], case_filter[256];
     int has_filter;
     int passed, failed;     /* the totals over the groups */
