@@ -18,6 +18,8 @@
 #   make handout    a student repository: the course's tasks stubbed
 #                   (TASKS=a,b to choose, default all; OUT=dir, default
 #                   ../minitensor-handout); see course/tasks.toml
+#   make autograder the zip Gradescope takes (TASKS=, HIDDEN=dir,
+#                   OUT=file, default build/autograder.zip)
 #
 # Variables a user may override:
 #   CUDA_ARCHS="75 80 86 89 90"   machine code generated for these GPUs (+PTX)
@@ -199,6 +201,18 @@ TASKS ?=
 .PHONY: handout
 handout:
 	$(PYTHON) tools/course.py handout --tasks "$(TASKS)" --out "$(or $(OUT),../minitensor-handout)"
+
+# Gradescope: the zip of an autograder (course/gradescope/make_autograder.py):
+# setup.sh, run_autograder, the handout of TASKS as minitensor/ and the
+# hidden tests of HIDDEN=dir as hidden/ (never inside the handout). OUT
+# defaults to build/autograder.zip. autograder-build is what setup.sh builds
+# in the handout, once, so that a submission rebuilds only what it changes.
+.PHONY: autograder autograder-build
+autograder:
+	$(PYTHON) course/gradescope/make_autograder.py --tasks "$(TASKS)" $(if $(HIDDEN),--hidden "$(HIDDEN)") \
+	    --out "$(or $(OUT),$(BUILD)/autograder.zip)"
+
+autograder-build: $(EMU_LIB) test-c-build $(VENV)/.ok
 
 # Rebuild notebooks/*.ipynb from their sources in notebooks/src/ and execute
 # them, so that they are committed with their figures (see docs/testing.md).
