@@ -300,7 +300,7 @@ def _run_pytest(folder: Path, task: Task, args: list[str], first_failure: bool) 
 
 
 # What a copy of this repository's build leaves out: the CUDA builds, reports, zips.
-SCRATCH_IGNORE = shutil.ignore_patterns("cuda", "cuda-check", "dist", "bench", "sanitizer", "grade",
+SCRATCH_IGNORE = shutil.ignore_patterns("cuda", "cuda-check*", "dist", "bench", "sanitizer", "grade",
                                         "autograder*", "*cuda*.so")
 
 
@@ -586,6 +586,23 @@ def _task_scores(results: dict) -> dict[str, tuple[float, float, str]]:
     return scores
 
 
+def test_every_planted_change_still_applies() -> None:
+    """Each break, plant and submission edit finds its text exactly once in today's sources (a
+    fast check: the tests that use them build first), inside a solution region of a task that
+    the file belongs to (so that a student could have written it)."""
+    edits = [(name, old, new) for name, old, new in BREAKS.values()]
+    edits += [(p.file, p.old, p.new) for p in PLANTS.values()]
+    assert all(p.file in MANIFEST.task(p.task).files for p in PLANTS.values())
+    edits += [(name, *change) for name, change in SUBMISSION.items() if change]
+    for name, old, new in edits:
+        text = (ROOT / name).read_text()
+        assert _replace(name, old, new) != text
+        first = text[:text.index(old)].count("\n")
+        last = first + old.count("\n") - 1
+        assert any(r.begin < first and last < r.stub_marker for r in find_regions(text, name)), \
+            f"{name}:{first + 1}: the planted change is outside every task's solution"
+
+
 @pytest.mark.parametrize("kind", list(PLANTS))
 def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_path: Path, kind: str) -> None:
     copy, edits = solved
@@ -614,7 +631,7 @@ def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_pa
 # run_autograder grades a submission in which one task crashes, one hangs and one races.
 
 AG_TASKS = ["map_zip", "matmul_tiled", "softmax", "ladder_rung"]
-AG_TIMEOUT, AG_BUDGET, AG_BOUND = 60, 240, 360  # per item, whole grade; the test's bound on the run
+AG_TIMEOUT, AG_BUDGET, AG_BOUND = 45, 240, 360  # per item, whole grade; the test's bound on the run
 HIDDEN_TEST = ("import minitensor as mt\n\n\n"
                "def test_a_hidden_map_of_a_strided_view():\n"
                "    x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).T\n"
