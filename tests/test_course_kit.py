@@ -1,20 +1,26 @@
-"""The course kit itself: task regions, course/tasks.toml, `make handout` and its stubs.
+"""The course kit itself: task regions, course/tasks.toml, `make handout`, the grader on broken
+solutions, and the Gradescope autograder (`make autograder`, course/gradescope/).
 
-Fast checks first (the manifest against the sources, each stub declaring its
-task, no solution text in a handout, solutions put back giving the solved
-files byte for byte), then two that build:
+Fast checks first (the manifest against the sources, each stub declaring its task, no
+solution text in a handout, solutions put back giving the solved files byte for byte), then
+those that build:
 
-- a handout of every task, built on the emulator: each task's C tests and
-  pytest selections fail, with the message of the task or of a task it
-  requires (course/tasks.toml's `requires`), and nothing crashes;
-- the solved sources with one solution broken the way students break it
-  (a barrier removed from matmul_tiled, the zero-fill at a tile edge
-  dropped): the broken task's tests fail, and the other tasks' C tests and
-  pytest selections pass.
+- a handout of every task, built on the emulator: each task's C tests and pytest selections
+  fail, with the message of the task or of a task it requires (course/tasks.toml's
+  `requires`), and nothing crashes;
+- one scratch copy of the solved sources, broken by exact text replacements one test at a
+  time and put back after each (its build too): two tasks broken at once cost their own
+  points only, in one pass over every task; bugs students write (a read-modify-write race,
+  an out-of-bounds write, an endless loop, a stack overflow) planted and graded by the
+  grader: each costs its own task, a task that does not require it keeps full marks, and a
+  grade with an endless loop still ends with its report;
+- the Gradescope path: `make autograder`'s zip unpacked into Gradescope's layout, its handout
+  built as setup.sh builds it, and run_autograder grading a submission whose tasks crash,
+  hang and race.
 
-The builds reuse what they can (the broken copies start from this
-repository's build folder, so one object is recompiled), but the handout's
-stubbed headers rebuild its whole library once: about a minute of CPU.
+The handouts' builds recompile the whole emulator library (every kernel includes a file of
+regions); the scratch copy starts from this repository's build and recompiles only what a
+test changes. docs/testing.md has the times.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -35,6 +43,7 @@ from helpers import emulator_buildable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
+from course_grade import run_process  # noqa: E402
 from course_handout import repository_files, write_handout  # noqa: E402
 from course_manifest import ManifestError, Task, load_manifest, parse_manifest  # noqa: E402
 from course_regions import RegionError, distinctive_lines, find_regions, handout_spans, render, restore  # noqa: E402
@@ -290,6 +299,11 @@ def _run_pytest(folder: Path, task: Task, args: list[str], first_failure: bool) 
     return subprocess.run(cmd, cwd=folder, capture_output=True, text=True, env=env, timeout=600)
 
 
+# What a copy of this repository's build leaves out: the CUDA builds, reports, zips.
+SCRATCH_IGNORE = shutil.ignore_patterns("cuda", "cuda-check*", "dist", "bench", "sanitizer", "grade",
+                                        "autograder*", "*cuda*.so")
+
+
 def _prepare(folder: Path) -> None:
     """A folder made to build and test like this repository: its Python environment, and
     the emulator's system packages taken as installed (this repository's build found them)."""
@@ -307,6 +321,9 @@ def built_handout(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("builds a handout's emulator library, which this machine cannot (no Boost.Context)")
     out = tmp_path_factory.mktemp("handout_built")
     write_handout(ROOT, out)
+    # The handout keeps the times of the files it does not stub, so the emulator's runtime
+    # and the C test objects of this repository's build stay valid there.
+    shutil.copytree(ROOT / "build", out / "build", symlinks=True, ignore=SCRATCH_IGNORE)
     _prepare(out)
     # Its kernels never run (each op stops at its stub's check), so build for speed.
     _make(out, "EMU_OPT=-O0", "emu", *[f"build/tests/emu/{p}" for p in _c_programs()])
@@ -328,17 +345,52 @@ def test_a_stubbed_task_fails_with_its_message(built_handout: Path, task_id: str
         assert any(m in result.stdout for m in accepted), f"pytest {p.args()}: no task message\n{result.stdout[-3000:]}"
 
 
+# ---- the solved sources, broken: each break costs its own task only ------------------------
+#
+# One scratch copy of this repository and its emulator build serves every test below. A
+# test breaks some files of it (an exact text replacement: the test fails loudly when the
+# text is gone), rebuilds what they touch, runs tests, and puts the files and the build
+# back from this repository (times kept), so that the next test rebuilds only its own.
+
+
+def _replace(name: str, old: str, new: str, text: str | None = None) -> str:
+    """The text of a file of this repository with `old` replaced by `new`, exactly once."""
+    text = (ROOT / name).read_text() if text is None else text
+    count = text.count(old)
+    assert count == 1, (f"the planted change no longer applies to {name}: its text is found {count} times "
+                        f"(update it with the source):\n{old}")
+    return text.replace(old, new)
+
+
 BREAKS = {
-    "barrier": ("        /* Each thread is about to read a whole row of a_tile and column of\n"
+    "barrier": ("src/matmul_tiled.cu",
+                "        /* Each thread is about to read a whole row of a_tile and column of\n"
                 "         * b_tile, loaded by 2 * 32 other threads: all loads must be done. */\n"
                 "        __syncthreads();\n", ""),
-    "zero_fill": ("        a_tile[ty][tx] = (row < M && a_col < K) ? A.at(row, a_col) : T(0);\n",
+    "zero_fill": ("src/matmul_tiled.cu",
+                  "        a_tile[ty][tx] = (row < M && a_col < K) ? A.at(row, a_col) : T(0);\n",
                   "        if (row < M && a_col < K)\n            a_tile[ty][tx] = A.at(row, a_col);\n"),
 }
 
 
 def _failed_cases(output: str, program: str) -> list[str]:
     return [l.split(": ", 1)[1] for l in output.splitlines() if l.startswith(f"FAIL {program}: ")]
+
+
+def _sync_build(copy: Path) -> None:
+    """Puts this repository's build back into a copy: every file that differs in size or time."""
+    for src in (ROOT / "build").rglob("*"):
+        rel = src.relative_to(ROOT / "build")
+        if not src.is_file() or src.is_symlink() or any(SCRATCH_IGNORE("", [part]) for part in rel.parts):
+            continue
+        dst = copy / "build" / rel
+        s = src.stat()
+        if dst.exists():
+            d = dst.stat()
+            if (d.st_size, d.st_mtime_ns) == (s.st_size, s.st_mtime_ns):
+                continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
 
 
 @pytest.fixture(scope="module")
@@ -351,22 +403,22 @@ def solved_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in repository_files(ROOT):
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, copy / name)
-    shutil.copytree(ROOT / "build", copy / "build", symlinks=True, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("cuda", "cuda-check", "dist", "bench", "*cuda*.so"))
+    shutil.copytree(ROOT / "build", copy / "build", symlinks=True, dirs_exist_ok=True, ignore=SCRATCH_IGNORE)
     _prepare(copy)
+    # The C programs the tasks run, built here once, so that the copy's build is complete.
+    _make(copy, "emu", *[f"build/tests/emu/{p}" for p in _c_programs()])
     return copy
 
 
 @pytest.fixture
 def solved(solved_copy: Path):
-    """The solved copy and a record of the files a test changes in it; they are put back
-    after the test (with a new time, so that make rebuilds what they touch)."""
+    """The solved copy and a record of the files a test changes in it; afterwards the files
+    and the build are put back from this repository (their times too: nothing rebuilds)."""
     edits: dict[str, str] = {}
     yield solved_copy, edits
     for name in edits:
-        shutil.copyfile(ROOT / name, solved_copy / name)
-    if any(name.startswith("src/") for name in edits):
-        _make(solved_copy, "emu", *[f"build/tests/emu/{p}" for p in _c_programs()])
+        shutil.copy2(ROOT / name, solved_copy / name)
+    _sync_build(solved_copy)
 
 
 def _apply(copy: Path, edits: dict[str, str], changes: dict[str, str]) -> None:
@@ -378,61 +430,302 @@ def _apply(copy: Path, edits: dict[str, str], changes: dict[str, str]) -> None:
         _make(copy, "emu", *[f"build/tests/emu/{p}" for p in _c_programs()])
 
 
-def _others_pass(copy: Path, task_id: str) -> None:
-    """Every task but task_id keeps full marks, except that a task which requires task_id
-    (course/tasks.toml) may fail cases, each of them naming task_id as not done."""
+def _others_pass(copy: Path, broken: set[str]) -> None:
+    """Every task outside `broken` keeps full marks, except that a task which requires a broken
+    one (course/tasks.toml) may fail cases, each of them naming a broken task it requires."""
     for task in MANIFEST.tasks:
-        if task.id == task_id:
+        if task.id in broken:
             continue
-        excused = task_id in requirements(task)
+        excuses = [message(b) for b in broken & requirements(task)]
         for c in task.c_tests:
             result = _run_c(copy, task, c.program, c.filter)
             failed = _failed_cases(result.stdout, c.program)
-            if excused and result.returncode == 1:
-                assert message(task_id) in result.stdout, result.stdout[-1500:]
+            if excuses and result.returncode == 1:
+                assert any(m in result.stdout for m in excuses), result.stdout[-1500:]
                 continue
             assert result.returncode == 0, (f"{task.id} ({c.program} {c.filter or ''}) loses points to "
-                                            f"{task_id}: {failed[:3] or result.stdout[-1500:]}")
+                                            f"{sorted(broken)}: {failed[:3] or result.stdout[-1500:]}")
         for p in task.pytest:
             result = _run_pytest(copy, task, p.args(), first_failure=False)
             failed = [l for l in result.stdout.splitlines() if l.startswith("FAILED ")]
-            if excused and result.returncode == 1:
-                assert failed and all(message(task_id) in l for l in failed), "\n".join(failed[:5])
+            if excuses and result.returncode == 1:
+                assert failed and all(any(m in l for m in excuses) for l in failed), "\n".join(failed[:5])
                 continue
-            assert result.returncode == 0, f"{task.id} loses points to {task_id}:\n{result.stdout[-2000:]}"
+            assert result.returncode == 0, f"{task.id} loses points to {sorted(broken)}:\n{result.stdout[-2000:]}"
 
 
-@pytest.mark.parametrize("kind", sorted(BREAKS))
-def test_a_broken_solution_fails_its_task_only(solved: tuple[Path, dict], kind: str) -> None:
-    copy, edits = solved
-    old, new = BREAKS[kind]
-    text = (ROOT / "src/matmul_tiled.cu").read_text()
-    assert text.count(old) == 1, f"the {kind} break no longer applies to src/matmul_tiled.cu"
-    _apply(copy, edits, {"src/matmul_tiled.cu": text.replace(old, new)})
-
+def _matmul_tiled_c_failures(copy: Path) -> list[str]:
     broken = MANIFEST.task("matmul_tiled")
-    failed = [f for c in broken.c_tests
-              for f in _failed_cases(_run_c(copy, broken, c.program, c.filter).stdout, c.program)]
-    assert failed, f"the {kind} break of matmul_tiled fails none of its C cases"
-    for p in broken.pytest:
-        if p.k:  # the whole-file selection is slow; the tiled rungs suffice
-            assert _run_pytest(copy, broken, p.args(), first_failure=True).returncode == 1
-    _others_pass(copy, broken.id)
+    return [f for c in broken.c_tests for f in _failed_cases(_run_c(copy, broken, c.program, c.filter).stdout,
+                                                             c.program)]
 
 
-# A CUDA task and a Python task; the stub of every task is built and run by
-# test_a_stubbed_task_fails_with_its_message above.
-@pytest.mark.parametrize("task_id", ["softmax", "autograd_rules"])
-def test_a_handout_of_one_task_fails_that_task_only(solved: tuple[Path, dict], task_id: str) -> None:
-    """The solved sources with one task stubbed, as `make handout TASKS=<task>` stubs it:
-    its tests fail with its own message, and every other task keeps full marks."""
+def test_two_broken_tasks_cost_their_own_points_only(solved: tuple[Path, dict]) -> None:
+    """One pass over every task, with two tasks broken at once: matmul_tiled's barrier after the
+    tile loads removed (a CUDA task, broken the way students break it) and autograd_rules
+    stubbed as its handout stubs it (a Python task). Neither requires the other, so each
+    failure is its own; every other task keeps full marks, except those that require
+    autograd_rules (layers_optim), whose every failure must name it."""
     copy, edits = solved
-    task = MANIFEST.task(task_id)
-    _apply(copy, edits, {f: render((ROOT / f).read_text(), f, {task_id}) for f in task.region_files()})
+    name, old, new = BREAKS["barrier"]
+    autograd = MANIFEST.task("autograd_rules")
+    changes = {name: _replace(name, old, new)}
+    changes.update({f: render((ROOT / f).read_text(), f, {autograd.id}) for f in autograd.region_files()})
+    _apply(copy, edits, changes)
+
+    failed = _matmul_tiled_c_failures(copy)
+    assert failed, "the barrier break of matmul_tiled fails none of its C cases"
+    for p in MANIFEST.task("matmul_tiled").pytest:
+        if p.k:  # the whole-file selection is slow; the tiled rungs suffice
+            result = _run_pytest(copy, MANIFEST.task("matmul_tiled"), p.args(), first_failure=True)
+            assert result.returncode == 1 and "is not done" not in result.stdout, result.stdout[-2000:]
+    for p in autograd.pytest:
+        result = _run_pytest(copy, autograd, p.args(), first_failure=True)
+        assert result.returncode == 1 and message(autograd.id) in result.stdout, result.stdout[-2000:]
+    _others_pass(copy, {"matmul_tiled", autograd.id})
+
+
+def test_the_zero_fill_break_fails_matmul_tiled(solved: tuple[Path, dict]) -> None:
+    """The other way students break matmul_tiled: the zero-fill at a tile edge dropped. That
+    such a break costs no other task is shown above, for the same file."""
+    copy, edits = solved
+    name, old, new = BREAKS["zero_fill"]
+    _apply(copy, edits, {name: _replace(name, old, new)})
+    assert _matmul_tiled_c_failures(copy), "the zero_fill break of matmul_tiled fails none of its C cases"
+
+
+def test_a_stubbed_softmax_fails_with_its_own_message(solved: tuple[Path, dict]) -> None:
+    """The solved sources with softmax stubbed as `make handout TASKS=softmax` stubs it: its own
+    tests fail with its own message (that a broken softmax costs no other task is checked by
+    the planted stack overflow below)."""
+    copy, edits = solved
+    task = MANIFEST.task("softmax")
+    _apply(copy, edits, {f: render((ROOT / f).read_text(), f, {task.id}) for f in task.region_files()})
     for c in task.c_tests:
         result = _run_c(copy, task, c.program, c.filter)
-        assert result.returncode == 1 and message(task_id) in result.stdout, result.stdout[-2000:]
+        assert result.returncode == 1 and message(task.id) in result.stdout, result.stdout[-2000:]
     for p in task.pytest:
         result = _run_pytest(copy, task, p.args(), first_failure=True)
-        assert result.returncode == 1 and message(task_id) in result.stdout, result.stdout[-2000:]
-    _others_pass(copy, task_id)
+        assert result.returncode == 1 and message(task.id) in result.stdout, result.stdout[-2000:]
+
+
+# ---- planted bugs, graded: each costs its own task, and the grade ends ---------------------
+#
+# Bugs that students write, planted in the solved copy one at a time and graded by the
+# grader (tools/course.py grade, the defaults of `make grade`) on the task they break and
+# one task that does not require it. Each plant touches one file; the header plants
+# (block_reduce.h) rebuild the kernels that include it.
+
+
+class Plant(NamedTuple):
+    file: str
+    old: str
+    new: str
+    task: str        # the task it breaks
+    other: str       # a task that does not require it: keeps full marks
+    kept: float      # the broken task loses points, and keeps at most this share of them
+
+
+_LOOP = "    for (unsigned int stride = blockDim.x / 2; stride > 0; stride /= 2) {\n"
+PLANTS = {
+    # Every thread folds its value into slot 0 between two barriers: a read-modify-write
+    # race. Run one thread at a time, it even gives the right sum; only a race check sees it.
+    "race": Plant("src/block_reduce.h",
+                  _LOOP + "        if (tid < stride)\n            s[tid] = combine(s[tid], s[tid + stride]);\n"
+                  "        /* One level must be finished before the next level reads its results:\n"
+                  "         * s[tid + stride] of the next level was written in this one by\n"
+                  "         * another thread. */\n        __syncthreads();\n    }\n",
+                  "    if (tid != 0)\n        s[0] = combine(s[0], value);\n    __syncthreads();\n",
+                  "reductions", "ladder_rung", 0.5),
+    # i <= n: one element read and written past the end of each tensor.
+    "out_of_bounds": Plant("src/map.cu",
+                           "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)\n"
+                           "        out[i] = (TOut)op(in[i]);\n",
+                           "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i <= n; i += step)\n"
+                           "        out[i] = (TOut)op(in[i]);\n",
+                           "map_zip", "indexing", 0.5),
+    # stride >= 0 of an unsigned stride: the tree never ends.
+    "endless_loop": Plant("src/block_reduce.h", _LOOP, _LOOP.replace("stride > 0", "stride >= 0"),
+                          "reductions", "indexing", 1.0),
+    # A 128 KiB array on each emulated thread's stack.
+    "stack_overflow": Plant("src/softmax.cu",
+                            "    __shared__ BlockScratch<T> scratch;\n"
+                            "    T *out_data = static_cast<T *>(out_rows.data);\n",
+                            "    __shared__ BlockScratch<T> scratch;\n"
+                            "    volatile char row_cache[128 * 1024];\n"
+                            "    row_cache[threadIdx.x] = 0;\n"
+                            "    T *out_data = static_cast<T *>(out_rows.data);\n",
+                            "softmax", "ladder_rung", 1.0),
+}
+def _env_without_make() -> dict[str, str]:
+    """This environment without the variables of a make that runs the suite (make test)."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
+
+GRADE_BOUND = 300  # seconds: a grade with an endless loop in it still ends, with its report
+
+
+def _grade(folder: Path, out: Path, tasks: list[str], bound: float) -> tuple[dict, float, str]:
+    """`tools/course.py grade` on the emulator, as `make grade` runs it with its defaults;
+    (results.json, seconds, output). Fails when the grade runs past `bound` seconds."""
+    code, output, seconds = run_process([sys.executable, "tools/course.py", "grade", "--backend", "emulator",
+                                         "--tasks", ",".join(tasks), "--out", str(out)],
+                                        _env_without_make(), folder, bound + 60)
+    assert code is not None, f"the grade of {tasks} did not end within {bound + 60:.0f} s:\n{output[-3000:]}"
+    assert (out / "results.json").is_file(), f"no results.json after {seconds:.0f} s:\n{output[-3000:]}"
+    return json.loads((out / "results.json").read_text()), seconds, output
+
+
+def _task_scores(results: dict) -> dict[str, tuple[float, float, str]]:
+    """task id -> (score, max score, the outputs of its items) from a results.json."""
+    scores: dict[str, tuple[float, float, str]] = {}
+    for test in results["tests"]:
+        task = test["name"].split(":", 1)[0]
+        score, most, text = scores.get(task, (0.0, 0.0, ""))
+        scores[task] = (score + test["score"], most + test["max_score"], text + test.get("output", "") + "\n")
+    return scores
+
+
+def test_every_planted_change_still_applies() -> None:
+    """Each break, plant and submission edit finds its text exactly once in today's sources (a
+    fast check: the tests that use them build first), inside a solution region of a task that
+    the file belongs to (so that a student could have written it)."""
+    edits = [(name, old, new) for name, old, new in BREAKS.values()]
+    edits += [(p.file, p.old, p.new) for p in PLANTS.values()]
+    assert all(p.file in MANIFEST.task(p.task).files for p in PLANTS.values())
+    edits += [(name, *change) for name, change in SUBMISSION.items() if change]
+    for name, old, new in edits:
+        text = (ROOT / name).read_text()
+        assert _replace(name, old, new) != text
+        first = text[:text.index(old)].count("\n")
+        last = first + old.count("\n") - 1
+        assert any(r.begin < first and last < r.stub_marker for r in find_regions(text, name)), \
+            f"{name}:{first + 1}: the planted change is outside every task's solution"
+
+
+@pytest.mark.parametrize("kind", list(PLANTS))
+def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_path: Path, kind: str) -> None:
+    copy, edits = solved
+    plant = PLANTS[kind]
+    assert plant.task not in requirements(MANIFEST.task(plant.other)), f"{plant.other} requires {plant.task}"
+    edits[plant.file] = ""
+    (copy / plant.file).write_text(_replace(plant.file, plant.old, plant.new))
+    results, seconds, output = _grade(copy, tmp_path / "grade", [plant.task, plant.other], GRADE_BOUND)
+    scores = _task_scores(results)
+    assert set(scores) == {plant.task, plant.other}, output[-3000:]
+    score, most, text = scores[plant.task]
+    assert score < most and score <= plant.kept * most, (
+        f"{kind} in {plant.file}: {plant.task} keeps {score} of {most} (less than {most} and at most "
+        f"{plant.kept * most} expected)\n{text[-3000:]}")
+    score, most, text = scores[plant.other]
+    assert score == most, f"{kind} in {plant.file} costs {plant.other} points: {score} of {most}\n{text[-3000:]}"
+    assert seconds <= GRADE_BOUND, f"the grade took {seconds:.0f} s (bound {GRADE_BOUND} s)"
+    if kind == "stack_overflow":
+        assert "stack" in scores[plant.task][2].lower(), f"no word of the stack:\n{scores[plant.task][2][-3000:]}"
+
+
+# ---- the Gradescope path, end to end -------------------------------------------------------
+#
+# `make autograder` writes the zip; it is unpacked into Gradescope's layout in a temporary
+# folder, its handout built as setup.sh builds it (without setup.sh's apt-get), and
+# run_autograder grades a submission in which one task crashes, one hangs and one races.
+
+AG_TASKS = ["map_zip", "matmul_tiled", "softmax", "ladder_rung"]
+AG_TIMEOUT, AG_BUDGET, AG_BOUND = 45, 240, 360  # per item, whole grade; the test's bound on the run
+HIDDEN_TEST = ("import minitensor as mt\n\n\n"
+               "def test_a_hidden_map_of_a_strided_view():\n"
+               "    x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).T\n"
+               "    assert (x * 2.0).tolist() == [[2.0, 8.0], [4.0, 10.0], [6.0, 12.0]]\n")
+SUBMISSION = {  # task file -> (old, new), planted in the solved file; map_zip's files are solved
+    "src/matmul_tiled.cu": BREAKS["barrier"][1:],   # races: the tiles are read before they are loaded
+    "src/softmax.cu": PLANTS["stack_overflow"][1:3],  # crashes: 128 KiB on each thread's stack
+    "src/matmul_blocktile_1d.cu": ("    for (int64_t k0 = 0; k0 < K; k0 += BK) {\n",
+                                   "    for (int64_t k0 = 0; k0 < K; k0 += 0) {\n"),  # hangs
+    "src/map.cu": None, "src/zip.cu": None,
+}
+
+
+def _venv_ready() -> None:
+    """make must find the suite's environment made (.venv/.ok newer than requirements.txt),
+    so that it never tries to make one in a copy whose .venv is a link to it."""
+    ok = Path(sys.prefix) / ".ok"
+    if not ok.exists() or ok.stat().st_mtime < (ROOT / "requirements.txt").stat().st_mtime:
+        pytest.skip(f"the suite's Python environment {sys.prefix} was not made by make (.venv/.ok)")
+
+
+def test_a_hidden_test_inside_the_handout_is_refused(tmp_path: Path) -> None:
+    """A hidden folder whose file the handout also holds (as when it lives in the repository)."""
+    hidden = tmp_path / "hidden" / "indexing"
+    hidden.mkdir(parents=True)
+    shutil.copy(ROOT / "tests/test_views.py", hidden / "test_views_again.py")
+    proc = subprocess.run(["make", "--no-print-directory", "autograder", f"HIDDEN={tmp_path / 'hidden'}",
+                           f"OUT={tmp_path / 'a.zip'}"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode != 0 and not (tmp_path / "a.zip").exists(), proc.stdout + proc.stderr
+    assert "hidden tests would reach the students: the handout holds tests/test_views.py" in proc.stderr
+
+
+def test_the_gradescope_autograder_end_to_end(tmp_path: Path) -> None:
+    if not (ROOT / "build/libminitensor_emu.so").exists() or not emulator_buildable():
+        pytest.skip("needs this repository's emulator build (make emu), and Boost.Context to rebuild it")
+    _venv_ready()
+    hidden = tmp_path / "hidden"
+    (hidden / "map_zip").mkdir(parents=True)
+    (hidden / "map_zip" / "test_hidden_map.py").write_text(HIDDEN_TEST)
+    zipped = tmp_path / "autograder.zip"
+    _make(ROOT, "autograder", f"TASKS={','.join(AG_TASKS)}", f"HIDDEN={hidden}", f"OUT={zipped}")
+
+    # Gradescope's layout: the zip in source/, the submission, the results.
+    ag = tmp_path / "ag"
+    with zipfile.ZipFile(zipped) as z:
+        names = z.namelist()
+        z.extractall(ag / "source")
+    assert {"setup.sh", "run_autograder", "hidden/map_zip/test_hidden_map.py"} <= set(names)
+    assert {n.split("/")[0] for n in names} == {"setup.sh", "run_autograder", "minitensor", "hidden"}
+    assert not [n for n in names if n.startswith("minitensor/") and "test_hidden_map" in n]
+    source = ag / "source" / "minitensor"
+    assert load_manifest(source / "course/tasks.toml").ids() == AG_TASKS
+    assert not [p for p in source.rglob("*") if p.is_file() and "test_a_hidden_map" in p.read_text(errors="replace")]
+    assert "TODO (task softmax" in (source / "src/softmax.cu").read_text()
+
+    # setup.sh's build step, on the build of this repository: a file of the handout that is
+    # this repository's, or differs from it only by the task markers the handout takes out
+    # (comments), gets the repository's time, so that only the stubbed kernels compile (a
+    # shortcut of this test: Gradescope builds the whole handout once).
+    for path in source.rglob("*"):
+        name = path.relative_to(source).as_posix()
+        if path.is_file() and (ROOT / name).is_file():
+            solved = (ROOT / name).read_bytes()
+            if path.suffix in (".cu", ".h", ".c", ".py") and find_regions(solved.decode(), name):
+                solved = render(solved.decode(), name, set()).encode()
+            if path.read_bytes() == solved:
+                stamp = (ROOT / name).stat().st_mtime_ns
+                os.utime(path, ns=(stamp, stamp))
+    shutil.copytree(ROOT / "build", source / "build", symlinks=True, ignore=SCRATCH_IGNORE)
+    _prepare(source)
+    setup = (ag / "source" / "setup.sh").read_text()
+    assert "\nmake autograder-build\n" in setup
+    _make(source, "autograder-build")
+
+    submission = ag / "submission" / "my-minitensor"
+    for name, change in SUBMISSION.items():
+        (submission / name).parent.mkdir(parents=True, exist_ok=True)
+        (submission / name).write_text(_replace(name, *change) if change else (ROOT / name).read_text())
+
+    env = {**_env_without_make(), "AUTOGRADER": str(ag), "TIMEOUT": str(AG_TIMEOUT), "BUDGET": str(AG_BUDGET)}
+    code, log, seconds = run_process(["bash", str(ag / "source" / "run_autograder")], env, ag, AG_BOUND + 120)
+    assert code is not None, f"run_autograder did not end within {AG_BOUND + 120} s:\n{log[-3000:]}"
+    assert code == 0, log[-3000:]
+    assert f"--timeout {AG_TIMEOUT}" in log and f"--budget {AG_BUDGET}" in log, log[-3000:]
+    assert "taken    src/softmax.cu <- my-minitensor/src/softmax.cu" in log
+    results = json.loads((ag / "results" / "results.json").read_text())
+    scores = _task_scores(results)
+    assert set(scores) == set(AG_TASKS), log[-3000:]
+    assert any(t["name"] == "map_zip: hidden: test_hidden_map.py" and t["score"] == t["max_score"]
+               for t in results["tests"]), results["tests"]
+    score, most, text = scores["map_zip"]
+    assert score == most, f"map_zip, solved, loses points: {score} of {most}\n{text[-3000:]}"
+    for task, what in (("matmul_tiled", "race"), ("softmax", "stack"), ("ladder_rung", "timed out")):
+        score, most, text = scores[task]
+        assert score <= most / 2, f"{task} keeps {score} of {most}\n{text[-3000:]}"
+        assert what in text.lower(), f"{task}: its report does not say '{what}'\n{text[-3000:]}"
+    assert seconds <= AG_BOUND, f"run_autograder took {seconds:.0f} s (bound {AG_BOUND} s)"
