@@ -587,7 +587,8 @@ struct SharedSlots {
         static_assert(std::is_integral<I>::value, "an index");
         E *alias = from_raw(&data[0]);
         if (__builtin_expect(check_full, 0)) {
-            const void *pc = __builtin_return_address(0);
+            /* within the call instruction: its line is the caller's */
+            const void *pc = static_cast<const char *>(__builtin_return_address(0)) - 1;
             const SharedArrayInfo *info = shared_member_info(alias, "slot", N, sizeof(E));
             if (negative_index(i) || (size_t)i >= N)
                 shared_index_error(info, alias, 1, (long long)i, N, 0);

@@ -46,19 +46,29 @@ std::string source_line(const void *pc)
     std::string file = info.dli_fname;
     if (file.find('\'') != std::string::npos)
         return "";
-    std::string cmd = format("addr2line -C -e '%s' 0x%lx 2>/dev/null", file.c_str(), (unsigned long)offset);
+    /* -i: the chain of inlined calls, innermost first; the first place
+     * outside the emulator's own headers (a SharedRef's operator, say) is
+     * the kernel's line. */
+    std::string cmd = format("addr2line -C -i -e '%s' 0x%lx 2>/dev/null", file.c_str(), (unsigned long)offset);
     FILE *p = popen(cmd.c_str(), "r");
     if (!p)
         return "";
-    char buf[512] = "";
-    bool got = fgets(buf, sizeof buf, p) != nullptr;
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) {
+        if (buf[0] == '?')
+            continue;
+        std::string place = buf;
+        size_t cut = place.find_first_of(" \n");
+        if (cut != std::string::npos)
+            place.resize(cut);
+        const bool emulator = place.find("src/emu/") != std::string::npos;
+        if (out.empty() || (!emulator && out.find("src/emu/") != std::string::npos))
+            out = place;
+    }
     pclose(p);
-    if (!got || buf[0] == '?')
+    if (out.empty())
         return "";
-    std::string out = buf;
-    size_t cut = out.find_first_of(" \n");
-    if (cut != std::string::npos)
-        out.resize(cut);
     /* Relative to the working directory, like __FILE__ in the messages. */
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) {
@@ -196,10 +206,10 @@ void BlockRunner::fault_exit(void *addr, void *pc, bool write, FaultKind kind)
             error_ = hazard_message(raw_hazard_, raw_addr_, raw_write_, line.empty() ? "an unknown line" : line);
         else if (kind == FaultKind::StackOverflow)
             error_ = format("stack overflow in %s: the emulated thread's stack is %zu KiB; the kernel's local "
-                            "variables and calls need more%s%s%s (a GPU thread's may be larger); set "
+                            "variables and calls need more%s%s (a GPU thread's stack may be larger); set "
                             "MINITENSOR_EMU_STACK=<KiB> to raise it",
-                            where(t).c_str(), settings().stack_bytes / 1024, line.empty() ? "" : " (at ",
-                            line.c_str(), line.empty() ? "" : ")");
+                            where(t).c_str(), settings().stack_bytes / 1024, line.empty() ? "" : ", at ",
+                            line.c_str());
         else if (uninitialised)
             error_ = format("read of uninitialised device memory in %s: read at %p, %s, which nothing "
                             "(no kernel, cudaMemset or cudaMemcpy) has written%s%s",

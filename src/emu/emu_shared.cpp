@@ -335,8 +335,7 @@ std::string BlockRunner::describe_shared(const void *p) const
             for (const MemberInfo &m : members_)
                 if (off >= m.offset && off < m.offset + m.info.dims[0] * m.info.elem_size)
                     return element_name(&m.info, p);
-            return format("byte %zu of __shared__ %s %s (declared at %s:%d)", off - s.offset,
-                          s.type ? s.type : "", s.name, s.file, s.line);
+            return format("byte %zu of __shared__ %s %s", off - s.offset, s.type ? s.type : "", s.name);
         }
     if (off < cfg_->shared_bytes && dyn_info_.name)
         return element_name(&dyn_info_, p);

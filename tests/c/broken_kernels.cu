@@ -206,17 +206,21 @@ __global__ void scratch_rmw_sum_kernel(float *out)
 }
 
 /* Runs it on one block of 64 threads: 2080 when the updates happen one
- * after another; less when some are lost. Negative: the launch failed. */
-extern "C" float mt_test_rmw_sum(void)
+ * after another; less when some are lost. Negative: the launch failed (its
+ * message in msg). */
+extern "C" float mt_test_rmw_sum(char *msg, size_t msgsize)
 {
     float *buf = NULL, sum = -1.0f;
-    if (cudaMalloc((void **)&buf, sizeof(float)) != cudaSuccess)
-        return -1.0f;
-    scratch_rmw_sum_kernel<<<1, 64>>>(buf);
-    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(&sum, buf, sizeof sum, cudaMemcpyDeviceToHost) != cudaSuccess)
-        sum = -1.0f;
+    cudaError_t err = cudaMalloc((void **)&buf, sizeof(float));
+    if (err == cudaSuccess) {
+        scratch_rmw_sum_kernel<<<1, 64>>>(buf);
+        err = cudaDeviceSynchronize();
+    }
+    if (err == cudaSuccess)
+        err = cudaMemcpy(&sum, buf, sizeof sum, cudaMemcpyDeviceToHost);
+    copy_message(err, msg, msgsize);
     cudaFree(buf);
-    return sum;
+    return err == cudaSuccess ? sum : -1.0f;
 }
 
 extern "C" int mt_test_cuda_launch_failure(void) { return (int)cudaErrorLaunchFailure; }

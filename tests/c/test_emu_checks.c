@@ -18,7 +18,7 @@ int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *th
 int mt_test_cuda_launch_failure(void);
 int mt_test_cuda_illegal_address(void);
 int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1);
-float mt_test_rmw_sum(void);
+float mt_test_rmw_sum(char *msg, size_t msgsize);
 int mt_test_cuda_stack_error(void);
 
 /* The bug corpus by index (broken_kernels.cu, bug_names). */
@@ -214,6 +214,14 @@ static void test_interleave(void)
              "the child failed");
     TT_CHECK(atof(first) > 0.0 && atof(first) < 2080.0, "sum %s, expected lost updates (less than 2080)", first);
     TT_CHECK(strcmp(first, second) == 0, "two runs gave %s and %s", first, second);
+
+    char msg[512];
+    tt_case("full check: the same race through scratch.slot[0] names the element and its line");
+    float sum = mt_test_rmw_sum(msg, sizeof msg);
+    TT_CHECK(sum < 0.0f, "the launch succeeded (sum %g)", (double)sum);
+    TT_CHECK(strstr(msg, "shared-memory race in kernel 'scratch_rmw_sum_kernel'") != NULL &&
+                 strstr(msg, "scratch.slot[0] at tests/c/broken_kernels.cu:") != NULL,
+             "message \"%s\"", msg);
 }
 
 /* Global memory: a fault inside a kernel is the launch's error. */
@@ -277,7 +285,8 @@ int main(int argc, char **argv)
     (void)ARG;
     /* Children of test_interleave and test_global_memory. */
     if (argc == 2 && strcmp(argv[1], "--rmw-sum") == 0) {
-        printf("%g\n", (double)mt_test_rmw_sum());
+        char msg[512];
+        printf("%g\n", (double)mt_test_rmw_sum(msg, sizeof msg));
         return 0;
     }
     if (argc == 2 && strcmp(argv[1], "--stack-kernel") == 0) {
