@@ -37,10 +37,17 @@
 
 #include "launch.h"
 
-/* Shared memory for one block reduction: one slot per thread. */
+/* Shared memory for one block reduction: one slot per thread. The
+ * emulator's full checks see each access of slot[i] (src/emu/emu.h,
+ * SharedSlots); an access through a pointer kept from `slot` is seen too,
+ * through the MMU, at a hundred times the cost. */
 template <typename Acc>
 struct BlockScratch {
+#ifdef MT_EMULATOR
+    ::mt_emu::SharedSlots<Acc, kBlockSize> slot;
+#else
     Acc slot[kBlockSize];
+#endif
 };
 
 /* ---- block_reduce: the shared-memory tree ---------------------------------
@@ -59,7 +66,7 @@ struct BlockScratch {
 template <typename Acc, typename Combine>
 MT_DEVICE Acc block_reduce(BlockScratch<Acc> &scratch, Acc value, Combine combine)
 {
-    Acc *s = scratch.slot;
+    auto &s = scratch.slot; /* the array itself: s[i] is scratch.slot[i] */
     const unsigned int tid = threadIdx.x;
     s[tid] = value;
     /* Every partial must be in shared memory before any thread reads another
@@ -191,7 +198,7 @@ MT_DEVICE Acc block_reduce_warps(BlockScratch<Acc> &scratch, Acc value, Acc iden
 template <typename Acc, typename Combine>
 MT_DEVICE Acc block_reduce_last_warp(BlockScratch<Acc> &scratch, Acc value, Combine combine)
 {
-    Acc *s = scratch.slot;
+    auto &s = scratch.slot;
     const unsigned int tid = threadIdx.x;
     if (blockDim.x > 32) {
         s[tid] = value;

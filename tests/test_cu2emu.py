@@ -61,7 +61,8 @@ def test_shared_declarations():
 
 def test_shared_struct_stays_a_reference():
     (line,) = translate("  __shared__ BlockScratch<float> scratch;")
-    assert line == "  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>(__FILE__, __LINE__);"
+    assert line == ('  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>('
+                    '"scratch", "BlockScratch<float>", __FILE__, __LINE__);')
 
 
 def test_array_uses_carry_their_line_within_the_declaring_block():

@@ -61,6 +61,12 @@ bugs=(
     "shared_overflow|shared write one past each row of a 2-D __shared__ array (the last row: past the array)|memcheck"
     "uninitialised_read|read of global memory nothing wrote|initcheck"
     "matmul_missing_barrier|tiled matmul without the barrier after the tile loads|racecheck"
+    "async_copy_early_read|a cp.async destination read before its thread waited for the copy|racecheck"
+    "shared_pointer_race|a missing barrier through a pointer kept from &tile[0]|racecheck"
+    "scratch_rmw_race|every thread folds its value into one slot of a BlockScratch, through a pointer|racecheck"
+    "uninitialised_shared_read|read of __shared__ memory nothing wrote|initcheck"
+    "global_overrun_bytes|global write one float past a 244-byte buffer (i <= n)|memcheck"
+    "stack_overflow|a 128 KiB local array (legal on a GPU; the emulated stack is 64 KiB)|memcheck"
     "warp_ordered|(correct kernel: __syncwarp-ordered lanes, shared atomics)|racecheck"
 )
 
@@ -82,6 +88,7 @@ emulator_verdict() {
     fi
     case $out in
     *"read of uninitialised"*) kind="uninitialised read" ;;
+    *"stack overflow"*) kind="stack overflow" ;;
     *"shared-memory race"*) kind="race" ;;
     *"barrier divergence"*) kind="barrier divergence" ;;
     *"misaligned"*) kind="misaligned" ;;

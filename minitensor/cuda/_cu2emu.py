@@ -11,12 +11,16 @@ leaves everything else to src/emu/emu.h:
   __shared__ float tile[32][33];
       ->  const auto tile = ::mt_emu::shared_array<float[32][33]>("tile", __FILE__, __LINE__);
   __shared__ BlockScratch<float> scratch;
-      ->  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>(__FILE__, __LINE__);
+      ->  BlockScratch<float> &scratch = ::mt_emu::block_shared<BlockScratch<float>>(
+              "scratch", "BlockScratch<float>", __FILE__, __LINE__);  (on one line)
   extern __shared__ float buf[];
       ->  const auto buf = ::mt_emu::dynamic_shared_array<float>("buf", __FILE__, __LINE__);
 
 A __shared__ array becomes a view (src/emu/emu.h) that indexes like the
-array and, under MINITENSOR_EMU_CHECK=full, checks bounds and races. So that
+array and, under MINITENSOR_EMU_CHECK=full, checks bounds and races. A
+__shared__ variable of another type is a reference to the block's memory
+(in full mode at its raw address, where the fault handler checks each
+access; docs/emulator.md). So that
 a check can name the line of an access, every later `tile[` in the function
 that declares the array becomes `tile(__LINE__)[`.
 
@@ -146,9 +150,10 @@ def translate(text: str, path: str) -> str:
                             f"\"{m['name']}\", __FILE__, __LINE__);{line[m.start('rest'):]}")
                     arrays.append((m["name"], number))
                 else:
+                    type_text = " ".join(m["type"].split()).replace("\\", "\\\\").replace('"', '\\"')
                     line = (f"{m['indent']}{m['type']} &{m['name']} = "
-                            f"::mt_emu::block_shared<{m['type']}>(__FILE__, __LINE__);"
-                            f"{line[m.start('rest'):]}")
+                            f"::mt_emu::block_shared<{m['type']}>(\"{m['name']}\", \"{type_text}\", "
+                            f"__FILE__, __LINE__);{line[m.start('rest'):]}")
             elif "__shared__" in code or "<<<" in code:
                 raise SystemExit(
                     f"{path}:{number}: cu2emu cannot translate this line for the emulator:\n  {line.strip()}\n"

@@ -31,9 +31,14 @@
  *   MINITENSOR_EMU_SEED=n      seed of the shuffle (default 0: fixed)
  *   MINITENSOR_EMU_THREADS=n   OS threads that run blocks (default: cores;
  *                              1 makes printf output and gdb sessions orderly)
- *   MINITENSOR_EMU_CHECK=full  shared-memory bounds and race checks, device
- *                              allocations against a guard page, reads of
- *                              device memory nothing wrote
+ *   MINITENSOR_EMU_STACK=KiB   stack of each emulated thread (default 64)
+ *   MINITENSOR_EMU_CHECK=full  shared-memory bounds, race and initialisation
+ *                              checks (raw pointers and __shared__ structs
+ *                              too), device allocations against a guard
+ *                              page, reads of device memory nothing wrote
+ *   MINITENSOR_EMU_INTERLEAVE=1  a thread yields after each read of a
+ *                              checked __shared__ element, so an unguarded
+ *                              read-modify-write loses updates
  */
 #ifndef MT_EMU_H
 #define MT_EMU_H
@@ -311,9 +316,37 @@ void reset_launch_counts();
 int64_t launch_count(const char *kernel, const char *with);
 
 /* Shared memory of the running block: static declarations are keyed by their
- * source line, so every thread of the block gets the same array. */
-void *block_shared_alloc(const char *file, int line, size_t bytes);
+ * source line, so every thread of the block gets the same array. `type` is
+ * the declared type's text for a variable that is not an array (null for an
+ * array), for messages. */
+void *block_shared_alloc(const char *name, const char *type, const char *file, int line, size_t bytes);
 void *dynamic_shared_ptr(void);
+
+/* ---- raw addresses of shared memory (MINITENSOR_EMU_CHECK=full, x86-64) -----
+ * In full mode a block's shared memory is mapped twice (emu_shared.cpp): the
+ * checked views below read and write it through one mapping, the *alias*;
+ * every other access (a pointer kept from &tile[i], a __shared__ struct such
+ * as BlockScratch, pointer arithmetic) gets an address in the other, the
+ * *raw* mapping, which is inaccessible: the access faults, and the fault
+ * handler records it for the race and initialisation checks before letting
+ * it through (emu_faults.cpp). to_raw and from_raw convert between the two;
+ * outside full mode both mappings are one and they return their argument. */
+extern uintptr_t shared_alias_lo, shared_raw_lo, shared_arena_span;
+template <typename T>
+inline T *to_raw(T *alias)
+{
+    uintptr_t a = (uintptr_t)alias;
+    return a - shared_alias_lo < shared_arena_span ? (T *)(a - shared_alias_lo + shared_raw_lo) : alias;
+}
+template <typename T>
+inline T *from_raw(T *raw)
+{
+    uintptr_t a = (uintptr_t)raw;
+    return a - shared_raw_lo < shared_arena_span ? (T *)(a - shared_raw_lo + shared_alias_lo) : raw;
+}
+/* Shared bytes written by the emulator on a thread's behalf without a check
+ * (a WMMA store, an unchecked asynchronous copy): initialised from now on. */
+void shared_initialised(const void *p, size_t bytes);
 
 /* ---- checked shared arrays (MINITENSOR_EMU_CHECK=full) ---------------------
  * cu2emu.py declares every __shared__ array as a SharedView: an object that
@@ -326,6 +359,8 @@ void *dynamic_shared_ptr(void);
  * the threads and the .cu lines (cu2emu rewrites `tile[` into
  * `tile(__LINE__)[` so that each access knows its line). */
 extern bool check_full;
+/* check_full, or MINITENSOR_EMU_INTERLEAVE: a checked read calls shared_access. */
+extern bool shared_hooks;
 
 /* What the checks know of one __shared__ array of the running block. */
 struct SharedArrayInfo {
@@ -341,11 +376,20 @@ const SharedArrayInfo *shared_array_info(const char *name, const char *file, int
                                          const size_t *dims, size_t elem_size, bool dynamic);
 [[noreturn]] void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_rank,
                                      long long index, size_t extent, int line);
-void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line);
+/* line 0: the access is at code address pc (for addr2line) */
+void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line, const void *pc);
+/* After a checked read: with MINITENSOR_EMU_INTERLEAVE, the thread yields. */
+void shared_read_done(void);
 /* A vector access of `bytes` bytes at p (a load or store through a pointer
  * cast from &tile[i][j]): bounds of the whole array, alignment, and a race
  * check of every 4-byte word. */
 void shared_vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line);
+/* An element of struct type read or written whole: each of its words. */
+void shared_struct_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line,
+                          const void *pc);
+/* The info of member array `member` (n elements) of the __shared__ struct
+ * variable holding p. */
+const SharedArrayInfo *shared_member_info(const void *p, const char *member, size_t n, size_t elem_size);
 
 /* &tile[i][j] for a checked element: converts to T * (atomics take it so,
  * unchecked: atomics do not race), and keeps what the checks need for
@@ -356,7 +400,8 @@ struct SharedPtr {
     T *p;
     const SharedArrayInfo *info;
     int line;
-    operator T *() const { return p; }
+    /* Kept in a variable, the address is raw: its accesses fault and are checked. */
+    operator T *() const { return to_raw(p); }
 };
 
 /* *shared_cast<V>(&tile[i][j]): a vector V read or written whole. */
@@ -386,7 +431,7 @@ struct SharedVecPtr {
     int line;
     SharedVecRef<V> operator*() const { return SharedVecRef<V>{p, info, line}; }
     SharedVecRef<V> operator[](ptrdiff_t i) const { return SharedVecRef<V>{p + i, info, line}; }
-    operator V *() const { return p; }
+    operator V *() const { return to_raw(p); }
 };
 template <typename V, typename E>
 SharedVecPtr<V> shared_cast(SharedPtr<E> q)
@@ -397,7 +442,7 @@ SharedVecPtr<V> shared_cast(SharedPtr<E> q)
 template <typename V, typename P>
 V *shared_cast(P *q)
 {
-    return reinterpret_cast<V *>(q);
+    return reinterpret_cast<V *>(to_raw(q));
 }
 
 /* ---- asynchronous copies into shared memory (cp.async; src/async_copy.h) --
@@ -418,7 +463,7 @@ void async_copy_to(SharedPtr<T> dst, const void *src, size_t bytes, size_t src_b
 }
 inline void async_copy_to(void *dst, const void *src, size_t bytes, size_t src_bytes)
 {
-    async_copy(nullptr, dst, src, bytes, src_bytes, 0);
+    async_copy(nullptr, from_raw(dst), src, bytes, src_bytes, 0);
 }
 
 template <typename T>
@@ -426,16 +471,28 @@ struct SharedRef {
     T *p;
     const SharedArrayInfo *info;
     int line;
+    const void *pc; /* where it is used, when line is 0 */
+    void check(bool write) const
+    {
+        if constexpr (std::is_arithmetic<T>::value)
+            shared_access(info, p, write, line, pc);
+        else
+            shared_struct_access(info, p, sizeof(T), write, line, pc);
+    }
     operator T() const
     {
-        if (__builtin_expect(check_full, 0))
-            shared_access(info, p, false, line);
+        if (__builtin_expect(shared_hooks, 0)) {
+            check(false);
+            T v = *p;
+            shared_read_done();
+            return v;
+        }
         return *p;
     }
-    const SharedRef &operator=(T v) const
+    const SharedRef &operator=(const T &v) const
     {
         if (__builtin_expect(check_full, 0))
-            shared_access(info, p, true, line);
+            check(true);
         *p = v;
         return *this;
     }
@@ -459,15 +516,11 @@ struct SharedView;
 
 template <typename E>
 struct SharedElem {
-    /* Arithmetic elements are checked; structs are handed out as they are. */
-    using type = typename std::conditional<std::is_arithmetic<E>::value, SharedRef<E>, E &>::type;
-    static type make(E *p, const SharedArrayInfo *info, int line)
-    {
-        if constexpr (std::is_arithmetic<E>::value)
-            return SharedRef<E>{p, info, line};
-        else
-            return *p;
-    }
+    /* Every element is read and written whole through a SharedRef (a
+     * struct's words all at once: its members are not reached one by one,
+     * which is all the library's kernels do with one). */
+    using type = SharedRef<E>;
+    static type make(E *p, const SharedArrayInfo *info, int line) { return SharedRef<E>{p, info, line, nullptr}; }
 };
 template <typename E, size_t M>
 struct SharedElem<E[M]> {
@@ -500,14 +553,14 @@ struct SharedView<E[N]> {
         return SharedElem<E>::make(&(*p)[i], info, line);
     }
     SharedView operator()(int at) const { return SharedView{p, info, at, extent}; }
-    operator E *() const { return *p; }
+    operator E *() const { return to_raw(*p); }
 };
 
 template <typename A>
 SharedView<A> shared_array(const char *name, const char *file, int line)
 {
     static_assert(std::rank<A>::value >= 1 && std::rank<A>::value <= 4, "__shared__ arrays of rank 1 to 4");
-    void *mem = block_shared_alloc(file, line, sizeof(A));
+    void *mem = block_shared_alloc(name, nullptr, file, line, sizeof(A));
     const SharedArrayInfo *info = nullptr;
     if (check_full) {
         size_t dims[4] = {std::extent<A, 0>::value, std::extent<A, 1>::value, std::extent<A, 2>::value,
@@ -517,6 +570,34 @@ SharedView<A> shared_array(const char *name, const char *file, int line)
     }
     return SharedView<A>{static_cast<A *>(mem), info, line, std::extent<A, 0>::value};
 }
+
+/* The member array of a __shared__ struct that the library declares
+ * (BlockScratch's `slot`, src/block_reduce.h, under MT_EMULATOR): slot[i] is
+ * checked as an element of a __shared__ array is; the array itself decays to
+ * its raw address (a pointer kept from it is checked through the MMU). */
+template <typename E, size_t N>
+struct SharedSlots {
+    E data[N];
+    /* Not inlined, so that its return address is a place in the caller
+     * (src/block_reduce.h is not rewritten by cu2emu.py to pass __LINE__):
+     * addr2line names that line in a message. */
+    template <typename I>
+    [[gnu::noinline]] SharedRef<E> operator[](I i)
+    {
+        static_assert(std::is_integral<I>::value, "an index");
+        E *alias = from_raw(&data[0]);
+        if (__builtin_expect(check_full, 0)) {
+            /* within the call instruction: its line is the caller's */
+            const void *pc = static_cast<const char *>(__builtin_return_address(0)) - 1;
+            const SharedArrayInfo *info = shared_member_info(alias, "slot", N, sizeof(E));
+            if (negative_index(i) || (size_t)i >= N)
+                shared_index_error(info, alias, 1, (long long)i, N, 0);
+            return SharedRef<E>{alias + i, info, 0, pc};
+        }
+        return SharedRef<E>{alias + i, nullptr, 0, nullptr};
+    }
+    operator E *() { return data; }
+};
 
 /* extern __shared__ T name[]: viewed as T[huge], with the launch's size.
  * Huge but below 2**31: GCC 12 does not match SharedView<E[N]> to an array
@@ -536,15 +617,16 @@ SharedView<T[kDynamicExtent]> dynamic_shared_array(const char *name, const char 
                                          line, n};
 }
 
+/* __shared__ T name; of a struct type: the raw address (see to_raw). */
 template <typename T>
-T &block_shared(const char *file, int line)
+T &block_shared(const char *name, const char *type, const char *file, int line)
 {
-    return *static_cast<T *>(block_shared_alloc(file, line, sizeof(T)));
+    return *to_raw(static_cast<T *>(block_shared_alloc(name, type, file, line, sizeof(T))));
 }
 template <typename T>
 T *dynamic_shared(void)
 {
-    return static_cast<T *>(dynamic_shared_ptr());
+    return to_raw(static_cast<T *>(dynamic_shared_ptr()));
 }
 
 /* Barriers. Every thread of the block must reach the same __syncthreads();
@@ -638,14 +720,16 @@ inline int __all_sync(unsigned mask, int predicate)
     return (__ballot_sync(mask, predicate) & mask) == (__ballot_sync(mask, 1) & mask);
 }
 
-/* ---- atomics: real atomics, because blocks run on several OS threads ------ */
+/* ---- atomics: real atomics, because blocks run on several OS threads ------
+ * (through the alias of shared memory: atomics never race, so the checks
+ * need not see them) */
 template <typename T>
 T mt_emu_atomic_update(T *address, T (*update)(T, T), T val)
 {
     /* Compare-and-swap on the bit pattern, as a GPU does for float atomics. */
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics on 4- or 8-byte values only");
     using Bits = typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type;
-    Bits *bits = reinterpret_cast<Bits *>(address);
+    Bits *bits = reinterpret_cast<Bits *>(::mt_emu::from_raw(address));
     Bits expected = __atomic_load_n(bits, __ATOMIC_RELAXED);
     for (;;) {
         T old;
@@ -665,11 +749,11 @@ template <typename T> T mt_emu_second(T, T b) { return b; }
 
 inline float atomicAdd(float *a, float v) { return mt_emu_atomic_update<float>(a, mt_emu_add<float>, v); }
 inline double atomicAdd(double *a, double v) { return mt_emu_atomic_update<double>(a, mt_emu_add<double>, v); }
-inline int atomicAdd(int *a, int v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicAdd(unsigned *a, unsigned v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+inline int atomicAdd(int *a, int v) { return __atomic_fetch_add(::mt_emu::from_raw(a), v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicAdd(unsigned *a, unsigned v) { return __atomic_fetch_add(::mt_emu::from_raw(a), v, __ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v)
 {
-    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
+    return __atomic_fetch_add(::mt_emu::from_raw(a), v, __ATOMIC_SEQ_CST);
 }
 inline int atomicMax(int *a, int v) { return mt_emu_atomic_update<int>(a, mt_emu_max<int>, v); }
 inline int atomicMin(int *a, int v) { return mt_emu_atomic_update<int>(a, mt_emu_min<int>, v); }
@@ -681,17 +765,17 @@ inline unsigned long long atomicMax(unsigned long long *a, unsigned long long v)
 {
     return mt_emu_atomic_update<unsigned long long>(a, mt_emu_max<unsigned long long>, v);
 }
-inline int atomicExch(int *a, int v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }
+inline int atomicExch(int *a, int v) { return __atomic_exchange_n(::mt_emu::from_raw(a), v, __ATOMIC_SEQ_CST); }
 inline float atomicExch(float *a, float v) { return mt_emu_atomic_update<float>(a, mt_emu_second<float>, v); }
 inline int atomicCAS(int *a, int compare, int v)
 {
-    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    __atomic_compare_exchange_n(::mt_emu::from_raw(a), &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return compare;
 }
 inline unsigned long long atomicCAS(unsigned long long *a, unsigned long long compare,
                                     unsigned long long v)
 {
-    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    __atomic_compare_exchange_n(::mt_emu::from_raw(a), &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return compare;
 }
 

@@ -75,6 +75,8 @@ void BlockRunner::async_wait(int prior)
             if (check_full && c.info) {
                 mark_pending(to, c.bytes, -1, 0);
                 vector_access(c.info, to, c.bytes, true, c.line);
+            } else if (check_full) {
+                mark_initialised(to, c.bytes); /* an unchecked copy: no race check */
             }
         } else {
             q.pending[kept++] = c;
@@ -89,7 +91,7 @@ void BlockRunner::mark_pending(const void *p, size_t bytes, int tid, int line)
 {
     if (async_words_.empty())
         async_words_.resize((kSharedOptinLimit + 16) / 4);
-    const size_t first = (size_t)(static_cast<const unsigned char *>(p) - shared_.data()) / 4;
+    const size_t first = (size_t)(static_cast<const unsigned char *>(p) - shared_) / 4;
     for (size_t w = first; w < first + (bytes + 3) / 4 && w < async_words_.size(); ++w)
         async_words_[w] = PendingWord{block_serial_, tid, line};
     if (tid >= 0)

@@ -113,6 +113,12 @@ bool BlockRunner::run_block(uint3 block_idx)
             if (error_.empty())
                 error_ = format("kernel '%s' could not run: %s", cfg_->name, e.what());
         }
+        /* Everyone waits at __syncthreads() or has returned, and no race
+         * was found: now a read of shared memory nothing wrote is the error. */
+        if (error_.empty() && at_block_ + done_ == n && report_uninitialised_read()) {
+            abort_block();
+            return false;
+        }
         if (!error_.empty() || !release_barrier()) {
             abort_block();
             return false;

@@ -112,9 +112,12 @@ struct KernelError : std::runtime_error {
 };
 
 struct SharedSlot {
+    const char *name;
+    const char *type; /* a variable that is not an array: its type's text */
     const char *file;
     int line;
     size_t offset;
+    size_t bytes;
     bool has_info;
     SharedArrayInfo info;
 };
@@ -127,15 +130,33 @@ struct SharedSlot {
 struct Access {
     uint64_t epoch = 0;
     int tid = -1;
-    int line = 0;
+    int line = 0;               /* of a checked access; 0 for a raw one, */
     uint32_t warp_epoch = 0;
-    const SharedArrayInfo *info = nullptr;
+    const void *pc = nullptr;   /* whose instruction addr2line names */
 };
 struct ShadowWord {
     Access write;
     Access read;       /* the first reader since the last barrier */
     Access other_read; /* the latest reader other than that one */
+    uint64_t written_in = 0; /* the block (serial) that last wrote it */
 };
+/* What an access ran into: a race with `other` ("written", "read"), an
+ * asynchronous copy in flight ("in flight"), or a word no thread of the
+ * block has written ("uninitialised"); kind null: nothing. */
+struct Hazard {
+    const char *kind = nullptr;
+    Access other;
+};
+/* The first read of a shared word that nothing wrote (full check). */
+struct UninitRead {
+    int tid = -1;
+    int line = 0;
+    const void *pc = nullptr;
+    const void *p = nullptr; /* at the alias */
+    const char *file = nullptr; /* of a checked access */
+};
+/* How a faulting CUDA thread ends (fault_exit). */
+enum class FaultKind : unsigned char { Illegal, Uninitialised, StackOverflow, SharedHazard };
 
 /* What a launch that installed no Ctrl-C handler watches: never set. */
 extern const std::atomic<bool> never_interrupted;
@@ -171,28 +192,40 @@ public:
     void wait();
     /* Runs on a faulting CUDA thread's stack (emu_faults.cpp): records the
      * error and leaves the thread for good. */
-    [[noreturn]] void fault_exit(void *addr, void *pc, bool write, bool uninitialised);
+    [[noreturn]] void fault_exit(void *addr, void *pc, bool write, FaultKind kind);
+    /* Full mode, in the fault handler: a fault at addr in this block's raw
+     * shared memory is recorded for the checks (true); a hazard it ran into
+     * is kept for fault_exit (raw_hazard). False: not raw shared memory. */
+    bool raw_shared_fault(void *addr, bool write, void *pc, bool &hazard);
+    /* The stack whose guard holds addr: its top; null if none. */
+    void *stack_of_guard(const void *addr) const;
 
     /* ---- shared memory (emu_shared.cpp) ---------------------------------- */
-    void *shared_alloc(const char *file, int line, size_t bytes);
-    void *dynamic_shared() { return shared_.data(); }
+    void *shared_alloc(const char *name, const char *type, const char *file, int line, size_t bytes);
+    void *dynamic_shared() { return shared_; }
     size_t dynamic_bytes() const { return cfg_->shared_bytes; }
     const SharedArrayInfo *array_info(const char *name, const char *file, int line, int rank,
                                       const size_t *dims, size_t elem_size, bool dynamic);
     [[noreturn]] void index_error(const SharedArrayInfo *info, const void *sub, int sub_rank,
                                   long long index, size_t extent, int line);
-    void access(const SharedArrayInfo *info, const void *elem, bool write, int line);
+    void access(const SharedArrayInfo *info, const void *elem, bool write, int line, const void *pc = nullptr);
     /* A vector load or store through a pointer into the array (&tile[i][j]). */
     void vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line);
+    /* Each word of [p, p + bytes) (inside the array), for the race check. */
+    void words_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line,
+                      const void *pc = nullptr);
+    const SharedArrayInfo *member_info(const void *p, const char *member, size_t n, size_t elem_size);
+    /* Written by the emulator for the thread (WMMA, an unchecked copy). */
+    void mark_initialised(const void *p, size_t bytes);
+    /* MINITENSOR_EMU_INTERLEAVE: the current thread lets the others of its
+     * round run before it goes on. */
+    void yield_after_read();
 
     /* ---- asynchronous copies (emu_async.cpp) ----------------------------- */
     void async_copy(const SharedArrayInfo *info, void *dst, const void *src, size_t bytes, size_t src_bytes,
                     int line);
     void async_commit();
     void async_wait(int prior);
-    /* Full check: throws if another access meets the word at p while an
-     * asynchronous copy into it is in flight. */
-    void check_not_pending(const SharedArrayInfo *info, const void *p, bool write, int line);
 
 private:
     void mark_pending(const void *p, size_t bytes, int tid, int line);
@@ -220,7 +253,16 @@ private:
 
     /* emu_shared.cpp */
     void start_shared_memory();
+    void acquire_shared_memory();
+    void release_shared_memory();
     bool races(const Access &a, int u) const;
+    Hazard record(const void *p, size_t unit, bool write, int line, const void *pc, const char *file);
+    std::string describe_shared(const void *p) const;
+    size_t unit_at(const void *p) const;
+    std::string hazard_message(const Hazard &h, const void *p, bool write, const std::string &at) const;
+    /* "file:line" of a checked access; addr2line's answer for one at pc */
+    static std::string access_place(const SharedArrayInfo *info, int line, const void *pc);
+    bool report_uninitialised_read();
 
     const LaunchConfig *cfg_ = nullptr;
     const std::atomic<bool> *stop_ = &never_interrupted;
@@ -229,7 +271,8 @@ private:
 
     /* Workers: the parked ones, every stack, and the way back to run_block. */
     std::vector<void *> parked_;
-    std::vector<void *> stacks_;
+    std::vector<std::pair<unsigned char *, size_t>> stacks_; /* mappings, guard first */
+    void *alt_stack_ = nullptr; /* the signal stack this runner installed */
     void *scheduler_ = nullptr;
     unsigned stack_colour_ = 0;
 
@@ -257,8 +300,21 @@ private:
     uint64_t rng_ = 1;
 
     /* Shared memory and its checks. */
-    std::vector<unsigned char> shared_;
+    unsigned char *shared_ = nullptr; /* checked accesses go here (the alias) */
+    unsigned char *raw_ = nullptr;    /* raw ones here (full mode: faults) */
+    int arena_slot_ = -1;             /* its place in the arena; -1: own_shared_ */
+    std::vector<unsigned char> own_shared_;
+    Hazard raw_hazard_;               /* what a raw access ran into */
+    UninitRead uninit_;               /* to report at the next barrier */
+    const void *raw_addr_ = nullptr;
+    bool raw_write_ = false;
     std::deque<SharedSlot> slots_; /* deque: SharedArrayInfo pointers stay valid */
+    struct MemberInfo {
+        size_t offset;
+        std::string name;
+        SharedArrayInfo info;
+    };
+    std::deque<MemberInfo> members_; /* arrays inside __shared__ structs */
     SharedArrayInfo dyn_info_{};
     std::vector<ShadowWord> shadow_;      /* one entry per 4-byte word               */
     std::vector<ShadowWord> byte_shadow_; /* one per byte, for elements of 1-2 bytes */
@@ -289,6 +345,8 @@ inline BlockRunner &running()
 
 /* Catches faults inside kernels from the first launch on (emu_faults.cpp). */
 void install_fault_handler();
+/* "src/file.cu:123" for a code address, through addr2line ("" if unknown). */
+std::string source_line(const void *pc);
 
 } /* namespace mt_emu */
 

@@ -12,9 +12,13 @@
  */
 #include "emu_block.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace mt_emu {
 
@@ -32,14 +36,48 @@ void prefetch_stack(const EmuThread &t)
 
 } /* namespace */
 
-BlockRunner::BlockRunner() { shared_.resize(kSharedOptinLimit + 16); }
+/* Below each stack, an inaccessible guard region: a kernel whose frames
+ * outgrow the stack faults there, and the fault handler reports a stack
+ * overflow. 1 MiB of address space (no memory), so that a big local array,
+ * whose frame jumps past the stack's end, still lands in it. */
+constexpr size_t kStackGuard = (size_t)1 << 20;
+
+BlockRunner::BlockRunner()
+{
+    acquire_shared_memory();
+    /* A fault on an overflowed stack can only be handled on another stack:
+     * the signal stack of this OS thread (unless it has one, as Python's
+     * main thread may). */
+    stack_t old;
+    if (sigaltstack(nullptr, &old) == 0 && (old.ss_flags & SS_DISABLE)) {
+        const size_t bytes = 64 * 1024;
+        alt_stack_ = std::malloc(bytes);
+        stack_t ss;
+        ss.ss_sp = alt_stack_;
+        ss.ss_flags = 0;
+        ss.ss_size = bytes;
+        if (alt_stack_ && sigaltstack(&ss, nullptr) != 0) {
+            std::free(alt_stack_);
+            alt_stack_ = nullptr;
+        }
+    }
+}
 
 /* Parked workers wait inside worker_loop, which holds nothing to release:
- * their stacks are simply freed. */
+ * their stacks are simply unmapped. */
 BlockRunner::~BlockRunner()
 {
-    for (void *s : stacks_)
-        std::free(s);
+    for (const auto &s : stacks_)
+        munmap(s.first, s.second);
+    if (alt_stack_) {
+        stack_t ss;
+        ss.ss_sp = nullptr;
+        ss.ss_flags = SS_DISABLE;
+        ss.ss_size = 0;
+        sigaltstack(&ss, nullptr);
+        std::free(alt_stack_);
+    }
+    release_shared_memory();
 }
 
 /* A worker that has not started: the first switch to it runs worker_loop
@@ -49,13 +87,29 @@ BlockRunner::~BlockRunner()
 void *BlockRunner::new_worker()
 {
     constexpr size_t kColours = 61, kLine = 64;
-    size_t extent = settings().stack_bytes + (stack_colour_++ % kColours) * kLine;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t colour = (stack_colour_++ % kColours) * kLine;
+    const size_t usable = (settings().stack_bytes + colour + page - 1) & ~(page - 1);
     stacks_.reserve(stacks_.size() + 1);
-    void *stack = std::malloc(extent);
-    if (!stack)
+    void *m = mmap(nullptr, kStackGuard + usable, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
         throw std::bad_alloc();
-    stacks_.push_back(stack);
-    return make_context(static_cast<char *>(stack) + extent, extent);
+    unsigned char *map = static_cast<unsigned char *>(m);
+    if (mprotect(map + kStackGuard, usable, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, kStackGuard + usable);
+        throw std::bad_alloc();
+    }
+    stacks_.push_back({map, kStackGuard + usable});
+    return make_context(map + kStackGuard + usable - colour, usable - colour);
+}
+
+void *BlockRunner::stack_of_guard(const void *addr) const
+{
+    const unsigned char *a = static_cast<const unsigned char *>(addr);
+    for (const auto &s : stacks_)
+        if (a >= s.first && a < s.first + kStackGuard)
+            return s.first + s.second - 64;
+    return nullptr;
 }
 
 extern "C" void mt_emu_worker_start() { tls_runner->worker_loop(); }
@@ -160,6 +214,27 @@ void BlockRunner::finish(EmuThread &t)
     ++done_;
     warps_[(size_t)t.linear / 32].done |= 1u << (t.linear % 32);
     current_ = nullptr;
+}
+
+/* The current thread goes to the end of its round and the next thread
+ * runs (MINITENSOR_EMU_INTERLEAVE, after a read of shared memory): every
+ * other thread of the round reads before this one writes what it read. */
+void BlockRunner::yield_after_read()
+{
+    EmuThread &me = *current_;
+    if (round_pos_ >= round_.size() || aborting_ || !error_.empty())
+        return; /* the last of its round: nobody to yield to */
+    if (round_pos_ > 4096 && round_pos_ * 2 > round_.size()) {
+        round_.erase(round_.begin(), round_.begin() + (ptrdiff_t)round_pos_);
+        round_pos_ = 0;
+    }
+    round_.push_back(me.linear);
+    EmuThread *next = next_thread();
+    if (!next || next == &me)
+        return;
+    enter(*next, &me.cont);
+    if (aborting_)
+        throw KernelAbort{};
 }
 
 void BlockRunner::wait()

@@ -30,6 +30,7 @@ struct Settings {
     uint64_t seed = 0;
     int os_threads = 1;
     size_t stack_bytes = 64 * 1024;
+    bool interleave = false; /* MINITENSOR_EMU_INTERLEAVE */
 };
 const Settings &settings();
 

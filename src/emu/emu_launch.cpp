@@ -204,9 +204,9 @@ cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes)
 
 int lane_id(void) { return running().current().linear & 31; }
 
-void *block_shared_alloc(const char *file, int line, size_t bytes)
+void *block_shared_alloc(const char *name, const char *type, const char *file, int line, size_t bytes)
 {
-    return running().shared_alloc(file, line, bytes);
+    return running().shared_alloc(name, type, file, line, bytes);
 }
 
 void *dynamic_shared_ptr(void) { return running().dynamic_shared(); }
@@ -225,14 +225,36 @@ void shared_index_error(const SharedArrayInfo *info, const void *sub, int sub_ra
     running().index_error(info, sub, sub_rank, index, extent, line);
 }
 
-void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line)
+void shared_access(const SharedArrayInfo *info, const void *elem, bool write, int line, const void *pc)
 {
-    running().access(info, elem, write, line);
+    running().access(info, elem, write, line, pc);
 }
 
 void shared_vector_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line)
 {
     running().vector_access(info, p, bytes, write, line);
+}
+
+void shared_struct_access(const SharedArrayInfo *info, const void *p, size_t bytes, bool write, int line,
+                          const void *pc)
+{
+    running().words_access(info, p, bytes, write, line, pc);
+}
+
+const SharedArrayInfo *shared_member_info(const void *p, const char *member, size_t n, size_t elem_size)
+{
+    return running().member_info(p, member, n, elem_size);
+}
+
+void shared_read_done(void)
+{
+    if (settings().interleave)
+        running().yield_after_read();
+}
+
+void shared_initialised(const void *p, size_t bytes)
+{
+    running().mark_initialised(p, bytes);
 }
 
 

@@ -7,9 +7,12 @@
  *   [ data pages ... | guard page ]
  *
  * Without the full checks the allocation starts at the mapping's start; in
- * full mode (MINITENSOR_EMU_CHECK=full) its end sits against the guard page
- * (the start is then aligned to 16 bytes, what the kernels' vector loads
- * need, instead of 256), so a read or write one past the end faults.
+ * full mode (MINITENSOR_EMU_CHECK=full) its last byte sits against the guard
+ * page, so a read or write even one byte past the end faults. Its start is
+ * then aligned only to the largest power of two that divides its size (a
+ * buffer of n floats to 4 bytes, of a multiple of 16 bytes to 16), which
+ * keeps every element aligned; the library's 16-byte vector paths test the
+ * pointer's alignment and take their scalar path otherwise.
  *
  * cudaFree makes the mapping PROT_NONE and keeps it in quarantine (the last
  * kQuarantineBytes' worth, at most kQuarantineCount mappings), so a use after
@@ -160,7 +163,7 @@ void *device_alloc(size_t bytes)
     if (!map)
         return nullptr;
     unsigned char *guard = map + data_pages * page;
-    unsigned char *user = check_full ? guard - ((bytes + 15) & ~(size_t)15) : map;
+    unsigned char *user = check_full ? guard - bytes : map;
     try {
         Region r{map, (data_pages + 1) * page, user, bytes, false, {}};
         if (track_unwritten())

@@ -53,7 +53,10 @@ const Settings &settings()
         r.seed = (uint64_t)env_long("MINITENSOR_EMU_SEED", 0);
         long cores = (long)std::thread::hardware_concurrency();
         r.os_threads = (int)std::max(1L, env_long("MINITENSOR_EMU_THREADS", cores > 0 ? cores : 1));
-        r.stack_bytes = (size_t)std::max(16L, env_long("MINITENSOR_EMU_STACK_KB", 64)) * 1024;
+        /* MINITENSOR_EMU_STACK_KB is the setting's older name. */
+        r.stack_bytes =
+            (size_t)std::max(16L, env_long("MINITENSOR_EMU_STACK", env_long("MINITENSOR_EMU_STACK_KB", 64))) * 1024;
+        r.interleave = env_long("MINITENSOR_EMU_INTERLEAVE", 0) != 0;
         return r;
     }();
     return s;
@@ -65,6 +68,7 @@ bool check_full = [] {
     const char *v = std::getenv("MINITENSOR_EMU_CHECK");
     return v && std::strcmp(v, "full") == 0;
 }();
+bool shared_hooks = check_full || settings().interleave;
 
 /* ---- errors (per host thread, as in the CUDA runtime) -------------------- */
 

@@ -78,6 +78,18 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, float value)
         f.x[i] = value;
 }
 
+/* A pointer into shared memory is read and written through the alias
+ * (emu.h's from_raw): the checks do not follow WMMA's accesses, which on a
+ * GPU the warp's lanes share in a way the emulator does not model. */
+template <typename P>
+P wmma_address(P p)
+{
+    if constexpr (std::is_pointer<P>::value)
+        return ::mt_emu::from_raw(p);
+    else
+        return p;
+}
+
 /* A or B from memory: element (r, c) at p[r * ldm + c] (row_major) or
  * p[c * ldm + r] (col_major). P is a pointer or any type that indexes like
  * one (a shared array's row). */
@@ -85,6 +97,7 @@ template <typename Use, int M, int N, int K, typename T, typename Layout, typena
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, P p, unsigned ldm)
 {
     using F = fragment<Use, M, N, K, T, Layout>;
+    p = wmma_address(p);
     for (int r = 0; r < F::rows; ++r)
         for (int c = 0; c < F::cols; ++c)
             f.x[r * F::cols + c] = (float)(F::col ? p[(int64_t)c * ldm + r] : p[(int64_t)r * ldm + c]);
@@ -93,6 +106,7 @@ void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, P p, unsigned ldm)
 template <int M, int N, int K, typename T, typename P>
 void load_matrix_sync(fragment<accumulator, M, N, K, T> &f, P p, unsigned ldm, layout_t layout)
 {
+    p = wmma_address(p);
     for (int r = 0; r < M; ++r)
         for (int c = 0; c < N; ++c)
             f.x[r * N + c] = (float)(layout == mem_col_major ? p[(int64_t)c * ldm + r] : p[(int64_t)r * ldm + c]);
@@ -119,9 +133,16 @@ void store_matrix_sync(P p, const fragment<accumulator, M, N, K, T> &f, unsigned
 {
     if (::mt_emu::lane_id() != 0)
         return;
+    p = wmma_address(p);
     for (int r = 0; r < M; ++r)
         for (int c = 0; c < N; ++c)
             p[layout == mem_col_major ? (int64_t)c * ldm + r : (int64_t)r * ldm + c] = f.x[r * N + c];
+    /* The tile it wrote (and the padding between its rows) counts as
+     * initialised for the full checks. */
+    if constexpr (std::is_pointer<P>::value)
+        if (::mt_emu::check_full)
+            ::mt_emu::shared_initialised(p, sizeof(*p) * ((size_t)(layout == mem_col_major ? N - 1 : M - 1) * ldm +
+                                                          (layout == mem_col_major ? M : N)));
 }
 
 } /* namespace wmma */

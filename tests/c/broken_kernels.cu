@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "async_copy.h"
+#include "block_reduce.h"
 #include "check.h"
 
 /* Half of every block returns before the barrier that the other half waits
@@ -188,7 +189,42 @@ extern "C" int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsi
     return (int)err;
 }
 
+/* The read-modify-write race of scratch_rmw_race_kernel (below), written
+ * through slot[i], which the emulator's MINITENSOR_EMU_INTERLEAVE follows
+ * even with the checks off: every thread adds t + 1 to slot 0. */
+__global__ void scratch_rmw_sum_kernel(float *out)
+{
+    __shared__ BlockScratch<float> scratch;
+    const unsigned t = threadIdx.x;
+    if (t == 0)
+        scratch.slot[0] = 0.0f;
+    __syncthreads();
+    scratch.slot[0] = scratch.slot[0] + (float)(t + 1);
+    __syncthreads();
+    if (t == 0)
+        out[0] = scratch.slot[0];
+}
+
+/* Runs it on one block of 64 threads: 2080 when the updates happen one
+ * after another; less when some are lost. Negative: the launch failed (its
+ * message in msg). */
+extern "C" float mt_test_rmw_sum(char *msg, size_t msgsize)
+{
+    float *buf = NULL, sum = -1.0f;
+    cudaError_t err = cudaMalloc((void **)&buf, sizeof(float));
+    if (err == cudaSuccess) {
+        scratch_rmw_sum_kernel<<<1, 64>>>(buf);
+        err = cudaDeviceSynchronize();
+    }
+    if (err == cudaSuccess)
+        err = cudaMemcpy(&sum, buf, sizeof sum, cudaMemcpyDeviceToHost);
+    copy_message(err, msg, msgsize);
+    cudaFree(buf);
+    return err == cudaSuccess ? sum : -1.0f;
+}
+
 extern "C" int mt_test_cuda_launch_failure(void) { return (int)cudaErrorLaunchFailure; }
+extern "C" int mt_test_cuda_stack_error(void) { return (int)cudaErrorHardwareStackError; }
 extern "C" int mt_test_cuda_illegal_address(void) { return (int)cudaErrorIllegalAddress; }
 
 #endif /* MT_EMULATOR */
@@ -345,6 +381,67 @@ __global__ void async_copy_early_read_kernel(const float *in, float *out)
     async_wait<0>();
 }
 
+/* The address of a shared element kept in a variable: each thread writes
+ * its slot through `row` and reads its neighbour's with no barrier between
+ * (the checks follow the raw pointer, not only tile[i] itself). */
+__global__ void shared_pointer_race_kernel(float *out)
+{
+    __shared__ float tile[64];
+    float *row = &tile[0];
+    const int t = threadIdx.x;
+    BUG_LINE(0) row[t] = (float)t;
+    BUG_LINE(1) out[t] = row[(t + 1) % 64];
+}
+
+/* A student's block reduction that folds every thread's value into one
+ * slot of a BlockScratch, between two barriers: a read-modify-write race
+ * (on a GPU the updates are lost; run one thread after another, they add
+ * up, and the sum comes out right). */
+__global__ void scratch_rmw_race_kernel(const float *in, float *out)
+{
+    __shared__ BlockScratch<float> scratch;
+    float *s = scratch.slot;
+    const unsigned t = threadIdx.x;
+    if (t == 0)
+        s[0] = 0.0f;
+    __syncthreads();
+    BUG_LINE(0) s[0] = s[0] + (float)(t + 1);
+    __syncthreads();
+    if (t == 0)
+        out[0] = s[0];
+}
+
+/* Half the tile loaded, all of it read: threads 32..63 read slots nothing
+ * wrote (on a GPU, whatever an earlier block left there). */
+__global__ void uninitialised_shared_read_kernel(float *out)
+{
+    __shared__ float tile[64];
+    const unsigned t = threadIdx.x;
+    if (t < 32)
+        tile[t] = (float)t;
+    __syncthreads();
+    BUG_LINE(0) out[t] = 2.0f * tile[t];
+}
+
+/* `i <= n` for `i < n`: one float past the end of a 61-float buffer, whose
+ * size (244 bytes) is not a multiple of 16. */
+__global__ void global_overrun_bytes_kernel(float *out, int n)
+{
+    const int i = threadIdx.x;
+    if (i <= n) {
+        BUG_LINE(0) out[i] = 1.0f;
+    }
+}
+
+/* A 128 KiB local array: legal on a GPU (local memory), more than the
+ * emulated thread's stack holds unless MINITENSOR_EMU_STACK is raised. */
+__global__ void stack_overflow_kernel(float *out, int n)
+{
+    float big[32768];
+    BUG_LINE(0) for (int i = 0; i < 32768; ++i) big[i] = (float)(i ^ n); /* (one line: it faults at once) */
+    out[threadIdx.x] = big[(threadIdx.x * 517u + (unsigned)n) % 32768u];
+}
+
 /* Not broken: lanes of one warp ordered by __syncwarp(), and atomics on
  * shared memory, are no races (the full checks must stay quiet). */
 __global__ void warp_ordered_kernel(float *out)
@@ -367,7 +464,9 @@ __global__ void warp_ordered_kernel(float *out)
 static const char *const bug_names[] = {
     "split_barrier", "missing_barrier", "two_writers", "shared_overflow", "global_overflow",
     "use_after_free", "warp_ordered", "global_overread", "uninitialised_read", "matmul_missing_barrier",
-    "shared_past_end", "shared_vector_overflow", "shared_vector_misaligned", "async_copy_early_read"};
+    "shared_past_end", "shared_vector_overflow", "shared_vector_misaligned", "async_copy_early_read",
+    "shared_pointer_race", "scratch_rmw_race", "uninitialised_shared_read", "global_overrun_bytes",
+    "stack_overflow"};
 #define BUG_COUNT ((int)(sizeof bug_names / sizeof bug_names[0]))
 
 extern "C" int mt_test_bug_count(void) { return BUG_COUNT; }
@@ -439,6 +538,21 @@ extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *lin
         if (err == cudaSuccess)
             async_copy_early_read_kernel<<<1, 64>>>(in, buf);
         break;
+    case 14: shared_pointer_race_kernel<<<1, 64>>>(buf); break;
+    case 15:
+        err = cudaMemset(in, 0, 64 * sizeof(float));
+        if (err == cudaSuccess)
+            scratch_rmw_race_kernel<<<1, 64>>>(in, buf);
+        break;
+    case 16: uninitialised_shared_read_kernel<<<1, 64>>>(buf); break;
+    case 17:
+        /* A 61-float output (244 bytes), 64 threads, the bound n = 61. */
+        cudaFree(buf);
+        err = cudaMalloc((void **)&buf, 61 * sizeof(float));
+        if (err == cudaSuccess)
+            global_overrun_bytes_kernel<<<1, 64>>>(buf, 61);
+        break;
+    case 18: stack_overflow_kernel<<<1, 64>>>(buf, 7); break;
     default: break;
     }
     if (err == cudaSuccess)

@@ -5,6 +5,7 @@
  *
  *   make build/tests/emu/test_emu_checks && build/tests/emu/test_emu_checks
  */
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -17,6 +18,12 @@ int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *th
 int mt_test_cuda_launch_failure(void);
 int mt_test_cuda_illegal_address(void);
 int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1);
+float mt_test_rmw_sum(char *msg, size_t msgsize);
+int mt_test_cuda_stack_error(void);
+
+/* The bug corpus by index (broken_kernels.cu, bug_names). */
+enum { BUG_SHARED_POINTER_RACE = 14, BUG_SCRATCH_RMW = 15, BUG_UNINIT_SHARED = 16, BUG_OVERRUN_BYTES = 17,
+       BUG_STACK_OVERFLOW = 18 };
 
 /* Runs broken kernel `which`; checks the error is a launch failure whose
  * message holds each of `needles` ("%d" in one is the line of the bug). */
@@ -151,8 +158,70 @@ static void test_bug_corpus(void)
                                        "thread (", "_tile[", "with no __syncthreads() between"};
         expect_bug(9, needles, 3, mt_test_cuda_launch_failure());
     }
+    tt_case("full check: a race through a pointer kept from &tile[0] names both threads and lines");
+    {
+        const char *const needles[] = {"shared-memory race in kernel 'shared_pointer_race_kernel', block (0, 0, 0), "
+                                       "thread (", "tile[", "with no __syncthreads() between"};
+        expect_bug(BUG_SHARED_POINTER_RACE, needles, 3, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: every thread folding into one slot of a BlockScratch (through a pointer) is a race");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "shared-memory race in kernel 'scratch_rmw_race_kernel', block (0, 0, 0), "
+                                       "thread (", "__shared__ BlockScratch<float> scratch",
+                                       "with no __syncthreads() between"};
+        expect_bug(BUG_SCRATCH_RMW, needles, 4, mt_test_cuda_launch_failure());
+    }
+    tt_case("full check: a read of a shared slot nothing wrote is an uninitialised read");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "read of uninitialised shared memory in kernel 'uninitialised_shared_read_kernel', "
+                                       "block (0, 0, 0), thread (",
+                                       "which no thread of the block has written"};
+        expect_bug(BUG_UNINIT_SHARED, needles, 3, mt_test_cuda_launch_failure());
+    }
     tt_case("full check: lanes ordered by __syncwarp() and shared atomics are no race");
     expect_bug(6, NULL, 0, 0);
+}
+
+/* Runs this program again with `env` set and one argument, and reads what
+ * it printed; false if it could not. */
+static bool child_output(const char *env, const char *arg, char *out, size_t size)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s /proc/%d/exe %s", env, (int)getpid(), arg);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return false;
+    bool got = fgets(out, (int)size, p) != NULL;
+    return pclose(p) == 0 && got;
+}
+
+/* MINITENSOR_EMU_INTERLEAVE: with the checks off, a thread yields after
+ * each read of a checked shared element, so every thread reads slot 0
+ * before any writes it, and the read-modify-write race loses updates, the
+ * same ones on every run. */
+static void test_interleave(void)
+{
+    char plain[64] = "", first[64] = "", second[64] = "";
+    tt_case("with the checks off, a read-modify-write race on one slot adds up (it hides)");
+    TT_CHECK(child_output("MINITENSOR_EMU_CHECK=", "--rmw-sum", plain, sizeof plain), "the child failed");
+    TT_CHECK(atof(plain) == 2080.0, "sum %s, expected 2080", plain);
+    tt_case("MINITENSOR_EMU_INTERLEAVE=1 exposes it: updates are lost, the same on every run");
+    TT_CHECK(child_output("MINITENSOR_EMU_CHECK= MINITENSOR_EMU_INTERLEAVE=1", "--rmw-sum", first, sizeof first),
+             "the child failed");
+    TT_CHECK(child_output("MINITENSOR_EMU_CHECK= MINITENSOR_EMU_INTERLEAVE=1", "--rmw-sum", second, sizeof second),
+             "the child failed");
+    TT_CHECK(atof(first) > 0.0 && atof(first) < 2080.0, "sum %s, expected lost updates (less than 2080)", first);
+    TT_CHECK(strcmp(first, second) == 0, "two runs gave %s and %s", first, second);
+
+    char msg[512];
+    tt_case("full check: the same race through scratch.slot[0] names the element and its line");
+    float sum = mt_test_rmw_sum(msg, sizeof msg);
+    TT_CHECK(sum < 0.0f, "the launch succeeded (sum %g)", (double)sum);
+    TT_CHECK(strstr(msg, "shared-memory race in kernel 'scratch_rmw_sum_kernel'") != NULL &&
+                 strstr(msg, "scratch.slot[0] at tests/c/broken_kernels.cu:") != NULL,
+             "message \"%s\"", msg);
 }
 
 /* Global memory: a fault inside a kernel is the launch's error. */
@@ -187,13 +256,45 @@ static void test_global_memory(void)
                                        "cudaMemcpy) has written"};
         expect_bug(8, needles, 3, mt_test_cuda_launch_failure());
     }
+    tt_case("full check: a write a few bytes past an allocation whose size is no multiple of 16 faults");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "illegal memory access in kernel 'global_overrun_bytes_kernel', block (0, 0, 0), "
+                                       "thread (61, 0, 0): write",
+                                       "just past the end of a 244-byte allocation"};
+        expect_bug(BUG_OVERRUN_BYTES, needles, 3, mt_test_cuda_illegal_address());
+    }
+    tt_case("a local array larger than the emulated thread's stack is reported as a stack overflow");
+    {
+        const char *const needles[] = {"broken_kernels.cu:%d",
+                                       "stack overflow in kernel 'stack_overflow_kernel', block (0, 0, 0), thread (",
+                                       "the emulated thread's stack is 64 KiB", "set MINITENSOR_EMU_STACK=<KiB>"};
+        expect_bug(BUG_STACK_OVERFLOW, needles, 4, mt_test_cuda_stack_error());
+    }
+    tt_case("MINITENSOR_EMU_STACK=256 gives the same kernel room");
+    {
+        char out[64] = "";
+        TT_CHECK(child_output("MINITENSOR_EMU_STACK=256", "--stack-kernel", out, sizeof out), "the child failed");
+        TT_CHECK(strcmp(out, "0\n") == 0, "the launch returned %s", out);
+    }
     expect_library_works("the faults");
 }
 
 int main(int argc, char **argv)
 {
     (void)ARG;
-    (void)argc;
+    /* Children of test_interleave and test_global_memory. */
+    if (argc == 2 && strcmp(argv[1], "--rmw-sum") == 0) {
+        char msg[512];
+        printf("%g\n", (double)mt_test_rmw_sum(msg, sizeof msg));
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--stack-kernel") == 0) {
+        char msg[512];
+        int line0, line1;
+        printf("%d\n", mt_test_launch_bug(BUG_STACK_OVERFLOW, msg, sizeof msg, &line0, &line1));
+        return 0;
+    }
     /* The shared-memory checks need MINITENSOR_EMU_CHECK=full, which the
      * library reads when it is loaded: run again with it set. */
     const char *mode = getenv("MINITENSOR_EMU_CHECK");
@@ -208,5 +309,6 @@ int main(int argc, char **argv)
     TT_GROUP("pending kernel error") test_pending_kernel_error();
     TT_GROUP("bug corpus") test_bug_corpus();
     TT_GROUP("global memory") test_global_memory();
+    TT_GROUP("interleave") test_interleave();
     return tt_summary();
 }
