@@ -346,6 +346,26 @@ def test_a_crashing_hidden_test_costs_its_own_task_only(tmp_path: Path) -> None:
     assert error is not None and "SIGSEGV" in error.get("message")
 
 
+def test_a_hung_pytest_item_ends_at_its_limit_and_is_not_rerun(tmp_path: Path) -> None:
+    """A hidden test that sleeps past the item's 5 s: the test before it keeps its pass, the hung
+    test and the one after it fail, and the grade does not wait for reruns."""
+    hidden = tmp_path / "hidden"
+    (hidden / "sleeper").mkdir(parents=True)
+    (hidden / "tasks.toml").write_text(
+        '[[task]]\nid = "sleeper"\ntitle = "A task whose test hangs"\npoints = 3\nfiles = []\n'
+        'policy = "fast"\nrequires = []\nsheet = "docs/tasks/sleeper.md"\n')
+    (hidden / "sleeper" / "test_sleep.py").write_text(
+        "import time\n\n"
+        "def test_before():\n    assert sum([1, 2]) == 3\n\n"
+        "def test_hangs():\n    time.sleep(60)\n\n"
+        "def test_after():\n    assert 'a'.upper() == 'A'\n")
+    results, _, _ = grade_cli(tmp_path, "--tasks", "sleeper", "--hidden", str(hidden), "--timeout", "5")
+    (item,) = results["tests"]
+    assert item["score"] == pytest.approx(1.0)  # 1 of 3 cases of 3 points
+    assert "test_sleep.py::test_hangs: timed out: the item's 5 s ran out" in item["output"]
+    assert results["execution_time"] < 40
+
+
 # ---- taking a submission -----------------------------------------------------------------------
 
 def test_take_copies_the_task_files_and_nothing_else(tmp_path: Path) -> None:
