@@ -364,6 +364,23 @@ def test_a_hung_pytest_item_ends_at_its_limit_and_is_not_rerun(tmp_path: Path) -
     assert results["execution_time"] < 40
 
 
+def test_a_task_that_hangs_leaves_the_tasks_after_it_their_share_of_the_budget(tmp_path: Path) -> None:
+    """Budget 30 s, no item limit to speak of: the hanging task may use half of what is left after
+    the build, so the task after it still runs and keeps its full marks."""
+    hidden = hidden_task(tmp_path, "sleeper", 3, "def test_hangs():\n    time.sleep(120)")
+    quick = hidden_task(tmp_path / "quick", "quick", 2, "def test_middle():\n    assert [1] * 2 == [1, 1]")
+    (hidden / "quick").mkdir()
+    (quick / "quick" / "test_quick.py").rename(hidden / "quick" / "test_quick.py")
+    with (hidden / "tasks.toml").open("a") as f:
+        f.write((quick / "tasks.toml").read_text())
+    results, _, stdout = grade_cli(tmp_path, "--tasks", "sleeper,quick", "--hidden", str(hidden),
+                                   "--timeout", "600", "--budget", "30")
+    by_name = {t["name"]: t for t in results["tests"]}
+    assert by_name["quick: hidden: test_quick.py"]["score"] == 2, stdout
+    assert "timed out" in by_name["sleeper: hidden: test_sleeper.py"]["output"]
+    assert results["execution_time"] <= 32
+
+
 # ---- taking a submission -----------------------------------------------------------------------
 
 def test_take_copies_the_task_files_and_nothing_else(tmp_path: Path) -> None:
