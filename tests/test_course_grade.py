@@ -323,27 +323,62 @@ def test_the_solved_repository_gets_full_marks(tmp_path: Path) -> None:
     assert "grade: warning" not in stdout, stdout  # course/c_cases.json counts softmax's groups right
 
 
-def test_a_crashing_hidden_test_costs_its_own_task_only(tmp_path: Path) -> None:
+def hidden_task(tmp_path: Path, task_id: str, points: int, middle: str) -> Path:
+    """A hidden folder with one whole task of `points`, its one file test_<id>.py holding a test
+    that passes, the test `middle` (source), and a test after it that passes."""
     hidden = tmp_path / "hidden"
-    (hidden / "crasher").mkdir(parents=True)
+    (hidden / task_id).mkdir(parents=True)
     (hidden / "tasks.toml").write_text(
-        '[[task]]\nid = "crasher"\ntitle = "A task whose test crashes"\npoints = 5\nfiles = []\n'
-        'policy = "fast"\nrequires = []\nsheet = "docs/tasks/crasher.md"\n')
-    (hidden / "crasher" / "test_crash.py").write_text(
-        "import os, signal\n\n"
+        f'[[task]]\nid = "{task_id}"\ntitle = "A task of the grader\'s tests"\npoints = {points}\nfiles = []\n'
+        f'policy = "fast"\nrequires = []\nsheet = "docs/tasks/{task_id}.md"\n')
+    (hidden / task_id / f"test_{task_id}.py").write_text(
+        "import os, signal, time\n\n"
         "def test_before():\n    assert sum([1, 2]) == 3\n\n"
-        "def test_segfault():\n    os.kill(os.getpid(), signal.SIGSEGV)\n\n"
-        "def test_after_the_crash():\n    assert 'a'.upper() == 'A'\n")
+        f"{middle}\n\n"
+        "def test_after():\n    assert 'a'.upper() == 'A'\n")
+    return hidden
+
+
+def test_a_crashing_hidden_test_costs_its_own_task_only(tmp_path: Path) -> None:
+    hidden = hidden_task(tmp_path, "crasher", 5, "def test_segfault():\n    os.kill(os.getpid(), signal.SIGSEGV)")
     results, xml, stdout = grade_cli(tmp_path, "--tasks", "softmax,crasher", "--hidden", str(hidden))
     check_gradescope_format(results)
     by_name = {t["name"]: t for t in results["tests"]}
-    crash = by_name["crasher: hidden: test_crash.py"]
+    crash = by_name["crasher: hidden: test_crasher.py"]
     assert crash["max_score"] == 5 and crash["score"] == pytest.approx(round(5 * 2 / 3, 2))
-    assert "test_crash.py::test_segfault: crashed: SIGSEGV" in crash["output"]
+    assert "test_crasher.py::test_segfault: crashed: SIGSEGV" in crash["output"]
     assert all(t["score"] == t["max_score"] for n, t in by_name.items() if n.startswith("softmax"))
     assert results["score"] == pytest.approx(10 + round(5 * 2 / 3, 2), abs=0.01)
     error = xml.find("testsuite[@name='crasher']/testcase/error")
     assert error is not None and "SIGSEGV" in error.get("message")
+
+
+def test_a_hung_pytest_item_ends_at_its_limit_and_is_not_rerun(tmp_path: Path) -> None:
+    """A hidden test that sleeps past the item's 5 s: the test before it keeps its pass, the hung
+    test and the one after it fail, and the grade does not wait for reruns."""
+    hidden = hidden_task(tmp_path, "sleeper", 3, "def test_hangs():\n    time.sleep(60)")
+    results, _, _ = grade_cli(tmp_path, "--tasks", "sleeper", "--hidden", str(hidden), "--timeout", "5")
+    (item,) = results["tests"]
+    assert item["score"] == pytest.approx(1.0)  # 1 of 3 cases of 3 points
+    assert "test_sleeper.py::test_hangs: timed out: the item's 5 s ran out" in item["output"]
+    assert results["execution_time"] < 40
+
+
+def test_a_task_that_hangs_leaves_the_tasks_after_it_their_share_of_the_budget(tmp_path: Path) -> None:
+    """Budget 30 s, no item limit to speak of: the hanging task may use half of what is left after
+    the build, so the task after it still runs and keeps its full marks."""
+    hidden = hidden_task(tmp_path, "sleeper", 3, "def test_hangs():\n    time.sleep(120)")
+    quick = hidden_task(tmp_path / "quick", "quick", 2, "def test_middle():\n    assert [1] * 2 == [1, 1]")
+    (hidden / "quick").mkdir()
+    (quick / "quick" / "test_quick.py").rename(hidden / "quick" / "test_quick.py")
+    with (hidden / "tasks.toml").open("a") as f:
+        f.write((quick / "tasks.toml").read_text())
+    results, _, stdout = grade_cli(tmp_path, "--tasks", "sleeper,quick", "--hidden", str(hidden),
+                                   "--timeout", "600", "--budget", "30")
+    by_name = {t["name"]: t for t in results["tests"]}
+    assert by_name["quick: hidden: test_quick.py"]["score"] == 2, stdout
+    assert "timed out" in by_name["sleeper: hidden: test_sleeper.py"]["output"]
+    assert results["execution_time"] <= 32
 
 
 # ---- taking a submission -----------------------------------------------------------------------
