@@ -361,6 +361,8 @@ void shared_initialised(const void *p, size_t bytes);
 extern bool check_full;
 /* check_full, or MINITENSOR_EMU_INTERLEAVE: a checked read calls shared_access. */
 extern bool shared_hooks;
+/* MINITENSOR_EMU_INTERLEAVE: a checked read calls shared_read_done. */
+extern bool interleave_reads;
 
 /* What the checks know of one __shared__ array of the running block. */
 struct SharedArrayInfo {
@@ -484,7 +486,8 @@ struct SharedRef {
         if (__builtin_expect(shared_hooks, 0)) {
             check(false);
             T v = *p;
-            shared_read_done();
+            if (interleave_reads)
+                shared_read_done();
             return v;
         }
         return *p;

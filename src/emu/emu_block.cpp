@@ -73,12 +73,14 @@ void BlockRunner::begin_launch(const LaunchConfig &cfg, void (*body)(void *), vo
 bool BlockRunner::run_block(uint3 block_idx)
 {
     tls_block.block_idx = block_idx;
-    ++epoch_;
+    next_epoch();
     error_.clear();
     error_code_ = cudaErrorLaunchFailure;
     aborting_ = false;
     start_shared_memory();
-    ++block_serial_;
+    /* Its low 32 bits mark written words (ShadowWord::written_in): never 0. */
+    if ((uint32_t)++block_serial_ == 0)
+        ++block_serial_;
     async_pending_ = false;
     if (async_used_) {
         for (AsyncQueue &q : async_) {
@@ -158,7 +160,7 @@ bool BlockRunner::release_barrier()
         return true; /* everybody has returned: the block is finished */
     if (at_block_ < n || sync_mismatch_)
         return report_divergence();
-    ++epoch_;
+    next_epoch();
     at_block_ = 0;
     next_round_.resize(n);
     for (size_t i = 0; i < n; ++i) {

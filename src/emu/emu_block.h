@@ -128,17 +128,19 @@ struct SharedSlot {
  * when its epoch is the block's current one; lanes of one warp that have met
  * (shuffle, __syncwarp, ballot) since an access are ordered after it. */
 struct Access {
-    uint64_t epoch = 0;
-    int tid = -1;
-    int line = 0;               /* of a checked access; 0 for a raw one, */
+    uint32_t epoch = 0; /* the block's epoch, low 32 bits (0: never) */
     uint32_t warp_epoch = 0;
-    const void *pc = nullptr;   /* whose instruction addr2line names */
+    /* > 0: the line of a checked access; < 0: -1 - the index in raw_pcs_
+     * of the code address of an access whose line addr2line will name */
+    int32_t line = 0;
+    int16_t tid = -1;
 };
-struct ShadowWord {
+/* One cache line per shadowed word: an access touches one line. */
+struct alignas(64) ShadowWord {
     Access write;
     Access read;       /* the first reader since the last barrier */
     Access other_read; /* the latest reader other than that one */
-    uint64_t written_in = 0; /* the block (serial) that last wrote it */
+    uint32_t written_in = 0; /* the block (serial, low 32 bits) that last wrote it */
 };
 /* What an access ran into: a race with `other` ("written", "read"), an
  * asynchronous copy in flight ("in flight"), or a word no thread of the
@@ -256,6 +258,8 @@ private:
     void acquire_shared_memory();
     void release_shared_memory();
     bool races(const Access &a, int u) const;
+    void next_epoch();
+    const void *raw_pc(int32_t line) const;
     Hazard record(const void *p, size_t unit, bool write, int line, const void *pc, const char *file);
     std::string describe_shared(const void *p) const;
     size_t unit_at(const void *p) const;
@@ -306,6 +310,7 @@ private:
     std::vector<unsigned char> own_shared_;
     Hazard raw_hazard_;               /* what a raw access ran into */
     UninitRead uninit_;               /* to report at the next barrier */
+    std::vector<const void *> raw_pcs_; /* code addresses of accesses (Access::line < 0) */
     const void *raw_addr_ = nullptr;
     bool raw_write_ = false;
     std::deque<SharedSlot> slots_; /* deque: SharedArrayInfo pointers stay valid */

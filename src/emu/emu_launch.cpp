@@ -246,11 +246,7 @@ const SharedArrayInfo *shared_member_info(const void *p, const char *member, siz
     return running().member_info(p, member, n, elem_size);
 }
 
-void shared_read_done(void)
-{
-    if (settings().interleave)
-        running().yield_after_read();
-}
+void shared_read_done(void) { running().yield_after_read(); }
 
 void shared_initialised(const void *p, size_t bytes)
 {

@@ -68,7 +68,8 @@ bool check_full = [] {
     const char *v = std::getenv("MINITENSOR_EMU_CHECK");
     return v && std::strcmp(v, "full") == 0;
 }();
-bool shared_hooks = check_full || settings().interleave;
+bool interleave_reads = settings().interleave;
+bool shared_hooks = check_full || interleave_reads;
 
 /* ---- errors (per host thread, as in the CUDA runtime) -------------------- */
 

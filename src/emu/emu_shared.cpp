@@ -143,6 +143,7 @@ void BlockRunner::start_shared_memory()
 {
     uninit_ = UninitRead{};
     members_.clear();
+    raw_pcs_.clear();
     slots_.clear();
     static_used_ = 0;
     dynamic_bytes_ = (cfg_->shared_bytes + 15) & ~size_t(15);
@@ -275,13 +276,13 @@ const SharedArrayInfo *BlockRunner::member_info(const void *p, const char *membe
 Hazard BlockRunner::record(const void *p, size_t unit, bool write, int line, const void *pc, const char *file)
 {
     Hazard h;
+    const size_t off = (size_t)(static_cast<const unsigned char *>(p) - shared_);
+    if (off >= kSharedOptinLimit + 16)
+        return h;
     std::vector<ShadowWord> &shadow = unit == 1 ? byte_shadow_ : shadow_;
     if (shadow.empty())
         shadow.resize((kSharedOptinLimit + 16) / unit);
-    const size_t off = (size_t)(static_cast<const unsigned char *>(p) - shared_);
-    const size_t word = off / unit;
-    if (word >= shadow.size())
-        return h;
+    const size_t word = unit == 1 ? off : off / 4;
     if (async_pending_ && off / 4 < async_words_.size()) {
         const PendingWord &pw = async_words_[off / 4];
         if (pw.block == block_serial_ && pw.tid >= 0) {
@@ -293,7 +294,6 @@ Hazard BlockRunner::record(const void *p, size_t unit, bool write, int line, con
     }
     ShadowWord &w = shadow[word];
     const int u = current_->linear;
-    const Access now{epoch_, u, line, warps_[(size_t)u / 32].meetings, pc};
     if (races(w.write, u)) {
         h.kind = "written";
         h.other = w.write;
@@ -306,16 +306,25 @@ Hazard BlockRunner::record(const void *p, size_t unit, bool write, int line, con
     }
     if (h.kind)
         return h;
+    /* A line, or where addr2line will find it (rarely needed: kept once per
+     * run of accesses from one place). */
+    int32_t at = line;
+    if (line <= 0) {
+        if (raw_pcs_.empty() || raw_pcs_.back() != pc)
+            raw_pcs_.push_back(pc);
+        at = -(int32_t)raw_pcs_.size();
+    }
+    const Access now{(uint32_t)epoch_, warps_[(size_t)u / 32].meetings, at, (int16_t)u};
     /* A read of a word nothing wrote: reported when the threads next all
      * wait at a barrier (or have returned), unless a race is found first,
      * which says more (a missing barrier reads before the write, too). */
-    if (!write && w.written_in != block_serial_ && uninit_.tid < 0) {
+    if (!write && w.written_in != (uint32_t)block_serial_ && uninit_.tid < 0) {
         uninit_ = UninitRead{u, line, pc, p, file};
     }
     if (write) {
         w.write = now;
-        w.written_in = block_serial_;
-    } else if (w.read.epoch != epoch_) {
+        w.written_in = (uint32_t)block_serial_;
+    } else if (w.read.epoch != (uint32_t)epoch_) {
         w.read = now;
         w.other_read = Access{};
     } else if (w.read.tid != u) {
@@ -383,7 +392,7 @@ std::string BlockRunner::hazard_message(const Hazard &h, const void *p, bool wri
                       "async_wait)",
                       where(me).c_str(), write ? "wrote" : "read", what.c_str(), at.c_str(), o.idx.x, o.idx.y,
                       o.idx.z, h.other.line);
-    std::string other_at = h.other.line > 0 ? format("line %d", h.other.line) : source_line(h.other.pc);
+    std::string other_at = h.other.line > 0 ? format("line %d", h.other.line) : source_line(raw_pc(h.other.line));
     return format("shared-memory race in %s %s %s at %s, %s by thread (%u, %u, %u) at %s with no "
                   "__syncthreads() between",
                   where(me).c_str(), write ? "wrote" : "read", what.c_str(), at.c_str(), h.kind, o.idx.x, o.idx.y,
@@ -415,15 +424,34 @@ void BlockRunner::mark_initialised(const void *p, size_t bytes)
         if (shadow.empty())
             shadow.resize((kSharedOptinLimit + 16) / unit);
         for (size_t w = off / unit; w < (off + bytes + unit - 1) / unit && w < shadow.size(); ++w)
-            shadow[w].written_in = block_serial_;
+            shadow[w].written_in = (uint32_t)block_serial_;
     }
+}
+
+/* A new epoch (a block starts, a barrier is released). The shadow keeps
+ * its low 32 bits: when they wrap, the shadow is cleared, so that no old
+ * access looks like one of the new epoch. */
+void BlockRunner::next_epoch()
+{
+    if ((uint32_t)++epoch_ == 0) {
+        for (std::vector<ShadowWord> *s : {&shadow_, &byte_shadow_})
+            if (!s->empty())
+                s->assign(s->size(), ShadowWord{});
+        ++epoch_;
+    }
+}
+
+const void *BlockRunner::raw_pc(int32_t line) const
+{
+    const size_t i = (size_t)(-(int64_t)line - 1);
+    return line < 0 && i < raw_pcs_.size() ? raw_pcs_[i] : nullptr;
 }
 
 /* Did access a (by another thread, since the last barrier, not ordered
  * by a warp meeting of both) conflict with one by thread u now? */
 bool BlockRunner::races(const Access &a, int u) const
 {
-    if (a.epoch != epoch_ || a.tid < 0 || a.tid == u)
+    if (a.epoch != (uint32_t)epoch_ || a.tid < 0 || a.tid == u)
         return false;
     if (a.tid / 32 == u / 32 && warps_[(size_t)u / 32].meetings != a.warp_epoch)
         return false;
