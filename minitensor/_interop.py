@@ -348,3 +348,19 @@ def stream_handle(obj: Any, func: str) -> int:
         f"{func}: expected a minitensor Stream, an object with .cuda_stream (torch) or .ptr (CuPy), "
         f"or a raw cudaStream_t int, got {type(obj).__name__}")
 
+
+def check_device(here: str, device: Any) -> None:
+    """device (a string or an object with ``.type``, as torch.device) names the
+    device here (a tensor's .device, for Tensor.to), else a RuntimeError saying
+    where this process keeps its tensors."""
+    name = str(device if isinstance(device, str) else getattr(device, "type", device))
+    kind, _, index = name.partition(":")
+    if kind in ("cpu", "cpu-emulator") and here == "cpu-emulator":
+        return
+    if kind == "cuda" and here.startswith("cuda") and (not index or f"cuda:{index}" == here):
+        return
+    if kind not in ("cpu", "cpu-emulator", "cuda"):
+        raise RuntimeError(f"to(): unknown device {name!r} (minitensor knows 'cpu' and 'cuda')")
+    hint = ("a host copy is .numpy()" if here.startswith("cuda") else
+            "run on a machine with a GPU and the CUDA build, where tensors live on 'cuda'")
+    raise RuntimeError(f"to(): this process keeps every tensor on {here}; it cannot move one to {name} ({hint})")

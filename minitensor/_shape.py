@@ -265,3 +265,13 @@ def view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Opti
     if view_d != -1:
         return None
     return tuple(new_strides)
+
+
+def t_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation of .T / .t(): swap the two dims of a matrix."""
+    if len(shape) > 2:
+        raise ShapeError(
+            f".T and t() expect a tensor of at most 2 dims, got shape {shape}; "
+            f"use .mT, .transpose(d0, d1) or .permute(...)"
+        )
+    return tuple(reversed(range(len(shape))))

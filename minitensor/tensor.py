@@ -9,7 +9,9 @@ minitensor/autograd/ (``Rule.apply``, which runs the raw op of
 minitensor/ops/ and records the graph); the others call the ops directly
 and wrap the Array it returns as a Tensor (``Tensor._from_array``: cheap, it
 copies five fields). Comparisons, argmax, argmin and sign have no gradient:
-their results never require one; nor does any int64 or bool tensor. In-place methods write into the tensor's
+their results never require one; nor does any int64 or bool tensor. The
+comparisons and the integer and mask operators (&, |, ~, //, ...) are
+inherited from _nograd_ops.py. In-place methods write into the tensor's
 memory and follow torch's autograd rules (their bookkeeping is in
 _inplace.py); indexing with an index array or a mask is in _indexing.py.
 
@@ -30,16 +32,17 @@ from . import _array, _interop, _lib, _views, autograd, ops
 from ._array import Array
 from ._dtype import DType, bool_, default_dtype, float32, float64, int64, to_dtype
 from ._errors import DTypeError, ShapeError
-from ._shape import as_shape, check_new_shape, normalize_dim
+from ._shape import as_shape, check_new_shape, normalize_dim, t_dims
 from ._storage import Storage
 from .autograd import Variable
 from ._indexing import _assign_rows, _has_index_array, _select
+from ._nograd_ops import NoGradOps
 from ._inplace import _check_leaf, _inplace, _overwrite, _previous, _rebase, _records
 
 # ---- the Tensor class ------------------------------------------------------------------
 
 
-class Tensor(Variable):
+class Tensor(NoGradOps, Variable):
     """A strided, typed view of device memory with an autograd record, and torch's methods.
 
     Create tensors with minitensor.tensor(data), zeros, ones, rand, ...; the
@@ -110,7 +113,7 @@ class Tensor(Variable):
     @property
     def T(self) -> Tensor:  # noqa: N802 - torch's name
         """The transpose of a 2-D tensor (0-D and 1-D tensors are returned as they are)."""
-        return autograd.Permute.apply(self, _t_dims(self))
+        return autograd.Permute.apply(self, t_dims(self.shape))
 
     @property
     def mT(self) -> Tensor:  # noqa: N802 - torch's name
@@ -175,7 +178,7 @@ class Tensor(Variable):
             else:
                 dtype = arg
         if device is not None:
-            _check_device(self, device)
+            _interop.check_device(self.device, device)
         if dtype is None:
             return self
         return self if to_dtype(dtype) is self._dtype else autograd.Cast.apply(self, to_dtype(dtype))
@@ -339,7 +342,7 @@ class Tensor(Variable):
 
     def t(self) -> Tensor:
         """The transpose of a tensor of at most 2 dims."""
-        return autograd.Permute.apply(self, _t_dims(self))
+        return autograd.Permute.apply(self, t_dims(self.shape))
 
     def expand(self, *shape: Any) -> Tensor:
         """A view repeating size-1 dims (stride 0); -1 keeps a size; new dims go in front."""
@@ -481,105 +484,6 @@ class Tensor(Variable):
 
     def __rmatmul__(self, other: Any) -> Tensor:
         return autograd.MatMul.apply(other, self)
-
-    # Comparisons are elementwise against a tensor, a number, or a list or
-    # NumPy array (converted with this tensor's dtype), in either order; the
-    # result is a bool tensor, as torch's.
-
-    def __lt__(self, other: Any) -> Tensor:
-        return _compare("lt", self, other)
-
-    def __le__(self, other: Any) -> Tensor:
-        return _compare("le", self, other)
-
-    def __gt__(self, other: Any) -> Tensor:
-        return _compare("gt", self, other)
-
-    def __ge__(self, other: Any) -> Tensor:
-        return _compare("ge", self, other)
-
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
-        return _compare("eq", self, other)
-
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
-        return _compare("ne", self, other)
-
-    # Integer and mask operators (no gradient: their results are int64 or bool,
-    # or floats where // and % meet a float tensor).
-
-    def __and__(self, other: Any) -> Tensor:
-        return _no_grad_zip("bitwise_and", self, other)
-
-    def __or__(self, other: Any) -> Tensor:
-        return _no_grad_zip("bitwise_or", self, other)
-
-    def __xor__(self, other: Any) -> Tensor:
-        return _no_grad_zip("bitwise_xor", self, other)
-
-    __rand__ = __and__
-    __ror__ = __or__
-    __rxor__ = __xor__
-
-    def __invert__(self) -> Tensor:
-        """~x: logical not of a bool tensor, bitwise not (-x - 1) of an int64 one."""
-        if self._dtype is bool_:
-            return _no_grad_zip("bitwise_xor", self, True)
-        if self._dtype is int64:
-            return Tensor._from_array(ops.map_("add_scalar", ops.map_("neg", self), -1))
-        raise DTypeError(f"~ (bitwise_not) is only defined for int64 and bool tensors, got {self._dtype.name}")
-
-    def __floordiv__(self, other: Any) -> Tensor:
-        return _no_grad_zip("floor_divide", self, other)
-
-    def __rfloordiv__(self, other: Any) -> Tensor:
-        return _no_grad_zip("floor_divide", other, self)
-
-    def __mod__(self, other: Any) -> Tensor:
-        return _no_grad_zip("remainder", self, other)
-
-    def __rmod__(self, other: Any) -> Tensor:
-        return _no_grad_zip("remainder", other, self)
-
-    def floor_divide(self, other: Any) -> Tensor:
-        """self // other: the quotient rounded toward -inf (as Python's //, and torch's
-        floor_divide since 1.13). Integer division by zero raises ZeroDivisionError."""
-        return _no_grad_zip("floor_divide", self, other)
-
-    def remainder(self, other: Any) -> Tensor:
-        """self % other, with the sign of other (Python's %, torch.remainder)."""
-        return _no_grad_zip("remainder", self, other)
-
-    def bitwise_and(self, other: Any) -> Tensor:
-        """self & other, for int64 and bool tensors."""
-        return _no_grad_zip("bitwise_and", self, other)
-
-    def bitwise_or(self, other: Any) -> Tensor:
-        """self | other, for int64 and bool tensors."""
-        return _no_grad_zip("bitwise_or", self, other)
-
-    def bitwise_xor(self, other: Any) -> Tensor:
-        """self ^ other, for int64 and bool tensors."""
-        return _no_grad_zip("bitwise_xor", self, other)
-
-    def bitwise_not(self) -> Tensor:
-        """~self, for int64 and bool tensors."""
-        return ~self
-
-    def logical_and(self, other: Any) -> Tensor:
-        """Both non-zero (a bool tensor)."""
-        return _as_mask(self) & _as_mask(other)
-
-    def logical_or(self, other: Any) -> Tensor:
-        """Either non-zero (a bool tensor)."""
-        return _as_mask(self) | _as_mask(other)
-
-    def logical_xor(self, other: Any) -> Tensor:
-        """Exactly one non-zero (a bool tensor)."""
-        return _as_mask(self) ^ _as_mask(other)
-
-    def logical_not(self) -> Tensor:
-        """Zero (a bool tensor)."""
-        return ~_as_mask(self)
 
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
         """A copy with value where mask (a bool tensor broadcast to self's shape) is True."""
@@ -838,23 +742,6 @@ class Tensor(Variable):
 # ---- helpers of the methods ------------------------------------------------------------
 
 
-def _check_device(x: Tensor, device: Any) -> None:
-    """device (a string or an object with ``.type``, as torch.device) names x's
-    device, else a RuntimeError saying where this process keeps its tensors."""
-    name = str(device if isinstance(device, str) else getattr(device, "type", device))
-    kind, _, index = name.partition(":")
-    here = x.device
-    if kind in ("cpu", "cpu-emulator") and here == "cpu-emulator":
-        return
-    if kind == "cuda" and here.startswith("cuda") and (not index or f"cuda:{index}" == here):
-        return
-    if kind not in ("cpu", "cpu-emulator", "cuda"):
-        raise RuntimeError(f"to(): unknown device {name!r} (minitensor knows 'cpu' and 'cuda')")
-    hint = ("a host copy is .numpy()" if here.startswith("cuda") else
-            "run on a machine with a GPU and the CUDA build, where tensors live on 'cuda'")
-    raise RuntimeError(f"to(): this process keeps every tensor on {here}; it cannot move one to {name} ({hint})")
-
-
 class return_types:  # noqa: N801 - torch's name (torch.return_types)
     """The named pairs that max and min over a dim return, as torch's."""
 
@@ -867,39 +754,6 @@ def _extremum(x: Tensor, rule: Any, arg_op: str, pair: Any, dim: Any, keepdim: b
     if dim is None or isinstance(dim, (tuple, list)):
         return values
     return pair(values, Tensor._from_array(ops.reduce_(arg_op, x, dim, keepdim)))
-
-
-def _compare(op: str, x: Tensor, other: Any) -> Any:
-    """x op other elementwise; NotImplemented for an operand that is no tensor,
-    number, list, tuple or NumPy array (so that == with None or a string is False)."""
-    if isinstance(other, (list, tuple, np.ndarray)):
-        try:
-            host = np.array(other, dtype=x._dtype.np_dtype, order="C")
-        except (ValueError, TypeError) as e:
-            raise TypeError(f"{op}(): cannot compare a tensor with {type(other).__name__} {other!r}: {e}") from None
-        other = _array.empty(host.shape, x._dtype, f"{op}()")
-        _array.upload(other, host)
-    elif not (isinstance(other, Array) or ops.is_scalar(other)):
-        return NotImplemented
-    return Tensor._from_array(ops.zip_(op, x, other))
-
-
-def _no_grad_zip(op: str, a: Any, b: Any) -> Any:
-    """An op with no gradient (bitwise, floor_divide, remainder) as a Tensor;
-    NotImplemented for an operand that is no tensor or number."""
-    for x in (a, b):
-        if not (isinstance(x, Array) or ops.is_scalar(x)):
-            return NotImplemented
-    return Tensor._from_array(ops.zip_(op, a, b))
-
-
-def _as_mask(x: Any) -> Any:
-    """x as a bool tensor (non-zero is True); a number as a bool."""
-    if isinstance(x, Tensor):
-        return x if x._dtype is bool_ else x != 0
-    if ops.is_scalar(x):
-        return bool(x)
-    raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
 
 
 def _check_mask(mask: Any, func: str) -> None:
@@ -915,16 +769,6 @@ def _host_tensor(host: np.ndarray) -> Tensor:
     if host.size:
         _array.upload(out, host)
     return Tensor._from_array(out)
-
-
-def _t_dims(x: Tensor) -> tuple[int, ...]:
-    """The permutation of .T / .t(): swap the two dims of a matrix."""
-    if x.ndim > 2:
-        raise ShapeError(
-            f".T and t() expect a tensor of at most 2 dims, got shape {x.shape}; "
-            f"use .mT, .transpose(d0, d1) or .permute(...)"
-        )
-    return tuple(reversed(range(x.ndim)))
 
 
 def is_tensor(x: Any) -> bool:

@@ -1,9 +1,9 @@
 /*
  * library.cu: what the library says about itself, and device start-up.
  *
- *   - the ABI version, the maximum rank and the name of every op id, so the
- *     Python binding can check at load time that its tables match this
- *     build's (a drifted id table silently runs the wrong op);
+ *   - the ABI version, the maximum rank, and the name and dtype rule of
+ *     every op id, from which the Python binding builds its tables at load
+ *     time (so that no table of the binding can drift from this build's);
  *   - mt_init / mt_ensure_init: the device is probed lazily, at the first
  *     call that needs it, never when the library is loaded, so that importing
  *     the package on a machine without a GPU works and a GPU-less CUDA build
@@ -28,13 +28,20 @@
 
 /* ---- op names, generated from the op lists of minitensor.h ---------------- */
 
-#define MT_OP_NAME_(id, name) #name,
+#define MT_OP_NAME_(id, name, dtypes) #name,
+#define MT_OP_DTYPES_(id, name, dtypes) dtypes,
+#define MT_ALGO_NAME_(id, name) #name,
 static const char *const kMapNames[] = {MT_MAP_OPS(MT_OP_NAME_)};
 static const char *const kZipNames[] = {MT_ZIP_OPS(MT_OP_NAME_)};
 static const char *const kReduceNames[] = {MT_REDUCE_OPS(MT_OP_NAME_)};
-static const char *const kMatmulNames[] = {MT_MATMUL_ALGOS(MT_OP_NAME_)};
-static const char *const kReduceAlgoNames[] = {MT_REDUCE_ALGOS(MT_OP_NAME_)};
-static const char *const kCopyAlgoNames[] = {MT_COPY_ALGOS(MT_OP_NAME_)};
+static const char *const kMatmulNames[] = {MT_MATMUL_ALGOS(MT_ALGO_NAME_)};
+static const char *const kReduceAlgoNames[] = {MT_REDUCE_ALGOS(MT_ALGO_NAME_)};
+static const char *const kCopyAlgoNames[] = {MT_COPY_ALGOS(MT_ALGO_NAME_)};
+static const char *const kMapDtypes[] = {MT_MAP_OPS(MT_OP_DTYPES_)};
+static const char *const kZipDtypes[] = {MT_ZIP_OPS(MT_OP_DTYPES_)};
+static const char *const kReduceDtypes[] = {MT_REDUCE_OPS(MT_OP_DTYPES_)};
+#undef MT_ALGO_NAME_
+#undef MT_OP_DTYPES_
 #undef MT_OP_NAME_
 
 #define MT_COUNT_OF(table) ((int)(sizeof(table) / sizeof((table)[0])))
@@ -42,16 +49,17 @@ static const char *const kCopyAlgoNames[] = {MT_COPY_ALGOS(MT_OP_NAME_)};
 struct OpFamily {
     const char *family;
     const char *const *names;
+    const char *const *dtypes; /* the dtype rules; nullptr for a ladder */
     int count;
 };
 
 static const OpFamily kFamilies[] = {
-    {"map", kMapNames, MT_COUNT_OF(kMapNames)},
-    {"zip", kZipNames, MT_COUNT_OF(kZipNames)},
-    {"reduce", kReduceNames, MT_COUNT_OF(kReduceNames)},
-    {"matmul", kMatmulNames, MT_COUNT_OF(kMatmulNames)},
-    {"reduce_algo", kReduceAlgoNames, MT_COUNT_OF(kReduceAlgoNames)},
-    {"copy_algo", kCopyAlgoNames, MT_COUNT_OF(kCopyAlgoNames)},
+    {"map", kMapNames, kMapDtypes, MT_COUNT_OF(kMapNames)},
+    {"zip", kZipNames, kZipDtypes, MT_COUNT_OF(kZipNames)},
+    {"reduce", kReduceNames, kReduceDtypes, MT_COUNT_OF(kReduceNames)},
+    {"matmul", kMatmulNames, nullptr, MT_COUNT_OF(kMatmulNames)},
+    {"reduce_algo", kReduceAlgoNames, nullptr, MT_COUNT_OF(kReduceAlgoNames)},
+    {"copy_algo", kCopyAlgoNames, nullptr, MT_COUNT_OF(kCopyAlgoNames)},
 };
 
 static const OpFamily *find_family(const char *family)
@@ -87,6 +95,14 @@ const char *mt_op_name(const char *family, int op)
     if (f == nullptr || op < 0 || op >= f->count)
         return nullptr;
     return f->names[op];
+}
+
+const char *mt_op_dtypes(const char *family, int op)
+{
+    const OpFamily *f = find_family(family);
+    if (f == nullptr || f->dtypes == nullptr || op < 0 || op >= f->count)
+        return nullptr;
+    return f->dtypes[op];
 }
 
 const char *mt_backend_name(void)

@@ -38,7 +38,7 @@
  * dtypes (TOut and TIn differ only for it; its functor is map_cast): that is
  * how casts and .contiguous() are done.
  *
- * int64 takes the ops with an integer meaning (map_takes, below); the
+ * int64 takes the ops with an integer meaning ("fi" in the list); the
  * float functors serve it where the same code is right for integers (relu,
  * sign), and a specialization where it is not: negation, abs, + and * wrap
  * modulo 2^64, and pow is an integer power. bool takes copy and fill only.
@@ -213,21 +213,18 @@ struct map_cast {
     __device__ TOut operator()(TIn x) const { return mt_cast<TOut>(x); }
 };
 
-/* Which ops each dtype takes (minitensor.h, MT_MAP_OPS): floats every op,
- * int64 those with an integer meaning, bool copy and fill. The dispatch
- * below instantiates only these, so that no float-only functor (mt_exp of
- * an integer) is ever compiled for int64 or bool. */
+/* Which ops each dtype takes: the dtype rule of each op in MT_MAP_OPS
+ * (minitensor.h). The dispatch below instantiates only these, so that no
+ * float-only functor (mt_exp of an integer) is ever compiled for int64 or
+ * bool. */
+#define MT_MAP_DTYPES_(id, name, dtypes) dtypes,
+static constexpr const char *kMapDtypes[] = {MT_MAP_OPS(MT_MAP_DTYPES_)};
+#undef MT_MAP_DTYPES_
+
 template <typename T>
 constexpr bool map_takes(int op)
 {
-    if (std::is_floating_point<T>::value)
-        return true;
-    if (op == MT_MAP_COPY || op == MT_MAP_FILL)
-        return true;
-    if (std::is_same<T, bool>::value)
-        return false;
-    return op == MT_MAP_NEG || op == MT_MAP_ABS || op == MT_MAP_SIGN || op == MT_MAP_RELU ||
-           op == MT_MAP_ADD_SCALAR || op == MT_MAP_MUL_SCALAR || op == MT_MAP_POW_SCALAR;
+    return mt_rule_takes<T>(kMapDtypes[op]);
 }
 
 /* A functor of the *_scalar ops (and fill) holds the scalar in a member `s`;
@@ -453,7 +450,7 @@ template <typename T>
 static mt_status map_same_dtype(int op, const mt_tensor &out, const mt_tensor &in, T s)
 {
     switch (op) {
-#define MT_MAP_CASE_(id, name)                                                 \
+#define MT_MAP_CASE_(id, name, dtypes)                                         \
     case MT_MAP_##id:                                                          \
         if constexpr (map_takes<T>(MT_MAP_##id))                               \
             return launch_map<T, T>(out, in, make_map_op<map_##name<T>>(s));   \

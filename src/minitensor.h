@@ -59,8 +59,9 @@
  *   every bool the library writes is 0 or 1, and it assumes the same of the
  *   bools it reads). What each entry point takes:
  *
- *     mt_map, mt_fill          all four; which op takes which dtype: see
- *                              MT_MAP_OPS. COPY casts between any two.
+ *     mt_map, mt_fill          all four; which op takes which dtype: the
+ *                              dtype rule of each op in MT_MAP_OPS. COPY
+ *                              casts between any two.
  *     mt_zip                   all four; see MT_ZIP_OPS. Comparisons write
  *                              a bool out, the other ops out of a's dtype.
  *     mt_reduce, _all, _variant all four; see MT_REDUCE_OPS. argmax/argmin
@@ -99,7 +100,9 @@
 extern "C" {
 #endif
 
-/* Bump whenever a struct, a signature or an enum below changes. */
+/* Bumped only when something that exists changes: a struct, a signature, or
+ * an existing number (an op id, an enum value, a constant). Appending an op
+ * to the end of an op list, or adding a function, needs no bump. */
 #define MT_ABI_VERSION 21
 
 /* Largest rank a tensor may have. */
@@ -139,85 +142,96 @@ typedef struct {
 
 /* ---- op vocabularies ------------------------------------------------------
  * Each family of op ids is written once, as an "X-macro": a list of
- * X(ID, name) entries, in id order. The enums below, the name tables that
- * mt_op_name reports (src/library.cu) and the id -> functor dispatch of the
- * kernel files are all generated from these lists, so they cannot drift
- * apart. Adding an op is one line here (at the end of its list, so that no
- * existing id changes), its functor in the kernel file, and MT_ABI_VERSION
- * bumped: docs/kernels.md, "Add an op", takes softplus through every layer. */
+ * X(ID, name, dtypes) entries (the kernel ladders: X(ID, name)), in id order.
+ * The enums below, the name and dtype tables that mt_op_name and
+ * mt_op_dtypes report (src/library.cu), the id -> functor dispatch of the
+ * kernel files and the dtypes each kernel is compiled for are all generated
+ * from these lists, and the Python layers read the names and dtype rules
+ * from the library: nothing else repeats them.
+ *
+ * dtypes, the op's dtype rule, is a string: the letters of the dtypes its
+ * kernel takes, f (float32 and float64), i (int64), b (bool); any other is
+ * MT_ERR_DTYPE. ">b" or ">i" after them names the dtype of the result when
+ * it is not the input's (a comparison writes bool, argmax int64). The
+ * Python layer follows torch from there: an op that takes f only computes
+ * on integer and bool tensors in float32 ("f": exp, div); a zip or a
+ * reduction that takes i but not b computes on bools in int64 (pow, sum).
+ *
+ * Adding an op is one line here, at the end of its list (so that no existing
+ * id changes, and so no ABI bump), and its functor in the kernel file:
+ * docs/kernels.md, "Add an op", takes softplus through every layer. */
 
 /* Unary maps, out = f(in), elementwise, same shape. The *_scalar ops use the
- * scalar argument of mt_map (s); fill ignores `in`. Dtypes: every op takes
- * float32 and float64; int64 takes those marked [i], bool only copy and
- * fill. For int64, s is cast to int64 first (see Dtypes above), + and *
- * wrap, and pow_scalar's s must be a whole number >= 0 (else
- * MT_ERR_INVALID_ARGUMENT): x ** 0 is 1, 0 ** 0 included.                  */
+ * scalar argument of mt_map (s); fill ignores `in`. For int64, s is cast to
+ * int64 first (see Dtypes above), + and * wrap, and pow_scalar's s must be
+ * a whole number >= 0 (else MT_ERR_INVALID_ARGUMENT): x ** 0 is 1, 0 ** 0
+ * included.                                                                */
 #define MT_MAP_OPS(X)                                                         \
-    X(COPY, copy)               /* in (out may have another dtype: a cast) */ \
-    X(NEG, neg)                 /* -in                                 [i] */ \
-    X(EXP, exp)                                                               \
-    X(LOG, log)                                                               \
-    X(RELU, relu)               /*                                     [i] */ \
-    X(SIGMOID, sigmoid)                                                       \
-    X(TANH, tanh)                                                             \
-    X(ABS, abs)                 /*                                     [i] */ \
-    X(SQRT, sqrt)                                                             \
-    X(RECIPROCAL, reciprocal)   /* 1 / in                                  */ \
-    X(SIGN, sign)               /* -1, 0 or 1                          [i] */ \
-    X(ADD_SCALAR, add_scalar)   /* in + s                              [i] */ \
-    X(MUL_SCALAR, mul_scalar)   /* in * s                              [i] */ \
-    X(POW_SCALAR, pow_scalar)   /* in ** s                             [i] */ \
-    X(RPOW_SCALAR, rpow_scalar) /* s ** in                                 */ \
-    X(FILL, fill)               /* s                                   [i] */ \
-    X(SOFTPLUS, softplus)       /* log(1 + exp(in)), without overflow      */ \
-    X(ERF, erf)                 /* the error function (exact GELU)         */
+    X(COPY, copy, "fib")             /* in (out may have another dtype)    */ \
+    X(NEG, neg, "fi")                /* -in                                */ \
+    X(EXP, exp, "f")                                                          \
+    X(LOG, log, "f")                                                          \
+    X(RELU, relu, "fi")                                                       \
+    X(SIGMOID, sigmoid, "f")                                                  \
+    X(TANH, tanh, "f")                                                        \
+    X(ABS, abs, "fi")                                                         \
+    X(SQRT, sqrt, "f")                                                        \
+    X(RECIPROCAL, reciprocal, "f")   /* 1 / in                             */ \
+    X(SIGN, sign, "fi")              /* -1, 0 or 1                         */ \
+    X(ADD_SCALAR, add_scalar, "fi")  /* in + s                             */ \
+    X(MUL_SCALAR, mul_scalar, "fi")  /* in * s                             */ \
+    X(POW_SCALAR, pow_scalar, "fi")  /* in ** s                            */ \
+    X(RPOW_SCALAR, rpow_scalar, "f") /* s ** in                            */ \
+    X(FILL, fill, "fib")             /* s                                  */ \
+    X(SOFTPLUS, softplus, "f")       /* log(1 + exp(in)), without overflow */ \
+    X(ERF, erf, "f")                 /* the error function (exact GELU)    */
 
 /* Binary zips, out = f(a, b) with NumPy broadcasting. a, b and out share one
- * dtype, except that the comparisons (eq .. ge) write a bool out for inputs
- * of any dtype (a float out for a comparison is MT_ERR_DTYPE). Which dtypes
- * each op takes: f = float32 and float64, i = int64, b = bool; the others
- * are MT_ERR_DTYPE. int64 +, -, * and pow wrap modulo 2^64.                 */
+ * dtype, except that the comparisons (eq .. ge, ">b") write a bool out for
+ * inputs of any dtype (a float out for a comparison is MT_ERR_DTYPE).
+ * int64 +, -, * and pow wrap modulo 2^64.                                  */
 #define MT_ZIP_OPS(X)                                                         \
-    X(ADD, add)                 /* f i b (bool: logical or)                */ \
-    X(SUB, sub)                 /* f i                                     */ \
-    X(MUL, mul)                 /* f i b (bool: logical and)               */ \
-    X(DIV, div)                 /* f (true division)                       */ \
-    X(POW, pow)                 /* f i (int64: a negative exponent gives     \
-                                   the truncated real result: 1 for a = 1,   \
-                                   +-1 for a = -1, else 0)                 */ \
-    X(MAXIMUM, maximum)         /* f i b (NaN wins; bool: logical or)      */ \
-    X(MINIMUM, minimum)         /* f i b (NaN wins; bool: logical and)     */ \
-    X(EQ, eq)                   /* f i b -> bool                           */ \
-    X(NE, ne)                   /* f i b -> bool                           */ \
-    X(LT, lt)                   /* f i b -> bool (false < true)            */ \
-    X(LE, le)                   /* f i b -> bool                           */ \
-    X(GT, gt)                   /* f i b -> bool                           */ \
-    X(GE, ge)                   /* f i b -> bool                           */ \
-    X(RELU_BACKWARD, relu_backward) /* f: a = incoming gradient, b = input:   \
-                                       b > 0 ? a : 0                       */ \
-    X(BITWISE_AND, bitwise_and) /* i b                                     */ \
-    X(BITWISE_OR, bitwise_or)   /* i b                                     */ \
-    X(BITWISE_XOR, bitwise_xor) /* i b                                     */ \
-    X(FLOOR_DIVIDE, floor_divide) /* f i: floor(a / b), rounding toward      \
-                                   -inf (Python's //). int64: a // 0 is 0    \
-                                   (no trap; the Python layer refuses it),   \
-                                   INT64_MIN // -1 wraps to INT64_MIN      */ \
-    X(REMAINDER, remainder)     /* f i: a - floor(a / b) * b, the sign of b  \
-                                   (Python's %, torch.remainder). float:     \
-                                   b == 0 gives NaN; int64: a % 0 is 0,      \
-                                   INT64_MIN % -1 is 0                     */
+    X(ADD, add, "fib")                  /* bool: logical or                */ \
+    X(SUB, sub, "fi")                                                         \
+    X(MUL, mul, "fib")                  /* bool: logical and               */ \
+    X(DIV, div, "f")                    /* true division                   */ \
+    X(POW, pow, "fi")                   /* int64: a negative exponent gives   \
+                                           the truncated real result: 1 for   \
+                                           a = 1, +-1 for a = -1, else 0   */ \
+    X(MAXIMUM, maximum, "fib")          /* NaN wins; bool: logical or      */ \
+    X(MINIMUM, minimum, "fib")          /* NaN wins; bool: logical and     */ \
+    X(EQ, eq, "fib>b")                                                        \
+    X(NE, ne, "fib>b")                                                        \
+    X(LT, lt, "fib>b")                  /* false < true                    */ \
+    X(LE, le, "fib>b")                                                        \
+    X(GT, gt, "fib>b")                                                        \
+    X(GE, ge, "fib>b")                                                        \
+    X(RELU_BACKWARD, relu_backward, "f") /* a = incoming gradient, b =        \
+                                           input: b > 0 ? a : 0            */ \
+    X(BITWISE_AND, bitwise_and, "ib")                                         \
+    X(BITWISE_OR, bitwise_or, "ib")                                           \
+    X(BITWISE_XOR, bitwise_xor, "ib")                                         \
+    X(FLOOR_DIVIDE, floor_divide, "fi") /* floor(a / b), rounding toward -inf \
+                                           (Python's //). int64: a // 0 is 0  \
+                                           (no trap; the Python layer         \
+                                           refuses it), INT64_MIN // -1       \
+                                           wraps to INT64_MIN              */ \
+    X(REMAINDER, remainder, "fi")       /* a - floor(a / b) * b, the sign of  \
+                                           b (Python's %, torch.remainder).   \
+                                           float: b == 0 gives NaN; int64:    \
+                                           a % 0 is 0, INT64_MIN % -1 is 0 */
 
-/* Reductions along one dimension, or over everything. sum and prod take
- * float32, float64 and int64 (wrapping); max and min all four (bool: any
- * and all); argmax and argmin all four, into an int64 out (any other out
- * dtype is MT_ERR_DTYPE). The other reductions write out of in's dtype.    */
+/* Reductions along one dimension, or over everything. int64 sums and
+ * products wrap; max and min of bools are any and all; argmax and argmin
+ * write an int64 out (">i"; any other out dtype is MT_ERR_DTYPE). The
+ * other reductions write out of in's dtype.                                */
 #define MT_REDUCE_OPS(X)                                                      \
-    X(SUM, sum)       /* identity 0                                        */ \
-    X(PROD, prod)     /* identity 1                                        */ \
-    X(MAX, max)       /* identity -inf (int64: INT64_MIN; bool: false)     */ \
-    X(MIN, min)       /* identity +inf (int64: INT64_MAX; bool: true)      */ \
-    X(ARGMAX, argmax) /* index of the first maximum (or first NaN)         */ \
-    X(ARGMIN, argmin) /* index of the first minimum (or first NaN)         */
+    X(SUM, sum, "fi")          /* identity 0                               */ \
+    X(PROD, prod, "fi")        /* identity 1                               */ \
+    X(MAX, max, "fib")         /* identity -inf (int64: INT64_MIN; bool: 0) */ \
+    X(MIN, min, "fib")         /* identity +inf (int64: INT64_MAX; bool: 1) */ \
+    X(ARGMAX, argmax, "fib>i") /* index of the first maximum (or first NaN) */ \
+    X(ARGMIN, argmin, "fib>i") /* index of the first minimum (or first NaN) */
 
 /* Matrix product algorithms (the kernel ladder). Each rung is one kernel in
  * a file of its own (src/matmul_<name>.cu) that says what it changes and why
@@ -254,9 +268,9 @@ typedef struct {
     X(TILED_PADDED, tiled_padded) /* 32 x 33 shared tile, no conflicts     */
 
 /* The enums: MT_MAP_COPY = 0, MT_MAP_NEG = 1, ..., then the count. */
-#define MT_MAP_ID_(id, name) MT_MAP_##id,
-#define MT_ZIP_ID_(id, name) MT_ZIP_##id,
-#define MT_REDUCE_ID_(id, name) MT_REDUCE_##id,
+#define MT_MAP_ID_(id, name, dtypes) MT_MAP_##id,
+#define MT_ZIP_ID_(id, name, dtypes) MT_ZIP_##id,
+#define MT_REDUCE_ID_(id, name, dtypes) MT_REDUCE_##id,
 #define MT_MATMUL_ID_(id, name) MT_MATMUL_##id,
 #define MT_REDUCE_ALGO_ID_(id, name) MT_REDUCE_ALGO_##id,
 #define MT_COPY_ALGO_ID_(id, name) MT_COPY_ALGO_##id,
@@ -271,12 +285,14 @@ typedef enum { MT_COPY_ALGOS(MT_COPY_ALGO_ID_) MT_COPY_ALGO_COUNT } mt_copy_algo
 /* ---- library information ----------------------------------------------- */
 int mt_abi_version(void);
 int mt_max_dims(void);
-/* How many ids an op family has, and each id's name ("add", "exp", ...), so
- * that the binding can check its own tables against the library's. family is
- * one of "map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo".
- * Returns -1 / NULL when unknown. */
+/* How many ids an op family has, each id's name ("add", "exp", ...) and, for
+ * the op families "map", "zip" and "reduce", its dtype rule ("fi", "fib>b":
+ * see the op lists above), from which the binding builds its tables. family
+ * is one of "map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo".
+ * Returns -1 / NULL when unknown (mt_op_dtypes: also for the ladders). */
 int mt_op_count(const char *family);
 const char *mt_op_name(const char *family, int op);
+const char *mt_op_dtypes(const char *family, int op);
 /* "cuda" or "emulator": which build this library is. */
 const char *mt_backend_name(void);
 /* The message of the last failure in this thread ("" if none). */

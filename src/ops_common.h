@@ -8,6 +8,7 @@
  *   device_math.h   mt_exp & co., one overload per precision; NaN-aware max
  *   indexing.h      ordinal -> position in a strided tensor
  *   policy.h        the kernel policy: may a default path take a fast rung?
+ * and mt_rule_takes, which reads the dtype rules of the op lists.
  *
  * Not block_reduce.h (block reductions and BlockScratch): only the files
  * that reduce include it (reduce.h, softmax.cu), so that an edit of it (the
@@ -23,6 +24,39 @@
 #include "launch.h"
 #include "policy.h"
 #include "scratch.h"
+
+#include <type_traits>
+
+/* The dtype rules of the op lists of minitensor.h ("fi", "fib>b"): does the
+ * rule take the element type T (f: float, double; i: int64_t; b: bool)?
+ * The kernel files compile each op's functor for the types its rule takes,
+ * and refuse the others with MT_ERR_DTYPE. */
+template <typename T>
+constexpr char mt_dtype_letter()
+{
+    return std::is_floating_point<T>::value ? 'f' : std::is_same<T, bool>::value ? 'b' : 'i';
+}
+
+template <typename T>
+constexpr bool mt_rule_takes(const char *rule)
+{
+    for (; *rule != '\0' && *rule != '>'; ++rule) {
+        if (*rule == mt_dtype_letter<T>())
+            return true;
+    }
+    return false;
+}
+
+/* The letter of the result's dtype the rule names after '>' ('b' for the
+ * comparisons), or '\0' when out has the input's dtype. */
+constexpr char mt_rule_result(const char *rule)
+{
+    for (; *rule != '\0'; ++rule) {
+        if (*rule == '>')
+            return rule[1];
+    }
+    return '\0';
+}
 
 /* out = in for validated tensors of the same shape and dtype (either may
  * have any strides): the library's own copies, such as matmul's operand

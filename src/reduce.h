@@ -144,12 +144,17 @@ MT_DEVICE ValueIndex<T> shfl_down(ValueIndex<T> v, int delta)
     return v;
 }
 
-/* Which ops each element type takes (minitensor.h, MT_REDUCE_OPS): all but
- * sum and prod on bool (the Python layer sums bools as int64). */
+/* Which ops each element type takes: the dtype rule of each op in
+ * MT_REDUCE_OPS (minitensor.h); bool has no sum or prod (the Python layer
+ * sums bools as int64). */
+#define MT_REDUCE_DTYPES_(id, name, dtypes) dtypes,
+static constexpr const char *kReduceDtypes[] = {MT_REDUCE_OPS(MT_REDUCE_DTYPES_)};
+#undef MT_REDUCE_DTYPES_
+
 template <typename T>
 constexpr bool reduce_takes(int op)
 {
-    return !std::is_same<T, bool>::value || (op != MT_REDUCE_SUM && op != MT_REDUCE_PROD);
+    return mt_rule_takes<T>(kReduceDtypes[op]);
 }
 
 /* op id -> reducer: calls launch(reduce_<name><T>{}) for the op of
@@ -159,7 +164,7 @@ template <typename T, typename Launch>
 mt_status with_reducer(const char *func, int op, Launch launch)
 {
     switch (op) {
-#define MT_REDUCE_CASE_(id, name)                 \
+#define MT_REDUCE_CASE_(id, name, dtypes)         \
     case MT_REDUCE_##id:                          \
         if constexpr (reduce_takes<T>(MT_REDUCE_##id)) \
             return launch(reduce_##name<T>{});    \

@@ -180,25 +180,23 @@ struct zip_mul<bool> {
     __device__ bool operator()(bool a, bool b) const { return a && b; }
 };
 
-/* Which ops each dtype takes (minitensor.h, MT_ZIP_OPS). The dispatch
- * instantiates only these, so that no functor meets a type it has no
- * meaning for (a & b of floats, a / b of bools). */
+/* Which ops each dtype takes: the dtype rule of each op in MT_ZIP_OPS
+ * (minitensor.h). The dispatch instantiates only these, so that no functor
+ * meets a type it has no meaning for (a & b of floats, a / b of bools). A
+ * comparison (">b") writes a bool out. */
+#define MT_ZIP_DTYPES_(id, name, dtypes) dtypes,
+static constexpr const char *kZipDtypes[] = {MT_ZIP_OPS(MT_ZIP_DTYPES_)};
+#undef MT_ZIP_DTYPES_
+
 constexpr bool zip_is_comparison(int op)
 {
-    return op == MT_ZIP_EQ || op == MT_ZIP_NE || op == MT_ZIP_LT || op == MT_ZIP_LE || op == MT_ZIP_GT ||
-           op == MT_ZIP_GE;
+    return mt_rule_result(kZipDtypes[op]) == 'b';
 }
 
 template <typename T>
 constexpr bool zip_takes(int op)
 {
-    const bool bitwise = op == MT_ZIP_BITWISE_AND || op == MT_ZIP_BITWISE_OR || op == MT_ZIP_BITWISE_XOR;
-    if (std::is_floating_point<T>::value)
-        return !bitwise;
-    if (std::is_same<T, bool>::value)
-        return zip_is_comparison(op) || bitwise || op == MT_ZIP_ADD || op == MT_ZIP_MUL || op == MT_ZIP_MAXIMUM ||
-               op == MT_ZIP_MINIMUM;
-    return op != MT_ZIP_DIV && op != MT_ZIP_RELU_BACKWARD; /* int64 */
+    return mt_rule_takes<T>(kZipDtypes[op]);
 }
 
 /* The element type of out for op kOp on inputs of type T. */
@@ -472,7 +470,7 @@ template <typename T>
 static mt_status zip_typed(int op, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     switch (op) {
-#define MT_ZIP_CASE_(id, name)                                                             \
+#define MT_ZIP_CASE_(id, name, dtypes)                                                     \
     case MT_ZIP_##id:                                                                      \
         if constexpr (zip_takes<T>(MT_ZIP_##id))                                           \
             return launch_zip<zip_out_t<T, MT_ZIP_##id>, T, zip_##name<T>>(out, a, b);    \

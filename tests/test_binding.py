@@ -9,6 +9,7 @@ takes a `float`, a forgotten function or a reordered enum fails here.
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import re
 from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_void_p
@@ -88,7 +89,8 @@ def _expand_op_lists(text: str) -> str:
         for m in re.finditer(r"#define\s+(\w+)\(X\)(.*)", text)
     }
     prefixes = {
-        m.group(1): m.group(2) for m in re.finditer(r"#define\s+(\w+)\(\s*id\s*,\s*name\s*\)\s*(\w+)##id\s*,", text)
+        m.group(1): m.group(2)
+        for m in re.finditer(r"#define\s+(\w+)\(\s*id\s*,\s*name\s*(?:,\s*dtypes\s*)?\)\s*(\w+)##id\s*,", text)
     }
 
     def expand(m: re.Match) -> str:
@@ -242,7 +244,6 @@ def test_library_names_match_tables() -> None:
         table = _lib.op_names(family)
         assert lib.mt_op_count(family.encode()) == len(table)
         assert [lib.mt_op_name(family.encode(), i).decode() for i in range(len(table))] == list(table)
-        assert set(_lib.REQUIRED_OPS[family]) <= set(table)
     assert lib.mt_op_count(b"nonsense") == -1
     assert lib.mt_op_name(b"map", len(_lib.op_names("map"))) is None
     with pytest.raises(ValueError, match="unknown op family"):
@@ -255,12 +256,61 @@ def test_load_time_check_rejects_an_abi_mismatch(monkeypatch: pytest.MonkeyPatch
         _lib._verify(_lib.lib())
 
 
-def test_load_time_check_rejects_a_library_without_an_op_the_package_calls(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(_lib.REQUIRED_OPS, "map", _lib.REQUIRED_OPS["map"] + ("no_such_op",))
-    with pytest.raises(ImportError, match="has no map op 'no_such_op'"):
-        _lib._verify(_lib.lib())
+def parse_dtype_rules() -> dict[str, dict[str, str]]:
+    """family -> {op name: dtype rule} of the op lists with a dtype column."""
+    text = HEADER.read_text().replace("\\\n", " ")
+    rules = {}
+    for macro, family in (("MT_MAP_OPS", "map"), ("MT_ZIP_OPS", "zip"), ("MT_REDUCE_OPS", "reduce")):
+        body = re.search(r"#define\s+" + macro + r"\(X\)(.*)", text).group(1)
+        rules[family] = dict(re.findall(r'\bX\(\s*\w+\s*,\s*(\w+)\s*,\s*"([^"]*)"\s*\)', body))
+    return rules
+
+
+def test_dtype_rules_come_from_the_header_through_the_library() -> None:
+    rules = parse_dtype_rules()
+    lib = _lib.lib()
+    for family, table in rules.items():
+        assert list(table) == list(_lib.op_names(family))
+        for op_id, (name, rule) in enumerate(table.items()):
+            assert set(rule.partition(">")[0]) <= set("fib") and rule.partition(">")[2] in ("", "b", "i"), rule
+            assert lib.mt_op_dtypes(family.encode(), op_id).decode() == rule
+            assert _lib.op_dtypes(family, name) == tuple(rule.partition(">")[::2])
+    assert lib.mt_op_dtypes(b"matmul", 0) is None and lib.mt_op_dtypes(b"nonsense", 0) is None
+    assert _lib.op_dtypes("map", "exp") == ("f", "") and _lib.op_dtypes("zip", "eq") == ("fib", "b")
+
+
+def op_tables(source: str, names: set[str]) -> list[str]:
+    """The module-level assignments of source whose value holds several of names
+    as string constants (a table: `_FLOAT_MAPS = frozenset(("exp", "log", ...))`);
+    not __all__, which lists the module's public functions."""
+    found = []
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            quoted = {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and c.value in names}
+            if len(quoted) >= 2:
+                found.append(f"line {node.lineno}: {', '.join(sorted(quoted))}")
+    return found
+
+
+def test_no_python_table_repeats_the_op_lists() -> None:
+    """Each op's name and dtype rule is written once, in src/minitensor.h: no
+    module of the package keeps a table of op names (the float-only maps, the
+    comparisons, the ops it calls: _FLOAT_MAPS, COMPARISONS, REQUIRED_OPS were)."""
+    names = set(_lib.op_names("map")) | set(_lib.op_names("zip"))
+    package = Path(mt.__file__).resolve().parent
+    tables = {str(p.relative_to(package)): op_tables(p.read_text(), names) for p in package.rglob("*.py")}
+    assert not {path: found for path, found in tables.items() if found}
+    assert op_tables('_FLOAT_MAPS = frozenset(("exp", "log"))\n', names)  # the check sees one
+
+
+def test_an_op_the_library_lacks_is_an_error_naming_the_rebuild() -> None:
+    with pytest.raises(ValueError, match="unknown map op 'no_such_op'.*make"):
+        _lib.map_("no_such_op", mt.zeros(2), mt.zeros(2))
+    with pytest.raises(ValueError, match="unknown zip op"):
+        _lib.op_dtypes("zip", "no_such_op")
 
 
 def test_failed_status_raises_with_the_library_message() -> None:

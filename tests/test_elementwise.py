@@ -3,6 +3,7 @@ scalars on either side, comparisons and dtype promotion, on strided views."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 import minitensor as mt
 import minitensor.nn.functional as F
+from minitensor._array import to_numpy
 from helpers import (
     assert_close,
     broadcastable_shapes,
@@ -35,6 +37,13 @@ UNARY: dict[str, tuple[Callable, Callable, Any]] = {
     "reciprocal": (lambda t: t.reciprocal(), lambda a: 1.0 / a, (0.1, 3.0)),
     "sign": (lambda t: t.sign(), np.sign, None),
     "softplus": (F.softplus, lambda a: np.logaddexp(0.0, a), None),
+    "erf": (mt.erf, np.vectorize(math.erf, otypes=[np.float64]), None),
+    "copy": (lambda t: t.clone(), lambda a: a, None),
+    "fill": (lambda t: t.clone().fill_(2.5), lambda a: np.full_like(a, 2.5), None),
+    "add_scalar": (lambda t: t + 1.5, lambda a: a + 1.5, None),
+    "mul_scalar": (lambda t: t * -2.0, lambda a: a * -2.0, None),
+    "pow_scalar": (lambda t: t ** 3, lambda a: a ** 3, (-2.0, 2.0)),
+    "rpow_scalar": (lambda t: 2.0 ** t, lambda a: 2.0 ** a, (-3.0, 3.0)),
 }
 
 
@@ -82,11 +91,41 @@ BINARY: dict[str, tuple[Callable, Callable]] = {
     "ge": (lambda x, y: x >= y, np.greater_equal),
     "eq": (lambda x, y: x == y, np.equal),
     "ne": (lambda x, y: x != y, np.not_equal),
+    "pow": (lambda x, y: x ** y, np.power),
+    "floor_divide": (lambda x, y: x // y, np.floor_divide),
+    "remainder": (lambda x, y: x % y, np.remainder),
+    "relu_backward": (lambda g, x: to_numpy(mt.ops.relu_backward(g, x)), lambda g, x: np.where(x > 0, g, 0.0)),
+    # on masks: the bitwise ops take int64 and bool tensors only
+    "bitwise_and": (lambda x, y: (x > 0) & (y > 0), lambda a, b: (a > 0) & (b > 0)),
+    "bitwise_or": (lambda x, y: (x > 0) | (y > 0), lambda a, b: (a > 0) | (b > 0)),
+    "bitwise_xor": (lambda x, y: (x > 0) ^ (y > 0), lambda a, b: (a > 0) ^ (b > 0)),
 }
 
 
+def test_every_op_of_the_library_has_a_case() -> None:
+    """The op lists of src/minitensor.h are the one list of elementwise ops: the
+    library reports them (names and dtype rules), the Python layers read them,
+    and each has a case here, which calls it through its Python entry point."""
+    assert set(UNARY) == set(mt._lib.op_names("map"))
+    assert set(BINARY) == set(mt._lib.op_names("zip"))
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_ops_take_int64_tensors(name: str) -> None:
+    """Every op takes an int64 tensor: one whose dtype rule has no int64 ("f":
+    exp, erf, ...) computes in float32, as torch; the others in int64 (unless
+    a float scalar promotes it)."""
+    fn, ref, _ = UNARY[name]
+    got = fn(mt.tensor([1, 2, 3]))
+    if not mt.ops.op_takes("map", name, mt.int64):
+        assert got.dtype is mt.float32
+    assert_close(got, ref(np.array([1.0, 2.0, 3.0])), got.dtype)
+
+
 def _operands(name: str, shape: tuple[int, ...], dtype: mt.DType, seed: int) -> np.ndarray:
-    if name == "div":
+    if name in ("pow",):
+        return random_array(seed, shape, mt.float64, 0.2, 2.0)
+    if name in ("div", "floor_divide", "remainder"):
         sign = np.where(np.random.default_rng(seed + 1).random(shape) < 0.5, -1.0, 1.0)
         return (sign * random_array(seed, shape, mt.float64, 0.2, 3.0)).astype(np.float64)
     if name in ("lt", "le", "gt", "ge", "eq", "ne", "maximum", "minimum"):
@@ -96,8 +135,8 @@ def _operands(name: str, shape: tuple[int, ...], dtype: mt.DType, seed: int) -> 
 
 
 def _out(name: str, dtype: mt.DType) -> mt.DType:
-    """The result's dtype: bool for a comparison, else the operands'."""
-    return mt.bool if name in ("lt", "le", "gt", "ge", "eq", "ne") else dtype
+    """The result's dtype: bool for a comparison (and the bitwise cases, on masks), else the operands'."""
+    return mt.bool if name in ("lt", "le", "gt", "ge", "eq", "ne") or name.startswith("bitwise") else dtype
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -113,7 +152,7 @@ def test_binary_broadcasting(name: str, shapes: tuple, dtype: mt.DType, seed: in
 @given(data=st.data())
 def test_binary_on_strided_views(name: str, data: st.DataObject) -> None:
     fn, ref = BINARY[name]
-    low, high = (0.2, 3.0) if name == "div" else (None, None)
+    low, high = (0.2, 3.0) if name in ("div", "pow", "floor_divide", "remainder") else (None, None)
     t, a = data.draw(strided_views(low=low, high=high))
     # the second operand: a suffix of the view's shape with some dims set to 1
     suffix = a.shape[data.draw(st.integers(0, a.ndim)) :]

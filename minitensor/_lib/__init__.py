@@ -14,8 +14,9 @@ other user of ctypes, binds only DLPack's structs). It
 - declares argtypes and restype for every function of the header
   (``SIGNATURES``; tests/test_binding.py checks them against the header);
 - checks the ABI version and the maximum rank when it loads the library,
-  reads the op-id tables from it (``mt_op_name``; ``op_names(family)``) and
-  checks that every op the package calls is there (``REQUIRED_OPS``);
+  and reads each op's name and dtype rule from it (``mt_op_name``,
+  ``mt_op_dtypes``; ``op_names(family)``, ``op_dtypes(family, name)``): the
+  op lists of src/minitensor.h are the only place they are written;
 - turns a failed mt_status into an exception carrying ``mt_last_error()``.
 
 The wrappers of the family modules take arrays (minitensor/_array.py; a Tensor is
@@ -54,7 +55,6 @@ from .loader import (  # noqa: F401
     MT_BOOL,
     KERNEL_POLICIES,
     OP_FAMILIES,
-    REQUIRED_OPS,
     MtTensor,
     make_descriptor,
     SIGNATURES,
@@ -74,6 +74,7 @@ from .loader import (  # noqa: F401
     raise_status,
     check,
     op_names,
+    op_dtypes,
     _op_id,
 )
 from .memory import (  # noqa: F401

@@ -51,30 +51,13 @@ MT_BOOL = 3
 KERNEL_POLICIES: dict[str, int] = {"fast": 0, "teaching": 1}
 
 # The op families of the header. mt_op_name(family, id) names each id of
-# the family's enum and returns NULL past the last one: the binding reads the
-# tables from the library when it loads it (see op_names), so the names are
-# written once, in src/. MATMUL, REDUCE_ALGO and COPY_ALGO are the kernel
-# ladders (mt_matmul_algo, mt_reduce_algo, mt_copy_algo).
+# the family's enum and returns NULL past the last one, and mt_op_dtypes(family,
+# id) gives the op's dtype rule: the binding reads both from the library when
+# it loads it (see op_names, op_dtypes), so that each op's name and dtype rule
+# is written once, in the op lists of src/minitensor.h. MATMUL, REDUCE_ALGO
+# and COPY_ALGO are the kernel ladders (mt_matmul_algo, mt_reduce_algo,
+# mt_copy_algo), which have no dtype rules.
 OP_FAMILIES: tuple[str, ...] = ("map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo")
-
-# The op names that minitensor's Python layers call. The library must have
-# each (checked at load, with an error naming what is missing); it may have
-# more (a new rung of a ladder needs no change here).
-REQUIRED_OPS: dict[str, tuple[str, ...]] = {
-    "map": (
-        "copy", "neg", "exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt",
-        "reciprocal", "sign", "add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar", "softplus", "erf",
-    ),
-    "zip": (
-        "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-        "eq", "ne", "lt", "le", "gt", "ge", "relu_backward",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "floor_divide", "remainder",
-    ),
-    "reduce": ("sum", "prod", "max", "min", "argmax", "argmin"),
-    "matmul": ("default",),
-    "reduce_algo": ("default",),
-    "copy_algo": ("default",),
-}
 
 
 class MtTensor(Structure):
@@ -121,6 +104,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_max_dims": (c_int, []),
     "mt_op_count": (c_int, [c_char_p]),
     "mt_op_name": (c_char_p, [c_char_p, c_int]),
+    "mt_op_dtypes": (c_char_p, [c_char_p, c_int]),
     "mt_last_error": (c_char_p, []),
     "mt_init": (c_int, []),
 }
@@ -209,22 +193,29 @@ def _read_op_tables(lib: ctypes.CDLL) -> dict[str, tuple[str, ...]]:
     return {family: read_names(lambda i, f=family.encode(): lib.mt_op_name(f, i)) for family in OP_FAMILIES}
 
 
+def _read_dtype_rules(lib: ctypes.CDLL, tables: dict[str, tuple[str, ...]]) -> dict[str, dict[str, tuple[str, str]]]:
+    """family -> {op name: (the dtype letters it takes, its result's letter or "")}
+    for the families with dtype rules ("fib>b" -> ("fib", "b"))."""
+    rules: dict[str, dict[str, tuple[str, str]]] = {}
+    for family, names in tables.items():
+        raw = [lib.mt_op_dtypes(family.encode(), i) for i in range(len(names))]
+        if any(r is not None for r in raw):
+            rules[family] = {name: _split_rule(r) for name, r in zip(names, raw)}
+    return rules
+
+
+def _split_rule(raw: Optional[bytes]) -> tuple[str, str]:
+    takes, _, result = (raw or b"").decode().partition(">")
+    return takes, result
+
+
 def _verify(lib: ctypes.CDLL) -> None:
-    """Checks the library's ABI version and max rank, and that it has every op
-    the package calls (REQUIRED_OPS)."""
+    """Checks the library's ABI version and max rank."""
     path = lib._name
     check_abi("minitensor", path, lib.mt_abi_version(), ABI_VERSION, "make")
     max_dims = lib.mt_max_dims()
     if max_dims != MAX_DIMS:
         raise ImportError(f"minitensor: {path} has MT_MAX_DIMS={max_dims}, expected {MAX_DIMS}")
-    tables = _read_op_tables(lib)
-    for family, names in REQUIRED_OPS.items():
-        missing = [name for name in names if name not in tables[family]]
-        if missing:
-            raise ImportError(
-                f"minitensor: {path} has no {family} op {missing[0]!r} (its {family} ops are "
-                f"{', '.join(tables[family]) or 'none'}); rebuild with `make` or update the package"
-            )
 
 
 def _open(path: Path) -> ctypes.CDLL:
@@ -311,8 +302,11 @@ def _raise_unless_device_missing(lib: ctypes.CDLL, status: int) -> None:
         raise_status(status, "mt_init", lib.mt_last_error())
 
 
-# family -> {op name: op id}, read from the library when it is loaded.
+# family -> {op name: op id}, and for map, zip and reduce {op name: (the dtype
+# letters it takes, its result's letter or "")}: read from the library when it
+# is loaded.
 _OP_IDS: dict[str, dict[str, int]] = {}
+_OP_DTYPES: dict[str, dict[str, tuple[str, str]]] = {}
 
 
 def lib() -> ctypes.CDLL:
@@ -320,8 +314,10 @@ def lib() -> ctypes.CDLL:
     global _LIB
     if _LIB is None:
         chosen = _choose()
-        for family, names in _read_op_tables(chosen).items():
+        tables = _read_op_tables(chosen)
+        for family, names in tables.items():
             _OP_IDS[family] = {name: op_id for op_id, name in enumerate(names)}
+        _OP_DTYPES.update(_read_dtype_rules(chosen, tables))
         _LIB = chosen
     return _LIB
 
@@ -356,10 +352,27 @@ def op_names(family: str) -> tuple[str, ...]:
     return tuple(_OP_IDS[family])
 
 
+def op_dtypes(family: str, name: str) -> tuple[str, str]:
+    """The dtype rule of one op of "map", "zip" or "reduce" as the loaded library
+    reports it (src/minitensor.h's op lists): the letters of the dtypes its
+    kernel takes (f: float32 and float64, i: int64, b: bool) and the letter of
+    its result's dtype, "" when it is the input's. "eq" -> ("fib", "b")."""
+    if _LIB is None:
+        lib()
+    rule = _OP_DTYPES.get(family, {}).get(name)
+    if rule is None:
+        _op_id(family, name)  # raises for an op the library does not have
+        raise ValueError(f"{family} has no dtype rules (map, zip and reduce have)")
+    return rule
+
+
 def _op_id(family: str, name: str) -> int:
     op_id = _OP_IDS[family].get(name)  # filled by lib(), which every wrapper calls first
     if op_id is None:
-        raise ValueError(f"unknown {family} op {name!r}")
+        raise ValueError(
+            f"unknown {family} op {name!r}: the library ({_LIB._name if _LIB else 'not loaded'}) has "
+            f"{', '.join(_OP_IDS[family]) or 'none'}; an op added to src/minitensor.h needs `make`"
+        )
     return op_id
 
 

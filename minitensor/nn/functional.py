@@ -50,7 +50,7 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         )
     if not isinstance(x, Tensor):
         raise TypeError(f"softplus(): input must be a Tensor, got {type(x).__name__}")
-    return autograd.Softplus.apply(x)
+    return autograd.elementwise.Softplus.apply(x)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:

@@ -97,6 +97,8 @@ from .core import (  # noqa: F401
     cat,
     stack,
     op_names,
+    op_takes,
+    op_result_dtype,
     kernel_policies,
     kernel_policy,
     set_kernel_policy,
@@ -111,7 +113,6 @@ from .reduce import (  # noqa: F401
 )
 from .elementwise import (  # noqa: F401
     map_,
-    COMPARISONS,
     zip_,
     check_inplace_shape,
     inplace_,

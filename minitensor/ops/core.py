@@ -1,6 +1,7 @@
 """The helpers every family of ops uses, and the ops of no kernel family of their own.
 
-Argument checks (is_array, check_out, require_float, ...), the scalars the
+Argument checks (is_array, check_out, require_float, ...), the dtype rules of
+the engine's ops (op_takes, op_result_dtype: read from the library), the scalars the
 engine takes (engine_scalar), dtype promotion of two operands
 (_promote_pair), the two views that may copy (reshape, flatten), the
 copies, fills and casts (the map kernel's copy op, src/map.cu), the
@@ -17,7 +18,7 @@ from typing import Any, Iterator, Sequence, Union
 from .. import _lib
 from .._array import Array, alias, bump_version, empty, empty_like, shares_storage
 from .._views import expand, index, narrow, unsqueeze, view
-from .._dtype import DType, int64, promote, promote_scalar, to_dtype
+from .._dtype import DType, bool_, int64, promote, promote_scalar, to_dtype
 from .._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
 from .._shape import as_shape, infer_shape, normalize_dim, numel, view_strides
 
@@ -85,6 +86,25 @@ def engine_scalar(value: Scalar, dtype: DType, func: str) -> float:
         raise InvalidArgumentError(f"{func}: the integer {value} is beyond 2**53, the largest that minitensor "
                                    f"passes to a kernel exactly; use a tensor operand")
     return as_float(value, func)
+
+
+# The letter of each dtype in the dtype rules of src/minitensor.h's op lists.
+_RULE_LETTER = {"float32": "f", "float64": "f", "int64": "i", "bool": "b"}
+_LETTER_DTYPE = {"i": int64, "b": bool_}
+
+
+def op_takes(family: str, op: str, dtype: DType) -> bool:
+    """Whether the kernel of op ("map", "zip" or "reduce") takes dtype, by the
+    op's dtype rule in src/minitensor.h ("fi": floats and int64), as the
+    library reports it."""
+    return _RULE_LETTER[dtype.name] in _lib.op_dtypes(family, op)[0]
+
+
+def op_result_dtype(family: str, op: str, dtype: DType) -> DType:
+    """The dtype of op's result for an input of dtype: the one its rule names
+    after ">" (a comparison's bool, argmax's int64), else dtype."""
+    letter = _lib.op_dtypes(family, op)[1]
+    return _LETTER_DTYPE[letter] if letter else dtype
 
 
 def require_float(x: Array, func: str, name: str = "input") -> None:

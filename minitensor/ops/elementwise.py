@@ -1,5 +1,6 @@
 """Elementwise ops: the map kernel (src/map.cu, one input and a scalar) and
-the zip kernel (src/zip.cu, two broadcast inputs), their dtype rules, the
+the zip kernel (src/zip.cu, two broadcast inputs), the promotions of their
+dtype rules (the rules themselves are read from the library), the
 arithmetic operators and the in-place ones (inplace_)."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from .core import (
     check_writable,
     _require_array,
     engine_scalar,
+    op_takes,
+    op_result_dtype,
     _scalar_tensor,
     _promote_pair,
     fill_,
@@ -33,21 +36,13 @@ from .reduce import reduce_
 # ---- elementwise ------------------------------------------------------------------
 
 
-# Maps whose result is a float whatever the input (torch computes them on an
-# int64 or bool tensor in the default float dtype), and maps with a scalar,
-# whose result dtype also depends on the scalar (promote_scalar).
-_FLOAT_MAPS = frozenset(("exp", "log", "sigmoid", "tanh", "sqrt", "reciprocal", "softplus", "erf"))
-_SCALAR_MAPS = frozenset(("add_scalar", "mul_scalar", "pow_scalar", "rpow_scalar"))
-
-
 def _map_dtype(op: str, x: Array, scalar: Scalar) -> DType:
-    """The dtype op computes in for x (and scalar): x's, promoted where torch promotes."""
+    """The dtype op computes in for a non-float x (and scalar): x's, promoted
+    where torch promotes. Which dtypes its kernel takes is its dtype rule in
+    src/minitensor.h's op list (op_takes); the *_scalar maps also promote with
+    the scalar."""
     dtype = x.dtype
-    if dtype.is_floating_point:
-        return dtype
-    if op in _FLOAT_MAPS:
-        return default_dtype
-    if op in _SCALAR_MAPS:
+    if op.endswith("_scalar"):
         dtype = promote_scalar(dtype, scalar)
         if dtype is bool_:  # a bool number with a bool tensor: map_ calls the bool zip
             return dtype
@@ -55,7 +50,9 @@ def _map_dtype(op: str, x: Array, scalar: Scalar) -> DType:
             raise InvalidArgumentError("pow(): integers to negative integer powers are not allowed "
                                        "(as in torch); use a float tensor")
         return dtype
-    if dtype is bool_ and op != "copy":
+    if not op_takes("map", op, int64):
+        return default_dtype  # float-only: integer and bool inputs compute in float32, as in torch
+    if not op_takes("map", op, dtype):
         raise DTypeError(f"{op}() is not defined for bool tensors (use ~ or logical_not() to invert a mask, "
                          f"or convert with .long() first)")
     return dtype
@@ -68,7 +65,7 @@ def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
         dtype = _map_dtype(op, x, scalar)
         if dtype is bool_ and op in ("add_scalar", "mul_scalar"):
             return zip_("add" if op == "add_scalar" else "mul", x, scalar)  # or / and, as torch's bool + and *
-        if dtype is bool_ and op in _SCALAR_MAPS:
+        if dtype is bool_ and op.endswith("_scalar"):
             dtype = int64  # True ** True: computed on integers
         if op == "rpow_scalar" and dtype is int64:
             return zip_("pow", _scalar_tensor(scalar, int64, x), x)  # the map kernel has no int64 rpow
@@ -80,32 +77,25 @@ def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
     return out
 
 
-COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
-_BITWISE = frozenset(("bitwise_and", "bitwise_or", "bitwise_xor"))
-_INT_DIVISIONS = frozenset(("floor_divide", "remainder"))
-
-
 def _zip_dtypes(op: str, dtype: DType) -> tuple[DType, DType]:
-    """For operands promoted to dtype: (the dtype op computes in, its result's)."""
-    if op in COMPARISONS:
-        return dtype, bool_
-    if dtype.is_floating_point:
-        if op in _BITWISE:
+    """For operands promoted to dtype: (the dtype op computes in, its result's),
+    from op's dtype rule in src/minitensor.h's op list."""
+    result = op_result_dtype("zip", op, dtype)
+    if result is not dtype:
+        return dtype, result  # a comparison: any dtype in, bool out
+    if not op_takes("zip", op, dtype):
+        if dtype.is_floating_point:
             raise DTypeError(f"{op}() is only defined for int64 and bool tensors, got {dtype.name}")
-        return dtype, dtype
-    if op == "div":
-        return default_dtype, default_dtype  # true division, as torch: 7 / 2 is 3.5
-    if op == "relu_backward":
-        return default_dtype, default_dtype
-    if dtype is bool_ and (op == "pow" or op in _INT_DIVISIONS):
-        return int64, int64
+        if not op_takes("zip", op, int64):
+            return default_dtype, default_dtype  # float-only: true division, as torch: 7 / 2 is 3.5
+        return int64, int64  # bools computed as integers (pow, floor_divide, remainder)
     return dtype, dtype
 
 
 def _check_divisor(op: str, b: Array) -> None:
     """floor_divide and remainder by an integer zero have no answer: ZeroDivisionError,
     as torch's CPU ops raise (the check reads the divisor back: a synchronization)."""
-    if op in _INT_DIVISIONS and not b.dtype.is_floating_point and b.numel() > 0:
+    if op in ("floor_divide", "remainder") and not b.dtype.is_floating_point and b.numel() > 0:
         if to_numpy(reduce_("min", map_("abs", b))).item() == 0:
             raise ZeroDivisionError(f"{op}(): integer division by zero")
 
@@ -113,10 +103,10 @@ def _check_divisor(op: str, b: Array) -> None:
 def zip_(op: str, a: Any, b: Any) -> Array:
     """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
     if is_array(a) and is_array(b) and a.shape == b.shape and a.dtype is b.dtype and (
-            a.dtype.is_floating_point and op not in _BITWISE):
+            a.dtype.is_floating_point and op_takes("zip", op, a.dtype)):
         # The common case: two float tensors of one shape and dtype need no
         # promotion or broadcasting, and their shape has already been checked.
-        out = empty(a.shape, bool_ if op in COMPARISONS else a.dtype)
+        out = empty(a.shape, op_result_dtype("zip", op, a.dtype))
         if out.numel() > 0:
             _lib.zip_(op, out, a, b)
         return out

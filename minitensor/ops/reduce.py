@@ -8,10 +8,10 @@ from typing import Any
 
 from .. import _lib
 from .._array import Array, alias, empty, empty_like
-from .._dtype import bool_, int64
+from .._dtype import int64
 from .._errors import DimError
 from .._shape import contiguous_strides, keepdim_shape, numel, reduce_dims
-from .core import _require_array, require_float, fill_, cast, clone
+from .core import _require_array, require_float, fill_, cast, clone, op_takes, op_result_dtype
 
 
 # ---- reductions ------------------------------------------------------------------
@@ -31,9 +31,9 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     _require_array(x, func)
     arg = op in ("argmax", "argmin")
     dims = reduce_dims(dim, x.ndim, func, not arg)
-    if x.dtype is bool_ and op in _IDENTITY:
-        x = cast(x, int64)
-    out_dtype = int64 if arg else x.dtype
+    if not op_takes("reduce", op, x.dtype):
+        x = cast(x, int64)  # sum and prod of bools count in int64, as torch's
+    out_dtype = op_result_dtype("reduce", op, x.dtype)
     if x.ndim == 0:
         if arg:
             return fill_(empty((), int64), 0)

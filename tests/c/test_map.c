@@ -17,16 +17,15 @@
 
 static const int all_dtypes[] = {MT_FLOAT32, MT_FLOAT64, MT_INT64, MT_BOOL};
 
-/* Which ops each dtype takes (minitensor.h, MT_MAP_OPS): the floats all,
- * int64 those marked [i], bool copy and fill. */
+/* Which dtypes take which op: the dtype rule of each op in MT_MAP_OPS
+ * (minitensor.h), which the kernels follow too. */
+#define MAP_DTYPES_(id, name, dtypes) dtypes,
+static const char *const map_dtypes[] = {MT_MAP_OPS(MAP_DTYPES_)};
+#undef MAP_DTYPES_
+
 static int map_takes(int op, int dtype)
 {
-    if (dtype == MT_FLOAT32 || dtype == MT_FLOAT64 || op == MT_MAP_COPY || op == MT_MAP_FILL)
-        return 1;
-    if (dtype == MT_BOOL)
-        return 0;
-    return op == MT_MAP_NEG || op == MT_MAP_ABS || op == MT_MAP_SIGN || op == MT_MAP_RELU ||
-           op == MT_MAP_ADD_SCALAR || op == MT_MAP_MUL_SCALAR || op == MT_MAP_POW_SCALAR;
+    return tt_rule_takes(map_dtypes[op], dtype);
 }
 
 static int is_float(int dtype)

@@ -326,14 +326,17 @@ static void test_memory(void)
 typedef struct {
     const char *id;
     const char *name;
+    const char *dtypes; /* the dtype rule; NULL for a ladder */
 } op_entry;
-#define TT_OP_ENTRY_(id, name) {#id, #name},
+#define TT_OP_ENTRY_(id, name, dtypes) {#id, #name, dtypes},
+#define TT_ALGO_ENTRY_(id, name) {#id, #name, NULL},
 static const op_entry MAP_OPS[] = {MT_MAP_OPS(TT_OP_ENTRY_)};
 static const op_entry ZIP_OPS[] = {MT_ZIP_OPS(TT_OP_ENTRY_)};
 static const op_entry REDUCE_OPS[] = {MT_REDUCE_OPS(TT_OP_ENTRY_)};
-static const op_entry MATMUL_ALGOS[] = {MT_MATMUL_ALGOS(TT_OP_ENTRY_)};
-static const op_entry REDUCE_ALGOS[] = {MT_REDUCE_ALGOS(TT_OP_ENTRY_)};
-static const op_entry COPY_ALGOS[] = {MT_COPY_ALGOS(TT_OP_ENTRY_)};
+static const op_entry MATMUL_ALGOS[] = {MT_MATMUL_ALGOS(TT_ALGO_ENTRY_)};
+static const op_entry REDUCE_ALGOS[] = {MT_REDUCE_ALGOS(TT_ALGO_ENTRY_)};
+static const op_entry COPY_ALGOS[] = {MT_COPY_ALGOS(TT_ALGO_ENTRY_)};
+#undef TT_ALGO_ENTRY_
 #undef TT_OP_ENTRY_
 
 /* name is ID in lower case ("RELU_BACKWARD" -> "relu_backward"). */
@@ -350,7 +353,7 @@ static int is_lower_case_of(const char *name, const char *id)
  * lower case. */
 static void check_table(const char *family, const op_entry *ops, int count)
 {
-    tt_case("mt_op_count/mt_op_name(\"%s\") match the op list of minitensor.h", family);
+    tt_case("mt_op_count/mt_op_name/mt_op_dtypes(\"%s\") match the op list of minitensor.h", family);
     TT_CHECK(mt_op_count(family) == count, "mt_op_count(\"%s\") = %d, header says %d", family,
              mt_op_count(family), count);
     for (int op = 0; op < count; ++op) {
@@ -359,7 +362,12 @@ static void check_table(const char *family, const op_entry *ops, int count)
                  ops[op].id, ops[op].name);
         TT_CHECK(name && strcmp(name, ops[op].name) == 0, "mt_op_name(\"%s\", %d) = \"%s\", expected \"%s\"",
                  family, op, name ? name : "(null)", ops[op].name);
+        const char *dtypes = mt_op_dtypes(family, op);
+        TT_CHECK(ops[op].dtypes ? dtypes && strcmp(dtypes, ops[op].dtypes) == 0 : dtypes == NULL,
+                 "mt_op_dtypes(\"%s\", %d) = \"%s\", the list says \"%s\"", family, op,
+                 dtypes ? dtypes : "(null)", ops[op].dtypes ? ops[op].dtypes : "(null)");
     }
+    TT_CHECK(mt_op_dtypes(family, count) == NULL, "a dtype rule for id %d (the count)", count);
     TT_CHECK(mt_op_name(family, -1) == NULL, "a name for id -1");
     TT_CHECK(mt_op_name(family, count) == NULL, "a name for id %d (the count)", count);
 }

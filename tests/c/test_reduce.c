@@ -24,11 +24,15 @@ static int is_arg(int op)
     return op == MT_REDUCE_ARGMAX || op == MT_REDUCE_ARGMIN;
 }
 
-/* Which dtypes take which op (minitensor.h, MT_REDUCE_OPS): bool has no
- * sum or prod. */
+/* Which dtypes take which op: the dtype rule of each op in MT_REDUCE_OPS
+ * (minitensor.h), which the kernels follow too. */
+#define REDUCE_DTYPES_(id, name, dtypes) dtypes,
+static const char *const reduce_dtypes[] = {MT_REDUCE_OPS(REDUCE_DTYPES_)};
+#undef REDUCE_DTYPES_
+
 static int reduce_takes(int op, int dtype)
 {
-    return dtype != MT_BOOL || (op != MT_REDUCE_SUM && op != MT_REDUCE_PROD);
+    return tt_rule_takes(reduce_dtypes[op], dtype);
 }
 
 /* The dtype of out: int64 indices for argmax/argmin, else in's. */

@@ -27,15 +27,15 @@ static int is_bitwise(int op)
     return op == MT_ZIP_BITWISE_AND || op == MT_ZIP_BITWISE_OR || op == MT_ZIP_BITWISE_XOR;
 }
 
-/* Which dtypes take which op (minitensor.h, MT_ZIP_OPS). */
+/* Which dtypes take which op: the dtype rule of each op in MT_ZIP_OPS
+ * (minitensor.h), which the kernels follow too. */
+#define ZIP_DTYPES_(id, name, dtypes) dtypes,
+static const char *const zip_dtypes[] = {MT_ZIP_OPS(ZIP_DTYPES_)};
+#undef ZIP_DTYPES_
+
 static int zip_takes(int op, int dtype)
 {
-    if (dtype == MT_FLOAT32 || dtype == MT_FLOAT64)
-        return !is_bitwise(op);
-    if (dtype == MT_BOOL)
-        return is_comparison(op) || is_bitwise(op) || op == MT_ZIP_ADD || op == MT_ZIP_MUL ||
-               op == MT_ZIP_MAXIMUM || op == MT_ZIP_MINIMUM;
-    return op != MT_ZIP_DIV && op != MT_ZIP_RELU_BACKWARD;
+    return tt_rule_takes(zip_dtypes[op], dtype);
 }
 
 /* Python's a // b for floats (torch.floor_divide): the whole number

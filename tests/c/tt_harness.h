@@ -267,6 +267,17 @@ static inline const char *tt_op_name(const char *family, int op)
     return name ? name : "(unnamed op)";
 }
 
+/* Does the dtype rule of an op-list entry (minitensor.h: "fi", "fib>b")
+ * take the dtype? f: float32 and float64, i: int64, b: bool. */
+static inline int tt_rule_takes(const char *rule, int dtype)
+{
+    const char letter = dtype == MT_INT64 ? 'i' : dtype == MT_BOOL ? 'b' : 'f';
+    for (; *rule != '\0' && *rule != '>'; ++rule)
+        if (*rule == letter)
+            return 1;
+    return 0;
+}
+
 static inline const char *tt_dtype_name(int dtype)
 {
     switch (dtype) {
