@@ -473,7 +473,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                              f"query and key need the same last dim, key and value the same length")
     if is_causal and attn_mask is not None:
         raise ValueError(f"{func}: give attn_mask or is_causal, not both (as torch)")
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    # A head dim of 0: every score is an empty sum, 0, whatever the scale (torch
+    # scales query and key, not the scores), so 1/sqrt(0) is never taken.
+    scale = 1.0 if query.shape[-1] == 0 else 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores = query @ key.transpose(-2, -1)
     if attn_mask is not None:
         if not isinstance(attn_mask, Tensor):
