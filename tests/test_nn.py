@@ -264,6 +264,24 @@ def test_cross_entropy_is_stable_for_huge_logits():
     assert_close(logits.grad, [[1.0, -1.0, 0.0]], mt.float32)
 
 
+@pytest.mark.parametrize("policy", ["fast", "teaching"])
+def test_cross_entropy_of_an_infinite_logit_is_torchs(policy):
+    """A +inf logit makes its row's log_softmax NaN (inf - inf), so torch's loss
+    and gradient are NaN whatever the target; -inf logits are ordinary (a
+    target at -inf costs inf). Both policies, and log_softmax, agree."""
+    inf = float("inf")
+    with mt.kernels.policy(policy):
+        for target in (0, 1):
+            logits = mt.tensor([[inf, 0.0, 1.0], [0.5, -inf, 1.0]], dtype=mt.float64, requires_grad=True)
+            loss = F.cross_entropy(logits, [target, 1], reduction="none")
+            loss.sum().backward()
+            values = loss.numpy()
+            assert np.isnan(values[0]) and values[1] == inf, values
+            assert np.isnan(logits.grad.numpy()[0]).all()
+            assert np.isnan(F.log_softmax(logits, dim=1).numpy()[0]).all()
+        assert np.isnan(F.cross_entropy(mt.tensor([[inf, 0.0]]), [1]).item())
+
+
 def test_cross_entropy_rejects_bad_targets():
     logits = mt.zeros(3, 4)
     with pytest.raises(TypeError, match="class indices"):
