@@ -384,14 +384,23 @@ class MSELoss(Module):
 
 
 class CrossEntropyLoss(Module):
-    """Cross-entropy of logits (N, C) against class indices, as F.cross_entropy."""
+    """Cross-entropy of logits (N, C) or (N, C, d1, ...) against class indices, as
+    F.cross_entropy (weight, ignore_index and label_smoothing as torch's)."""
 
-    def __init__(self, reduction: str = "mean") -> None:
+    def __init__(self, weight: Optional[Tensor] = None, *, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
         super().__init__()
+        if weight is not None and not isinstance(weight, Tensor):
+            raise TypeError(f"CrossEntropyLoss(): weight must be a Tensor of one weight per class, got "
+                            f"{weight!r} (the others are keyword arguments: reduction={weight!r}?)")
+        self.register_buffer("weight", weight)  # a buffer, as torch's
+        self.ignore_index = ignore_index
         self.reduction = reduction
+        self.label_smoothing = label_smoothing
 
     def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002 - torch's name
-        return F.cross_entropy(input, target, self.reduction)
+        return F.cross_entropy(input, target, self.reduction, weight=self.weight, ignore_index=self.ignore_index,
+                               label_smoothing=self.label_smoothing)
 
 
 class Dropout(Module):
