@@ -183,6 +183,31 @@ def test_embedding_gathers_rows_and_accumulates_repeated_indices():
         emb(np.array([0.5]))
 
 
+@pytest.mark.parametrize("padding_idx", [1, -4])
+def test_embedding_padding_idx_starts_at_zero_and_gets_no_gradient(padding_idx):
+    """As torch: row padding_idx (negative from the end) is zeros at first, is
+    read as it is, and gets no gradient; the other rows accumulate as before."""
+    emb = nn.Embedding(5, 3, padding_idx=padding_idx, dtype=mt.float64)
+    assert emb.padding_idx == 1 and "padding_idx=1" in repr(emb)
+    assert emb.weight.numpy()[1].tolist() == [0.0, 0.0, 0.0]
+    with mt.no_grad():
+        emb.weight[1] = 2.0  # a padding row changed by hand is read as it is
+    idx = np.array([[1, 4, 1], [2, 0, 4]])
+    out = emb(idx)
+    np.testing.assert_array_equal(out.numpy(), emb.weight.numpy()[idx])
+    (out * mt.tensor(np.arange(18.0).reshape(2, 3, 3))).sum().backward()
+    want = np.zeros((5, 3))
+    np.add.at(want, idx.reshape(-1), np.arange(18.0).reshape(6, 3))
+    want[1] = 0.0
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), want)
+    w = mt.tensor(np.ones((5, 3)), requires_grad=True)
+    F.embedding(mt.tensor([1, 3]), w, padding_idx=padding_idx).sum().backward()
+    assert w.grad.numpy().sum(1).tolist() == [0.0, 0.0, 0.0, 3.0, 0.0]
+    for bad in (5, -6):
+        with pytest.raises(ValueError, match="padding_idx"):
+            nn.Embedding(5, 3, padding_idx=bad)
+
+
 # ---- losses --------------------------------------------------------------------------------------
 
 

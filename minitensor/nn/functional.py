@@ -328,10 +328,11 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
     return squared
 
 
-def embedding(indices: Any, weight: Tensor) -> Tensor:
+def embedding(indices: Any, weight: Tensor, padding_idx: Optional[int] = None) -> Tensor:
     """Rows of weight (num_embeddings, dim) picked by indices of any shape: the result
     has shape indices.shape + (dim,). The backward adds into the picked rows
-    (scatter_add), so repeated indices accumulate."""
+    (scatter_add), so repeated indices accumulate; as torch, nothing goes to
+    row padding_idx (negative counts from the end)."""
     if not isinstance(weight, Tensor) or weight.ndim != 2:
         raise ValueError(
             f"embedding(): weight must be a 2-D Tensor (num_embeddings, embedding_dim), got "
@@ -347,8 +348,27 @@ def embedding(indices: Any, weight: Tensor) -> Tensor:
             raise TypeError(f"embedding(): indices must be whole numbers, got an array of {array.dtype}")
         index = tensor(array, dtype=int64)
     dim = weight.shape[1]
+    padding_idx = _padding_idx(padding_idx, weight.shape[0], "embedding()")
     rows = index.reshape(-1, 1).expand(-1, dim)  # n, dim (stride 0 along dim)
-    return weight.gather(0, rows).reshape(*index.shape, dim)
+    out = weight.gather(0, rows).reshape(*index.shape, dim)
+    if padding_idx is not None and out.requires_grad:
+        # The same values; the gradient of the padding positions goes to the
+        # detached copy, so none reaches weight[padding_idx].
+        padding = (index == padding_idx).reshape(*index.shape, 1)
+        out = autograd.Where.apply(padding, out.detach(), out)
+    return out
+
+
+def _padding_idx(padding_idx: Any, num_embeddings: int, func: str) -> Optional[int]:
+    """padding_idx in [0, num_embeddings), from one in [-num_embeddings, num_embeddings) as torch."""
+    if padding_idx is None:
+        return None
+    if not isinstance(padding_idx, (int, np.integer)) or isinstance(padding_idx, bool):
+        raise TypeError(f"{func}: padding_idx must be an int or None, got {type(padding_idx).__name__}")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{func}: padding_idx {padding_idx} must be within num_embeddings "
+                         f"(in [-{num_embeddings}, {num_embeddings}))")
+    return int(padding_idx) % num_embeddings
 
 
 # ---- convolution and pooling: sliding windows (autograd.Im2Col), then a matmul or a reduction ----

@@ -552,22 +552,29 @@ class Flatten(Module):
 
 class Embedding(Module):
     """A table of num_embeddings vectors of size embedding_dim (initialized N(0, 1), as
-    torch); calling it with indices of any shape gives indices.shape + (embedding_dim,)."""
+    torch); calling it with indices of any shape gives indices.shape + (embedding_dim,).
+    padding_idx, as torch's: that row starts as zeros and gets no gradient."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int] = None, *,
+                 dtype: Any = None) -> None:
         super().__init__()
         _check_size(num_embeddings, "Embedding", "num_embeddings")
         _check_size(embedding_dim, "Embedding", "embedding_dim")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
+        self.padding_idx = F._padding_idx(padding_idx, num_embeddings, "Embedding()")
         dtype = default_dtype if dtype is None else to_dtype(dtype)
         self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype))
+        if self.padding_idx is not None:
+            with autograd.no_grad():
+                self.weight[self.padding_idx] = 0.0
 
     def forward(self, indices: Any) -> Tensor:
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Sequential(Module):
