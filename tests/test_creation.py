@@ -98,7 +98,8 @@ def test_arange() -> None:
 
 def test_values_outside_int64_are_refused_not_wrapped() -> None:
     """As torch: an int64 tensor cannot hold them, so creation raises (an
-    OverflowError that is also a RuntimeError) instead of wrapping them."""
+    OverflowError that is also a RuntimeError and a ValueError, torch's two)
+    instead of wrapping them."""
     for make in (lambda: mt.tensor([1e19], dtype=mt.int64), lambda: mt.tensor(2**63),
                  lambda: mt.tensor(np.uint64(2**64 - 1)), lambda: mt.tensor([2**63, -1]),
                  lambda: mt.tensor([[1], [2**70]]), lambda: mt.tensor(-(2**63) - 1),
@@ -109,6 +110,8 @@ def test_values_outside_int64_are_refused_not_wrapped() -> None:
         with pytest.raises(OverflowError, match="outside the range of int64"):
             make()
         with pytest.raises(RuntimeError):
+            make()
+        with pytest.raises(ValueError):  # torch's error for a Python integer
             make()
     # The edges themselves, and floats that only a float tensor holds, are fine.
     assert mt.tensor([2**63 - 1, -(2**63)]).tolist() == [2**63 - 1, -(2**63)]
