@@ -9,13 +9,14 @@ uploads host data) and hands it over as a Tensor.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Optional
 
 import numpy as np
 
 from . import _array, _interop, ops
 from ._dtype import DType, bool_, default_dtype, from_numpy_dtype, int64, promote_scalar, to_dtype
-from ._errors import OutOfMemoryError
+from ._errors import IntegerOverflowError, OutOfMemoryError
 from ._shape import as_shape, check_new_shape
 from .tensor import Tensor
 
@@ -27,10 +28,44 @@ def _new(shape: tuple[int, ...], dtype: Any, func: str) -> Tensor:
     return Tensor._from_array(_array.empty(shape, dtype))
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _overflow(value: Any, func: str) -> IntegerOverflowError:
+    return IntegerOverflowError(f"{func}: {value!r} is outside the range of int64 "
+                                f"[-2**63, 2**63 - 1]; values are refused, not wrapped")
+
+
+def _check_int64_range(host: np.ndarray, func: str) -> None:
+    """Refuses host values that int64 cannot hold (they would wrap on the cast)."""
+    if host.size == 0:
+        return
+    if host.dtype.kind == "u" and host.max() > _INT64_MAX:
+        raise _overflow(int(host.max()), func)
+    if host.dtype.kind == "f":
+        bad = (host >= 2.0**63) | (host < -(2.0**63))
+        if bad.any():
+            raise _overflow(float(host[bad].flat[0]), func)
+
+
+def _leaves(data: Any) -> list:
+    """The numbers of nested lists and tuples, in order."""
+    out, stack = [], [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
 def _from_numpy(array: np.ndarray, dtype: DType, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of a host array."""
     if np.asarray(array).dtype.kind == "f" and dtype is int64 and not np.isfinite(array).all():
         raise ValueError("tensor(): NaN and infinity cannot be converted to int64")
+    if dtype is int64:
+        _check_int64_range(np.asarray(array), "tensor()")
     host = np.array(array, dtype=dtype.np_dtype, order="C")  # ascontiguousarray would make 0-d 1-d
     out = _new(tuple(host.shape), dtype, "tensor()")
     _array.upload(out, host)
@@ -54,6 +89,7 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
             host = np.asarray(data)
         except ValueError as e:
             raise ValueError(f"tensor(): the data is not a rectangular array of numbers: {e}") from None
+        host = _python_ints(data, host, dtype)
     if host.dtype.kind not in "biuf":
         raise TypeError(f"tensor(): cannot make a tensor from data of type {host.dtype} ({type(data).__name__})")
     if dtype is not None:
@@ -68,6 +104,31 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         raise RuntimeError(f"tensor(): only tensors of floating point dtype can require gradients, "
                            f"got {target.name} (pass dtype=minitensor.float32)")
     return _from_numpy(host, target, requires_grad)
+
+
+def _python_ints(data: Any, host: np.ndarray, dtype: Any) -> np.ndarray:
+    """Python integers beyond int64 in a number or nested lists: NumPy makes
+    them uint64, objects or (beside other integers) float64, where torch
+    refuses them when the tensor is int64 (all integers and no dtype, or
+    dtype=int64) and converts them when it is a float one."""
+    if host.dtype.kind not in "Ouf" or (host.dtype.kind == "f" and host.size
+                                         and not (np.abs(host) >= 2.0**63).any()):
+        return host
+    leaves = _leaves(data)
+    if not all(isinstance(v, numbers.Number) for v in leaves):
+        return host
+    floats = any(not isinstance(v, (numbers.Integral, np.integer)) for v in leaves)
+    target = None if dtype is None else to_dtype(dtype)
+    if target is int64 or (target is None and not floats):
+        for v in leaves:
+            if isinstance(v, numbers.Integral) and not _INT64_MIN <= int(v) <= _INT64_MAX:
+                raise _overflow(int(v), "tensor()")
+    if host.dtype.kind == "O":  # integers too large for uint64, converted to a float dtype
+        try:
+            return np.array(data, dtype=np.float64)
+        except (OverflowError, ValueError):
+            return host
+    return host
 
 
 def empty(*shape: Any, dtype: Any = None) -> Tensor:
@@ -226,12 +287,17 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: An
             raise TypeError(f"arange(): {name} must be a number, got {type(value).__name__}")
     if step == 0:
         raise ValueError("arange(): step must be non-zero")
-    if dtype is None:
-        whole = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
-        dtype = int64 if whole else default_dtype
-    dtype = to_dtype(dtype)
+    integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
+    dtype = to_dtype(int64 if integral else default_dtype) if dtype is None else to_dtype(dtype)
+    if dtype is int64:
+        for value in (start, end, step):  # as torch: refused, not wrapped
+            if not (_INT64_MIN <= value <= _INT64_MAX) and math.isfinite(value):
+                raise _overflow(value, "arange()")
     try:
-        count = max(0, math.ceil((float(end) - float(start)) / float(step)))
+        if integral:  # exact: floats would round counts near 2**63
+            count = max(0, -((int(start) - int(end)) // int(step)))
+        else:
+            count = max(0, math.ceil((float(end) - float(start)) / float(step)))
     except (ValueError, OverflowError):
         raise ValueError(
             f"arange(): start {start}, end {end} and step {step} do not give a finite number of values"

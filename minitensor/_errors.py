@@ -48,6 +48,12 @@ class OutOfMemoryError(MinitensorError):
     """The device ran out of memory (MT_ERR_OUT_OF_MEMORY)."""
 
 
+class IntegerOverflowError(InvalidArgumentError, OverflowError):
+    """A number that int64 cannot hold, given to a creation function (tensor,
+    arange): refused, not wrapped. torch raises a RuntimeError here, or a
+    ValueError for a Python integer: this is both, and an OverflowError."""
+
+
 class CudaError(MinitensorError):
     """A CUDA (or emulated CUDA) call failed (MT_ERR_CUDA)."""
 

@@ -123,10 +123,19 @@ def _assign_rows(x: Variable, key: Any, value: Any) -> None:
     ops.check_writable(x, "__setitem__")  # before anything is built for the write
     selected = x.shape[:dim] + shape + x.shape[dim + consumed:]  # x[key].shape, which value broadcasts to
     if isinstance(value, Variable) and value.shape != selected:
+        extra = value.ndim - len(selected)
+        if extra > 0 and all(size == 1 for size in value.shape[:extra]):
+            value = value.reshape(*value.shape[extra:])  # leading 1s dropped, as NumPy, torch and basic keys
         value = value.expand(*selected)
-    if len(rows) == 0:
-        return
     records = _records(x, value)
+    if len(rows) == 0:
+        if records and isinstance(value, Variable) and value.requires_grad and x.dtype.is_floating_point:
+            # Nothing is written, but value is in the graph, as torch's: its
+            # gradient is zeros, not None. value has no element, so its sum
+            # is exactly +0.0, and x - 0.0 keeps every value of x (-0.0 too).
+            with autograd.enable_grad():
+                _rebase(x, _previous(x) - value.sum().to(x.dtype))
+        return
     _check_host_rows(int(np.prod(x.shape[dim:dim + consumed])), x, "a write through an index array")
     with autograd.enable_grad() if records else autograd.no_grad():
         # The rules below save what they read: a copy of x's old value, which

@@ -468,7 +468,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
     if algo == "flash" and max(q.shape[-1], v.shape[-1]) > ops.ATTENTION_MAX_DIM:
         raise ValueError(f"{func}: the flash rung takes head dims up to {ops.ATTENTION_MAX_DIM}, got "
                          f"{q.shape[-1]} and {v.shape[-1]}; use algo='naive'")
-    scale = 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
+    # A head dim of 0 makes every score an empty sum, 0, whatever the scale
+    # (torch scales q and k, not the scores): the weights are a softmax of
+    # zeros, and 1/sqrt(0) is never taken.
+    scale = 1.0 if q.shape[-1] == 0 else 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
+    if algo == "flash" and 0 in q.shape + k.shape + v.shape:
+        algo = "masked_softmax"  # no query, key or feature: the empty matmuls give torch's result (zeros)
     if algo == "naive":  # every step its own op: the scores go through memory four times
         scores = (q @ k.transpose(-2, -1)) * scale
         if causal:

@@ -2,7 +2,8 @@
  * cross_entropy.cu: the cross-entropy of each row of logits against its
  * target class, forward and backward, each one kernel reading the logits once.
  *
- *   forward   lse_i  = log(sum_j exp(x_ij))            (online_lse.h)
+ *   forward   lse_i  = log(sum_j exp(x_ij))            (online_lse.h; NaN where a
+ *                                                     logit is +inf, as torch)
  *             loss_i = lse_i - x_i,t_i                 (t_i: row i's target class)
  *   backward  dx_ij  = g_i * (exp(x_ij - lse_i) - [j == t_i])
  *             with g_i the gradient of loss_i (one value broadcast for a mean
@@ -48,7 +49,13 @@ __global__ void cross_entropy_forward_rows(mt_tensor loss, mt_tensor lse_out, mt
         const int64_t first = x.offset + row * x.strides[0];
         OnlineLse<T> lse;
         add_row(lse, xd + first, classes, x.strides[1]);
-        const T row_lse = block_logsumexp(scratch, lse);
+        /* A +inf logit makes the row's log_softmax NaN (inf - inf), and so
+         * torch's loss and gradient: lse is then saved as NaN, which the
+         * loss and the backward carry. (+inf is never the lse of finite
+         * logits: it is max + log(sum) with sum <= C.) */
+        T row_lse = block_logsumexp(scratch, lse);
+        if (row_lse == mt_infinity<T>())
+            row_lse = (T)NAN;
         if (threadIdx.x == 0) {
             const int64_t t = target_class(
                 static_cast<const TT *>(targets.data)[targets.offset + row * targets.strides[0]], classes);

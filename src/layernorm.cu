@@ -576,8 +576,6 @@ mt_status mt_layer_norm_backward(mt_tensor grad_in, mt_tensor grad_weight, mt_te
     mt_tensor none = {};
     if (want & MT_LAYER_NORM_GRAD_IN) {
         MT_TRY(check_layout(func, "grad_in", &grad_in, dt, rows, n, true));
-        MT_TRY(mt_check_alias(func, &grad_in, &grad_out, "grad_out"));
-        MT_TRY(mt_check_alias(func, &grad_in, &in, "in"));
     } else {
         grad_in = none;
     }
@@ -591,6 +589,31 @@ mt_status mt_layer_norm_backward(mt_tensor grad_in, mt_tensor grad_weight, mt_te
         grad_bias = none;
     if (!(affine & MT_LAYER_NORM_WEIGHT))
         weight = none;
+    /* Each output may be exactly an input of its shape (mt_check_alias) or
+     * share no memory with it; the outputs share none with each other. A
+     * grad_in that is grad_out or in is refused too when a parameter's
+     * gradient is wanted: that pass reads them after grad_in is written. */
+    const mt_tensor *inputs[] = {&grad_out, &in, &mean, &rstd, &weight};
+    const char *input_names[] = {"grad_out", "in", "mean", "rstd", "weight"};
+    const mt_tensor *outputs[] = {&grad_in, &grad_weight, &grad_bias};
+    const char *output_names[] = {"grad_in", "grad_weight", "grad_bias"};
+    for (int o = 0; o < 3; ++o) {
+        if (!outputs[o]->data)
+            continue;
+        for (int i = 0; i < 5; ++i) {
+            if (!inputs[i]->data)
+                continue;
+            MT_TRY(mt_check_alias(func, outputs[o], inputs[i], input_names[i]));
+            if (o == 0 && i < 2 && (grad_weight.data || grad_bias.data) && tensors_overlap(grad_in, *inputs[i]))
+                return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "grad_in shares memory with %s, which the gradients "
+                               "of weight and bias read after grad_in is written; give grad_in its own buffer",
+                               input_names[i]);
+        }
+        for (int p = 0; p < o; ++p)
+            if (outputs[p]->data && tensors_overlap(*outputs[o], *outputs[p]))
+                return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "%s overlaps %s; each output needs its own memory",
+                               output_names[o], output_names[p]);
+    }
     if (n == 0)
         return MT_OK;
     if (rows == 0) {

@@ -96,6 +96,34 @@ def test_arange() -> None:
         mt.arange(0, 3, 0)
 
 
+def test_values_outside_int64_are_refused_not_wrapped() -> None:
+    """As torch: an int64 tensor cannot hold them, so creation raises (an
+    OverflowError that is also a RuntimeError and a ValueError, torch's two)
+    instead of wrapping them."""
+    for make in (lambda: mt.tensor([1e19], dtype=mt.int64), lambda: mt.tensor(2**63),
+                 lambda: mt.tensor(np.uint64(2**64 - 1)), lambda: mt.tensor([2**63, -1]),
+                 lambda: mt.tensor([[1], [2**70]]), lambda: mt.tensor(-(2**63) - 1),
+                 lambda: mt.tensor(np.array([2.0**63]), dtype=mt.int64),
+                 lambda: mt.tensor([2**63], dtype=mt.int64),
+                 lambda: mt.arange(2**63 - 2, 2**63 + 1), lambda: mt.arange(-(2**63) - 1, 0),
+                 lambda: mt.arange(0.0, 1e19, 1e18, dtype=mt.int64)):
+        with pytest.raises(OverflowError, match="outside the range of int64"):
+            make()
+        with pytest.raises(RuntimeError):
+            make()
+        with pytest.raises(ValueError):  # torch's error for a Python integer
+            make()
+    # The edges themselves, and floats that only a float tensor holds, are fine.
+    assert mt.tensor([2**63 - 1, -(2**63)]).tolist() == [2**63 - 1, -(2**63)]
+    assert mt.tensor(np.uint64(2**63 - 1)).item() == 2**63 - 1
+    assert mt.tensor([2**63, 1.5]).dtype is mt.float32
+    assert mt.tensor([2**70], dtype=mt.float64).item() == 2.0**70
+    assert mt.tensor([-(2.0**63)], dtype=mt.int64).item() == -(2**63)
+    assert mt.arange(2**63 - 3, 2**63 - 1).tolist() == [2**63 - 3, 2**63 - 2]
+    assert mt.arange(-(2**63), -(2**63) + 2).tolist() == [-(2**63), -(2**63) + 1]
+    assert mt.arange(0, 10, 3).tolist() == [0, 3, 6, 9] and mt.arange(10, 0, -4).tolist() == [10, 6, 2]
+
+
 def test_rand_randn_and_seed() -> None:
     mt.manual_seed(123)
     a = mt.rand(3, 4).numpy()

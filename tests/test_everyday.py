@@ -306,6 +306,57 @@ def test_a_negative_step_reads_and_writes_as_numpy(key) -> None:
     gradcheck(lambda m, a: a[key] * 2.0, [x])
 
 
+@pytest.mark.parametrize("key", [[0, 1], np.array([True, True, False, False]), slice(1, None, -1)],
+                         ids=["index", "mask", "negative step"])
+def test_a_write_into_the_source_of_an_index_read_keeps_its_backward(key) -> None:
+    """The read's backward needs only the source's shape, as torch's: a later
+    write into the source (here of the rows not read) is no error."""
+    x = mt.ones(4, requires_grad=True, dtype=mt.float64)
+    z = x * 1.0
+    y = z[key]
+    z[2] = 5.0
+    (y * 3).sum().backward()
+    want = np.zeros(4)
+    want[np.arange(4)[key]] = 3.0
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+@pytest.mark.parametrize("key", [[0, 2], np.array([True, False, True, False]), slice(2, None, -2)],
+                         ids=["index", "mask", "negative step"])
+def test_a_write_through_an_index_array_drops_the_values_leading_ones(key) -> None:
+    t = mt.zeros(4, 3, dtype=mt.float64)
+    ref = np.zeros((4, 3))
+    value = random_array(7, (1, 1, 2, 3), mt.float64)
+    t[key] = mt.tensor(value)
+    ref[key] = value  # NumPy drops the leading ones too
+    np.testing.assert_array_equal(t.numpy(), ref)
+    t[key] = mt.ones(1, 3, dtype=mt.float64)  # ones, then a broadcast
+    ref[key] = np.ones((1, 3))
+    np.testing.assert_array_equal(t.numpy(), ref)
+    with pytest.raises(mt.ShapeError):
+        t[key] = mt.ones(2, 2, 3, dtype=mt.float64)  # a leading 2 is not dropped
+
+
+@pytest.mark.parametrize("key", [[], np.zeros(4, dtype=bool), slice(0, 0, -1)],
+                         ids=["index", "mask", "negative step"])
+def test_a_value_written_into_an_empty_selection_gets_a_zero_gradient(key) -> None:
+    """As an empty basic slice, and torch: the value is in the graph, its
+    gradient zeros; the tensor keeps its values (-0.0 too)."""
+    x = mt.tensor([1.0, -0.0, 2.0, 3.0], dtype=mt.float64, requires_grad=True)
+    v = mt.tensor([7.0], dtype=mt.float64, requires_grad=True)
+    y = x * 1.0
+    y[key] = v
+    assert np.signbit(y.numpy()[1]) and y.numpy().tolist() == [1.0, 0.0, 2.0, 3.0]
+    (y * 2.0).sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), [0.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0] * 4)
+    w = mt.tensor([7.0], dtype=mt.float64, requires_grad=True)
+    z = x * 1.0
+    z[1:1] = w  # the basic empty slice it must agree with
+    (z * 2.0).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), v.grad.numpy())
+
+
 def test_index_paths_refuse_huge_expanded_tensors_before_allocating() -> None:
     huge = mt.ones(1, 1).expand(2**43, 3)  # found by test_fuzz: NumPy was asked for 64 TiB of row numbers
     with pytest.raises(mt.OutOfMemoryError, match="negative-step"):

@@ -183,6 +183,31 @@ def test_embedding_gathers_rows_and_accumulates_repeated_indices():
         emb(np.array([0.5]))
 
 
+@pytest.mark.parametrize("padding_idx", [1, -4])
+def test_embedding_padding_idx_starts_at_zero_and_gets_no_gradient(padding_idx):
+    """As torch: row padding_idx (negative from the end) is zeros at first, is
+    read as it is, and gets no gradient; the other rows accumulate as before."""
+    emb = nn.Embedding(5, 3, padding_idx=padding_idx, dtype=mt.float64)
+    assert emb.padding_idx == 1 and "padding_idx=1" in repr(emb)
+    assert emb.weight.numpy()[1].tolist() == [0.0, 0.0, 0.0]
+    with mt.no_grad():
+        emb.weight[1] = 2.0  # a padding row changed by hand is read as it is
+    idx = np.array([[1, 4, 1], [2, 0, 4]])
+    out = emb(idx)
+    np.testing.assert_array_equal(out.numpy(), emb.weight.numpy()[idx])
+    (out * mt.tensor(np.arange(18.0).reshape(2, 3, 3))).sum().backward()
+    want = np.zeros((5, 3))
+    np.add.at(want, idx.reshape(-1), np.arange(18.0).reshape(6, 3))
+    want[1] = 0.0
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), want)
+    w = mt.tensor(np.ones((5, 3)), requires_grad=True)
+    F.embedding(mt.tensor([1, 3]), w, padding_idx=padding_idx).sum().backward()
+    assert w.grad.numpy().sum(1).tolist() == [0.0, 0.0, 0.0, 3.0, 0.0]
+    for bad in (5, -6):
+        with pytest.raises(ValueError, match="padding_idx"):
+            nn.Embedding(5, 3, padding_idx=bad)
+
+
 # ---- losses --------------------------------------------------------------------------------------
 
 
@@ -262,6 +287,92 @@ def test_cross_entropy_is_stable_for_huge_logits():
     loss.backward()
     assert_close(loss, 1e4, mt.float32)
     assert_close(logits.grad, [[1.0, -1.0, 0.0]], mt.float32)
+
+
+@pytest.mark.parametrize("policy", ["fast", "teaching"])
+def test_cross_entropy_of_an_infinite_logit_is_torchs(policy):
+    """A +inf logit makes its row's log_softmax NaN (inf - inf), so torch's loss
+    and gradient are NaN whatever the target; -inf logits are ordinary (a
+    target at -inf costs inf). Both policies, and log_softmax, agree."""
+    inf = float("inf")
+    with mt.kernels.policy(policy):
+        for target in (0, 1):
+            logits = mt.tensor([[inf, 0.0, 1.0], [0.5, -inf, 1.0]], dtype=mt.float64, requires_grad=True)
+            loss = F.cross_entropy(logits, [target, 1], reduction="none")
+            loss.sum().backward()
+            values = loss.numpy()
+            assert np.isnan(values[0]) and values[1] == inf, values
+            assert np.isnan(logits.grad.numpy()[0]).all()
+            assert np.isnan(F.log_softmax(logits, dim=1).numpy()[0]).all()
+        assert np.isnan(F.cross_entropy(mt.tensor([[inf, 0.0]]), [1]).item())
+
+
+def _torch_cross_entropy_np(x, t, reduction, weight, ignore_index, eps):
+    """torch's formulas (LossNLL.cpp) in NumPy: x (M, C), t (M,)."""
+    logp = x - x.max(1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
+    classes = x.shape[1]
+    w = np.ones(classes) if weight is None else weight
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    wt = w[safe] * keep
+    nll = np.where(keep, -logp[np.arange(len(t)), safe], 0.0) * wt
+    smooth = np.where(keep, -(logp * w).sum(1), 0.0)
+    if reduction == "sum":
+        nll, smooth = nll.sum(), smooth.sum()
+    elif reduction == "mean":
+        nll, smooth = nll.sum() / wt.sum(), smooth.sum() / wt.sum()
+    return (1 - eps) * nll + smooth * eps / classes
+
+
+@pytest.mark.parametrize("policy", ["fast", "teaching"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_weight_ignore_index_label_smoothing_and_extra_dims(policy, reduction):
+    rng = np.random.default_rng(5)
+    n, classes, d1, d2 = 3, 4, 2, 5
+    x = rng.standard_normal((n, classes, d1, d2))
+    t = rng.integers(0, classes, (n, d1, d2))
+    t[0, 1, 2] = t[2, 0, 0] = -100
+    w = rng.uniform(0.5, 2.0, classes)
+    flat_x, flat_t = np.moveaxis(x, 1, -1).reshape(-1, classes), t.reshape(-1)
+    with mt.kernels.policy(policy):
+        for weight, eps in ((None, 0.0), (w, 0.0), (None, 0.2), (w, 0.1)):
+            want = _torch_cross_entropy_np(flat_x, flat_t, reduction, weight, -100, eps)
+            if reduction == "none":
+                want = want.reshape(n, d1, d2)
+            for targets in (t, mt.tensor(t)):
+                logits = mt.tensor(x, requires_grad=True)
+                loss = F.cross_entropy(logits, targets, reduction, weight=None if weight is None else mt.tensor(w),
+                                       label_smoothing=eps)
+                assert_close(loss, want, mt.float64, n=classes)
+                (loss * mt.tensor(np.ones(np.shape(want)))).sum().backward()
+                assert np.isfinite(logits.grad.numpy()).all()
+        # the gradient against finite differences, on the 2-D form with an ignored row
+        x2, t2 = rng.standard_normal((4, 3)), np.array([2, -100, 0, 1])
+        loss_module = nn.CrossEntropyLoss(mt.tensor(w[:3]), reduction=reduction, label_smoothing=0.1)
+        logits = mt.tensor(x2, requires_grad=True)
+        loss = loss_module(logits, t2)
+        assert_close(loss, _torch_cross_entropy_np(x2, t2, reduction, w[:3], -100, 0.1), mt.float64, n=3)
+        loss.sum().backward()
+        h, grad = 1e-6, np.zeros_like(x2)
+        for i in np.ndindex(*x2.shape):
+            up, down = x2.copy(), x2.copy()
+            up[i] += h
+            down[i] -= h
+            grad[i] = (_torch_cross_entropy_np(up, t2, reduction, w[:3], -100, 0.1).sum()
+                       - _torch_cross_entropy_np(down, t2, reduction, w[:3], -100, 0.1).sum()) / (2 * h)
+        np.testing.assert_allclose(logits.grad.numpy(), grad, rtol=1e-5, atol=1e-7)
+        assert logits.grad.numpy()[1].tolist() == [0.0, 0.0, 0.0]  # the ignored row
+    with pytest.raises(IndexError, match="target 7 is out of range"):
+        F.cross_entropy(mt.zeros(2, 4), mt.tensor([7, -100]))
+    with pytest.raises(mt.MinitensorError, match="out of range"):
+        F.cross_entropy(mt.zeros(2, 4), mt.tensor([7, 1]))  # no ignored target: the kernels' own check
+    assert np.isnan(F.cross_entropy(mt.zeros(2, 4), [-100, -100]).item())  # every target ignored: 0 / 0, as torch
+    assert F.cross_entropy(mt.zeros(2, 4), [1, 5], ignore_index=5).item() == pytest.approx(np.log(4))
+    with pytest.raises(ValueError, match="weight must be"):
+        F.cross_entropy(mt.zeros(2, 4), [1, 2], weight=mt.ones(3))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        F.cross_entropy(mt.zeros(2, 4), [1, 2], label_smoothing=1.5)
 
 
 def test_cross_entropy_rejects_bad_targets():

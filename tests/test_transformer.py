@@ -160,6 +160,45 @@ def test_clip_grad_norm_scales_every_gradient_together() -> None:
     assert abs(nn.utils.clip_grad_norm_([a, b], 10.0, norm_type=float("inf")).item() - 0.8) < 1e-6
 
 
+@pytest.mark.parametrize("shape", [(2, 0, 5, 3, 4), (2, 3, 0, 3, 4), (2, 3, 5, 0, 4), (2, 3, 5, 3, 0),
+                                   (0, 3, 5, 3, 4)], ids=["no query", "no key", "head dim 0", "value dim 0",
+                                                          "no batch"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_an_empty_dimension(shape, causal) -> None:
+    """torch's result (its math path): no key gives zeros (an empty matmul), a
+    head dim of 0 scores every key 0 (weights uniform over the keys, or over
+    the keys before each query when causal), and gradients of the same shapes."""
+    b, length, keys, d, dv = shape
+    rng = np.random.default_rng(3)
+    q_np, k_np, v_np = (rng.standard_normal(s) for s in ((b, length, d), (b, keys, d), (b, keys, dv)))
+    scores = np.zeros((b, length, keys)) if d == 0 else q_np @ k_np.transpose(0, 2, 1) / math.sqrt(d)
+    if causal:
+        scores = np.where(np.triu(np.ones((length, keys), dtype=bool), 1), -np.inf, scores)
+    weights = np.exp(scores - scores.max(-1, keepdims=True)) if keys else scores
+    weights = weights / weights.sum(-1, keepdims=True) if keys else weights
+    want = weights @ v_np
+    for algo in ("naive", "masked_softmax", "flash"):
+        q, k, v = (mt.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np))
+        out = mt.kernels.attention(q, k, v, algo=algo, causal=causal)
+        assert out.shape == (b, length, dv)
+        assert_close(out, want, mt.float64, n=max(keys, 1))
+        out.sum().backward()
+        assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
+    q, k, v = (mt.tensor(a) for a in (q_np, k_np, v_np))
+    assert_close(F.scaled_dot_product_attention(q, k, v, is_causal=causal), want, mt.float64, n=max(keys, 1))
+
+
+def test_clip_grad_norm_inf_keeps_float64_range() -> None:
+    """The inf-norm is taken in float64, as the 2-norm: a float64 gradient of
+    1e300 has that norm (not inf) and is scaled to max_norm (not to 0)."""
+    a = mt.tensor([1e300, -3.0], dtype=mt.float64, requires_grad=True)
+    (a * mt.tensor([1.0, 1.0], dtype=mt.float64)).sum().backward()
+    a.grad.mul_(0.0).add_(mt.tensor([1e300, -3.0], dtype=mt.float64))
+    total = nn.utils.clip_grad_norm_([a], 2.0, norm_type=float("inf"))
+    assert total.dtype is mt.float64 and total.item() == 1e300
+    assert np.allclose(a.grad.tolist(), [2.0, -6e-300], rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
 @pytest.mark.parametrize("shape", [(2, 70, 45, 16, 8), (1, 33, 97, 64, 64), (3, 5, 1, 1, 3), (1, 129, 129, 24, 24)])
 def test_fused_attention_matches_numpy(dtype, shape) -> None:

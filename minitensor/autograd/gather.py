@@ -14,13 +14,16 @@ class Gather(Function):
     def forward(ctx, x, dim, index):
         out = ops.gather(x, dim, index)
         ctx.dim = dim
-        ctx.save_for_backward(x, index)
+        # Only x's shape: as torch, a later write into x does not spoil this
+        # backward (x[index array], masks and negative steps are gathers).
+        ctx.x_shape = x.shape
+        ctx.save_for_backward(index)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        x, index = ctx.saved_tensors
-        return ops.scatter_add_(zeros(x.shape, grad), ctx.dim, index, grad), None, None
+        (index,) = ctx.saved_tensors
+        return ops.scatter_add_(zeros(ctx.x_shape, grad), ctx.dim, index, grad), None, None
 
 
 class ScatterAdd(Function):

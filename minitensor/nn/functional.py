@@ -16,6 +16,7 @@ import numpy as np
 from .._creation import rand, tensor, zeros
 from .._shape import broadcast_shapes
 from .._dtype import bool_, int64
+from .._errors import DimError, InvalidArgumentError
 from .. import autograd, ops
 from ..tensor import Tensor
 
@@ -165,27 +166,127 @@ def _class_indices(targets: Any, count: int, classes: int, like: Tensor, func: s
     return index
 
 
-def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
-    """The negative log-likelihood of the target classes under softmax(logits).
+def cross_entropy(logits: Tensor, targets: Any, reduction: str = "mean", weight: Optional[Tensor] = None,
+                  ignore_index: int = -100, label_smoothing: float = 0.0) -> Tensor:
+    """The negative log-likelihood of the target classes under softmax(logits), as
+    torch's F.cross_entropy with class indices.
 
-    logits: (N, C) unnormalized scores. targets: N class indices in [0, C),
-    given as an int64 Tensor, a NumPy integer array or a list.
-    reduction: "mean" (over the batch, the default), "sum" or "none" (N,).
-    Computed as -gather(log_softmax(logits), targets), which is stable for
-    large logits.
+    logits: (N, C) unnormalized scores, or (N, C, d1, ...) with the classes
+    along dim 1. targets: class indices in [0, C) of shape (N,) (or (N, d1,
+    ...)), given as an int64 Tensor, a NumPy integer array or a list.
+    reduction: "mean" (the default), "sum" or "none" (targets' shape).
+    weight: a (C,) tensor of class weights (the mean divides by the sum of
+    the targets' weights, as torch). ignore_index: targets of this value add
+    nothing and are not counted (torch's default -100). label_smoothing in
+    [0, 1]: the target is mixed with the uniform distribution, as torch.
+    Computed from log_softmax(logits), which is stable for large logits; with
+    the defaults and no ignored target, one fused kernel (fast policy) or the
+    course's chain (teaching policy).
     """
+    func = "cross_entropy()"
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"cross_entropy(): reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        raise ValueError(f"{func}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     if not isinstance(logits, Tensor):
-        raise TypeError(f"cross_entropy(): logits must be a Tensor, got {type(logits).__name__}")
-    if logits.ndim != 2:
-        raise ValueError(f"cross_entropy(): logits must have shape (N, C), got {logits.shape}")
+        raise TypeError(f"{func}: logits must be a Tensor, got {type(logits).__name__}")
+    if logits.ndim < 2:
+        raise ValueError(f"{func}: logits must have shape (N, C) or (N, C, d1, ...), got {logits.shape}")
+    if weight is not None and (not isinstance(weight, Tensor) or weight.shape != (logits.shape[1],)
+                               or weight.dtype is not logits.dtype):
+        raise ValueError(f"{func}: weight must be a {logits.dtype.name} Tensor of shape ({logits.shape[1]},), "
+                         f"one weight per class; got "
+                         f"{weight.shape if isinstance(weight, Tensor) else type(weight).__name__}")
+    if not isinstance(ignore_index, (int, np.integer)) or isinstance(ignore_index, bool):
+        raise TypeError(f"{func}: ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not 0.0 <= float(label_smoothing) <= 1.0:
+        raise ValueError(f"{func}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    batch_shape = (logits.shape[0],) + logits.shape[2:]
+    if logits.ndim > 2:  # the classes last, then one row per position
+        logits = logits.permute(0, *range(2, logits.ndim), 1).reshape(-1, logits.shape[1])
+        if isinstance(targets, Tensor):
+            if targets.shape != batch_shape:
+                raise ValueError(f"{func}: targets of shape {targets.shape} do not match logits' "
+                                 f"(N, d1, ...) = {batch_shape}")
+            targets = targets.reshape(-1)
+        else:
+            array = np.asarray(targets)
+            if array.shape != batch_shape:
+                raise ValueError(f"{func}: targets of shape {array.shape} do not match logits' "
+                                 f"(N, d1, ...) = {batch_shape}")
+            targets = array.reshape(-1)
     n, classes = logits.shape
-    index = _class_indices(targets, n, classes, logits, "cross_entropy()")
-    if ops.fast_kernels():
-        # Targets from the host were range-checked there; a Tensor's are checked on the device.
-        return autograd.CrossEntropy.apply(logits, index, reduction, not isinstance(targets, Tensor))
-    return cross_entropy_chain(logits, index, reduction)
+    if weight is None and float(label_smoothing) == 0.0:
+        plain = True
+        if not isinstance(targets, Tensor):
+            array = np.asarray(targets)
+            plain = not (array.dtype.kind in "iu" and (array == ignore_index).any())
+        if plain:
+            try:
+                index = _class_indices(targets, n, classes, logits, func)
+                if ops.fast_kernels():
+                    # Targets from the host were range-checked there; a Tensor's are checked on the device.
+                    loss = autograd.CrossEntropy.apply(logits, index, reduction, not isinstance(targets, Tensor))
+                else:
+                    loss = cross_entropy_chain(logits, index, reduction)
+                return loss.reshape(*batch_shape) if reduction == "none" else loss
+            except (InvalidArgumentError, DimError):
+                # A Tensor's target out of range: the general path below if it is
+                # ignore_index (read back: this is the error path), else the error.
+                if not isinstance(targets, Tensor) or not (targets.detach().numpy() == ignore_index).any():
+                    raise
+    loss = _cross_entropy_general(logits, targets, reduction, weight, int(ignore_index), float(label_smoothing),
+                                  func)
+    return loss.reshape(*batch_shape) if reduction == "none" else loss
+
+
+def _cross_entropy_general(logits: Tensor, targets: Any, reduction: str, weight: Optional[Tensor],
+                           ignore_index: int, label_smoothing: float, func: str) -> Tensor:
+    """cross_entropy with class weights, ignored targets or label smoothing,
+    as torch's formulas, from log_softmax (targets read on the host)."""
+    n, classes = logits.shape
+    if isinstance(targets, Tensor):
+        if targets.dtype is bool_:
+            raise TypeError(f"{func}: targets must be class indices (int64), got a bool tensor")
+        array = targets.detach().numpy()
+        if array.dtype.kind == "f":
+            if not (np.isfinite(array).all() and (array == np.round(array)).all()):
+                raise TypeError(f"{func}: float targets must hold whole numbers (class indices)")
+            array = array.astype(np.int64)
+    else:
+        array = np.asarray(targets)
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"{func}: targets must be class indices: a Tensor of whole numbers, a NumPy "
+                            f"integer array or a list of ints (got an array of {array.dtype})")
+    if array.shape != (n,):
+        raise ValueError(f"{func}: targets of shape {array.shape} do not match the batch of {n} "
+                         f"(expected shape ({n},))")
+    keep = array != ignore_index
+    bad = keep & ((array < 0) | (array >= classes))
+    if bad.any():
+        raise IndexError(f"{func}: target {array[bad][0]} is out of range for {classes} classes "
+                         f"(and is not ignore_index {ignore_index})")
+    index = tensor(np.where(keep, array, 0).astype(np.int64))
+    ignored = tensor(~keep)
+    logp = logits.log_softmax(1)
+    picked = -logp.gather(1, index.unsqueeze(1)).squeeze(1)
+    kept = tensor(keep.astype(logits.dtype.np_dtype))
+    row_weight = kept if weight is None else weight.gather(0, index) * kept  # 0 where ignored
+    nll = picked.masked_fill(ignored, 0.0) * row_weight
+    if reduction == "none":
+        loss = nll
+    elif reduction == "sum":
+        loss = nll.sum()
+    else:
+        loss = nll.sum() / row_weight.sum()  # 0 / 0 = NaN when every target is ignored, as torch
+    if label_smoothing == 0.0:
+        return loss
+    # torch's smoothing term: -sum over the classes of (weighted) log-probabilities.
+    smooth = -(logp if weight is None else logp * weight).sum(1)
+    smooth = smooth.masked_fill(ignored, 0.0)
+    if reduction == "sum":
+        smooth = smooth.sum()
+    elif reduction == "mean":
+        smooth = smooth.sum() / row_weight.sum()
+    return (1.0 - label_smoothing) * loss + smooth * (label_smoothing / classes)
 
 
 def cross_entropy_chain(logits: Tensor, index: Tensor, reduction: str = "mean") -> Tensor:
@@ -227,10 +328,11 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
     return squared
 
 
-def embedding(indices: Any, weight: Tensor) -> Tensor:
+def embedding(indices: Any, weight: Tensor, padding_idx: Optional[int] = None) -> Tensor:
     """Rows of weight (num_embeddings, dim) picked by indices of any shape: the result
     has shape indices.shape + (dim,). The backward adds into the picked rows
-    (scatter_add), so repeated indices accumulate."""
+    (scatter_add), so repeated indices accumulate; as torch, nothing goes to
+    row padding_idx (negative counts from the end)."""
     if not isinstance(weight, Tensor) or weight.ndim != 2:
         raise ValueError(
             f"embedding(): weight must be a 2-D Tensor (num_embeddings, embedding_dim), got "
@@ -246,8 +348,27 @@ def embedding(indices: Any, weight: Tensor) -> Tensor:
             raise TypeError(f"embedding(): indices must be whole numbers, got an array of {array.dtype}")
         index = tensor(array, dtype=int64)
     dim = weight.shape[1]
+    padding_idx = _padding_idx(padding_idx, weight.shape[0], "embedding()")
     rows = index.reshape(-1, 1).expand(-1, dim)  # n, dim (stride 0 along dim)
-    return weight.gather(0, rows).reshape(*index.shape, dim)
+    out = weight.gather(0, rows).reshape(*index.shape, dim)
+    if padding_idx is not None and out.requires_grad:
+        # The same values; the gradient of the padding positions goes to the
+        # detached copy, so none reaches weight[padding_idx].
+        padding = (index == padding_idx).reshape(*index.shape, 1)
+        out = autograd.Where.apply(padding, out.detach(), out)
+    return out
+
+
+def _padding_idx(padding_idx: Any, num_embeddings: int, func: str) -> Optional[int]:
+    """padding_idx in [0, num_embeddings), from one in [-num_embeddings, num_embeddings) as torch."""
+    if padding_idx is None:
+        return None
+    if not isinstance(padding_idx, (int, np.integer)) or isinstance(padding_idx, bool):
+        raise TypeError(f"{func}: padding_idx must be an int or None, got {type(padding_idx).__name__}")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{func}: padding_idx {padding_idx} must be within num_embeddings "
+                         f"(in [-{num_embeddings}, {num_embeddings}))")
+    return int(padding_idx) % num_embeddings
 
 
 # ---- convolution and pooling: sliding windows (autograd.Im2Col), then a matmul or a reduction ----
@@ -473,7 +594,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                              f"query and key need the same last dim, key and value the same length")
     if is_causal and attn_mask is not None:
         raise ValueError(f"{func}: give attn_mask or is_causal, not both (as torch)")
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    # A head dim of 0: every score is an empty sum, 0, whatever the scale (torch
+    # scales query and key, not the scores), so 1/sqrt(0) is never taken.
+    scale = 1.0 if query.shape[-1] == 0 else 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     scores = query @ key.transpose(-2, -1)
     if attn_mask is not None:
         if not isinstance(attn_mask, Tensor):

@@ -384,14 +384,23 @@ class MSELoss(Module):
 
 
 class CrossEntropyLoss(Module):
-    """Cross-entropy of logits (N, C) against class indices, as F.cross_entropy."""
+    """Cross-entropy of logits (N, C) or (N, C, d1, ...) against class indices, as
+    F.cross_entropy (weight, ignore_index and label_smoothing as torch's)."""
 
-    def __init__(self, reduction: str = "mean") -> None:
+    def __init__(self, weight: Optional[Tensor] = None, *, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
         super().__init__()
+        if weight is not None and not isinstance(weight, Tensor):
+            raise TypeError(f"CrossEntropyLoss(): weight must be a Tensor of one weight per class, got "
+                            f"{weight!r} (the others are keyword arguments: reduction={weight!r}?)")
+        self.register_buffer("weight", weight)  # a buffer, as torch's
+        self.ignore_index = ignore_index
         self.reduction = reduction
+        self.label_smoothing = label_smoothing
 
     def forward(self, input: Tensor, target: Any) -> Tensor:  # noqa: A002 - torch's name
-        return F.cross_entropy(input, target, self.reduction)
+        return F.cross_entropy(input, target, self.reduction, weight=self.weight, ignore_index=self.ignore_index,
+                               label_smoothing=self.label_smoothing)
 
 
 class Dropout(Module):
@@ -543,22 +552,29 @@ class Flatten(Module):
 
 class Embedding(Module):
     """A table of num_embeddings vectors of size embedding_dim (initialized N(0, 1), as
-    torch); calling it with indices of any shape gives indices.shape + (embedding_dim,)."""
+    torch); calling it with indices of any shape gives indices.shape + (embedding_dim,).
+    padding_idx, as torch's: that row starts as zeros and gets no gradient."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int] = None, *,
+                 dtype: Any = None) -> None:
         super().__init__()
         _check_size(num_embeddings, "Embedding", "num_embeddings")
         _check_size(embedding_dim, "Embedding", "embedding_dim")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
+        self.padding_idx = F._padding_idx(padding_idx, num_embeddings, "Embedding()")
         dtype = default_dtype if dtype is None else to_dtype(dtype)
         self.weight = Parameter(randn(num_embeddings, embedding_dim, dtype=dtype))
+        if self.padding_idx is not None:
+            with autograd.no_grad():
+                self.weight[self.padding_idx] = 0.0
 
     def forward(self, indices: Any) -> Tensor:
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Sequential(Module):

@@ -25,7 +25,7 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) ->
             squares = [(d * d).sum() for d in doubles]
             total = sum(squares[1:], squares[0]).sqrt()
         else:
-            total = tensor([float(g.abs().max()) if g.numel() else 0.0 for g in grads]).double().max()
+            total = tensor([float(g.abs().max()) if g.numel() else 0.0 for g in grads], dtype="float64").max()
         factor = float(max_norm) / (float(total) + 1e-6)
         if factor < 1.0:
             for g in grads:

@@ -73,6 +73,8 @@ def masked_softmax(x: Array, mask: Optional[Array], scale: float, causal: bool) 
         if mask.dtype is not x.dtype:
             raise DTypeError(f"{func}: the mask is {mask.dtype.name} but the scores are {x.dtype.name}")
         mask = expand(mask, x.shape)
+    if x.numel() == 0:  # no query or no key: nothing to normalise (the teaching chain's max would refuse)
+        return empty(x.shape, x.dtype)
     if x.ndim == 0 or not fast_kernels():
         scores = mul(x, scale)
         if mask is not None:

@@ -154,7 +154,7 @@ void retire(Region &r)
 void *device_alloc(size_t bytes)
 {
     size_t page = page_size();
-    size_t data_pages = (bytes + page - 1) / page;
+    size_t data_pages = bytes / page + (bytes % page != 0); /* bytes + page - 1 overflows near SIZE_MAX */
     if (data_pages > (SIZE_MAX / page) - 1)
         return nullptr;
     if (track_unwritten())

@@ -617,6 +617,159 @@ static void test_freed_buffers_are_forgotten(void)
 
 /* What every group uses: a pointer the library allocated and freed, and a
  * host buffer (each group runs in a process of its own). */
+/* ======================================================================== */
+/* The entry points outside tt_calls.h's families                           */
+/* ======================================================================== */
+
+/* One valid call of each entry point added since the families above, on
+ * small contiguous float64 tensors (int64 targets and indices, a bool
+ * condition), every buffer of EP_CAP elements so that a view of any
+ * argument fits in any buffer one element in. Each argument is then given a
+ * huge offset (rejected, named), and each output, in turn, made to
+ * partially overlap every other argument (rejected): outputs may only be
+ * exactly an input or share nothing with it, and never share with another
+ * output (found missing in mt_layer_norm_backward: a grad_in view starting
+ * inside rstd returned MT_OK with wrong values). */
+#define EP_MAX_ARGS 9
+#define EP_CAP 64
+
+typedef struct {
+    const char *func;
+    int nargs;
+    const char *names[EP_MAX_ARGS];
+    int ndim[EP_MAX_ARGS];
+    int64_t shape[EP_MAX_ARGS][4];
+    int dtype[EP_MAX_ARGS];
+    int output[EP_MAX_ARGS]; /* written by the call (in place counts) */
+    int id;
+} entry_point;
+
+enum { EP_LN_BACKWARD, EP_SOFTMAX_BACKWARD, EP_MASKED_SOFTMAX, EP_ATTENTION, EP_ATTENTION_BACKWARD, EP_CONV2D,
+       EP_LOGSUMEXP, EP_CROSS_ENTROPY, EP_CROSS_ENTROPY_BACKWARD, EP_WHERE, EP_GATHER, EP_SCATTER_ADD, EP_SGD,
+       EP_ADAM, EP_COUNT };
+
+#define F64 MT_FLOAT64
+#define I64 MT_INT64
+static const entry_point EPS[EP_COUNT] = {
+    {"mt_layer_norm_backward", 8, {"grad_in", "grad_weight", "grad_bias", "grad_out", "in", "mean", "rstd", "weight"},
+     {2, 1, 1, 2, 2, 1, 1, 1}, {{2, 4}, {4}, {4}, {2, 4}, {2, 4}, {2}, {2}, {4}},
+     {F64, F64, F64, F64, F64, F64, F64, F64}, {1, 1, 1, 0, 0, 0, 0, 0}, EP_LN_BACKWARD},
+    {"mt_softmax_backward", 3, {"grad_in", "grad_out", "out"}, {2, 2, 2}, {{2, 4}, {2, 4}, {2, 4}},
+     {F64, F64, F64}, {1, 0, 0}, EP_SOFTMAX_BACKWARD},
+    {"mt_masked_softmax", 3, {"out", "in", "mask"}, {2, 2, 2}, {{2, 4}, {2, 4}, {2, 4}}, {F64, F64, F64},
+     {1, 0, 0}, EP_MASKED_SOFTMAX},
+    {"mt_attention", 5, {"out", "lse", "q", "k", "v"}, {3, 2, 3, 3, 3},
+     {{1, 2, 4}, {1, 2}, {1, 2, 4}, {1, 3, 4}, {1, 3, 4}}, {F64, F64, F64, F64, F64}, {1, 1, 0, 0, 0},
+     EP_ATTENTION},
+    {"mt_attention_backward", 9, {"dq", "dk", "dv", "dout", "q", "k", "v", "out", "lse"},
+     {3, 3, 3, 3, 3, 3, 3, 3, 2},
+     {{1, 2, 4}, {1, 3, 4}, {1, 3, 4}, {1, 2, 4}, {1, 2, 4}, {1, 3, 4}, {1, 3, 4}, {1, 2, 4}, {1, 2}},
+     {F64, F64, F64, F64, F64, F64, F64, F64, F64}, {1, 1, 1, 0, 0, 0, 0, 0, 0}, EP_ATTENTION_BACKWARD},
+    {"mt_conv2d", 4, {"out", "in", "weight", "bias"}, {4, 4, 4, 1}, {{1, 1, 2, 2}, {1, 1, 3, 3}, {1, 1, 2, 2}, {1}},
+     {F64, F64, F64, F64}, {1, 0, 0, 0}, EP_CONV2D},
+    {"mt_logsumexp", 2, {"out", "in"}, {2, 2}, {{2, 1}, {2, 4}}, {F64, F64}, {1, 0}, EP_LOGSUMEXP},
+    {"mt_cross_entropy", 4, {"loss", "lse", "logits", "targets"}, {1, 1, 2, 1}, {{2}, {2}, {2, 4}, {2}},
+     {F64, F64, F64, I64}, {1, 1, 0, 0}, EP_CROSS_ENTROPY},
+    {"mt_cross_entropy_backward", 5, {"grad_logits", "logits", "targets", "lse", "grad"}, {2, 2, 1, 1, 1},
+     {{2, 4}, {2, 4}, {2}, {2}, {2}}, {F64, F64, I64, F64, F64}, {1, 0, 0, 0, 0}, EP_CROSS_ENTROPY_BACKWARD},
+    {"mt_where", 4, {"out", "cond", "a", "b"}, {2, 2, 2, 2}, {{2, 4}, {2, 4}, {2, 4}, {2, 4}},
+     {F64, MT_BOOL, F64, F64}, {1, 0, 0, 0}, EP_WHERE},
+    {"mt_gather", 3, {"out", "in", "index"}, {2, 2, 2}, {{2, 4}, {2, 4}, {2, 4}}, {F64, F64, I64}, {1, 0, 0},
+     EP_GATHER},
+    {"mt_scatter_add", 3, {"out", "index", "src"}, {2, 2, 2}, {{2, 4}, {2, 4}, {2, 4}}, {F64, I64, F64},
+     {1, 0, 0}, EP_SCATTER_ADD},
+    {"mt_sgd_step", 3, {"param", "grad", "momentum_buffer"}, {1, 1, 1}, {{8}, {8}, {8}}, {F64, F64, F64},
+     {1, 0, 1}, EP_SGD},
+    {"mt_adam_step", 4, {"param", "grad", "exp_avg", "exp_avg_sq"}, {1, 1, 1, 1}, {{8}, {8}, {8}, {8}},
+     {F64, F64, F64, F64}, {1, 0, 1, 1}, EP_ADAM},
+};
+#undef F64
+#undef I64
+
+static mt_status run_entry_point(int id, mt_tensor *t)
+{
+    switch (id) {
+    case EP_LN_BACKWARD:
+        return mt_layer_norm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+                                      MT_LAYER_NORM_GRAD_IN | MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS,
+                                      MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS);
+    case EP_SOFTMAX_BACKWARD: return mt_softmax_backward(t[0], t[1], t[2], 1, 0, 1.0);
+    case EP_MASKED_SOFTMAX: return mt_masked_softmax(t[0], t[1], t[2], 0.5, MT_SOFTMAX_MASK);
+    case EP_ATTENTION: return mt_attention(t[0], t[1], t[2], t[3], t[4], 0.5, 0);
+    case EP_ATTENTION_BACKWARD:
+        return mt_attention_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], 0.5, 0);
+    case EP_CONV2D: return mt_conv2d(t[0], t[1], t[2], t[3], 1, 1, 1, 0, 0, 1, 1, 1);
+    case EP_LOGSUMEXP: return mt_logsumexp(t[0], t[1], 1);
+    case EP_CROSS_ENTROPY: return mt_cross_entropy(t[0], t[1], t[2], t[3], 0);
+    case EP_CROSS_ENTROPY_BACKWARD: return mt_cross_entropy_backward(t[0], t[1], t[2], t[3], t[4], 0.5, 0);
+    case EP_WHERE: return mt_where(t[0], t[1], t[2], t[3]);
+    case EP_GATHER: return mt_gather(t[0], t[1], t[2], 1);
+    case EP_SCATTER_ADD: return mt_scatter_add(t[0], t[1], t[2], 1);
+    case EP_SGD: return mt_sgd_step(t[0], t[1], t[2], 0.1, 0.9, 0.0, 1);
+    case EP_ADAM: return mt_adam_step(t[0], t[1], t[2], t[3], 0.1, 0.9, 0.999, 1e-8, 0.0, 1, 0);
+    default: return MT_ERR_INVALID_ARGUMENT;
+    }
+}
+
+/* A contiguous descriptor of argument k's shape and dtype at data + offset. */
+static mt_tensor ep_view(const entry_point *e, int k, void *data, int64_t offset)
+{
+    mt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = e->dtype[k];
+    t.ndim = e->ndim[k];
+    t.offset = offset;
+    int64_t stride = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+        t.shape[d] = e->shape[k][d];
+        t.strides[d] = stride;
+        stride *= e->shape[k][d];
+    }
+    return t;
+}
+
+static void test_other_entry_points(void)
+{
+    static const unsigned char zeros[EP_CAP * 8];
+    for (int i = 0; i < EP_COUNT; ++i) {
+        const entry_point *e = &EPS[i];
+        void *buf[EP_MAX_ARGS] = {0};
+        mt_tensor t[EP_MAX_ARGS];
+        int ok = 1;
+        for (int k = 0; k < e->nargs && ok; ++k) {
+            /* Zeros are valid everywhere: targets and indices 0, weights 0. */
+            ok = tt_expect_ok(mt_malloc(&buf[k], sizeof zeros), "mt_malloc") &&
+                 tt_expect_ok(mt_memcpy_h2d(buf[k], zeros, sizeof zeros), "mt_memcpy_h2d");
+            t[k] = ep_view(e, k, buf[k], 0);
+        }
+        tt_case("%s: the valid call the hostile ones start from", e->func);
+        if (ok && tt_expect_ok(run_entry_point(e->id, t), e->func)) {
+            for (int k = 0; k < e->nargs; ++k) {
+                tt_case("%s: %s with offset 2^62", e->func, e->names[k]);
+                t[k].offset = (int64_t)1 << 62;
+                expect_rejected(run_entry_point(e->id, t), e->func, e->names[k], NULL);
+                t[k] = ep_view(e, k, buf[k], 0);
+            }
+            for (int o = 0; o < e->nargs; ++o) {
+                if (!e->output[o])
+                    continue;
+                for (int k = 0; k < e->nargs; ++k) {
+                    if (k == o)
+                        continue;
+                    tt_case("%s: %s one element into %s's memory", e->func, e->names[k], e->names[o]);
+                    t[k] = ep_view(e, k, buf[o], 1);
+                    tt_expect_error(run_entry_point(e->id, t), MT_ERR_INVALID_ARGUMENT, e->func, NULL);
+                    t[k] = ep_view(e, k, buf[k], 0);
+                }
+            }
+        }
+        for (int k = 0; k < e->nargs; ++k)
+            if (buf[k])
+                tt_expect_ok(mt_free(buf[k]), "mt_free");
+    }
+}
+
 static void setup(void)
 {
     tt_case("setup: a freed pointer");
@@ -640,5 +793,6 @@ int main(void)
     TT_GROUP("memcpy") { setup(); test_memcpy(); }
     TT_GROUP("register") { setup(); test_register(); }
     TT_GROUP("freed buffers are forgotten") { setup(); test_freed_buffers_are_forgotten(); }
+    TT_GROUP("entry points outside the families") { setup(); test_other_entry_points(); }
     return tt_summary();
 }

@@ -282,6 +282,18 @@ static void test_memory(void)
     tt_expect_error(mt_malloc(&huge, (size_t)1 << 62), MT_ERR_OUT_OF_MEMORY, "mt_malloc", NULL);
     TT_CHECK(in_use() == start, "in use %" PRId64 ", start %" PRId64, in_use(), start);
 
+    /* On the emulator the page rounding of SIZE_MAX once overflowed to 0
+     * pages: MT_OK, and mt_memory_in_use went to -1. */
+    for (size_t k = 0; k < 2; k++) {
+        size_t bytes = k == 0 ? SIZE_MAX : SIZE_MAX - 4095;
+        tt_case("mt_malloc of SIZE_MAX%s fails with MT_ERR_OUT_OF_MEMORY and counts nothing", k ? " - 4095" : "");
+        start = in_use();
+        huge = NULL;
+        tt_expect_error(mt_malloc(&huge, bytes), MT_ERR_OUT_OF_MEMORY, "mt_malloc", NULL);
+        TT_CHECK(huge == NULL, "pointer %p", huge);
+        TT_CHECK(in_use() == start, "in use %" PRId64 ", start %" PRId64, in_use(), start);
+    }
+
     tt_case("mt_malloc with a NULL result pointer");
     tt_expect_error(mt_malloc(NULL, 16), MT_ERR_INVALID_ARGUMENT, "mt_malloc", NULL);
     tt_case("mt_memory_in_use with a NULL result pointer");
