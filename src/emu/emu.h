@@ -581,23 +581,26 @@ SharedView<A> shared_array(const char *name, const char *file, int line)
 template <typename E, size_t N>
 struct SharedSlots {
     E data[N];
+    template <typename I>
+    SharedRef<E> operator[](I i)
+    {
+        static_assert(std::is_integral<I>::value, "an index");
+        if (__builtin_expect(check_full, 0))
+            return checked((long long)i);
+        return SharedRef<E>{from_raw(&data[0]) + i, nullptr, 0, nullptr};
+    }
     /* Not inlined, so that its return address is a place in the caller
      * (src/block_reduce.h is not rewritten by cu2emu.py to pass __LINE__):
      * addr2line names that line in a message. */
-    template <typename I>
-    [[gnu::noinline]] SharedRef<E> operator[](I i)
+    [[gnu::noinline]] SharedRef<E> checked(long long i)
     {
-        static_assert(std::is_integral<I>::value, "an index");
         E *alias = from_raw(&data[0]);
-        if (__builtin_expect(check_full, 0)) {
-            /* within the call instruction: its line is the caller's */
-            const void *pc = static_cast<const char *>(__builtin_return_address(0)) - 1;
-            const SharedArrayInfo *info = shared_member_info(alias, "slot", N, sizeof(E));
-            if (negative_index(i) || (size_t)i >= N)
-                shared_index_error(info, alias, 1, (long long)i, N, 0);
-            return SharedRef<E>{alias + i, info, 0, pc};
-        }
-        return SharedRef<E>{alias + i, nullptr, 0, nullptr};
+        /* within the call instruction: its line is the caller's */
+        const void *pc = static_cast<const char *>(__builtin_return_address(0)) - 1;
+        const SharedArrayInfo *info = shared_member_info(alias, "slot", N, sizeof(E));
+        if (i < 0 || (unsigned long long)i >= N)
+            shared_index_error(info, alias, 1, i, N, 0);
+        return SharedRef<E>{alias + i, info, 0, pc};
     }
     operator E *() { return data; }
 };

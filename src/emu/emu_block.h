@@ -260,7 +260,8 @@ private:
     bool races(const Access &a, int u) const;
     void next_epoch();
     const void *raw_pc(int32_t line) const;
-    Hazard record(const void *p, size_t unit, bool write, int line, const void *pc, const char *file);
+    [[gnu::always_inline]] inline Hazard record(const void *p, size_t unit, bool write, int line, const void *pc,
+                                                const char *file);
     std::string describe_shared(const void *p) const;
     size_t unit_at(const void *p) const;
     std::string hazard_message(const Hazard &h, const void *p, bool write, const std::string &at) const;

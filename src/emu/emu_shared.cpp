@@ -228,10 +228,16 @@ void BlockRunner::access(const SharedArrayInfo *info, const void *elem, bool wri
 {
     if (!info)
         return;
+    const size_t unit = info->elem_size > 0 && info->elem_size < 4 ? 1 : 4;
+    if (__builtin_expect(info->elem_size <= 4, 1)) { /* the common case: one word or byte */
+        Hazard h = record(elem, unit, write, line, pc, info->file);
+        if (h.kind)
+            throw KernelError(hazard_message(h, elem, write, access_place(info, line, pc)));
+        return;
+    }
     /* Each word of an element wider than one (a double), so that a vector
      * access of the same bytes meets it. */
-    const size_t unit = info->elem_size > 0 && info->elem_size < 4 ? 1 : 4;
-    for (size_t b = 0; b < info->elem_size || b == 0; b += unit) {
+    for (size_t b = 0; b < info->elem_size; b += unit) {
         const unsigned char *at = static_cast<const unsigned char *>(elem) + b;
         Hazard h = record(at, unit, write, line, pc, info->file);
         if (h.kind)
@@ -273,7 +279,7 @@ const SharedArrayInfo *BlockRunner::member_info(const void *p, const char *membe
 /* Records one access (by the current thread, to the word or byte at p) in
  * the shadow; returns what it ran into. The message is made by the caller:
  * a raw access is recorded inside the fault handler. */
-Hazard BlockRunner::record(const void *p, size_t unit, bool write, int line, const void *pc, const char *file)
+inline Hazard BlockRunner::record(const void *p, size_t unit, bool write, int line, const void *pc, const char *file)
 {
     Hazard h;
     const size_t off = (size_t)(static_cast<const unsigned char *>(p) - shared_);
