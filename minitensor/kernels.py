@@ -65,7 +65,7 @@ from .ops import autotune
 from ._creation import empty
 from ._dtype import DType, int64
 from ._errors import DimError
-from .nn import functional as F
+from .nn import functional_conv
 from .tensor import Tensor
 
 __all__ = [
@@ -516,7 +516,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     func = "kernels.conv2d()"
     if algo not in CONV2D_ALGOS:
         raise ValueError(f"{func}: unknown algo {algo!r}; one of {CONV2D_ALGOS}")
-    return F._conv2d(input, weight, bias, stride, padding, dilation, groups, algo, func)
+    return functional_conv._conv2d(input, weight, bias, stride, padding, dilation, groups, algo, func)
 
 
 # ---- host cost, data exchange ----------------------------------------------------------

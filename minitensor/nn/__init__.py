@@ -11,10 +11,8 @@
 """
 
 from . import functional, utils  # noqa: F401 - nn.utils.clip_grad_norm_, as torch
+from .conv import AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from .modules import (
-    AvgPool2d,
-    Conv1d,
-    Conv2d,
     CrossEntropyLoss,
     Dropout,
     Embedding,
@@ -23,7 +21,6 @@ from .modules import (
     IncompatibleKeys,
     LayerNorm,
     Linear,
-    MaxPool2d,
     Module,
     MSELoss,
     ReLU,

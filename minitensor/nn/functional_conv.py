@@ -1,0 +1,192 @@
+"""nn.functional's convolution and pooling: sliding windows (autograd.Im2Col, or
+the tiled rung for depthwise layers), then a matrix product or a reduction.
+nn.functional re-exports every public name, so F.conv2d is this conv2d.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from .._creation import tensor
+from .. import autograd, ops
+from ..tensor import Tensor
+
+
+def _ints(value: Any, n: int, name: str, func: str, minimum: int) -> tuple[int, ...]:
+    """An int or a sequence of n ints (each >= minimum) as a tuple of n ints."""
+    items = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
+    if not isinstance(items, (tuple, list)) or len(items) != n or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum for v in items):
+        raise ValueError(f"{func}: {name} must be an int >= {minimum} or a tuple of {n} of them, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def _check_input(x: Any, dims: int, func: str, what: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{func}: input must be a Tensor, got {type(x).__name__}")
+    if x.ndim != dims:
+        raise ops.ShapeError(f"{func}: input must have shape {what}, got {x.shape}")
+    ops.require_float(x, func)
+
+
+def _output_size(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+                 dilation: tuple[int, int], func: str) -> tuple[int, int]:
+    sizes = tuple(ops.window_shape(x.shape[2 + d], kernel[d], stride[d], padding[d], dilation[d]) for d in (0, 1))
+    if min(sizes) < 1:
+        raise ops.ShapeError(f"{func}: the input of shape {x.shape} padded by {padding} is smaller than the "
+                             f"kernel {kernel} with dilation {dilation}: no window fits")
+    return sizes
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation, as torch's): input (N, C, H, W), weight
+    (C_out, C / groups, KH, KW), bias (C_out,); output (N, C_out, OH, OW).
+
+    The im2col rung: the windows of the input, padded with zeros, are copied into a
+    (N, C, KH, KW, OH, OW) tensor by one strided copy (autograd.Im2Col), and each
+    group's output is one matmul of its weights (C_out / groups, C / groups * KH * KW)
+    with its windows. padding: an int, a pair, "valid" (0) or "same" (stride 1,
+    an even total padding per dim). The tiled rung (one kernel, shared-memory
+    tiles, no window copied: src/conv.cu, ``mt.kernels.conv2d(..., algo="tiled")``)
+    runs instead for a depthwise convolution (groups = C > 1: each output channel
+    reads one input channel) whose patch fits in shared memory, under the fast
+    kernel policy: there the H100 measures it 27x faster forward than im2col,
+    whose matmuls are then tiny; on the dense layers measured im2col is 2.4-8.3x
+    faster forward (the 7x7 stem is even) and 1.2-3.4x forward + backward
+    (bench/conv.py, docs/performance.md).
+    """
+    return _conv2d(input, weight, bias, stride, padding, dilation, groups, "default", "conv2d()")
+
+
+def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, padding: Any,  # noqa: A002
+            dilation: Any, groups: Any, algo: str, func: str) -> Tensor:
+    """conv2d with the arguments checked and normalised, by one rung: "im2col",
+    "tiled" (autograd.Conv2dTiled) or "default" (the one conv2d's docstring
+    says); mt.kernels.conv2d calls it too."""
+    _check_input(input, 4, func, "(N, C, H, W)")
+    if not isinstance(weight, Tensor) or weight.ndim != 4:
+        raise ops.ShapeError(f"{func}: weight must be a 4-D Tensor (C_out, C_in / groups, KH, KW), got "
+                             f"{weight.shape if isinstance(weight, Tensor) else type(weight).__name__}")
+    n, c, _, _ = input.shape
+    c_out, c_group, kh, kw = weight.shape
+    groups = _ints(groups, 1, "groups", func, 1)[0]
+    if c % groups or c_out % groups or c_group != c // groups:
+        raise ops.ShapeError(f"{func}: input of shape {input.shape} (C = {c}), weight of shape {weight.shape} and "
+                             f"groups = {groups} do not agree: C and C_out must divide by groups, and the "
+                             f"weight's dim 1 must be C / groups")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype is not input.dtype:
+            raise ops.DTypeError(f"{func}: input is {input.dtype.name} but {name} is {t.dtype.name}")
+    if bias is not None and bias.shape != (c_out,):
+        raise ops.ShapeError(f"{func}: bias must have shape ({c_out},), got {bias.shape}")
+    stride = _ints(stride, 2, "stride", func, 1)
+    dilation = _ints(dilation, 2, "dilation", func, 1)
+    kernel = (kh, kw)
+    if padding == "valid":
+        padding = (0, 0)
+    elif padding == "same":
+        if stride != (1, 1) or any(dilation[d] * (kernel[d] - 1) % 2 for d in (0, 1)):
+            raise ValueError(f"{func}: padding='same' needs stride 1 and an even total padding "
+                             f"(dilation * (kernel - 1)) in each dim; got stride {stride}, kernel {kernel}, "
+                             f"dilation {dilation}")
+        padding = tuple(dilation[d] * (kernel[d] - 1) // 2 for d in (0, 1))
+    else:
+        padding = _ints(padding, 2, "padding", func, 0)
+    oh, ow = _output_size(input, kernel, stride, padding, dilation, func)
+    if algo == "default":
+        depthwise = c_group == 1 and groups > 1 and ops.fast_kernels()  # not a plain 1-channel input
+        fits = ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype)
+        algo = "tiled" if depthwise and fits else "im2col"
+    if algo == "tiled":
+        return autograd.Conv2dTiled.apply(input, weight, bias, stride, padding, dilation, groups)
+    cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation)  # N, C, KH, KW, OH, OW
+    cols = cols.reshape(n, groups, c_group * kh * kw, oh * ow)
+    w = weight.reshape(groups, c_out // groups, c_group * kh * kw)
+    out = (w @ cols).reshape(n, c_out, oh, ow)  # (groups, Co, K) @ (N, groups, K, L): one batched matmul
+    if bias is not None:
+        out = out + bias.reshape(1, c_out, 1, 1)
+    return out
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-D convolution: input (N, C, L), weight (C_out, C / groups, K); conv2d over
+    a height of 1."""
+    func = "conv1d()"
+    _check_input(input, 3, func, "(N, C, L)")
+    if not isinstance(weight, Tensor) or weight.ndim != 3:
+        raise ops.ShapeError(f"{func}: weight must be a 3-D Tensor (C_out, C_in / groups, K), got "
+                             f"{weight.shape if isinstance(weight, Tensor) else type(weight).__name__}")
+    pad = padding if isinstance(padding, str) else (0, _ints(padding, 1, "padding", func, 0)[0])
+    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, _ints(stride, 1, "stride", func, 1)[0]), pad,
+                 (1, _ints(dilation, 1, "dilation", func, 1)[0]), groups)
+    return out.squeeze(2)
+
+
+def _pool_args(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+               func: str) -> tuple[tuple[int, int], ...]:
+    _check_input(input, 4, func, "(N, C, H, W)")
+    if ceil_mode:
+        raise ValueError(f"{func}: ceil_mode=True is not supported (minitensor's windows are torch's floor mode)")
+    kernel = _ints(kernel_size, 2, "kernel_size", func, 1)
+    stride = kernel if stride is None else _ints(stride, 2, "stride", func, 1)
+    padding = _ints(padding, 2, "padding", func, 0)
+    dilation = _ints(dilation, 2, "dilation", func, 1)
+    if any(2 * padding[d] > kernel[d] for d in (0, 1)):
+        raise ValueError(f"{func}: padding {padding} must be at most half the kernel size {kernel} (as in torch)")
+    _output_size(input, kernel, stride, padding, dilation, func)
+    return kernel, stride, padding, dilation
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """The maximum of each window (N, C, H, W) -> (N, C, OH, OW); stride defaults to
+    the kernel size, padding counts as -inf. The gradient goes to the first maximum
+    of each window. return_indices also gives, as torch, each maximum's int64
+    position in its input plane (row * W + column)."""
+    func = "max_pool2d()"
+    kernel, stride, padding, dilation = _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, func)
+    n, c, _, w = input.shape
+    cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation, float("-inf"))
+    oh, ow = cols.shape[4:]
+    values, picked = cols.reshape(n, c, kernel[0] * kernel[1], oh, ow).max(2)
+    if not return_indices:
+        return values
+    # The window tap that won, (i, j), back to a position of the input plane.
+    rows = picked // kernel[1] * dilation[0] + (_positions(oh) * stride[0] - padding[0]).reshape(oh, 1)
+    cols_at = picked % kernel[1] * dilation[1] + _positions(ow) * stride[1] - padding[1]
+    return values, rows * w + cols_at
+
+
+def _positions(count: int) -> Tensor:
+    """0 .. count-1 as an int64 tensor."""
+    return tensor(np.arange(count, dtype=np.int64))
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Optional[int] = None) -> Tensor:
+    """The mean of each window (N, C, H, W) -> (N, C, OH, OW); stride defaults to the
+    kernel size; padding counts as zeros in the mean unless count_include_pad=False;
+    divisor_override divides every window's sum by that number instead."""
+    func = "avg_pool2d()"
+    kernel, stride, padding, dilation = _pool_args(input, kernel_size, stride, padding, 1, ceil_mode, func)
+    n, c = input.shape[:2]
+    cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation)
+    oh, ow = cols.shape[4:]
+    total = cols.reshape(n, c, kernel[0] * kernel[1], oh, ow).sum(2)
+    if divisor_override is not None:
+        if isinstance(divisor_override, bool) or not isinstance(divisor_override, (int, np.integer)) \
+                or divisor_override == 0:
+            raise ValueError(f"{func}: divisor_override must be a non-zero int, got {divisor_override!r}")
+        return total * (1.0 / int(divisor_override))
+    if count_include_pad or padding == (0, 0):
+        return total * (1.0 / (kernel[0] * kernel[1]))
+    with autograd.no_grad():  # how many taps of each window lie inside the input
+        ones = ops.fill_(ops.empty((1, 1) + input.shape[2:], input.dtype), 1.0)
+        count = Tensor._from_array(ops.reduce_("sum", ops.view(ops.im2col(ones, kernel, stride, padding, dilation),
+                                                                (kernel[0] * kernel[1], oh, ow)), 0))
+    return total / count
