@@ -30,7 +30,7 @@
  * kBlockSize block), so that its size is part of its type.
  *
  * Compiled as it is by nvcc and the emulator (it is not passed through
- * tools/cu2emu.py), so it declares no __shared__ variables itself.
+ * minitensor/cuda/_cu2emu.py), so it declares no __shared__ variables itself.
  */
 #ifndef MT_BLOCK_REDUCE_H
 #define MT_BLOCK_REDUCE_H

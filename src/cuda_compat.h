@@ -2,7 +2,7 @@
  * cuda_compat.h: include this instead of <cuda_runtime.h>.
  *
  * The CUDA build gets the real runtime. The emulator build (MT_EMULATOR
- * defined, sources passed through tools/cu2emu.py) gets emu/emu.h, which
+ * defined, sources passed through minitensor/cuda/_cu2emu.py) gets emu/emu.h, which
  * gives the same names (threadIdx, __syncthreads, cudaMalloc, ...) with
  * CUDA's semantics on the CPU. Kernel and host code are written once.
  */

@@ -12,7 +12,7 @@
  *     loops.
  *
  * Compiled as it is by nvcc and by the emulator build (only the .cu files go
- * through tools/cu2emu.py), so it declares no __shared__ arrays and launches
+ * through minitensor/cuda/_cu2emu.py), so it declares no __shared__ arrays and launches
  * no kernels itself.
  */
 #ifndef MT_LAUNCH_H

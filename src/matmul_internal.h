@@ -14,7 +14,7 @@
  *   src/matmul_view.h           one batch's matrices as the kernels see them.
  *
  * This header declares no __shared__ arrays and launches nothing (it is not
- * passed through tools/cu2emu.py, only the .cu files are).
+ * passed through minitensor/cuda/_cu2emu.py, only the .cu files are).
  */
 #ifndef MT_MATMUL_INTERNAL_H
 #define MT_MATMUL_INTERNAL_H

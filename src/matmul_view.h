@@ -21,7 +21,7 @@
  * of the vectorised rungs (load_pack, store_row).
  *
  * Compiled as it is by nvcc and the emulator (not passed through
- * tools/cu2emu.py), so it declares no __shared__ arrays and launches nothing.
+ * minitensor/cuda/_cu2emu.py), so it declares no __shared__ arrays and launches nothing.
  */
 #ifndef MT_MATMUL_VIEW_H
 #define MT_MATMUL_VIEW_H

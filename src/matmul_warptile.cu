@@ -1,7 +1,7 @@
 /*
  * matmul_warptile.cu: rung 7 of the matmul ladder, the library's default
  * matmul kernel, and its tile configurations (what the autotuner,
- * minitensor/autotune.py, times per shape).
+ * minitensor/ops/autotune.py, times per shape).
  *
  * Rung 6 (vectorized) gives each thread an 8 x 8 block of outputs. Here the
  * block's 128 x 128 tile is split into one tile per warp, and each thread's

@@ -423,7 +423,7 @@ mt_status mt_matmul(mt_tensor out, mt_tensor a, mt_tensor b, int algo);
  * together: MT_MATMUL_WARPTILE's first, then MT_MATMUL_PIPELINED's. How many
  * there are, and a name for each ("128x128x16 warp 64x32 (256 threads)",
  * "pipelined 128x128x8 ..."; NULL outside 0..count-1).
- * minitensor/autotune.py times them per device and shape class and passes
+ * minitensor/ops/autotune.py times them per device and shape class and passes
  * the fastest to mt_matmul_with_config. */
 int mt_matmul_config_count(void);
 const char *mt_matmul_config_name(int config);

@@ -13,7 +13,7 @@
  * a row of -inf gives -inf, a row with +inf gives +inf, a NaN gives NaN.
  * (exp(x - m) with x == m == +-inf would be exp(NaN): equal values add 1.)
  *
- * Compiled as it is by nvcc and the emulator (not through tools/cu2emu.py):
+ * Compiled as it is by nvcc and the emulator (not through minitensor/cuda/_cu2emu.py):
  * it declares no __shared__ variables; the caller passes its scratch.
  */
 #ifndef MT_ONLINE_LSE_H

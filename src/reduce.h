@@ -14,7 +14,7 @@
  * arg reductions: reduce_takes); with_reducer turns an op id into one.
  *
  * This header declares no __shared__ arrays and launches nothing (it is not
- * passed through tools/cu2emu.py, only the .cu files are).
+ * passed through minitensor/cuda/_cu2emu.py, only the .cu files are).
  */
 #ifndef MT_REDUCE_H
 #define MT_REDUCE_H

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Translate a CUDA source file for the minitensor CPU emulator.
 
-    python3 tools/cu2emu.py src/map.cu build/emu/map.cpp
+    python3 minitensor/cuda/_cu2emu.py src/map.cu build/emu/map.cpp
 
 C++ cannot parse two pieces of CUDA syntax, so this script rewrites them and
 leaves everything else to src/emu/emu.h:

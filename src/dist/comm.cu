@@ -1,7 +1,7 @@
 /*
  * comm.cu: minitensor's collectives (src/dist/minitensor_dist.h), one source
  * for both engines:
- *   - the emulator build (MT_EMULATOR, via tools/cu2emu.py + g++ + mpicxx
+ *   - the emulator build (MT_EMULATOR, via minitensor/cuda/_cu2emu.py + g++ + mpicxx
  *     flags) talks MPI; the emulator's "device" memory is host memory, so the
  *     tensors' pointers go to MPI directly;
  *   - the CUDA build (nvcc, -lnccl) talks NCCL on device memory.

@@ -20,7 +20,7 @@
  *     elsewhere is reported as an error naming the kernel, never a hang.
  *
  * Two pieces of CUDA syntax are not C++: the launch `k<<<grid, block>>>(...)`
- * and `__shared__` declarations. tools/cu2emu.py rewrites those (line for
+ * and `__shared__` declarations. minitensor/cuda/_cu2emu.py rewrites those (line for
  * line, so gdb and compiler messages point at the .cu file); everything else
  * is defined here. The CUDA runtime calls the host code makes (cudaMalloc,
  * cudaMemcpy, cudaGetLastError, ...) have twins with the same names.

@@ -1,7 +1,7 @@
 /*
  * broken_kernels.cu: deliberately wrong launches, for test_memory_errors.c.
  *
- * Plain CUDA, built twice like the library: through tools/cu2emu.py for the
+ * Plain CUDA, built twice like the library: through minitensor/cuda/_cu2emu.py for the
  * emulator test binary, and by nvcc for the CUDA one (see tests/c/tests.mk).
  * Each host function returns the cudaError_t of its launch (as an int) and
  * copies cudaGetErrorString of it into `msg` at once, before anything else
