@@ -273,6 +273,31 @@ def collect(selection: PyTest) -> list[str]:
     return [line for line in proc.stdout.splitlines() if "::" in line]
 
 
+def test_an_item_with_a_memory_error_or_a_race_earns_nothing() -> None:
+    """The cases that passed do not excuse a kernel the emulator caught writing out of bounds or
+    racing: such an item scores 0 and its report quotes the error; other failures keep the
+    passed share."""
+    reports = {
+        "illegal memory access in kernel 'map_contiguous<float>', block (0, 0, 0), thread (36, 0, 0): "
+        "write at 0x7f0000001000, just past the end of a 144-byte allocation, at src/map.cu:58": True,
+        "shared-memory race in kernel 'softmax_rows', block (3, 0, 0), thread (9, 0, 0) wrote "
+        "scratch.slot[0] at src/block_reduce.h:70, read by thread (8, 0, 0) at line 70": True,
+        "read of uninitialised shared memory in kernel 'k', block (0, 0, 0), thread (1, 0, 0)": True,
+        "kernel 'k', block (0, 0, 0), thread (47, 0, 0): shared-memory access buf[2][16] out of bounds at "
+        "a.cu:244: index 16 is outside [0, 16)": True,
+        "mismatch at [3]: got 1.0, expected 2.0 (atol 1e-06, rtol 1e-05)": False,
+    }
+    for text, zeroed in reports.items():
+        item = course_grade.ItemResult("map_zip", "test_map", passed=9, failed=1, output="FAILED case\n" + text)
+        item.memory_error = course_grade.first_memory_error(item.output)
+        assert (item.fraction == 0.0) == zeroed, text
+        assert (item.memory_error == text) == zeroed
+        if zeroed:
+            assert text[:60] in course_grade.memory_error_note(item)
+        else:
+            assert item.fraction == 0.9 and course_grade.memory_error_note(item) == ""
+
+
 def test_mentions_is_a_whole_word() -> None:
     assert mentions("tests/test_matmul.py::test_partial_tiles[tiled-7-33-31]", "tiled")
     assert not mentions("tests/test_ladders.py::test_matmul_rungs[blocktile_1d-64-64-64]", "tiled")

@@ -67,6 +67,12 @@ from course_regions import handout_spans, stub_messages
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
 GROUP_LINE = re.compile(r"^group\t(ok|crashed|timed out|exited)\t(\d+)\t(\d+)\t(.*)$", re.MULTILINE)
 NOT_DONE = re.compile(r"\btask ([a-z][a-z0-9_]*) is not done\b")
+# What the emulator's full checks report (docs/emulator.md, "What it checks"): a memory error or
+# a race in a kernel. The cases whose numbers came out right do not make such a kernel correct (on
+# a GPU the stray write may land in another tensor, the race go the other way), so an item in
+# which one is reported earns nothing, as a CI job under compute-sanitizer fails as a whole.
+MEMORY_ERROR = re.compile(r"illegal memory access in |shared-memory race in |read of uninitialised (?:device|shared) "
+                          r"memory in |shared-memory (?:access|vector)[^\n]*out of bounds|misaligned shared-memory")
 MAX_OUTPUT = 6000        # characters of a test item's output kept in the report
 PYTEST_RESTARTS = 4      # reruns of a pytest selection after crashes, while the item's time lasts
 # Measured on the solved repository (docs/coursework.md, "Time limits"): its slowest item takes
@@ -90,6 +96,7 @@ class ItemResult:
     seconds: float = 0.0
     # The tasks whose stub zeroes this item: its own and those its task requires.
     depends: frozenset[str] = frozenset()
+    memory_error: str | None = None  # the first memory error or race the emulator reported, if any
 
     @property
     def stubbed(self) -> bool:
@@ -99,9 +106,10 @@ class ItemResult:
 
     @property
     def fraction(self) -> float:
-        """The share of the item's points it earns: none while the task's stub is in place."""
+        """The share of the item's points it earns: none while the task's stub is in place, nor
+        when a case met a memory error or a race (MEMORY_ERROR)."""
         cases = self.passed + self.failed
-        return self.passed / cases if cases and not self.stubbed else 0.0
+        return self.passed / cases if cases and not self.stubbed and not self.memory_error else 0.0
 
 
 @dataclass
@@ -170,6 +178,19 @@ def run_process(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) 
         out, _ = proc.communicate()
         code = None
     return code, out.decode("utf-8", "replace"), time.monotonic() - start
+
+
+def first_memory_error(output: str) -> str | None:
+    """The first line of `output` in which the emulator reports a memory error or a race."""
+    return next((line.strip() for line in output.splitlines() if MEMORY_ERROR.search(line)), None)
+
+
+def memory_error_note(result: ItemResult) -> str:
+    """What the report says of an item zeroed by a memory error: why, and the error itself."""
+    if not result.memory_error:
+        return ""
+    return ("; scores 0: the emulator's checks found a memory error or a race, which no number "
+            f"that came out right excuses:\n  {clip(result.memory_error, 600)}")
 
 
 def clip(text: str, limit: int = MAX_OUTPUT) -> str:
@@ -311,8 +332,9 @@ def run_c(run: Run, task: Task, test: CTest) -> ItemResult:
     if result.error and result.failed == 0:
         result.failed = 1
     failures = [line for line in out.splitlines() if not SUMMARY.match(line) and not GROUP_LINE.match(line)]
+    result.memory_error = first_memory_error(out)
     head = f"{test.program}: {result.passed} passed, {result.failed} failed" + (
-        f"; {result.error}" if result.error else "")
+        f"; {result.error}" if result.error else "") + memory_error_note(result)
     body = notes + failures
     result.output = head + ("\n" + clip("\n".join(body)) if result.error or result.failed else "")
     return result
@@ -426,7 +448,8 @@ def run_pytest(run: Run, task: Task, test: PyTest, hidden: bool = False) -> Item
     if result.passed + result.failed == 0:  # nothing ran: that is a failure, never a vacuous pass
         result.error = result.error or "no test ran: the selection matched nothing, or collection failed"
         result.failed = 1
-    lines = [f"{result.name}: {result.passed} passed, {result.failed} failed"] + notes
+    result.memory_error = first_memory_error("\n".join(text for o, text in outcomes.values() if o == "failed"))
+    lines = [f"{result.name}: {result.passed} passed, {result.failed} failed{memory_error_note(result)}"] + notes
     lines += [f"FAILED {node}\n{text}" for node, (o, text) in outcomes.items() if o == "failed"]
     if result.error and (not notes or any(n.startswith("pytest ended") for n in notes)):
         lines.append(clip(tail, 3000))  # what pytest said about a collection or usage error
