@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import course_grade  # noqa: E402 - tools/ is not a package
+import course_memory_errors  # noqa: E402
 from course_manifest import ManifestError, PyTest, isolation_problems, load_manifest, mentions  # noqa: E402
 from course_report import gradescope, junit, table  # noqa: E402
 
@@ -289,13 +290,13 @@ def test_an_item_with_a_memory_error_or_a_race_earns_nothing() -> None:
     }
     for text, zeroed in reports.items():
         item = course_grade.ItemResult("map_zip", "test_map", passed=9, failed=1, output="FAILED case\n" + text)
-        item.memory_error = course_grade.first_memory_error(item.output)
+        item.memory_error = course_memory_errors.first_memory_error(item.output)
         assert (item.fraction == 0.0) == zeroed, text
         assert (item.memory_error == text) == zeroed
         if zeroed:
-            assert text[:60] in course_grade.memory_error_note(item)
+            assert text[:60] in course_memory_errors.memory_error_note(item)
         else:
-            assert item.fraction == 0.9 and course_grade.memory_error_note(item) == ""
+            assert item.fraction == 0.9 and course_memory_errors.memory_error_note(item) == ""
 
 
 def test_mentions_is_a_whole_word() -> None:

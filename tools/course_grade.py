@@ -33,8 +33,8 @@ the selection without it, while the item's time lasts.
 
 Scoring: each test item of a task is worth an equal share of the task's
 points, and earns the fraction of its cases that passed (skipped cases do not
-count). An item that ran no case, crashed before its summary, or did not
-build, earns 0, and so does one while a task it depends on is not done: its
+count). An item that ran no case, crashed, did not build, or met a memory error or a race
+(tools/course_memory_errors.py) earns 0, and so does one while a task it depends on is not done: its
 own task or one its task ``requires`` (a stub still in place, found in the
 task's files before anything runs, or a "task <id> is not done" message in
 the item's output). The tests of a task whose regions are all still stubs,
@@ -62,21 +62,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course_manifest import CTest, Manifest, ManifestError, PyTest, Task, load_manifest, parse_task
+from course_memory_errors import first_memory_error, memory_error_note
 from course_regions import handout_spans, stub_messages
 
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
 GROUP_LINE = re.compile(r"^group\t(ok|crashed|timed out|exited)\t(\d+)\t(\d+)\t(.*)$", re.MULTILINE)
 NOT_DONE = re.compile(r"\btask ([a-z][a-z0-9_]*) is not done\b")
-# What the emulator's full checks report (docs/emulator.md, "What it checks"): a memory error or
-# a race in a kernel. The cases whose numbers came out right do not make such a kernel correct (on
-# a GPU the stray write may land in another tensor, the race go the other way), so an item in
-# which one is reported earns nothing, as a CI job under compute-sanitizer fails as a whole.
-MEMORY_ERROR = re.compile(r"illegal memory access in |shared-memory race in |read of uninitialised (?:device|shared) "
-                          r"memory in |shared-memory (?:access|vector)[^\n]*out of bounds|misaligned shared-memory")
 MAX_OUTPUT = 6000        # characters of a test item's output kept in the report
 PYTEST_RESTARTS = 4      # reruns of a pytest selection after crashes, while the item's time lasts
-# Measured on the solved repository (docs/coursework.md, "Time limits"): its slowest item takes
-# about a tenth of DEFAULT_TIMEOUT on 2 cores, and its whole grade about a third of DEFAULT_BUDGET.
+# Chosen from the solved repository's times on 2 cores (docs/coursework.md, "Time limits").
 DEFAULT_TIMEOUT = 60.0   # seconds per test item (its reruns included)
 DEFAULT_BUDGET = 270.0   # seconds for the whole grade, the build included
 CASES_FILE = "course/c_cases.json"
@@ -178,19 +172,6 @@ def run_process(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) 
         out, _ = proc.communicate()
         code = None
     return code, out.decode("utf-8", "replace"), time.monotonic() - start
-
-
-def first_memory_error(output: str) -> str | None:
-    """The first line of `output` in which the emulator reports a memory error or a race."""
-    return next((line.strip() for line in output.splitlines() if MEMORY_ERROR.search(line)), None)
-
-
-def memory_error_note(result: ItemResult) -> str:
-    """What the report says of an item zeroed by a memory error: why, and the error itself."""
-    if not result.memory_error:
-        return ""
-    return ("; scores 0: the emulator's checks found a memory error or a race, which no number "
-            f"that came out right excuses:\n  {clip(result.memory_error, 600)}")
 
 
 def clip(text: str, limit: int = MAX_OUTPUT) -> str:
