@@ -17,6 +17,9 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from helpers import strided_views
 
 import minitensor as mt
 from minitensor import nn
@@ -67,6 +70,20 @@ def test_save_load_round_trips_dtype_shape_and_values_of_views(tmp_path, to_file
         assert got.dtype is t.dtype and got.shape == t.shape, name
         assert got.is_contiguous(), name  # views are saved as their contiguous copy
         assert np.array_equal(got.numpy(), t.numpy()), name
+
+
+ALL_DTYPES = st.sampled_from([mt.float32, mt.float64, mt.int64, mt.bool])
+
+
+@given(data=st.data())
+def test_save_load_round_trips_random_strided_views(data):
+    t, _ = data.draw(strided_views(dtype=data.draw(ALL_DTYPES), low=-50, high=50))
+    buffer = io.BytesIO()
+    mt.save(t, buffer)
+    buffer.seek(0)
+    back = mt.load(buffer)
+    assert back.dtype is t.dtype and back.shape == t.shape and back.is_contiguous()
+    assert np.array_equal(back.numpy(), t.numpy())
 
 
 def test_save_load_nested_structures_and_plain_values(tmp_path):
@@ -219,6 +236,19 @@ def test_from_numpy_keeps_dtype_shape_and_values(dtype):
         t = mt.from_numpy(view)
         assert t.dtype is mt.tensor(np.asarray(view)).dtype and t.shape == np.shape(view)
         assert np.array_equal(t.numpy(), view)
+
+
+@given(data=st.data())
+def test_from_numpy_of_random_numpy_views(data):
+    _, view = data.draw(strided_views(low=-50, high=50))  # a NumPy view (permuted, sliced, expanded)
+    view = np.asarray(view).astype(data.draw(st.sampled_from([np.float32, np.float64, np.int64, np.bool_])))
+    view = view[::2] if view.ndim else view  # astype copies: slice again, for strides that are not C order
+    t = mt.from_numpy(view)
+    assert t.shape == view.shape and np.array_equal(t.numpy(), view)
+    if EMULATOR and view.size:
+        assert t.data_ptr() == view.ctypes.data
+        for n, got, stride in zip(view.shape, t.strides, view.strides):  # a size-1 dim's stride is never used
+            assert n == 1 or got * view.itemsize == stride
 
 
 def test_from_numpy_shares_memory_on_the_emulator_and_copies_on_a_gpu():
