@@ -402,7 +402,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._from_array(_array.Array(*_interop.from_array_interface(array, "from_numpy()")))
 
 
-def asarray(obj: Any) -> Tensor:
+def asarray(obj: Any, *, device: Any = None) -> Tensor:
     """A tensor sharing obj's memory, like ``torch.asarray(obj)`` without a copy.
 
     A minitensor tensor is returned as it is. Anything else must expose its
@@ -410,7 +410,9 @@ def asarray(obj: Any) -> Tensor:
     (Numba, CuPy) or the array interface / buffer protocol (NumPy,
     memoryview). Lists, numbers, and memory this backend cannot address raise
     an error that names the problem; ``mt.tensor(x)`` always copies.
+    device, as for the other creation functions: None or this process's.
     """
+    _check_device(device, "asarray()")
     if isinstance(obj, Tensor):
         return obj
     return Tensor._from_array(_array.Array(*_interop.borrow(obj, "asarray()")))

@@ -369,4 +369,5 @@ def check_device(here: str, device: Any, func: str = "to()") -> None:
         raise RuntimeError(f"{func}: unknown device {name!r} (minitensor knows 'cpu' and 'cuda')")
     hint = ("a host copy is .numpy()" if here.startswith("cuda") else
             "run on a machine with a GPU and the CUDA build, where tensors live on 'cuda'")
-    raise RuntimeError(f"{func}: this process keeps every tensor on {here}; it cannot move one to {name} ({hint})")
+    verb = "move one to" if func.endswith("to()") else "put one on"  # Tensor.to, Module.to; or a new tensor
+    raise RuntimeError(f"{func}: this process keeps every tensor on {here}; it cannot {verb} {name} ({hint})")

@@ -318,6 +318,7 @@ CREATION = {
     "empty_like": lambda **kw: mt.empty_like(mt.ones(2), **kw),
     "rand_like": lambda **kw: mt.rand_like(mt.ones(2), **kw),
     "randn_like": lambda **kw: mt.randn_like(mt.ones(2), **kw),
+    "asarray": lambda **kw: mt.asarray(mt.ones(2), **kw),
 }
 
 
@@ -332,7 +333,7 @@ def test_creation_accepts_the_process_device(func):
 @pytest.mark.parametrize("func", sorted(CREATION))
 def test_creation_refuses_another_device_with_the_reason(func):
     with pytest.raises(RuntimeError, match=rf"{func}\(\): this process keeps every tensor on {OWN}; "
-                                           rf"it cannot move one to {OTHER}"):
+                                           rf"it cannot put one on {OTHER}"):
         CREATION[func](device=OTHER)
     with pytest.raises(RuntimeError, match=rf"{func}\(\): unknown device 'tpu'"):
         CREATION[func](device="tpu")
