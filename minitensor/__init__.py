@@ -18,7 +18,8 @@ this; docs/architecture.md draws them):
 
     distributed/   data-parallel training over MPI / NCCL
     nn/, optim.py  layers, losses and optimizers (kernels.py: the kernel ladders);
-                   cuda/: streams, events, kernels compiled at run time
+                   cuda/: streams, events, kernels compiled at run time;
+                   serialization.py: save and load
     tensor.py      the Tensor class; _creation.py (zeros, randn, ...),
                    _functions.py (mt.exp, mt.cat, ...)
     autograd/      engine.py: Function, the graph, backward(), no_grad;
@@ -66,6 +67,7 @@ from ._creation import (  # noqa: E402
     eye,
     full,
     from_dlpack,
+    from_numpy,
     full_like,
     manual_seed,
     ones,
@@ -109,6 +111,7 @@ from ._functions import (  # noqa: E402
     cat,
     clamp,
     clip,
+    concatenate,
     exp,
     flatten,
     gather,
@@ -144,6 +147,7 @@ from .autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 
 from . import autograd, backends, cuda, kernels, nn, ops, optim, utils  # noqa: E402  (after Tensor: they build on it)
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 # torch spells the default dtype float, float64 double and int64 long.
 float = float32  # noqa: A001
@@ -218,6 +222,7 @@ __all__ = [
     "cat",
     "clamp",
     "clip",
+    "concatenate",
     "CudaError",
     "device_info",
     "DimError",
@@ -234,6 +239,7 @@ __all__ = [
     "float32",
     "float64",
     "from_dlpack",
+    "from_numpy",
     "get_float32_matmul_precision",
     "full",
     "full_like",
@@ -241,6 +247,7 @@ __all__ = [
     "InvalidArgumentError",
     "is_grad_enabled",
     "is_tensor",
+    "load",
     "log",
     "log_softmax",
     "logsumexp",
@@ -270,6 +277,7 @@ __all__ = [
     "relu",
     "reshape",
     "return_types",
+    "save",
     "set_sync_debug",
     "ShapeError",
     "sigmoid",

@@ -1,6 +1,6 @@
 """_creation: the functions that make new tensors (tensor, zeros, ones, full,
-empty, rand, randn, arange and their *_like forms, manual_seed), and the two
-that share another library's memory instead (from_dlpack, asarray).
+empty, rand, randn, arange and their *_like forms, manual_seed), and the three
+that share another library's memory instead (from_numpy, from_dlpack, asarray).
 
 Each allocates an Array (minitensor/_array.py), fills it on the device (or
 uploads host data) and hands it over as a Tensor.
@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any, Optional
 
 import numpy as np
 
-from . import _array, _interop, ops
+from . import _array, _interop, _lib, ops
 from ._dtype import DType, bool_, default_dtype, from_numpy_dtype, int64, promote_scalar, to_dtype
-from ._errors import IntegerOverflowError, OutOfMemoryError
+from ._errors import DTypeError, IntegerOverflowError, OutOfMemoryError
 from ._shape import as_shape, check_new_shape
 from .tensor import Tensor
 
@@ -26,6 +27,14 @@ def _new(shape: tuple[int, ...], dtype: Any, func: str) -> Tensor:
     dtype = default_dtype if dtype is None else to_dtype(dtype)
     check_new_shape(shape, func)
     return Tensor._from_array(_array.empty(shape, dtype))
+
+
+def _check_device(device: Any, func: str) -> None:
+    """device= as torch's creation functions take it: None or the process's own
+    device ("cpu" on the emulator, "cuda" or "cuda:N" on the GPU, a string or
+    a torch.device); another is refused, with the reason, as Tensor.to does."""
+    if device is not None:
+        _interop.check_device(_interop.device_name(), device, func)
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -73,13 +82,15 @@ def _from_numpy(array: np.ndarray, dtype: DType, requires_grad: bool = False) ->
     return out
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, *, device: Any = None) -> Tensor:
     """A new tensor from a number, (nested) lists or a NumPy array (always a copy).
 
     The dtype, unless given, is inferred as torch infers it: bools give bool,
     integers int64, Python floats the default dtype (float32); a NumPy array
     keeps its dtype (other integer widths become int64, float16 float64).
+    device, as torch's: None or this process's device (see Tensor.device).
     """
+    _check_device(device, "tensor()")
     if isinstance(data, Tensor):
         host = data.numpy()
     elif isinstance(data, (np.ndarray, np.generic)):
@@ -131,24 +142,29 @@ def _python_ints(data: Any, host: np.ndarray, dtype: Any) -> np.ndarray:
     return host
 
 
-def empty(*shape: Any, dtype: Any = None) -> Tensor:
+def empty(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """A new tensor with uninitialised values."""
+    _check_device(device, "empty()")
     return _new(as_shape(shape, "empty()"), dtype, "empty()")
 
 
-def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor of zeros; shape as varargs or a tuple."""
+    _check_device(device, "zeros()")
     return _zeros_or_ones(shape, 0, dtype, requires_grad, "zeros()")
 
 
-def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor of ones; shape as varargs or a tuple."""
+    _check_device(device, "ones()")
     return _zeros_or_ones(shape, 1, dtype, requires_grad, "ones()")
 
 
-def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def full(shape: Any, fill_value: float, dtype: Any = None, requires_grad: bool = False, *,
+         device: Any = None) -> Tensor:
     """A new tensor of shape filled with fill_value; its dtype, unless given, is
     inferred from fill_value as torch does (bool, int64 or float32)."""
+    _check_device(device, "full()")
     if dtype is None and ops.is_scalar(fill_value):
         dtype = promote_scalar(bool_, fill_value)
     out = _new(as_shape(shape, "full()"), dtype, "full()")
@@ -162,23 +178,27 @@ def _zeros_or_ones(shape: Any, value: int, dtype: Any, requires_grad: bool, func
                 requires_grad=requires_grad)
 
 
-def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
+def zeros_like(x: Tensor, dtype: Any = None, *, device: Any = None) -> Tensor:
     """zeros with x's shape (and dtype unless given)."""
+    _check_device(device, "zeros_like()")
     return full(x.shape, 0.0, dtype=x.dtype if dtype is None else dtype)
 
 
-def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
+def ones_like(x: Tensor, dtype: Any = None, *, device: Any = None) -> Tensor:
     """ones with x's shape (and dtype unless given)."""
+    _check_device(device, "ones_like()")
     return full(x.shape, 1.0, dtype=x.dtype if dtype is None else dtype)
 
 
-def full_like(x: Tensor, fill_value: float, dtype: Any = None) -> Tensor:
+def full_like(x: Tensor, fill_value: float, dtype: Any = None, *, device: Any = None) -> Tensor:
     """full with x's shape (and dtype unless given)."""
+    _check_device(device, "full_like()")
     return full(x.shape, fill_value, dtype=x.dtype if dtype is None else dtype)
 
 
-def empty_like(x: Tensor, dtype: Any = None) -> Tensor:
+def empty_like(x: Tensor, dtype: Any = None, *, device: Any = None) -> Tensor:
     """empty with x's shape (and dtype unless given)."""
+    _check_device(device, "empty_like()")
     return empty(x.shape, dtype=x.dtype if dtype is None else dtype)
 
 
@@ -215,15 +235,17 @@ def _random(shape: tuple[int, ...], dtype: DType, requires_grad: bool, func: str
     return out
 
 
-def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform random numbers in [0, 1)."""
+    _check_device(device, "rand()")
     dtype = default_dtype if dtype is None else to_dtype(dtype)
     shape = as_shape(shape, "rand()")
     return _random(shape, dtype, requires_grad, "rand()", _generator.random)
 
 
-def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def randn(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal random numbers."""
+    _check_device(device, "randn()")
     dtype = default_dtype if dtype is None else to_dtype(dtype)
     shape = as_shape(shape, "randn()")
     return _random(shape, dtype, requires_grad, "randn()", _generator.standard_normal)
@@ -242,9 +264,10 @@ def _whole_numbers(values: np.ndarray, dtype: Any, func: str, largest: int) -> T
     return _from_numpy(values, dtype)
 
 
-def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None) -> Tensor:
+def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None, device: Any = None) -> Tensor:
     """Integers drawn uniformly from [low, high), as torch.randint: randint(high,
     size) or randint(low, high, size); int64 unless dtype is given."""
+    _check_device(device, "randint()")
     if size is None:  # randint(high, size)
         low, high, size = 0, low, high
     for name, value in (("low", low), ("high", high)):
@@ -257,29 +280,34 @@ def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None) 
     return _whole_numbers(values, dtype, "randint()", max(abs(int(low)), abs(int(high) - 1)))
 
 
-def randperm(n: int, *, dtype: Any = None) -> Tensor:
+def randperm(n: int, *, dtype: Any = None, device: Any = None) -> Tensor:
     """A random permutation of 0 .. n-1, as torch.randperm (int64 unless dtype is given)."""
+    _check_device(device, "randperm()")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"randperm(): n must be an int >= 0, got {n!r}")
     return _whole_numbers(_generator.permutation(int(n)), dtype, "randperm()", max(int(n) - 1, 0))
 
 
-def rand_like(x: Tensor, dtype: Any = None) -> Tensor:
+def rand_like(x: Tensor, dtype: Any = None, *, device: Any = None) -> Tensor:
     """rand with x's shape (and dtype unless given)."""
+    _check_device(device, "rand_like()")
     return rand(x.shape, dtype=x.dtype if dtype is None else dtype)
 
 
-def randn_like(x: Tensor, dtype: Any = None) -> Tensor:
+def randn_like(x: Tensor, dtype: Any = None, *, device: Any = None) -> Tensor:
     """randn with x's shape (and dtype unless given)."""
+    _check_device(device, "randn_like()")
     return randn(x.shape, dtype=x.dtype if dtype is None else dtype)
 
 
-def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Any = None) -> Tensor:
+def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: Any = None, *,
+           device: Any = None) -> Tensor:
     """Values start, start+step, ... below end (arange(n): 0..n-1).
 
     As in torch: int64 when start, end and step are all integers, else the
     default dtype (float32), unless dtype is given.
     """
+    _check_device(device, "arange()")
     if end is None:
         start, end = 0, start
     for name, value in (("start", start), ("end", end), ("step", step)):
@@ -333,7 +361,48 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     return Tensor._from_array(_array.Array(*_interop.from_dlpack(ext_tensor, "from_dlpack()")))
 
 
-def asarray(obj: Any) -> Tensor:
+# NumPy's dtypes that a tensor can share (native byte order only).
+_SHAREABLE = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_)}
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing the memory of a NumPy array, as ``torch.from_numpy``: a
+    write through either is seen by the other, and the array is kept alive
+    while the tensor lives.
+
+    The emulator's tensors live in host memory, so the array's own memory is
+    used (its strides and offset kept; its range is registered with the
+    engine like any import, see asarray). On the CUDA backend every tensor
+    lives on the GPU, which cannot address NumPy's host memory: there the
+    tensor is a copy. A read-only array cannot back a tensor (minitensor's
+    tensors are all writable): it is copied, with torch's UserWarning.
+    Refused as torch refuses them: a dtype other than float32, float64,
+    int64 and bool (DTypeError, a TypeError, naming it), a byte order not
+    the machine's, and negative strides (ValueError).
+    """
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy(): expected np.ndarray (got {type(array).__name__})")
+    if array.dtype.newbyteorder("=") in _SHAREABLE and not array.dtype.isnative:
+        raise ValueError(f"from_numpy(): the array's byte order ({array.dtype.str}) is not this machine's; "
+                         f"convert it first (array.astype(array.dtype.newbyteorder('=')))")
+    if array.dtype not in _SHAREABLE:
+        raise DTypeError(f"from_numpy(): can't convert np.ndarray of type numpy.{array.dtype}; the supported "
+                         f"types are float32, float64, int64 and bool (convert it first, e.g. "
+                         f"array.astype(np.float32))")
+    if any(stride < 0 for n, stride in zip(array.shape, array.strides) if n > 1):
+        raise ValueError(f"from_numpy(): the array has a negative stride (strides {array.strides} bytes), "
+                         f"which tensors cannot have; pass array.copy() instead")
+    if not array.flags.writeable:
+        warnings.warn("from_numpy(): the given NumPy array is not writable, and minitensor's tensors are; "
+                      "the tensor is a copy of it (torch shares it, and writing to it is undefined behaviour)",
+                      UserWarning, stacklevel=2)
+        return _from_numpy(array, from_numpy_dtype(array.dtype))
+    if _lib.backend_name() == "cuda":  # the GPU cannot address the array's host memory
+        return _from_numpy(array, from_numpy_dtype(array.dtype))
+    return Tensor._from_array(_array.Array(*_interop.from_array_interface(array, "from_numpy()")))
+
+
+def asarray(obj: Any, *, device: Any = None) -> Tensor:
     """A tensor sharing obj's memory, like ``torch.asarray(obj)`` without a copy.
 
     A minitensor tensor is returned as it is. Anything else must expose its
@@ -341,14 +410,18 @@ def asarray(obj: Any) -> Tensor:
     (Numba, CuPy) or the array interface / buffer protocol (NumPy,
     memoryview). Lists, numbers, and memory this backend cannot address raise
     an error that names the problem; ``mt.tensor(x)`` always copies.
+    device, as for the other creation functions: None or this process's.
     """
+    _check_device(device, "asarray()")
     if isinstance(obj, Tensor):
         return obj
     return Tensor._from_array(_array.Array(*_interop.borrow(obj, "asarray()")))
 
 
-def eye(n: int, m: Optional[int] = None, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: Optional[int] = None, dtype: Any = None, requires_grad: bool = False, *,
+        device: Any = None) -> Tensor:
     """The n x m identity (m = n by default): ones on the diagonal, zeros elsewhere."""
+    _check_device(device, "eye()")
     for name, v in (("n", n), ("m", m)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
             raise ValueError(f"eye(): {name} must be a whole number >= 0, got {v!r}")

@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 
 from . import autograd
 from ._shape import broadcast_shapes as _broadcast_pair
+from ._shape import dim_or_axis
 from .tensor import Tensor
 
 
@@ -82,64 +83,64 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return _check(a, "matmul").matmul(b)
 
 
-def softmax(x: Tensor, dim: int) -> Tensor:
-    """softmax along dim, numerically stable."""
-    return _check(x, "softmax").softmax(dim)
+def softmax(x: Tensor, dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
+    """softmax along dim (or axis=), numerically stable."""
+    return _check(x, "softmax").softmax(dim, axis=axis)
 
 
-def log_softmax(x: Tensor, dim: int) -> Tensor:
-    """log(softmax) along dim, numerically stable."""
-    return _check(x, "log_softmax").log_softmax(dim)
+def log_softmax(x: Tensor, dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
+    """log(softmax) along dim (or axis=), numerically stable."""
+    return _check(x, "log_softmax").log_softmax(dim, axis=axis)
 
 
-def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
-    """log(sum(exp(x))) over dim, numerically stable."""
-    return _check(x, "logsumexp").logsumexp(dim, keepdim)
+def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+    """log(sum(exp(x))) over dim (or axis=), numerically stable."""
+    return _check(x, "logsumexp").logsumexp(dim, keepdim, axis=axis)
 
 
-def sum(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:  # noqa: A001
     """Sum over dim."""
-    return _check(x, "sum").sum(dim, keepdim)
+    return _check(x, "sum").sum(dim, keepdim, axis=axis)
 
 
-def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
     """Mean over dim."""
-    return _check(x, "mean").mean(dim, keepdim)
+    return _check(x, "mean").mean(dim, keepdim, axis=axis)
 
 
-def prod(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+def prod(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
     """Product over dim."""
-    return _check(x, "prod").prod(dim, keepdim)
+    return _check(x, "prod").prod(dim, keepdim, axis=axis)
 
 
-def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:  # noqa: A001
     """Maximum: a tensor, or (values, indices) over an int dim (see Tensor.max)."""
-    return _check(x, "max").max(dim, keepdim)
+    return _check(x, "max").max(dim, keepdim, axis=axis)
 
 
-def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:  # noqa: A001
     """Minimum: a tensor, or (values, indices) over an int dim (see Tensor.min)."""
-    return _check(x, "min").min(dim, keepdim)
+    return _check(x, "min").min(dim, keepdim, axis=axis)
 
 
-def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+def amax(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
     """Maximum over dim, values only."""
-    return _check(x, "amax").amax(dim, keepdim)
+    return _check(x, "amax").amax(dim, keepdim, axis=axis)
 
 
-def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+def amin(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
     """Minimum over dim, values only."""
-    return _check(x, "amin").amin(dim, keepdim)
+    return _check(x, "amin").amin(dim, keepdim, axis=axis)
 
 
-def argmax(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-    """Index of the first maximum (as floats)."""
-    return _check(x, "argmax").argmax(dim, keepdim)
+def argmax(x: Tensor, dim: Optional[int] = None, keepdim: bool = False, *, axis: Optional[int] = None) -> Tensor:
+    """Index of the first maximum, int64."""
+    return _check(x, "argmax").argmax(dim, keepdim, axis=axis)
 
 
-def argmin(x: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-    """Index of the first minimum (as floats)."""
-    return _check(x, "argmin").argmin(dim, keepdim)
+def argmin(x: Tensor, dim: Optional[int] = None, keepdim: bool = False, *, axis: Optional[int] = None) -> Tensor:
+    """Index of the first minimum, int64."""
+    return _check(x, "argmin").argmin(dim, keepdim, axis=axis)
 
 
 def reshape(x: Tensor, *shape: Any) -> Tensor:
@@ -177,14 +178,21 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return _check(x, "gather").gather(dim, index)
 
 
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Concatenates tensors along an existing dim."""
-    return autograd.Cat.apply(dim, *_tensor_list(tensors, "cat"))
+def cat(tensors: Sequence[Tensor], dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
+    """Concatenates tensors along an existing dim (0 unless dim or axis says)."""
+    dim = dim_or_axis(dim, axis, "cat()")
+    return autograd.Cat.apply(0 if dim is None else dim, *_tensor_list(tensors, "cat"))
 
 
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Stacks tensors of one shape along a new dim."""
-    return autograd.Stack.apply(dim, *_tensor_list(tensors, "stack"))
+def concatenate(tensors: Sequence[Tensor], dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
+    """cat under NumPy's name (torch.concatenate)."""
+    return cat(tensors, dim, axis=axis)
+
+
+def stack(tensors: Sequence[Tensor], dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
+    """Stacks tensors of one shape along a new dim (0 unless dim or axis says)."""
+    dim = dim_or_axis(dim, axis, "stack()")
+    return autograd.Stack.apply(0 if dim is None else dim, *_tensor_list(tensors, "stack"))
 
 
 def where(condition: Tensor, a: Any, b: Any) -> Tensor:
@@ -201,15 +209,15 @@ clip = clamp
 
 
 def var(x: Tensor, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-        correction: Optional[float] = None) -> Tensor:
+        correction: Optional[float] = None, axis: Any = None) -> Tensor:
     """The variance over dim (see Tensor.var)."""
-    return _check(x, "var").var(dim, unbiased, keepdim, correction=correction)
+    return _check(x, "var").var(dim, unbiased, keepdim, correction=correction, axis=axis)
 
 
 def std(x: Tensor, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-        correction: Optional[float] = None) -> Tensor:
+        correction: Optional[float] = None, axis: Any = None) -> Tensor:
     """The standard deviation over dim (see Tensor.std)."""
-    return _check(x, "std").std(dim, unbiased, keepdim, correction=correction)
+    return _check(x, "std").std(dim, unbiased, keepdim, correction=correction, axis=axis)
 
 
 def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
@@ -239,14 +247,14 @@ def allclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_
     return _check(a, "allclose").allclose(b, rtol, atol, equal_nan)
 
 
-def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - torch's name
+def all(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:  # noqa: A001 - torch's name
     """Whether every element (along dim) is non-zero, as torch.all (Tensor.all)."""
-    return _check(x, "all").all(dim, keepdim)
+    return _check(x, "all").all(dim, keepdim, axis=axis)
 
 
-def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001 - torch's name
+def any(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:  # noqa: A001 - torch's name
     """Whether some element (along dim) is non-zero, as torch.any (Tensor.any)."""
-    return _check(x, "any").any(dim, keepdim)
+    return _check(x, "any").any(dim, keepdim, axis=axis)
 
 
 # ---- int64 and bool tensors --------------------------------------------------------------
@@ -312,9 +320,9 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     return _check(x, "nonzero").nonzero(as_tuple)
 
 
-def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
-    """How many elements of x (along dim) are non-zero, as int64."""
-    return _check(x, "count_nonzero").count_nonzero(dim)
+def count_nonzero(x: Tensor, dim: Any = None, *, axis: Any = None) -> Tensor:
+    """How many elements of x (along dim, or axis=) are non-zero, as int64."""
+    return _check(x, "count_nonzero").count_nonzero(dim, axis=axis)
 
 
 def is_floating_point(x: Tensor) -> bool:

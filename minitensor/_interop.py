@@ -349,10 +349,16 @@ def stream_handle(obj: Any, func: str) -> int:
         f"or a raw cudaStream_t int, got {type(obj).__name__}")
 
 
-def check_device(here: str, device: Any) -> None:
+def device_name() -> str:
+    """The one device of this process, as ``Tensor.device`` spells it: "cuda:N" or "cpu-emulator"."""
+    return f"cuda:{_lib.get_device()}" if _is_cuda() else "cpu-emulator"
+
+
+def check_device(here: str, device: Any, func: str = "to()") -> None:
     """device (a string or an object with ``.type``, as torch.device) names the
-    device here (a tensor's .device, for Tensor.to), else a RuntimeError saying
-    where this process keeps its tensors."""
+    device here (a tensor's .device, for Tensor.to; device_name() for a new
+    tensor), else a RuntimeError, naming func, saying where this process
+    keeps its tensors."""
     name = str(device if isinstance(device, str) else getattr(device, "type", device))
     kind, _, index = name.partition(":")
     if kind in ("cpu", "cpu-emulator") and here == "cpu-emulator":
@@ -360,7 +366,8 @@ def check_device(here: str, device: Any) -> None:
     if kind == "cuda" and here.startswith("cuda") and (not index or f"cuda:{index}" == here):
         return
     if kind not in ("cpu", "cpu-emulator", "cuda"):
-        raise RuntimeError(f"to(): unknown device {name!r} (minitensor knows 'cpu' and 'cuda')")
+        raise RuntimeError(f"{func}: unknown device {name!r} (minitensor knows 'cpu' and 'cuda')")
     hint = ("a host copy is .numpy()" if here.startswith("cuda") else
             "run on a machine with a GPU and the CUDA build, where tensors live on 'cuda'")
-    raise RuntimeError(f"to(): this process keeps every tensor on {here}; it cannot move one to {name} ({hint})")
+    verb = "move one to" if func.endswith("to()") else "put one on"  # Tensor.to, Module.to; or a new tensor
+    raise RuntimeError(f"{func}: this process keeps every tensor on {here}; it cannot {verb} {name} ({hint})")

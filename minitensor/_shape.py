@@ -85,6 +85,22 @@ def normalize_dim(dim: Any, ndim: int, func: str, extra: int = 0) -> int:
     return dim % rank
 
 
+def dim_or_axis(dim: Any, axis: Any, func: str, required: bool = False) -> Any:
+    """dim, or axis, NumPy's name for it, which torch accepts in its place.
+
+    Both given is a TypeError, as in torch; with required, so is neither
+    (softmax, log_softmax and logsumexp need a dim).
+    """
+    if axis is None:
+        if dim is None and required:
+            raise TypeError(f"{func}: missing the argument dim (or axis)")
+        return dim
+    if dim is not None:
+        raise TypeError(f"{func}: got both dim={dim!r} and axis={axis!r}; axis is another name for dim, "
+                        f"pass one of them")
+    return axis
+
+
 def reduce_dims(dim: Any, ndim: int, func: str, allow_tuple: bool = True) -> Shape:
     """The dims a reduction over dim covers, normalised and sorted.
 

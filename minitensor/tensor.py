@@ -32,7 +32,7 @@ from . import _array, _interop, _lib, _views, autograd, ops
 from ._array import Array
 from ._dtype import DType, bool_, default_dtype, float32, float64, int64, to_dtype
 from ._errors import DTypeError, ShapeError
-from ._shape import as_shape, check_new_shape, normalize_dim, t_dims
+from ._shape import as_shape, check_new_shape, dim_or_axis, normalize_dim, t_dims
 from ._storage import Storage
 from .autograd import Variable
 from ._indexing import _assign_rows, _has_index_array, _select
@@ -514,10 +514,10 @@ class Tensor(NoGradOps, Variable):
             return _host_tensor(np.zeros((len(found[0]), 0), dtype=np.int64))
         return _host_tensor(np.stack(found, axis=1).astype(np.int64))
 
-    def count_nonzero(self, dim: Any = None) -> Tensor:
-        """How many elements (along dim) are non-zero, as int64."""
+    def count_nonzero(self, dim: Any = None, *, axis: Any = None) -> Tensor:
+        """How many elements (along dim; axis is another name for it) are non-zero, as int64."""
         with autograd.no_grad():
-            return (self.detach() != 0).sum(dim)
+            return (self.detach() != 0).sum(dim_or_axis(dim, axis, "count_nonzero()"))
 
     def add(self, other: Any) -> Tensor:
         """self + other."""
@@ -593,17 +593,17 @@ class Tensor(NoGradOps, Variable):
 
     # ---- reductions ----
 
-    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+    def all(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
         """Whether every element (along dim) is non-zero (NaN counts as non-zero), as
         torch.all: a bool tensor; True over no elements."""
         with autograd.no_grad():
-            return (self.detach() == 0).sum(dim=dim, keepdim=keepdim) == 0
+            return (self.detach() == 0).sum(dim_or_axis(dim, axis, "all()"), keepdim) == 0
 
-    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+    def any(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
         """Whether some element (along dim) is non-zero, as torch.any: a bool tensor;
         False over no elements."""
         with autograd.no_grad():
-            return (self.detach() != 0).sum(dim=dim, keepdim=keepdim) > 0
+            return (self.detach() != 0).sum(dim_or_axis(dim, axis, "any()"), keepdim) > 0
 
     def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
         """Where |self - other| <= atol + rtol * |other| (other broadcast), as
@@ -628,43 +628,43 @@ class Tensor(NoGradOps, Variable):
         """Whether every element of isclose holds, as torch.allclose (a bool)."""
         return bool(self.isclose(other, rtol, atol, equal_nan).all())
 
-    def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Sum over dim (None: everything; an int or a tuple of ints)."""
-        return autograd.Sum.apply(self, dim, keepdim)
+    def sum(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        """Sum over dim (None: everything; an int or a tuple of ints; axis is another name for dim)."""
+        return autograd.Sum.apply(self, dim_or_axis(dim, axis, "sum()"), keepdim)
 
-    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Mean over dim (None: everything; an int or a tuple of ints)."""
-        return autograd.Mean.apply(self, dim, keepdim)
+    def mean(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        """Mean over dim (None: everything; an int or a tuple of ints; or axis=)."""
+        return autograd.Mean.apply(self, dim_or_axis(dim, axis, "mean()"), keepdim)
 
-    def prod(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """Product over dim (None: everything; an int or a tuple of ints)."""
-        return autograd.Prod.apply(self, dim, keepdim)
+    def prod(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        """Product over dim (None: everything; an int or a tuple of ints; or axis=)."""
+        return autograd.Prod.apply(self, dim_or_axis(dim, axis, "prod()"), keepdim)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
         """The maximum of every element (a tensor) or, as torch, over an int dim a named
         pair (values, indices), the indices int64. Over a tuple of dims:
         the values only (torch's amax)."""
-        return _extremum(self, autograd.Max, "argmax", return_types.max, dim, keepdim)
+        return _extremum(self, autograd.Max, "argmax", return_types.max, dim_or_axis(dim, axis, "max()"), keepdim)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
         """The minimum; like max(): a tensor, or (values, indices) over an int dim."""
-        return _extremum(self, autograd.Min, "argmin", return_types.min, dim, keepdim)
+        return _extremum(self, autograd.Min, "argmin", return_types.min, dim_or_axis(dim, axis, "min()"), keepdim)
 
-    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """The maximum over dim (None: everything; an int or a tuple): values only."""
-        return autograd.Max.apply(self, dim, keepdim)
+    def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        """The maximum over dim (None: everything; an int or a tuple; or axis=): values only."""
+        return autograd.Max.apply(self, dim_or_axis(dim, axis, "amax()"), keepdim)
 
-    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        """The minimum over dim (None: everything; an int or a tuple): values only."""
-        return autograd.Min.apply(self, dim, keepdim)
+    def amin(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        """The minimum over dim (None: everything; an int or a tuple; or axis=): values only."""
+        return autograd.Min.apply(self, dim_or_axis(dim, axis, "amin()"), keepdim)
 
-    def argmax(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-        """Index of the first maximum along dim (None: of the flattened tensor), int64."""
-        return Tensor._from_array(ops.reduce_("argmax", self, dim, keepdim))
+    def argmax(self, dim: Optional[int] = None, keepdim: bool = False, *, axis: Optional[int] = None) -> Tensor:
+        """Index of the first maximum along dim (None: of the flattened tensor; or axis=), int64."""
+        return Tensor._from_array(ops.reduce_("argmax", self, dim_or_axis(dim, axis, "argmax()"), keepdim))
 
-    def argmin(self, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
-        """Index of the first minimum along dim (None: of the flattened tensor), int64."""
-        return Tensor._from_array(ops.reduce_("argmin", self, dim, keepdim))
+    def argmin(self, dim: Optional[int] = None, keepdim: bool = False, *, axis: Optional[int] = None) -> Tensor:
+        """Index of the first minimum along dim (None: of the flattened tensor; or axis=), int64."""
+        return Tensor._from_array(ops.reduce_("argmin", self, dim_or_axis(dim, axis, "argmin()"), keepdim))
 
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
         """Each element limited to [min, max] (numbers, or tensors that broadcast);
@@ -681,13 +681,14 @@ class Tensor(NoGradOps, Variable):
     clip = clamp
 
     def var(self, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-            correction: Optional[float] = None) -> Tensor:
+            correction: Optional[float] = None, axis: Any = None) -> Tensor:
         """The variance over dim: the sum of squared deviations from the mean over
         N - correction (correction 1 by default, Bessel's; ``unbiased=False`` is
         correction 0). N - correction <= 0 gives nan or inf, as torch."""
         if unbiased is not None and correction is not None:
             raise ValueError("var(): give unbiased or correction, not both")
         c = float(correction) if correction is not None else (0.0 if unbiased is False else 1.0)
+        dim = dim_or_axis(dim, axis, "var()")
         dims = tuple(range(self.ndim)) if dim is None else dim
         count = 1
         for d in (dims if isinstance(dims, (tuple, list)) else (dims,)):
@@ -699,21 +700,21 @@ class Tensor(NoGradOps, Variable):
         return total / (total.detach() * 0.0)  # no terms left: 0/0 is nan, x/0 is inf, as torch
 
     def std(self, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-            correction: Optional[float] = None) -> Tensor:
+            correction: Optional[float] = None, axis: Any = None) -> Tensor:
         """The standard deviation over dim: the square root of var (same arguments)."""
-        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+        return self.var(dim_or_axis(dim, axis, "std()"), unbiased, keepdim, correction=correction).sqrt()
 
-    def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
-        """log(sum(exp(self))) over dim, numerically stable."""
-        return autograd.LogSumExp.apply(self, dim, keepdim)
+    def logsumexp(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        """log(sum(exp(self))) over dim (or axis=), numerically stable."""
+        return autograd.LogSumExp.apply(self, dim_or_axis(dim, axis, "logsumexp()", required=True), keepdim)
 
-    def softmax(self, dim: int) -> Tensor:
-        """softmax along dim, numerically stable."""
-        return autograd.Softmax.apply(self, dim)
+    def softmax(self, dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
+        """softmax along dim (or axis=), numerically stable."""
+        return autograd.Softmax.apply(self, dim_or_axis(dim, axis, "softmax()", required=True))
 
-    def log_softmax(self, dim: int) -> Tensor:
-        """log(softmax) along dim, numerically stable."""
-        return autograd.LogSoftmax.apply(self, dim)
+    def log_softmax(self, dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
+        """log(softmax) along dim (or axis=), numerically stable."""
+        return autograd.LogSoftmax.apply(self, dim_or_axis(dim, axis, "log_softmax()", required=True))
 
     # ---- matmul, gather, scatter ----
 

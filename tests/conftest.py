@@ -75,6 +75,7 @@ SKIP_UNDER_TEACHING: dict[str, str] = {
     "test_docs.py": "the docs' examples run ops that the op test files cover, and check prose, not kernels",
     "test_course_kit.py": "it sets each task's kernel policy (course/tasks.toml) in the processes it starts",
     "test_course_grade.py": "the grader sets each task's kernel policy in the processes it starts",
+    "test_api_edges_install.py": "installs the package with pip and imports it; the one op it runs is covered",
     "test_notebooks.py": "the notebooks run ops that the op test files cover (20 s); "
     "MINITENSOR_KERNELS=teaching make notebooks renders them on the teaching kernels",
 }

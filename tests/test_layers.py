@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("tensor", ["minitensor.tensor", "minitensor._nograd_ops", "minitensor._inplace", "minitensor._indexing",
                 "minitensor._creation", "minitensor._functions"]),
     ("nn, optim, kernels", ["minitensor.nn", "minitensor.optim", "minitensor.kernels", "minitensor.utils",
-                                   "minitensor.cuda"]),
+                                   "minitensor.cuda", "minitensor.serialization"]),
     ("distributed", ["minitensor.distributed"]),
     ("package", ["minitensor"]),
 ]

@@ -140,6 +140,15 @@ def check_built() -> None:
             )
         return
     if not CUDA_LIB_PATH.is_file() and not EMU_LIB_PATH.is_file():
+        if not (REPO_ROOT / "src" / "minitensor.h").is_file():
+            # Installed as a copy (pip install . without -e): the engine is
+            # built in the clone, which the copy does not know.
+            raise ImportError(
+                f"minitensor: the package in {REPO_ROOT / 'minitensor'} is a copy without the engine library: "
+                f"run `make` in a clone of the repository and install the clone editable "
+                f"(`pip install -e .` there), or set MINITENSOR_LIB to a built "
+                f"libminitensor_emu.so or libminitensor_cuda.so"
+            )
         raise ImportError(
             f"minitensor: the engine library is not built (no {EMU_LIB_PATH.name} or "
             f"{CUDA_LIB_PATH.name} in {BUILD_DIR}); run `make` in {REPO_ROOT} to build it"

@@ -6,10 +6,12 @@ its attributes (``self.fc = Linear(4, 2)``), as torch's does, so that
 reach them all. Subclasses write ``__init__`` (calling ``super().__init__()``
 first) and ``forward``; calling the module calls forward.
 
-Saving: ``model.save(path)`` writes the state_dict to a NumPy ``.npz`` file
-(one array per parameter and buffer, named as in ``named_parameters()``:
-"0.weight", ...), and ``model.load(path)`` reads one back into a model of the same
-architecture. The file is plain NumPy: ``numpy.load(path)`` opens it too.
+Saving: ``model.save(path)`` writes the state_dict with ``minitensor.save``
+(minitensor/serialization.py: a zip of NumPy ``.npy`` files, one per
+parameter and buffer, named as in ``named_parameters()``: "0.weight", ...,
+and the structure in JSON), and ``model.load(path)`` reads one back into a
+model of the same architecture (a plain NumPy ``.npz`` of arrays too).
+``numpy.load(path)`` opens the file.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from .. import autograd
-from .._dtype import default_dtype, float32, float64, to_dtype
+from .. import _interop, autograd, serialization
+from .._dtype import DType, default_dtype, float32, float64, to_dtype
 from .._creation import ones, rand, randn, tensor, zeros
 from ..tensor import Tensor
 from . import functional as F
@@ -198,10 +200,37 @@ class Module:
             param.requires_grad_(requires_grad)
         return self
 
-    def to(self, dtype: Any) -> Module:
-        """Converts every float parameter and buffer to dtype (new tensors), in place;
-        returns self. As torch's, int64 and bool buffers keep their dtype."""
-        dtype = to_dtype(dtype)
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """As torch's ``Module.to``: ``to(dtype)``, ``to(device)``, ``to(device,
+        dtype)``, ``to(tensor)`` (its dtype and device), or the keywords
+        ``device=``, ``dtype=`` (and ``non_blocking=``, ignored); returns self.
+
+        Every float parameter and buffer becomes a new tensor of dtype (a
+        float dtype; int64 and bool buffers keep theirs, as torch's). A process
+        keeps every tensor on its one device (``Tensor.device``): naming it is
+        accepted, naming another raises a RuntimeError with the reason.
+        """
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"Module.to(): unexpected keyword arguments {sorted(kwargs)}")
+        if len(args) > 2:
+            raise TypeError(f"Module.to(): expected at most a device and a dtype, got {len(args)} arguments")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.device, arg.dtype
+            elif _is_device(arg):
+                device = arg
+            else:
+                dtype = arg
+        if device is not None:
+            _interop.check_device(_interop.device_name(), device, "Module.to()")
+        if dtype is not None:
+            self._cast(to_dtype(dtype))
+        return self
+
+    def _cast(self, dtype: Any) -> None:
+        """Every float parameter and buffer converted to dtype (new tensors)."""
         if not dtype.is_floating_point:
             raise TypeError(f"Module.to(): dtype must be a float dtype, got {dtype.name}")
         for module in self.modules():
@@ -212,7 +241,15 @@ class Module:
             for name, buf in list(module._buffers.items()):
                 if buf is not None and buf.is_floating_point():
                     module._buffers[name] = buf.to(dtype)
-        return self
+
+    def cuda(self, device: Any = None) -> Module:
+        """to("cuda") (or "cuda:N" for an int device): itself on the GPU build,
+        refused with the reason on the CPU emulator."""
+        return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+
+    def cpu(self) -> Module:
+        """to("cpu"): itself on the CPU emulator, refused with the reason on a GPU."""
+        return self.to("cpu")
 
     def double(self) -> Module:
         """to(float64)."""
@@ -272,18 +309,19 @@ class Module:
         return IncompatibleKeys(missing, unexpected)
 
     def save(self, path: Union[str, Any]) -> str:
-        """Writes the state_dict to a NumPy .npz file (".npz" is appended if missing);
-        returns the path written. Read it back with load(path)."""
+        """Writes the state_dict with minitensor.save (".npz" is appended if
+        missing: numpy.load opens it too, one array per name); returns the path
+        written. Read it back with load(path)."""
         path = str(path)
         if not path.endswith(".npz"):
             path += ".npz"
-        np.savez(path, **{name: value.numpy() for name, value in self.state_dict().items()})
+        serialization.save(self.state_dict(), path)
         return path
 
     def load(self, path: Union[str, Any], strict: bool = True) -> Module:
-        """Loads parameters saved by save(path) into this model; returns self."""
-        with np.load(str(path)) as data:
-            self.load_state_dict({name: data[name] for name in data.files}, strict=strict)
+        """Loads a state dict saved by save(path) or minitensor.save (or a NumPy
+        .npz of arrays named as in state_dict()) into this model; returns self."""
+        self.load_state_dict(serialization.load_state(path, "Module.load()"), strict=strict)
         return self
 
     # ---- printing ----
@@ -297,6 +335,15 @@ class Module:
         if not lines:
             return f"{type(self).__name__}({self.extra_repr()})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _is_device(arg: Any) -> bool:
+    """Whether an argument of to() names a device (a string such as "cuda:0" or
+    "cpu", or a torch.device) rather than a dtype (which may be a string too)."""
+    if isinstance(arg, str):
+        return arg.split(":")[0] in ("cpu", "cpu-emulator", "cuda")
+    # torch.device has .type and .index (a NumPy dtype has .type only)
+    return not isinstance(arg, DType) and hasattr(arg, "type") and hasattr(arg, "index")
 
 
 def _uniform(shape: Sequence[int], bound: float, dtype: Any) -> Parameter:
