@@ -416,7 +416,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise ops.ShapeError(f"{func}: query {query.shape}, key {key.shape} and value {value.shape} do not agree: "
                              f"query and key need the same last dim, key and value the same length")
     if is_causal and attn_mask is not None:
-        raise ValueError(f"{func}: give attn_mask or is_causal, not both (as torch)")
+        # torch raises a RuntimeError; InvalidArgumentError is one, and a ValueError.
+        raise InvalidArgumentError(f"{func}: give attn_mask or is_causal, not both (as torch)")
     # A head dim of 0: every score is an empty sum, 0, whatever the scale (torch
     # scales query and key, not the scores), so 1/sqrt(0) is never taken.
     scale = 1.0 if query.shape[-1] == 0 else 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
