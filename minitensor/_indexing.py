@@ -79,6 +79,10 @@ def _item(k: Any) -> _Item:
         else:
             return k  # an int64 tensor stays on the device
     if isinstance(k, list):
+        if any(e is None or e is Ellipsis or isinstance(e, (slice, Array)) for e in k):
+            # torch reads such a list as a tuple (a legacy rule), NumPy as an array: refused.
+            raise IndexError(f"a list holding tensors, slices, None or ... is not an index array; "
+                             f"write the key as a tuple: x[{', '.join(map(repr, k))}]")
         try:
             k = np.asarray(k)
         except ValueError as e:  # a ragged list

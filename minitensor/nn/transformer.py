@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from .. import autograd
+from .. import autograd, ops
 from .._dtype import bool_, default_dtype, to_dtype
 from .._creation import zeros
 from ..tensor import Tensor
@@ -89,6 +89,24 @@ class MultiheadAttention(Module):
             raise ValueError(f"{func}: key {key.shape} and value {value.shape} need one length and query "
                              f"{query.shape}'s batch (shapes in (length, batch, features) order)")
 
+    def _check_masks(self, attn_mask: Any, key_padding_mask: Any, length: int, source: int, batch: int) -> None:
+        """torch's rules for the masks: bool or float, attn_mask (L, S) or (N * heads, L, S)."""
+        for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
+            if m is None:
+                continue
+            if not isinstance(m, Tensor):
+                raise TypeError(f"MultiheadAttention: {name} must be a Tensor, got {type(m).__name__}")
+            if m.dtype is not bool_ and not m.dtype.is_floating_point:
+                raise ops.DTypeError(f"MultiheadAttention: {name} must be a bool or float tensor (as torch), got "
+                                     f"{m.dtype.name}")
+        shapes = ((length, source), (batch * self.num_heads, length, source))
+        if attn_mask is not None and attn_mask.shape not in shapes:
+            raise ops.ShapeError(f"MultiheadAttention: attn_mask must have shape {shapes[0]} or {shapes[1]} "
+                                 f"(batch * num_heads, L, S), got {attn_mask.shape}")
+        if key_padding_mask is not None and key_padding_mask.shape != (batch, source):
+            raise ValueError(f"MultiheadAttention: key_padding_mask must have shape ({batch}, {source}), got "
+                             f"{key_padding_mask.shape}")
+
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = True, attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Optional[Tensor]]:
@@ -101,6 +119,7 @@ class MultiheadAttention(Module):
                                "(True where a query must not look)")
         length, batch, e = query.shape
         source = key.shape[0]
+        self._check_masks(attn_mask, key_padding_mask, length, source, batch)
         h, d = self.num_heads, e // self.num_heads
         b = self.in_proj_bias
         if self.in_proj_weight is not None:
@@ -142,9 +161,6 @@ class MultiheadAttention(Module):
         """One mask of the scores (N, h, L, S): True (or -inf) where a query must not look."""
         mask = attn_mask
         if key_padding_mask is not None:
-            if key_padding_mask.shape != (batch, source):
-                raise ValueError(f"MultiheadAttention: key_padding_mask must have shape ({batch}, {source}), got "
-                                 f"{key_padding_mask.shape}")
             padding = key_padding_mask.reshape(batch, 1, 1, source)
             if mask is None:
                 mask = padding
