@@ -9,20 +9,21 @@ index array:
 1. The basic part, with each index array replaced by ``:`` and each
    negative-step slice by the positive-step slice over the same elements, is
    a view of x (no copy): here x[0, lo:hi:s, :, None].
-2. That view's dims up to the last one an index array or a negative step
-   touches (the "head") are numbered row-major; the dims after it (the
-   "tail") are taken whole. ``rows`` is an int64 tensor with, for each
-   element of the result's head, the ordinal of the head element it reads:
-   a sum, computed on the device with broadcasting, of one term per head dim
-   (index values, or an arange, reversed for a negative step, times that
-   dim's row-major stride).
-3. A read is then one gather along dim 0 of the view with its head made one
-   dim; its gradient scatter-adds, so repeated indices accumulate. A write
-   builds, with scatter_add on the device, which head element each value
-   row goes to, and writes where(written, value's rows, old) through the
-   basic view.
+2. That view's dims from the first to the last one an index array or a
+   negative step touches (the "middle") are numbered row-major; the dims
+   before it (the "lead", unless separated index arrays send their dims to
+   the front) and after it (the "tail") are taken whole. ``rows`` is an
+   int64 tensor with, for each element of the result's middle, the ordinal
+   of the middle element it reads: a sum, computed on the device with
+   broadcasting, of one term per middle dim (index values, or an arange,
+   reversed for a negative step, times that dim's row-major stride).
+3. A read is then one gather along the view's middle made one dim; its
+   gradient scatter-adds, so repeated indices accumulate. A write builds,
+   with scatter_add on the device, which middle element each value row
+   goes to, and writes where(written, value's rows, old) through the basic
+   view.
 
-Where the index arrays' dims go (the result's head), as torch and NumPy:
+Where the index arrays' dims go (in the result's middle), as torch and NumPy:
 the arrays broadcast together to one shape B; if the dims they index are
 next to each other in the view, B replaces them in place, else B comes
 first. As in torch, an integer is a basic index (its dim is removed
@@ -104,12 +105,15 @@ def _item(k: Any) -> _Item:
 
 @dataclass
 class _Plan:
-    """What a key selects: the basic view, its head's row table, the result's shape."""
+    """What a key selects: the basic view's dims lead..end-1 (the "middle") are
+    addressed by a table of rows; the dims before (lead) and after (tail) are
+    taken whole."""
 
     basic: tuple            # the basic key (ints, positive-step slices, None)
-    rows: Optional[Array]   # int64, shape head_shape: ordinals in the view's head (None: a basic key)
-    head: int               # how many leading dims of the view the rows address
-    head_shape: tuple[int, ...]  # the result's dims that replace the view's head
+    rows: Optional[Array]   # int64, shape middle_shape: ordinals in the view's middle (None: a basic key)
+    lead: int               # the view's dims before the middle
+    end: int                # the view's dims up to the middle's end
+    middle_shape: tuple[int, ...]  # the result's dims that replace the view's middle
     adv: bool               # whether the key has an index array (a write may then repeat rows)
 
 
@@ -154,9 +158,10 @@ def _placed(a: Array, at: int, ndim: int) -> Array:
     return _views.view(a, (1,) * at + a.shape + (1,) * (ndim - at - a.ndim)) if a.ndim < ndim else a
 
 
-def _plan(x: Variable, key: Any) -> _Plan:
-    """Takes key apart as the module docstring says; every check happens here,
-    before anything is written."""
+def _parse(x: Variable, key: Any) -> tuple[tuple, list[str], list[tuple[Any, int, int]]]:
+    """The basic key, what each dim of its view is ("plain", "flip": a negative
+    step, "adv": an index array), and per "adv" dim its index values, the dim's
+    size and x's dim. A mask over k dims is k index arrays (its nonzero)."""
     items = [_item(k) for k in (key if isinstance(key, tuple) else (key,))]
     if sum(1 for k in items if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -206,15 +211,25 @@ def _plan(x: Variable, key: Any) -> _Plan:
                 raise IndexError(f"invalid index {k!r} of type {type(k).__name__}: only integers, slices "
                                  f"(`:`), ellipsis (`...`), None, and int64 or bool arrays are valid indices")
             d += 1
-    basic_key = tuple(basic)
+    return tuple(basic), kinds, arrays
+
+
+def _plan(x: Variable, key: Any) -> _Plan:
+    """Takes key apart as the module docstring says; every check happens here,
+    before anything is written."""
+    basic_key, kinds, arrays = _parse(x, key)
     view_shape = _views.index(x, basic_key).shape  # checks the ints and slices
-    if all(kind == "plain" for kind in kinds):
-        return _Plan(basic_key, None, 0, (), False)
-    head = max(i for i, kind in enumerate(kinds) if kind != "plain") + 1
-    hshape = view_shape[:head]
-    stride = [int(np.prod(hshape[i + 1:], dtype=np.int64)) for i in range(head)]  # row-major, in the head
-    adv = [i for i in range(head) if kinds[i] == "adv"]
-    others = [i for i in range(head) if kinds[i] != "adv"]
+    touched = [i for i, kind in enumerate(kinds) if kind != "plain"]
+    if not touched:
+        return _Plan(basic_key, None, 0, 0, (), False)
+    adv = [i for i in touched if kinds[i] == "adv"]
+    # The dims before the first one touched stay in front, unless separated
+    # index arrays send their block to the front.
+    lead = touched[0] if not adv or adv == list(range(adv[0], adv[-1] + 1)) else 0
+    end = touched[-1] + 1
+    middle = range(lead, end)
+    stride = {i: int(np.prod(view_shape[i + 1:end], dtype=np.int64)) for i in middle}  # row-major, in the middle
+    others = [i for i in middle if kinds[i] != "adv"]
     try:
         block = tuple(np.broadcast_shapes(*(a.shape for a, _, _ in arrays)))
     except ValueError:
@@ -225,15 +240,15 @@ def _plan(x: Variable, key: Any) -> _Plan:
     at = 0
     if adv and adv == list(range(adv[0], adv[-1] + 1)):
         at = sum(1 for i in others if i < adv[0])
-    shape_others = [hshape[i] for i in others]
-    head_shape = tuple(shape_others[:at]) + block + tuple(shape_others[at:])
+    shape_others = [view_shape[i] for i in others]
+    head_shape = tuple(shape_others[:at]) + block + tuple(shape_others[at:])  # the result's middle
     terms: list[Array] = []
     for (a, size, dim), i in zip(arrays, adv):
         a = _checked(a, size, dim)
         term = _upload(a * stride[i]) if isinstance(a, np.ndarray) else ops.mul(a, stride[i])
         terms.append(_placed(term, at + len(block) - a.ndim, len(head_shape)))
     for pos, i in enumerate(others):
-        n = hshape[i]
+        n = view_shape[i]
         if n <= 1:
             continue  # its only index, 0, adds nothing
         _check_host_rows(n, x, "a negative-step slice" if kinds[i] == "flip" else "indexing with an index array")
@@ -241,37 +256,40 @@ def _plan(x: Variable, key: Any) -> _Plan:
         terms.append(_placed(_upload(walk * stride[i]), pos if pos < at else pos + len(block), len(head_shape)))
     rows = terms[0] if terms else _upload(np.zeros((1,) * len(head_shape), dtype=np.int64))
     for term in terms[1:]:
-        rows = ops.add(rows, term)  # broadcast: one element per element of the head
+        rows = ops.add(rows, term)  # broadcast: one element per element of the middle
     if rows.shape != head_shape:
         rows = ops.contiguous(_views.expand(rows, head_shape))
-    return _Plan(basic_key, rows, head, head_shape, bool(adv))
+    return _Plan(basic_key, rows, lead, end, head_shape, bool(adv))
 
 
-def _head_rows(x: Variable, view: Variable, plan: _Plan) -> Variable:
-    """view with its head made one dim (a copy where no view can be)."""
-    return view.reshape(int(np.prod(view.shape[:plan.head], dtype=np.int64)), *view.shape[plan.head:])
+def _middle_as_one(view: Variable, plan: _Plan) -> Variable:
+    """view with its middle dims made one (a copy where no view can be)."""
+    middle = int(np.prod(view.shape[plan.lead:plan.end], dtype=np.int64))
+    return view.reshape(*view.shape[:plan.lead], middle, *view.shape[plan.end:])
 
 
-def _along_rows(like: Variable, rows: Array, tail: tuple[int, ...]) -> Variable:
-    """A 1-D int64 (or bool) table expanded over the tail dims, as a Tensor."""
-    return like._wrap(_views.expand(_views.view(rows, rows.shape + (1,) * len(tail)), rows.shape + tail))
+def _along(like: Variable, table: Array, plan: _Plan, view_shape: tuple[int, ...]) -> Variable:
+    """A 1-D int64 (or bool) table along the middle, expanded over the lead and
+    tail dims (stride 0: nothing copied), as a Tensor."""
+    lead, tail = view_shape[:plan.lead], view_shape[plan.end:]
+    placed = _views.view(table, (1,) * len(lead) + table.shape + (1,) * len(tail))
+    return like._wrap(_views.expand(placed, lead + table.shape + tail))
 
 
 def _select(x: Variable, key: Any) -> Variable:
-    """x[key] with index arrays or negative steps: one gather over the view's head."""
+    """x[key] with index arrays or negative steps: one gather along the view's middle."""
     plan = _plan(x, key)
     view = autograd.Index.apply(x, plan.basic)
     if plan.rows is None:
         return view
-    tail = view.shape[plan.head:]
     flat = _views.view(plan.rows, (plan.rows.numel(),))
-    picked = _head_rows(x, view, plan).gather(0, _along_rows(x, flat, tail))
-    return picked.reshape(*plan.head_shape, *tail)
+    picked = _middle_as_one(view, plan).gather(plan.lead, _along(x, flat, plan, view.shape))
+    return picked.reshape(*view.shape[:plan.lead], *plan.middle_shape, *view.shape[plan.end:])
 
 
 def _assign_rows(x: Variable, key: Any, value: Any) -> None:
     """x[key] = value with index arrays or negative steps: where(written, value's
-    rows, old) over the view's head, computed out of place (recorded where
+    rows, old) over the view's middle, computed out of place (recorded where
     autograd records) and written through the basic view."""
     _check_leaf(x, "__setitem__")
     ops.check_writable(x, "__setitem__")  # before anything is built for the write
@@ -281,8 +299,8 @@ def _assign_rows(x: Variable, key: Any, value: Any) -> None:
     if not isinstance(value, Variable) and not ops.is_scalar(value):
         raise TypeError(f"x[index] = value takes a tensor or a number as value, got {type(value).__name__}")
     view_shape = _views.index(x, plan.basic).shape
-    tail = view_shape[plan.head:]
-    selected = plan.head_shape + tail  # x[key].shape, which value broadcasts to
+    lead, tail = view_shape[:plan.lead], view_shape[plan.end:]
+    selected = lead + plan.middle_shape + tail  # x[key].shape, which value broadcasts to
     if isinstance(value, Variable) and value.shape != selected:
         extra = value.ndim - len(selected)
         if extra > 0 and all(size == 1 for size in value.shape[:extra]):
@@ -290,7 +308,7 @@ def _assign_rows(x: Variable, key: Any, value: Any) -> None:
         value = value.expand(*selected)
     records = _records(x, value)
     count = plan.rows.numel()
-    if count == 0 or 0 in tail:
+    if count == 0 or 0 in lead or 0 in tail:
         if records and isinstance(value, Variable) and value.requires_grad and x.dtype.is_floating_point:
             # Nothing is written, but value is in the graph, as torch's: its
             # gradient is zeros, not None. value has no element, so its sum
@@ -299,9 +317,9 @@ def _assign_rows(x: Variable, key: Any, value: Any) -> None:
                 _rebase(x, _previous(x) - value.sum().to(x.dtype))
         return
     _check_host_rows(count, x, "a write through an index array")
-    size = int(np.prod(view_shape[:plan.head], dtype=np.int64))
+    size = int(np.prod(view_shape[plan.lead:plan.end], dtype=np.int64))
     flat = _views.view(plan.rows, (count,))
-    # How often each head element is written, and by which row of value:
+    # How often each element of the middle is written, and by which row of value:
     # scatter_add into zeros on the device (each is written at most once).
     times = ops.scatter_add_(ops.fill_(_array.empty((size,), int64), 0), 0, flat,
                              ops.fill_(_array.empty((count,), int64), 1))
@@ -313,7 +331,7 @@ def _assign_rows(x: Variable, key: Any, value: Any) -> None:
     with autograd.enable_grad() if records else autograd.no_grad():
         view = autograd.Index.apply(_previous(x) if records else x.detach(), plan.basic)
         if isinstance(value, Variable):
-            value = value.reshape(count, *tail).gather(0, _along_rows(x, source, tail))
-        new = autograd.Where.apply(_along_rows(x, written, tail), value, _head_rows(x, view, plan))
+            value = value.reshape(*lead, count, *tail).gather(plan.lead, _along(x, source, plan, view_shape))
+        new = autograd.Where.apply(_along(x, written, plan, view_shape), value, _middle_as_one(view, plan))
         new = new.reshape(*view_shape)
     _overwrite(x, plan.basic, new, "__setitem__")
