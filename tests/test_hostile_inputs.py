@@ -182,3 +182,24 @@ def test_a_write_into_a_view_that_cannot_be_written_is_refused_first() -> None:
     with pytest.raises(mt.MinitensorError, match="write"):
         x[0, ::-1] = 5.0
     np.testing.assert_array_equal(x.numpy(), np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("make,op,error,match", [
+    (lambda: mt.tensor([1, 2, 3]), lambda x: x.add_(1.5), mt.DTypeError, "can't be cast"),
+    (lambda: mt.tensor([1, 2, 3]), lambda x: x.mul_(mt.tensor([0.5, 0.5, 0.5])), mt.DTypeError, "can't be cast"),
+    (lambda: mt.tensor([1, 2, 3]), lambda x: x.div_(2), mt.DTypeError, "can't be cast"),
+    (lambda: mt.tensor([True, False]), lambda x: x.add_(1), mt.DTypeError, "can't be cast"),
+    (lambda: mt.tensor([True, False]), lambda x: x.sub_(True), mt.DTypeError, "bool"),
+    (lambda: mt.tensor([1.0, 2.0, 3.0]), lambda x: x.scatter_add_(0, mt.tensor([0, 5]), mt.ones(2)),
+     mt.InvalidArgumentError, "index 5 out of range"),
+    (lambda: mt.tensor([1.0, 2.0, 3.0]), lambda x: x.scatter_add_(0, mt.tensor([0, -1]), mt.ones(2)),
+     mt.InvalidArgumentError, "index -1 out of range"),
+], ids=["int add_ float", "int mul_ float tensor", "int div_", "bool add_ int", "bool sub_", "scatter_add_ past",
+        "scatter_add_ negative"])
+def test_a_refused_in_place_op_on_int_or_bool_leaves_the_tensor_untouched(make, op, error, match) -> None:
+    """As torch: an in-place result must keep the tensor's dtype; the refusal comes first."""
+    x = make()
+    before = x.numpy().copy()
+    with pytest.raises(error, match=match):
+        op(x)
+    np.testing.assert_array_equal(x.numpy(), before)
