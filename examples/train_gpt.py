@@ -51,8 +51,9 @@ class GPT(nn.Module):
     def forward(self, idx: mt.Tensor) -> mt.Tensor:
         t = idx.shape[1]
         x = self.tokens(idx) + self.positions(mt.arange(t))
+        future = ~F.causal_mask(t)  # True where a position must not look, as torch's src_mask
         for block in self.blocks:
-            x = block(x, is_causal=True)
+            x = block(x, src_mask=future, is_causal=True)
         return self.head(self.norm(x))
 
 

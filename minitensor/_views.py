@@ -172,9 +172,9 @@ def index(x: Array, key: Any) -> Array:
     for k in key:
         if isinstance(k, Array) or isinstance(k, (list, np.ndarray)):
             raise TypeError(
-                "writing through an index array (x[idx] = v) is not supported yet, and a view cannot be "
-                "one (reading x[idx] gathers a copy); use basic indices (ints, slices, None, ...) or "
-                "scatter_add()"
+                "an index array cannot make a view (a Tensor's x[idx] gathers a copy, and x[idx] = v "
+                "writes through the basic view around it: minitensor/_indexing.py); a view takes basic "
+                "indices (ints, slices with a positive step, None, ...)"
             )
         if isinstance(k, bool) or not (
             k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))

@@ -374,9 +374,9 @@ class Tensor(NoGradOps, Variable):
 
     def __getitem__(self, key: Any) -> Tensor:
         """Basic indexing (a view): ints, slices with a positive step, None and ....
-        One index array (a list or NumPy array of ints, or of bools: a mask),
-        with only ``:`` and ``...`` beside it, selects as NumPy does (a copy,
-        through gather, so gradients flow)."""
+        Index arrays (int64 or bool tensors, lists or NumPy arrays of ints or
+        bools) and negative steps among them select as torch does (a copy,
+        through gather, so gradients flow; see _indexing.py)."""
         if _has_index_array(key):
             return _select(self, key)
         return autograd.Index.apply(self, key)

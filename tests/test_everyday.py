@@ -228,8 +228,8 @@ def test_an_index_array_passes_gradients_back_to_the_rows_it_read() -> None:
 
 @pytest.mark.parametrize("key,error,match", [
     ([4], IndexError, "out of bounds for dimension 0 with size 4"),
-    ((0, [1]), IndexError, "only one index array"),
-    (([0], [1]), IndexError, "only one index array"),
+    (([0, 1], [0, 1, 2]), IndexError, "could not be broadcast together with shapes \\[2\\], \\[3\\]"),
+    (([0], [3]), IndexError, "out of bounds for dimension 1 with size 3"),
     ([1.5], IndexError, "integer"),
     (np.array([True]), IndexError, "mask's shape"),
 ])

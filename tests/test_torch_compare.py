@@ -263,7 +263,7 @@ def test_transformer_encoder_layer_matches_torch(norm_first):
     x = np.random.default_rng(0).standard_normal((3, 5, 8))
     mask = torch.nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64)
     expected = theirs(torch.tensor(x), src_mask=mask, is_causal=True)
-    got = ours(mt.tensor(x), is_causal=True)
+    got = ours(mt.tensor(x), src_mask=mt.tensor(mask.numpy()), is_causal=True)
     np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), rtol=1e-9, atol=1e-9)
     m_ours = nn.MultiheadAttention(8, 4, dtype=mt.float64)
     m_theirs = torch.nn.MultiheadAttention(8, 4, dtype=torch.float64)

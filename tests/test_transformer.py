@@ -100,7 +100,8 @@ def test_multihead_attention_matches_numpy() -> None:
     future = ~np.tril(np.ones((5, 5), bool))  # True: not allowed, as torch's nn.MultiheadAttention
     causal, _ = m(mt.tensor(x), mt.tensor(x), mt.tensor(x), attn_mask=mt.tensor(future))
     assert_close(causal, ref_mha(m, x, future), mt.float64, n=8)
-    again, _ = m(mt.tensor(x), mt.tensor(x), mt.tensor(x), is_causal=True, need_weights=False)
+    again, _ = m(mt.tensor(x), mt.tensor(x), mt.tensor(x), attn_mask=mt.tensor(future), is_causal=True,
+                 need_weights=False)  # torch's hint: the causal kernel, no mask read
     assert_close(again, causal.numpy(), mt.float64)
     m.batch_first = True
     first, _ = m(*(mt.tensor(x.transpose(1, 0, 2)),) * 3)
@@ -114,11 +115,64 @@ def test_multihead_attention_matches_numpy() -> None:
         nn.MultiheadAttention(10, 3)
 
 
+def test_multihead_attention_with_kdim_and_vdim_matches_numpy() -> None:
+    """Keys and values of other widths: q_proj_weight (E, E), k_proj_weight
+    (E, kdim), v_proj_weight (E, vdim) instead of in_proj_weight, as torch."""
+    mt.manual_seed(5)
+    m = nn.MultiheadAttention(8, 2, kdim=5, vdim=3, dtype=mt.float64)
+    assert m.in_proj_weight is None and m.q_proj_weight.shape == (8, 8)
+    assert m.k_proj_weight.shape == (8, 5) and m.v_proj_weight.shape == (8, 3)
+    assert [name for name, _ in m.named_parameters()] == [
+        "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+    with mt.no_grad():
+        m.in_proj_bias.copy_(mt.randn(24, dtype=mt.float64))
+    rng = np.random.default_rng(6)
+    q, k, v = rng.standard_normal((4, 2, 8)), rng.standard_normal((6, 2, 5)), rng.standard_normal((6, 2, 3))
+    b = m.in_proj_bias.numpy()
+    pq, pk, pv = (x @ w.numpy().T + b[i * 8:(i + 1) * 8]
+                  for i, (x, w) in enumerate(((q, m.q_proj_weight), (k, m.k_proj_weight), (v, m.v_proj_weight))))
+    split = lambda t: t.reshape(t.shape[0], 2, 2, 4).transpose(1, 2, 0, 3)  # noqa: E731  L, N, E -> N, h, L, d
+    future = ~np.tril(np.ones((4, 6), bool))
+    for mask in (None, future):
+        heads = ref_attention(split(pq), split(pk), split(pv), None if mask is None else ~mask)
+        want = heads.transpose(2, 0, 1, 3).reshape(4, 2, 8) @ m.out_proj.weight.numpy().T + m.out_proj.bias.numpy()
+        out, weights = m(mt.tensor(q), mt.tensor(k), mt.tensor(v), attn_mask=None if mask is None else mt.tensor(mask))
+        assert_close(out, want, mt.float64, n=8)
+        assert weights.shape == (2, 4, 6)
+    m.batch_first = True  # (N, L, E) in and out
+    first, _ = m(*(mt.tensor(a.transpose(1, 0, 2)) for a in (q, k, v)), attn_mask=mt.tensor(future))
+    assert_close(first, out.numpy().transpose(1, 0, 2), mt.float64)
+    m.batch_first = False
+    out, _ = m(mt.tensor(q), mt.tensor(k), mt.tensor(v))
+    out.sum().backward()
+    assert m.k_proj_weight.grad.shape == (8, 5) and m.v_proj_weight.grad.shape == (8, 3)
+    with pytest.raises(ValueError, match="key has 8 features, expected 5"):
+        m(mt.tensor(q), mt.tensor(q), mt.tensor(v))
+    with pytest.raises(ValueError, match="vdim must be a positive int"):
+        nn.MultiheadAttention(8, 2, vdim=0)
+
+
+def test_is_causal_follows_torch() -> None:
+    """F.scaled_dot_product_attention refuses attn_mask with is_causal (torch
+    raises); MultiheadAttention's is_causal is a hint that needs attn_mask."""
+    q = mt.randn(1, 2, 3, 4)
+    with pytest.raises(RuntimeError, match="not both"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=F.causal_mask(3), is_causal=True)
+    m = nn.MultiheadAttention(4, 2)
+    x = mt.randn(3, 1, 4)
+    with pytest.raises(RuntimeError, match="needs attn_mask"):
+        m(x, x, x, is_causal=True)
+    layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0)
+    with pytest.raises(RuntimeError, match="needs attn_mask"):
+        layer(x, is_causal=True)
+
+
 def test_multihead_attention_gradients() -> None:
     mt.manual_seed(1)
     m = nn.MultiheadAttention(4, 2, dtype=mt.float64)
     x = np.random.default_rng(4).standard_normal((3, 2, 4))
-    gradcheck(lambda api, x: m(x, x, x, is_causal=True)[0], [x])
+    future = mt.tensor(~np.tril(np.ones((3, 3), bool)))
+    gradcheck(lambda api, x: m(x, x, x, attn_mask=future, is_causal=True)[0], [x])
     out, _ = m(*(mt.tensor(x),) * 3)
     out.sum().backward()
     assert m.in_proj_weight.grad.shape == (12, 4) and m.out_proj.weight.grad.shape == (4, 4)
@@ -130,8 +184,9 @@ def test_transformer_encoder_layer_composes_its_blocks(norm_first: bool) -> None
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu",
                                        norm_first=norm_first, batch_first=True, dtype=mt.float64)
     x = mt.tensor(np.random.default_rng(5).standard_normal((2, 6, 8)))
-    out = layer(x, is_causal=True)
-    attend = lambda t: layer.self_attn(t, t, t, is_causal=True)[0]  # noqa: E731
+    future = ~F.causal_mask(6)  # True: not allowed, as torch's
+    out = layer(x, src_mask=future, is_causal=True)
+    attend = lambda t: layer.self_attn(t, t, t, attn_mask=future)[0]  # noqa: E731
     ff = lambda t: layer.linear2(F.gelu(layer.linear1(t)))  # noqa: E731
     if norm_first:
         h = x + attend(layer.norm1(x))
@@ -145,7 +200,7 @@ def test_transformer_encoder_layer_composes_its_blocks(norm_first: bool) -> None
     # Causal: the first position's output does not depend on the others.
     x2 = x.clone()
     x2[:, 1:] = 0.0
-    assert_close(layer(x2, is_causal=True)[:, 0], out[:, 0].detach().numpy(), mt.float64, n=16)
+    assert_close(layer(x2, src_mask=future, is_causal=True)[:, 0], out[:, 0].detach().numpy(), mt.float64, n=16)
 
 
 def test_clip_grad_norm_scales_every_gradient_together() -> None:

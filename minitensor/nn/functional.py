@@ -412,11 +412,16 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor) or t.ndim < 2:
             raise ops.ShapeError(f"{func}: {name} must be a Tensor of at least 2 dims (..., length, features)")
+    if not query.dtype.is_floating_point or query.dtype is not key.dtype or query.dtype is not value.dtype:
+        raise ops.DTypeError(f"{func}: query, key and value must be float tensors of one dtype (as torch), got "
+                             f"{query.dtype.name}, {key.dtype.name} and {value.dtype.name}")
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise ops.ShapeError(f"{func}: query {query.shape}, key {key.shape} and value {value.shape} do not agree: "
                              f"query and key need the same last dim, key and value the same length")
+    broadcast_shapes(broadcast_shapes(query.shape[:-2], key.shape[:-2], func), value.shape[:-2], func)  # batch, heads
     if is_causal and attn_mask is not None:
-        raise ValueError(f"{func}: give attn_mask or is_causal, not both (as torch)")
+        # torch raises a RuntimeError; InvalidArgumentError is one, and a ValueError.
+        raise InvalidArgumentError(f"{func}: give attn_mask or is_causal, not both (as torch)")
     # A head dim of 0: every score is an empty sum, 0, whatever the scale (torch
     # scales query and key, not the scores), so 1/sqrt(0) is never taken.
     scale = 1.0 if query.shape[-1] == 0 else 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)

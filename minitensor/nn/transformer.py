@@ -25,24 +25,46 @@ class MultiheadAttention(Module):
     """Attention with num_heads heads of embed_dim / num_heads features each.
 
     Parameters as torch's: in_proj_weight (3 E, E) and in_proj_bias (3 E,)
-    project query, key and value; out_proj (a Linear(E, E)) joins the heads.
+    project query, key and value; with kdim or vdim other than embed_dim
+    (keys and values of other widths), q_proj_weight (E, E), k_proj_weight
+    (E, kdim) and v_proj_weight (E, vdim) replace in_proj_weight (which is
+    then None). out_proj (a Linear(E, E)) joins the heads.
     forward(query, key, value, key_padding_mask=None, need_weights=True,
     attn_mask=None, average_attn_weights=True, is_causal=False) returns
-    (output, weights): inputs (L, N, E), or (N, L, E) with batch_first. As in
-    torch, a bool mask here is True where attention is NOT allowed (the
-    opposite of F.scaled_dot_product_attention's); a float mask is added.
+    (output, weights): inputs (L, N, E), key (S, N, kdim), value (S, N, vdim),
+    or batch first with batch_first. As in torch, a bool mask here is True
+    where attention is NOT allowed (the opposite of
+    F.scaled_dot_product_attention's); a float mask is added. is_causal is
+    torch's hint that attn_mask is the causal mask: it needs attn_mask
+    (RuntimeError without one, as torch), and where no weights, no padding
+    mask and no dropout are asked for, the causal kernel runs in its place.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 batch_first: bool = False, dtype: Any = None) -> None:
+                 batch_first: bool = False, kdim: Optional[int] = None, vdim: Optional[int] = None,
+                 dtype: Any = None) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be a positive multiple of "
                              f"num_heads {num_heads}")
+        kdim = embed_dim if kdim is None else kdim
+        vdim = embed_dim if vdim is None else vdim
+        for name, size in (("kdim", kdim), ("vdim", vdim)):
+            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                raise ValueError(f"MultiheadAttention: {name} must be a positive int, got {size!r}")
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.kdim, self.vdim = kdim, vdim
+        self._qkv_same_embed_dim = kdim == embed_dim and vdim == embed_dim
         dtype = default_dtype if dtype is None else to_dtype(dtype)
-        bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # torch's xavier_uniform_ of (3E, E)
-        self.in_proj_weight = _uniform((3 * embed_dim, embed_dim), bound, dtype)
+        if self._qkv_same_embed_dim:
+            bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # torch's xavier_uniform_ of (3E, E)
+            self.in_proj_weight = _uniform((3 * embed_dim, embed_dim), bound, dtype)
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.register_parameter("in_proj_weight", None)
+            for name, width in (("q_proj_weight", embed_dim), ("k_proj_weight", kdim), ("v_proj_weight", vdim)):
+                setattr(self, name, _uniform((embed_dim, width), math.sqrt(6.0 / (embed_dim + width)), dtype))
         if bias:
             self.in_proj_bias = Parameter(zeros(3 * embed_dim, dtype=dtype))
         else:
@@ -52,28 +74,73 @@ class MultiheadAttention(Module):
             with autograd.no_grad():
                 self.out_proj.bias.zero_()
 
+    def _check(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        """The shapes torch requires, in (L, N, E) order, each named when wrong."""
+        func = "MultiheadAttention"
+        for name, t, width in (("query", query, self.embed_dim), ("key", key, self.kdim),
+                               ("value", value, self.vdim)):
+            if not isinstance(t, Tensor) or t.ndim != 3:
+                raise ValueError(f"{func}: {name} must be a 3-D Tensor (length, batch, features), got "
+                                 f"{getattr(t, 'shape', type(t).__name__)}")
+            if t.shape[-1] != width:
+                raise ValueError(f"{func}: {name} has {t.shape[-1]} features, expected {width} "
+                                 f"(embed_dim {self.embed_dim}, kdim {self.kdim}, vdim {self.vdim})")
+        if key.shape[:2] != value.shape[:2] or key.shape[1] != query.shape[1]:
+            raise ValueError(f"{func}: key {key.shape} and value {value.shape} need one length and query "
+                             f"{query.shape}'s batch (shapes in (length, batch, features) order)")
+
+    def _check_masks(self, attn_mask: Any, key_padding_mask: Any, length: int, source: int, batch: int) -> None:
+        """torch's rules for the masks: bool or float, attn_mask (L, S) or (N * heads, L, S)."""
+        for name, m in (("attn_mask", attn_mask), ("key_padding_mask", key_padding_mask)):
+            if m is None:
+                continue
+            if not isinstance(m, Tensor):
+                raise TypeError(f"MultiheadAttention: {name} must be a Tensor, got {type(m).__name__}")
+            if m.dtype is not bool_ and not m.dtype.is_floating_point:
+                raise ops.DTypeError(f"MultiheadAttention: {name} must be a bool or float tensor (as torch), got "
+                                     f"{m.dtype.name}")
+        shapes = ((length, source), (batch * self.num_heads, length, source))
+        if attn_mask is not None and attn_mask.shape not in shapes:
+            raise ops.ShapeError(f"MultiheadAttention: attn_mask must have shape {shapes[0]} or {shapes[1]} "
+                                 f"(batch * num_heads, L, S), got {attn_mask.shape}")
+        if key_padding_mask is not None and key_padding_mask.shape != (batch, source):
+            raise ValueError(f"MultiheadAttention: key_padding_mask must have shape ({batch}, {source}), got "
+                             f"{key_padding_mask.shape}")
+
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = True, attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Optional[Tensor]]:
         if self.batch_first:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+            query, key, value = (t.transpose(0, 1) if isinstance(t, Tensor) else t for t in (query, key, value))
+        self._check(query, key, value)
+        if is_causal and attn_mask is None:
+            raise RuntimeError("MultiheadAttention: is_causal=True is a hint that attn_mask is the causal mask, "
+                               "and needs attn_mask, as in torch; pass attn_mask=~F.causal_mask(L, S) "
+                               "(True where a query must not look)")
         length, batch, e = query.shape
         source = key.shape[0]
+        self._check_masks(attn_mask, key_padding_mask, length, source, batch)
         h, d = self.num_heads, e // self.num_heads
-        w, b = self.in_proj_weight, self.in_proj_bias
-        parts = [F.linear(x, w[i * e:(i + 1) * e], None if b is None else b[i * e:(i + 1) * e])
+        b = self.in_proj_bias
+        if self.in_proj_weight is not None:
+            w = self.in_proj_weight
+            weights_in = [w[i * e:(i + 1) * e] for i in range(3)]
+        else:
+            weights_in = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
+        parts = [F.linear(x, weights_in[i], None if b is None else b[i * e:(i + 1) * e])
                  for i, x in enumerate((query, key, value))]
         # (L, N, E) -> (N, heads, L, d): each head attends over its own d features.
         q, k, v = (p.reshape(p.shape[0], batch, h, d).permute(1, 2, 0, 3) for p in parts)
-        if not need_weights and attn_mask is None and key_padding_mask is None and (
+        if not need_weights and key_padding_mask is None and (attn_mask is None or is_causal) and (
                 self.dropout == 0.0 or not self.training):
-            # No weights to return and no mask but the causal one: the attention
-            # function, without building a mask.
+            # No weights to return and no mask, or torch's causal hint: the
+            # attention function, without building a mask (as torch, which
+            # then trusts the hint and does not read attn_mask).
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
             out = self.out_proj(heads.permute(2, 0, 1, 3).reshape(length, batch, e))
             return (out.transpose(0, 1) if self.batch_first else out), None
         scores = q @ k.transpose(-2, -1)  # N, h, L, S
-        mask = self._mask(attn_mask, is_causal, key_padding_mask, length, source, batch, scores)
+        mask = self._mask(attn_mask, key_padding_mask, length, source, batch, scores)
         if mask is not None:  # additive, in the scores' dtype (torch converts a float mask too)
             mask = F.additive_mask(mask, scores.dtype) if mask.dtype is bool_ else mask.to(scores.dtype)
         # The scale, the mask and the softmax in one kernel: the attention ladder's fused rung.
@@ -89,16 +156,11 @@ class MultiheadAttention(Module):
         return out, (weights.mean(1) if average_attn_weights else weights)
 
     @staticmethod
-    def _mask(attn_mask: Optional[Tensor], is_causal: bool, key_padding_mask: Optional[Tensor], length: int,
+    def _mask(attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], length: int,
               source: int, batch: int, scores: Tensor) -> Optional[Tensor]:
         """One mask of the scores (N, h, L, S): True (or -inf) where a query must not look."""
-        if is_causal and attn_mask is None:
-            attn_mask = Tensor._from_array(ops.causal_future(length, source))
         mask = attn_mask
         if key_padding_mask is not None:
-            if key_padding_mask.shape != (batch, source):
-                raise ValueError(f"MultiheadAttention: key_padding_mask must have shape ({batch}, {source}), got "
-                                 f"{key_padding_mask.shape}")
             padding = key_padding_mask.reshape(batch, 1, 1, source)
             if mask is None:
                 mask = padding
@@ -112,7 +174,8 @@ class MultiheadAttention(Module):
         return mask
 
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
+        widths = "" if self._qkv_same_embed_dim else f", kdim={self.kdim}, vdim={self.vdim}"
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{widths}, batch_first={self.batch_first}"
 
 
 class TransformerEncoderLayer(Module):
@@ -127,7 +190,7 @@ class TransformerEncoderLayer(Module):
         super().__init__()
         if activation not in ("relu", "gelu"):
             raise ValueError(f"TransformerEncoderLayer: activation must be 'relu' or 'gelu', got {activation!r}")
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype=dtype)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
         self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
