@@ -171,7 +171,7 @@ def check_layout(shape: Shape, strides: Shape, offset: int, itemsize: int, func:
             raise ShapeError(f"{func}: stride {stride} in strides {strides} does not fit in an int64")
     if not 0 <= offset < INT64_LIMIT:
         raise ShapeError(f"{func}: storage offset {offset} is out of range (0 <= offset < 2**63)")
-    if any(size == 0 for size in shape):
+    if 0 in shape:
         return 0
     low = high = offset
     for size, stride in zip(shape, strides):
@@ -211,17 +211,20 @@ def broadcast_shapes(a: Shape, b: Shape, func: str) -> Shape:
 
 def infer_shape(shape: Shape, count: int, func: str, old_shape: Shape) -> Shape:
     """Resolves one -1 in shape so that it has count elements (view/reshape)."""
-    if sum(1 for s in shape if s == -1) > 1:
+    if shape.count(-1) > 1:
         raise ShapeError(f"{func}: only one dimension can be inferred (-1), got shape {shape}")
-    if any(s < -1 for s in shape):
-        raise ShapeError(f"{func}: invalid shape {shape}")
-    known = numel(s for s in shape if s != -1)
+    known = 1
+    for s in shape:  # a loop, not generator expressions: every view() comes here
+        if s < -1:
+            raise ShapeError(f"{func}: invalid shape {shape}")
+        if s != -1:
+            known *= s
     if -1 in shape:
         if known == 0 or count % known != 0:
             raise ShapeError(
                 f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({count} elements)"
             )
-        shape = tuple(count // known if s == -1 else s for s in shape)
+        shape = tuple([count // known if s == -1 else s for s in shape])
     if numel(shape) != count:
         raise ShapeError(
             f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({count} elements)"

@@ -16,7 +16,7 @@ import numbers
 from typing import Any, Iterator, Sequence, Union
 
 from .. import _lib
-from .._array import Array, alias, bump_version, empty, empty_like, shares_storage
+from .._array import Array, alias, bump_version, empty, empty_like, same_elements, shares_storage
 from .._views import expand, index, narrow, unsqueeze, view
 from .._dtype import DType, bool_, int64, promote, promote_scalar, to_dtype
 from .._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
@@ -36,7 +36,9 @@ def is_array(x: Any) -> bool:
 
 def is_scalar(x: Any) -> bool:
     """Whether x is a Python or NumPy real number (bool included, as in torch)."""
-    return isinstance(x, numbers.Real)
+    # Python's own numbers first: isinstance against numbers.Real runs the
+    # ABC machinery, several Python calls, and a small op asks this often.
+    return isinstance(x, (int, float)) or isinstance(x, numbers.Real)
 
 
 def check_writable(out: Array, func: str) -> None:
@@ -149,7 +151,7 @@ def reshape(x: Array, shape: Sequence[int]) -> Array:
     strides = view_strides(x.shape, x.strides, shape)
     if strides is None:
         return view(clone(x), shape)
-    return alias(x, shape, strides, x.storage_offset())
+    return same_elements(x, shape, strides, x._offset)
 
 
 def flatten(x: Array, start_dim: int = 0, end_dim: int = -1) -> Array:
@@ -207,6 +209,8 @@ def setitem(x: Array, key: Any, value: Any) -> None:
 
 def cast(x: Array, dtype: Any) -> Array:
     """x converted to dtype (x itself when it already has it)."""
+    if x._dtype is dtype:  # the common case, before dtype is read as a name or a NumPy dtype
+        return x
     dtype = to_dtype(dtype)
     if x.dtype is dtype:
         return x
