@@ -162,11 +162,12 @@ def empty(shape: tuple[int, ...], dtype: DType, func: str = "empty()") -> Array:
     return Array(Storage(numel(shape) * dtype.itemsize), shape, strides, 0, dtype)
 
 
-def adopt(ptr: int, desc: _lib.MtTensor, shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType) -> Array:
-    """A new contiguous Array over memory the engine allocated for it
-    (mt_zip_new, mt_map_new: a result allocated and computed in one call),
-    which it then owns; desc is its descriptor, address included."""
-    out = Array(Storage.adopt(ptr, numel(shape) * dtype.itemsize), shape, strides, 0, dtype)
+def adopt(ptr: int, desc: _lib.MtTensor, shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType,
+          nbytes: int) -> Array:
+    """A new contiguous Array over the nbytes at ptr, which the engine
+    allocated for it (mt_zip_new, mt_map_new: a result allocated and computed
+    in one call) and which it then owns; desc is its descriptor, address included."""
+    out = Array(Storage.adopt(ptr, nbytes), shape, strides, 0, dtype)
     out._desc = desc
     return out
 

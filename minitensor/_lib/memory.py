@@ -33,7 +33,9 @@ declare(SIGNATURES)
 def malloc(nbytes: int) -> int:
     """Allocates nbytes of device memory; returns the address."""
     ptr = c_void_p()
-    check(C.mt_malloc(ctypes.byref(ptr), nbytes), "mt_malloc")
+    status = C.mt_malloc(ctypes.byref(ptr), nbytes)
+    if status != MT_OK:
+        check(status, "mt_malloc")
     if ptr.value is None:
         raise OutOfMemoryError(f"mt_malloc: returned a null pointer for {nbytes} bytes")
     return ptr.value

@@ -292,7 +292,7 @@ def _check_grad(node: Function, t: Variable, grad: Any) -> Array:
             f"{type(node).__name__}.backward returned a gradient of shape {grad.shape} for an "
             f"input of shape {t.shape}"
         )
-    return ops.cast(grad, t.dtype)
+    return grad if grad._dtype is t._dtype else ops.cast(grad, t._dtype)
 
 
 def _input_fns(node: Function) -> tuple[Optional[Function], ...]:

@@ -11,10 +11,10 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _lib
-from .._array import Array, adopt, bump_version, empty, empty_like, shares_storage, to_numpy
+from .._array import Array, bump_version, empty, empty_like, shares_storage, to_numpy
 from .._dtype import DType, bool_, default_dtype, int64, promote, promote_scalar
 from .._errors import DTypeError, InvalidArgumentError, ShapeError
-from .._shape import broadcast_shapes, check_new_shape, contiguous_strides
+from .._shape import broadcast_shapes, check_new_shape
 from .core import (
     Scalar,
     is_array,
@@ -29,35 +29,10 @@ from .core import (
     fill_,
     cast,
     clone,
+    new_map,
+    new_zip,
 )
 from .reduce import reduce_
-
-
-# ---- new results: allocated and computed in one call into the engine --------------
-#
-# The road of a small op (docs/architecture.md): the dtypes and the result's
-# shape are decided once, here, and the result is made by one call into the
-# engine (mt_map_new, mt_zip_new), which takes its memory from the pool and
-# launches into it; the engine checks every argument again, as always.
-
-
-def _new_map(op: str, x: Array, scalar: float) -> Array:
-    """A new contiguous tensor op(x, scalar), of x's shape and dtype."""
-    shape = x._shape
-    if 0 in shape:
-        return empty_like(x)  # no element: no memory, no launch
-    strides = contiguous_strides(shape)
-    desc = _lib.make_descriptor(0, 0, x._dtype.code, shape, strides)
-    return adopt(_lib.map_new(op, desc, x, scalar), desc, shape, strides, x._dtype)
-
-
-def _new_zip(op: str, shape: tuple[int, ...], dtype: DType, a: Array, b: Array) -> Array:
-    """A new contiguous tensor op(a, b) of shape and dtype (the broadcast shape, op's result dtype)."""
-    if 0 in shape:
-        return empty(shape, dtype)
-    strides = contiguous_strides(shape)
-    desc = _lib.make_descriptor(0, 0, dtype.code, shape, strides)
-    return adopt(_lib.zip_new(op, desc, a, b), desc, shape, strides, dtype)
 
 
 # (op, dtype) -> the dtype of op's result for two float operands of that one
@@ -114,7 +89,7 @@ def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
         x = cast(x, dtype)
     if type(scalar) is not float:  # a float is the double the engine takes already
         scalar = engine_scalar(scalar, x._dtype, f"{op}()")
-    return _new_map(op, x, scalar)
+    return new_map(op, x, scalar)
 
 
 def _zip_dtypes(op: str, dtype: DType) -> tuple[DType, DType]:
@@ -142,21 +117,26 @@ def _check_divisor(op: str, b: Array) -> None:
 
 def zip_(op: str, a: Any, b: Any) -> Array:
     """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
-    if isinstance(a, Array) and isinstance(b, Array) and a._shape == b._shape and a._dtype is b._dtype:
-        # The common case: two float tensors of one shape and dtype need no
-        # promotion or broadcasting, and their shape has already been checked.
+    if isinstance(a, Array) and isinstance(b, Array) and a._dtype is b._dtype:
+        # The common cases: two float tensors of one dtype need no promotion;
+        # of one shape, no broadcasting either, and their shape has already
+        # been checked.
         result = _SAME_FLOAT_RESULT.get((op, a._dtype), False)
         if result is False:
             result = _same_float_result(op, a._dtype)
         if result is not None:
-            return _new_zip(op, a._shape, result, a, b)
+            if a._shape == b._shape:
+                return new_zip(op, a._shape, result, a, b)
+            shape = broadcast_shapes(a._shape, b._shape, f"{op}()")
+            check_new_shape(shape, f"{op}()", result.itemsize)
+            return new_zip(op, shape, result, a, b)
     a, b = _promote_pair(a, b, f"{op}()")
     compute, result = _zip_dtypes(op, a.dtype)
     a, b = cast(a, compute), cast(b, compute)
     _check_divisor(op, b)
     shape = broadcast_shapes(a.shape, b.shape, f"{op}()")
     check_new_shape(shape, f"{op}()", result.itemsize)
-    return _new_zip(op, shape, result, a, b)
+    return new_zip(op, shape, result, a, b)
 
 
 def check_inplace_shape(x: Array, other: Any, func: str) -> None:
