@@ -77,7 +77,10 @@ class Array:
 
     def numel(self) -> int:
         """The number of elements."""
-        return numel(self._shape)
+        n = 1
+        for size in self._shape:  # _shape.numel's loop, here: every op asks, and a call costs
+            n *= size
+        return n
 
     def storage_offset(self) -> int:
         """Where the first element is in the storage, in elements."""
@@ -155,11 +158,11 @@ def empty(shape: tuple[int, ...], dtype: DType, func: str = "empty()") -> Array:
     The last check before memory is asked for: every size and the byte count
     must fit an int64 (ShapeError naming func and the shape otherwise).
     """
-    check_new_shape(shape, func, dtype.itemsize)
+    count = check_new_shape(shape, func, dtype.itemsize)
     strides = contiguous_strides(shape)
     if strides and strides[0] >= INT64_LIMIT:  # only with no elements: (2**62, 2**62, 0)
         check_layout(shape, strides, 0, dtype.itemsize, func)
-    return Array(Storage(numel(shape) * dtype.itemsize), shape, strides, 0, dtype)
+    return Array(Storage(count * dtype.itemsize), shape, strides, 0, dtype)
 
 
 def adopt(ptr: int, desc: _lib.MtTensor, shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType,

@@ -110,7 +110,7 @@ def reduce_dims(dim: Any, ndim: int, func: str, allow_tuple: bool = True) -> Sha
 
 def keepdim_shape(shape: Sequence[int], dims: Sequence[int]) -> Shape:
     """shape with the reduced dims set to 1 (the keepdim=True shape)."""
-    return tuple(1 if d in dims else n for d, n in enumerate(shape))
+    return tuple([1 if d in dims else n for d, n in enumerate(shape)])
 
 
 def as_shape(shape: Any, func: str) -> Shape:
@@ -135,23 +135,27 @@ def as_shape(shape: Any, func: str) -> Shape:
 INT64_LIMIT = 2**63
 
 
-def check_new_shape(shape: Shape, func: str, itemsize: int = 0) -> None:
+def check_new_shape(shape: Shape, func: str, itemsize: int = 0) -> int:
     """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims, each
-    size an int64; with itemsize, numel * itemsize bytes must fit an int64 too."""
+    size an int64; with itemsize, numel * itemsize bytes must fit an int64 too.
+    Returns the number of elements (which every new tensor needs next)."""
+    count = 1
     for size in shape:
         if size < 0:
             raise ShapeError(f"{func}: negative dimension {size} in shape {shape}")
         if size >= INT64_LIMIT:
             raise ShapeError(f"{func}: size {size} in shape {shape} does not fit in an int64")
+        count *= size
     if len(shape) > MAX_DIMS:
         raise ShapeError(
             f"{func}: shape {shape} has {len(shape)} dims; minitensor supports at most {MAX_DIMS}"
         )
-    if itemsize and numel(shape) * itemsize >= INT64_LIMIT:
+    if itemsize and count * itemsize >= INT64_LIMIT:
         raise ShapeError(
             f"{func}: shape {shape} has {numel(shape)} elements, {numel(shape) * itemsize} bytes "
             f"at {itemsize} bytes each; more than an int64 can count (2**63 - 1)"
         )
+    return count
 
 
 def check_layout(shape: Shape, strides: Shape, offset: int, itemsize: int, func: str) -> int:

@@ -90,10 +90,11 @@ class Optimizer:
     @autograd.no_grad()
     def step(self) -> None:
         """Updates every parameter that has a .grad."""
+        fast = ops.fast_kernels() if self.fused is None else False  # the policy, asked once per step
         for p, state in zip(self.params, self.state):
             if p.grad is None:
                 continue
-            if self._fuse(p):
+            if self._fuse(p, fast):
                 self._fused_update_one(p, state)
             else:
                 if _lib.capturing():
@@ -103,8 +104,9 @@ class Optimizer:
                         f"ones it captured; capture the fused update ({type(self).__name__}(..., fused=True))")
                 self._update_one(p, state)
 
-    def _fuse(self, p: Tensor) -> bool:
-        """Whether p's update runs as one kernel (see the module's docstring)."""
+    def _fuse(self, p: Tensor, fast: Optional[bool] = None) -> bool:
+        """Whether p's update runs as one kernel (see the module's docstring);
+        fast: whether the kernel policy is fast (None: ask it)."""
         if self.fused is False:
             return False
         applies = ops.fused_update_applies(p, p.grad)
@@ -116,7 +118,7 @@ class Optimizer:
                     f"{'' if p.is_contiguous() else 'not '}contiguous) and a gradient of shape {p.grad.shape}"
                 )
             return True
-        return applies and ops.fast_kernels()
+        return applies and (ops.fast_kernels() if fast is None else fast)
 
     def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         """p's update as a chain of ops."""

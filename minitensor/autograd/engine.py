@@ -318,7 +318,8 @@ def topological_order(root: Function) -> list[Function]:
             continue
         visited.add(id(node))
         stack.append((node, True))
-        for fn in _input_fns(node):
+        fns = node.input_fns if node.input_fns or not node.inputs else _input_fns(node)  # no call: the common case
+        for fn in fns:
             if fn is not None and id(fn) not in visited:
                 stack.append((fn, False))
     post_order.reverse()
@@ -383,7 +384,8 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
             if not retain_graph:
                 node._saved = ()
                 node._freed = True
-            for x, fn, needed, g in zip(node.inputs, _input_fns(node), node.needs_input_grad, input_grads):
+            fns = node.input_fns if node.input_fns or not node.inputs else _input_fns(node)
+            for x, fn, needed, g in zip(node.inputs, fns, node.needs_input_grad, input_grads):
                 if not needed or g is None:
                     continue
                 g = _check_grad(node, x, g)
