@@ -199,8 +199,9 @@ test:
 
 # The main job: train an MLP on the 8x8 digits (data/digits.csv.gz) and check
 # its held-out accuracy; saves build/digits_mlp.npz. See examples/train_digits.py.
+# `make demo DEMO_ARGS=--graph` runs each training step as one replayed CUDA graph.
 demo: $(LIBS) $(VENV)/.ok
-	$(VPY) examples/train_digits.py
+	$(VPY) examples/train_digits.py $(DEMO_ARGS)
 
 # The same digits with a small CNN (examples/train_digits_cnn.py): two 3x3
 # convolutions and a max pooling; fails unless it beats the MLP held out.

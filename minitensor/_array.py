@@ -20,6 +20,7 @@ call, and kept in the Array's own ``_desc`` slot.
 from __future__ import annotations
 
 import os
+from operator import attrgetter
 from typing import Any, Optional
 
 import numpy as np
@@ -34,7 +35,7 @@ from ._storage import Storage
 class Array:
     """shape, strides and offset (in elements) and a dtype over a Storage."""
 
-    __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_desc")
+    __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_desc", "_ndim")
 
     def __init__(self, storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...],
                  offset: int, dtype: DType) -> None:
@@ -44,6 +45,7 @@ class Array:
         self._offset = offset
         self._dtype = dtype
         self._desc: Optional[_lib.MtTensor] = None
+        self._ndim = len(shape)  # kept, so that ndim is read as the fields are
 
     @classmethod
     def _from_array(cls, x: Array) -> Any:
@@ -59,31 +61,26 @@ class Array:
         obj._offset = x._offset
         obj._dtype = x._dtype
         obj._desc = x._desc
+        obj._ndim = x._ndim
         return obj
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The size of each dim, as a tuple (torch returns a torch.Size, a tuple subclass)."""
-        return self._shape
+    # The fields read as properties whose getter is C code (operator.attrgetter):
+    # reading t.shape or t.dtype runs no Python function, and every op reads
+    # them several times on the road from a Python call to its kernel.
+    shape = property(attrgetter("_shape"),
+                     doc="The size of each dim, as a tuple (torch returns a torch.Size, a tuple subclass).")
+    strides = property(attrgetter("_strides"),
+                       doc="The step in storage, in elements (not bytes, unlike NumPy), of each dim.")
+    dtype = property(attrgetter("_dtype"), doc="minitensor.float32, float64, int64 or bool.")
 
-    @property
-    def strides(self) -> tuple[int, ...]:
-        """The step in storage, in elements (not bytes, unlike NumPy), of each dim."""
-        return self._strides
-
-    @property
-    def dtype(self) -> DType:
-        """minitensor.float32 or minitensor.float64."""
-        return self._dtype
-
-    @property
-    def ndim(self) -> int:
-        """The number of dims (the rank)."""
-        return len(self._shape)
+    ndim = property(attrgetter("_ndim"), doc="The number of dims (the rank).")
 
     def numel(self) -> int:
         """The number of elements."""
-        return numel(self._shape)
+        n = 1
+        for size in self._shape:  # _shape.numel's loop, here: every op asks, and a call costs
+            n *= size
+        return n
 
     def storage_offset(self) -> int:
         """Where the first element is in the storage, in elements."""
@@ -161,11 +158,21 @@ def empty(shape: tuple[int, ...], dtype: DType, func: str = "empty()") -> Array:
     The last check before memory is asked for: every size and the byte count
     must fit an int64 (ShapeError naming func and the shape otherwise).
     """
-    check_new_shape(shape, func, dtype.itemsize)
+    count = check_new_shape(shape, func, dtype.itemsize)
     strides = contiguous_strides(shape)
     if strides and strides[0] >= INT64_LIMIT:  # only with no elements: (2**62, 2**62, 0)
         check_layout(shape, strides, 0, dtype.itemsize, func)
-    return Array(Storage(numel(shape) * dtype.itemsize), shape, strides, 0, dtype)
+    return Array(Storage(count * dtype.itemsize), shape, strides, 0, dtype)
+
+
+def adopt(ptr: int, desc: _lib.MtTensor, shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType,
+          nbytes: int) -> Array:
+    """A new contiguous Array over the nbytes at ptr, which the engine
+    allocated for it (mt_zip_new, mt_map_new: a result allocated and computed
+    in one call) and which it then owns; desc is its descriptor, address included."""
+    out = Array(Storage.adopt(ptr, nbytes), shape, strides, 0, dtype)
+    out._desc = desc
+    return out
 
 
 def empty_like(x: Array) -> Array:
@@ -187,6 +194,13 @@ def alias(x: Array, shape: tuple[int, ...], strides: tuple[int, ...], offset: in
     """A view of x's storage with another shape, strides and offset (checked:
     every number an int64, every byte it addresses below 2**63)."""
     check_layout(shape, strides, offset, x._dtype.itemsize, func)
+    return Array(x._storage, shape, strides, offset, x._dtype)
+
+
+def same_elements(x: Array, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Array:
+    """A view of x's storage that addresses only elements x addresses (a
+    permute, a view, an expand of x): its layout is valid because x's is, so
+    it is not checked again, as alias checks a view of new extent."""
     return Array(x._storage, shape, strides, offset, x._dtype)
 
 

@@ -31,11 +31,9 @@ class DType:
         self.code = code  # the mt_dtype value in src/minitensor.h
         self.np_dtype = np_dtype
         self.category = category  # 0 bool, 1 integer, 2 floating point: promotion goes up
-
-    @property
-    def is_floating_point(self) -> bool:
-        """True for float32 and float64, the dtypes that can require gradients."""
-        return self.category == 2
+        # True for float32 and float64, the dtypes that can require gradients (a
+        # field, not a property: every op asks, and a field costs no call).
+        self.is_floating_point = category == 2
 
     def __repr__(self) -> str:
         return f"minitensor.{self.name}"

@@ -126,7 +126,7 @@ def reduce_dims(dim: Any, ndim: int, func: str, allow_tuple: bool = True) -> Sha
 
 def keepdim_shape(shape: Sequence[int], dims: Sequence[int]) -> Shape:
     """shape with the reduced dims set to 1 (the keepdim=True shape)."""
-    return tuple(1 if d in dims else n for d, n in enumerate(shape))
+    return tuple([1 if d in dims else n for d, n in enumerate(shape)])
 
 
 def as_shape(shape: Any, func: str) -> Shape:
@@ -151,23 +151,27 @@ def as_shape(shape: Any, func: str) -> Shape:
 INT64_LIMIT = 2**63
 
 
-def check_new_shape(shape: Shape, func: str, itemsize: int = 0) -> None:
+def check_new_shape(shape: Shape, func: str, itemsize: int = 0) -> int:
     """A shape for a new tensor: no negative sizes, at most MAX_DIMS dims, each
-    size an int64; with itemsize, numel * itemsize bytes must fit an int64 too."""
+    size an int64; with itemsize, numel * itemsize bytes must fit an int64 too.
+    Returns the number of elements (which every new tensor needs next)."""
+    count = 1
     for size in shape:
         if size < 0:
             raise ShapeError(f"{func}: negative dimension {size} in shape {shape}")
         if size >= INT64_LIMIT:
             raise ShapeError(f"{func}: size {size} in shape {shape} does not fit in an int64")
+        count *= size
     if len(shape) > MAX_DIMS:
         raise ShapeError(
             f"{func}: shape {shape} has {len(shape)} dims; minitensor supports at most {MAX_DIMS}"
         )
-    if itemsize and numel(shape) * itemsize >= INT64_LIMIT:
+    if itemsize and count * itemsize >= INT64_LIMIT:
         raise ShapeError(
             f"{func}: shape {shape} has {numel(shape)} elements, {numel(shape) * itemsize} bytes "
             f"at {itemsize} bytes each; more than an int64 can count (2**63 - 1)"
         )
+    return count
 
 
 def check_layout(shape: Shape, strides: Shape, offset: int, itemsize: int, func: str) -> int:
@@ -187,7 +191,7 @@ def check_layout(shape: Shape, strides: Shape, offset: int, itemsize: int, func:
             raise ShapeError(f"{func}: stride {stride} in strides {strides} does not fit in an int64")
     if not 0 <= offset < INT64_LIMIT:
         raise ShapeError(f"{func}: storage offset {offset} is out of range (0 <= offset < 2**63)")
-    if any(size == 0 for size in shape):
+    if 0 in shape:
         return 0
     low = high = offset
     for size, stride in zip(shape, strides):
@@ -227,17 +231,20 @@ def broadcast_shapes(a: Shape, b: Shape, func: str) -> Shape:
 
 def infer_shape(shape: Shape, count: int, func: str, old_shape: Shape) -> Shape:
     """Resolves one -1 in shape so that it has count elements (view/reshape)."""
-    if sum(1 for s in shape if s == -1) > 1:
+    if shape.count(-1) > 1:
         raise ShapeError(f"{func}: only one dimension can be inferred (-1), got shape {shape}")
-    if any(s < -1 for s in shape):
-        raise ShapeError(f"{func}: invalid shape {shape}")
-    known = numel(s for s in shape if s != -1)
+    known = 1
+    for s in shape:  # a loop, not generator expressions: every view() comes here
+        if s < -1:
+            raise ShapeError(f"{func}: invalid shape {shape}")
+        if s != -1:
+            known *= s
     if -1 in shape:
         if known == 0 or count % known != 0:
             raise ShapeError(
                 f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({count} elements)"
             )
-        shape = tuple(count // known if s == -1 else s for s in shape)
+        shape = tuple([count // known if s == -1 else s for s in shape])
     if numel(shape) != count:
         raise ShapeError(
             f"{func}: shape {shape} is invalid for a tensor of shape {old_shape} ({count} elements)"

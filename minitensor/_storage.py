@@ -24,14 +24,6 @@ from . import _lib
 from ._errors import ShapeError
 
 
-def _release(ptr: int) -> None:
-    """Frees ptr; errors are swallowed because this runs inside the GC."""
-    try:
-        _lib.free(ptr)
-    except Exception:  # noqa: BLE001 - a finalizer must never raise
-        pass
-
-
 class Storage:
     """nbytes of device memory, freed when no tensor refers to it any more."""
 
@@ -54,16 +46,30 @@ class Storage:
         self.nbytes = nbytes
         if nbytes > 0:
             self.ptr = _lib.malloc(nbytes)
-            owner = _lib.stream_owner()
+            owner = getattr(_lib.stream_state, "owner", None)
             if owner is not None:
                 # Allocated on another library's stream, freed on it later:
                 # the stream must outlive this storage (CuPy destroys a
                 # stream when its object goes).
                 self.stream_owner = owner
 
+    @classmethod
+    def adopt(cls, ptr: int, nbytes: int) -> Storage:
+        """A Storage owning nbytes at ptr, which the engine allocated already
+        (mt_zip_new and mt_map_new allocate a result and compute it in one call)."""
+        storage = cls.__new__(cls)
+        storage.ptr = ptr
+        storage.nbytes = nbytes
+        owner = getattr(_lib.stream_state, "owner", None)
+        if owner is not None:
+            storage.stream_owner = owner  # as in __init__
+        return storage
+
     def __del__(self) -> None:
+        # The library's free, called directly (its status ignored: a finalizer
+        # must never raise): every result of every op comes here.
         if self.ptr and not self._shutting_down:
-            _release(self.ptr)
+            _lib.C.mt_free(self.ptr)
 
     def upload(self, array: np.ndarray, byte_offset: int = 0) -> None:
         """Copies a C-contiguous host array into this storage at byte_offset."""

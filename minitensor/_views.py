@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ._array import Array, alias
+from ._array import Array, alias, same_elements
 from ._errors import DimError, ShapeError
 from ._shape import INT64_LIMIT, as_shape, check_layout, check_new_shape, infer_shape, normalize_dim, view_strides
 
@@ -29,7 +29,7 @@ def as_strided(x: Array, shape: Sequence[int], strides: Sequence[int], offset: O
     shape = as_shape(shape, "as_strided()")
     strides = as_shape(strides, "as_strided(): strides")
     if offset is None:
-        offset = x.storage_offset()
+        offset = x._offset
     elif isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
         raise TypeError(f"as_strided(): storage_offset must be an int, got {type(offset).__name__}")
     offset = int(offset)
@@ -56,7 +56,7 @@ def view(x: Array, shape: Sequence[int]) -> Array:
             f"{x.strides} of the input (at least one dim spans two contiguous chunks); "
             f"use .reshape(...) instead"
         )
-    return alias(x, shape, strides, x.storage_offset(), "view()")
+    return same_elements(x, shape, strides, x._offset)
 
 
 def permute(x: Array, dims: Sequence[int]) -> Array:
@@ -64,12 +64,17 @@ def permute(x: Array, dims: Sequence[int]) -> Array:
     dims = as_shape(dims, "permute()")
     if len(dims) != x.ndim:
         raise DimError(f"permute(): got {len(dims)} dims {dims} for a tensor of rank {x.ndim}")
-    norm = tuple(normalize_dim(d, x.ndim, "permute()") for d in dims)
+    norm = []
+    shape = []
+    strides = []
+    for d in dims:  # a loop, not comprehensions: every transpose and .T comes here
+        d = normalize_dim(d, x._ndim, "permute()")
+        norm.append(d)
+        shape.append(x._shape[d])
+        strides.append(x._strides[d])
     if len(set(norm)) != len(norm):
         raise DimError(f"permute(): dims {dims} repeat a dim")
-    return alias(x, 
-        tuple(x.shape[d] for d in norm), tuple(x.strides[d] for d in norm), x.storage_offset()
-    )
+    return same_elements(x, tuple(shape), tuple(strides), x._offset)
 
 
 def transpose(x: Array, dim0: int, dim1: int) -> Array:
@@ -77,7 +82,7 @@ def transpose(x: Array, dim0: int, dim1: int) -> Array:
     if x.ndim == 0:
         normalize_dim(dim0, 0, "transpose()")
         normalize_dim(dim1, 0, "transpose()")
-        return alias(x, (), (), x.storage_offset())
+        return alias(x, (), (), x._offset)
     d0 = normalize_dim(dim0, x.ndim, "transpose()")
     d1 = normalize_dim(dim1, x.ndim, "transpose()")
     order = list(range(x.ndim))
@@ -99,7 +104,7 @@ def expand(x: Array, shape: Sequence[int]) -> Array:
                 f"expand(): invalid size {size} for dim {d} in shape {shape} (sizes are >= 0, "
                 f"or -1 to keep a dim's size)"
             )
-    check_new_shape(tuple(abs(s) for s in shape), "expand()")
+    check_new_shape(tuple([abs(s) for s in shape]), "expand()")
     lead = len(shape) - x.ndim
     new_shape = []
     new_strides = []
@@ -122,7 +127,7 @@ def expand(x: Array, shape: Sequence[int]) -> Array:
                 f"expand(): a tensor of shape {x.shape} cannot be expanded to shape {shape} "
                 f"(dim {d}: {old} -> {size}; only size-1 dims can be expanded)"
             )
-    return alias(x, tuple(new_shape), tuple(new_strides), x.storage_offset(), "expand()")
+    return same_elements(x, tuple(new_shape), tuple(new_strides), x._offset)
 
 
 def unsqueeze(x: Array, dim: int) -> Array:
@@ -132,7 +137,7 @@ def unsqueeze(x: Array, dim: int) -> Array:
     stride = x.strides[d] * x.shape[d] if d < x.ndim else 1
     shape = x.shape[:d] + (1,) + x.shape[d:]
     strides = x.strides[:d] + (stride,) + x.strides[d:]
-    return alias(x, shape, strides, x.storage_offset())
+    return alias(x, shape, strides, x._offset)
 
 
 def squeeze(x: Array, dim: Any = None) -> Array:
@@ -144,7 +149,7 @@ def squeeze(x: Array, dim: Any = None) -> Array:
     else:
         dims = {normalize_dim(dim, x.ndim, "squeeze()")}
     keep = [d for d in range(x.ndim) if not (d in dims and x.shape[d] == 1)]
-    return alias(x, tuple(x.shape[d] for d in keep), tuple(x.strides[d] for d in keep), x.storage_offset())
+    return alias(x, tuple([x._shape[d] for d in keep]), tuple([x._strides[d] for d in keep]), x._offset)
 
 
 def narrow(x: Array, dim: int, start: int, length: int) -> Array:
@@ -162,7 +167,7 @@ def narrow(x: Array, dim: int, start: int, length: int) -> Array:
             f"of size {x.shape[d]}"
         )
     shape = x.shape[:d] + (length,) + x.shape[d + 1 :]
-    return alias(x, shape, x.strides, x.storage_offset() + start * x.strides[d], "narrow()")
+    return alias(x, shape, x.strides, x._offset + start * x.strides[d], "narrow()")
 
 
 def index(x: Array, key: Any) -> Array:
@@ -194,7 +199,7 @@ def index(x: Array, key: Any) -> Array:
         key = key + (slice(None),) * (x.ndim - consumed)
     shape: list[int] = []
     strides: list[int] = []
-    offset = x.storage_offset()
+    offset = x._offset
     d = 0  # the dim of x that the next int or slice applies to
     for k in key:
         if k is None:

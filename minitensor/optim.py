@@ -24,6 +24,16 @@ wherever it applies (contiguous float tensors), and the chain of ops under
 the teaching policy, whose default paths run the kernels students write;
 ``fused=True`` always takes the kernel (an error where it cannot),
 ``fused=False`` always the chain.
+
+``capturable=True`` (torch's, for Adam and AdamW; minitensor's SGD takes it
+too) keeps the step count on the device, a 0-d int64 tensor
+``state["step"]`` (torch's is float32), advanced by the update's kernel and
+read there for Adam's bias corrections and SGD's first step, so that a whole
+training step, optimizer included, can be captured into a CUDA graph and
+replayed (mt.cuda.graph): each replay advances the count. The state is made
+when the optimizer is, so a capture may begin with the first step. It takes
+the fused update (contiguous float parameters); hyper-parameters (``lr``)
+are the ones the capture saw.
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ import math
 from typing import Any, Iterable, Optional
 
 from . import _lib, autograd, ops
-from ._creation import zeros_like
+from ._creation import zeros, zeros_like
+from ._dtype import int64
 from ._errors import InvalidArgumentError
 from .tensor import Tensor
 
@@ -40,10 +51,13 @@ from .tensor import Tensor
 class Optimizer:
     """Base class: holds the parameters and per-parameter state; subclasses define step()."""
 
-    def __init__(self, params: Iterable[Tensor], fused: Optional[bool] = None) -> None:
+    def __init__(self, params: Iterable[Tensor], fused: Optional[bool] = None, capturable: bool = False) -> None:
         if fused not in (None, True, False):
             raise TypeError(f"fused must be None, True or False, got {fused!r}")
-        self.fused = fused
+        if capturable and fused is False:
+            raise ValueError(f"{type(self).__name__}: capturable=True takes the fused update; got fused=False")
+        self.fused = True if capturable else fused
+        self.capturable = bool(capturable)
         if isinstance(params, Tensor):
             raise TypeError("params must be an iterable of Tensors (e.g. model.parameters()), got a Tensor")
         self.params = list(params)
@@ -55,6 +69,18 @@ class Optimizer:
             if not p.is_leaf:
                 raise ValueError("optimizer can only optimize leaf Tensors (parameters, not results of ops)")
         self.state: list[dict[str, Any]] = [{} for _ in self.params]
+        if self.capturable:
+            for p in self.params:
+                if not ops.fused_update_applies(p):
+                    raise ValueError(f"{type(self).__name__}(capturable=True) takes contiguous float parameters "
+                                     f"(the fused update); got one of shape {p.shape} ({p.dtype.name})")
+
+    def _device_step(self, state: dict[str, Any]) -> Tensor:
+        """state["step"], the step count on the device (capturable), made as 0 on first use."""
+        step = state.get("step")
+        if step is None:
+            step = state["step"] = zeros((), dtype=int64)
+        return step
 
     def zero_grad(self) -> None:
         """Sets .grad of every parameter to None (torch's default, set_to_none=True)."""
@@ -64,10 +90,11 @@ class Optimizer:
     @autograd.no_grad()
     def step(self) -> None:
         """Updates every parameter that has a .grad."""
+        fast = ops.fast_kernels() if self.fused is None else False  # the policy, asked once per step
         for p, state in zip(self.params, self.state):
             if p.grad is None:
                 continue
-            if self._fuse(p):
+            if self._fuse(p, fast):
                 self._fused_update_one(p, state)
             else:
                 if _lib.capturing():
@@ -77,8 +104,9 @@ class Optimizer:
                         f"ones it captured; capture the fused update ({type(self).__name__}(..., fused=True))")
                 self._update_one(p, state)
 
-    def _fuse(self, p: Tensor) -> bool:
-        """Whether p's update runs as one kernel (see the module's docstring)."""
+    def _fuse(self, p: Tensor, fast: Optional[bool] = None) -> bool:
+        """Whether p's update runs as one kernel (see the module's docstring);
+        fast: whether the kernel policy is fast (None: ask it)."""
         if self.fused is False:
             return False
         applies = ops.fused_update_applies(p, p.grad)
@@ -90,7 +118,7 @@ class Optimizer:
                     f"{'' if p.is_contiguous() else 'not '}contiguous) and a gradient of shape {p.grad.shape}"
                 )
             return True
-        return applies and ops.fast_kernels()
+        return applies and (ops.fast_kernels() if fast is None else fast)
 
     def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         """p's update as a chain of ops."""
@@ -121,15 +149,20 @@ class SGD(Optimizer):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0,
-                 weight_decay: float = 0.0, fused: Optional[bool] = None) -> None:
+                 weight_decay: float = 0.0, fused: Optional[bool] = None, capturable: bool = False) -> None:
         if lr < 0.0 or momentum < 0.0 or weight_decay < 0.0:
             raise ValueError(
                 f"SGD: lr, momentum and weight_decay must be >= 0, got {lr}, {momentum}, {weight_decay}"
             )
-        super().__init__(params, fused)
+        super().__init__(params, fused, capturable)
         self.lr = lr
         self.momentum = momentum
         self.weight_decay = weight_decay
+        if self.capturable:  # the state before any step, so that a capture may begin with the first
+            for p, state in zip(self.params, self.state):
+                self._device_step(state)
+                if momentum:
+                    self._state_like(p, state, "momentum_buffer")
 
     def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         # TASK(layers_optim) BEGIN
@@ -149,6 +182,10 @@ class SGD(Optimizer):
         # TASK(layers_optim) END
 
     def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+        if self.capturable:
+            buf = self._state_like(p, state, "momentum_buffer") if self.momentum else None
+            ops.sgd_step_(p, p.grad, buf, self.lr, self.momentum, self.weight_decay, False, self._device_step(state))
+            return
         buf = None
         first = False
         if self.momentum:
@@ -167,27 +204,34 @@ class Adam(Optimizer):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, fused: Optional[bool] = None) -> None:
+                 eps: float = 1e-8, weight_decay: float = 0.0, fused: Optional[bool] = None,
+                 capturable: bool = False) -> None:
         if lr < 0.0 or eps < 0.0 or weight_decay < 0.0:
             raise ValueError(f"{type(self).__name__}: lr, eps and weight_decay must be >= 0, got {lr}, {eps}, "
                              f"{weight_decay}")
         if not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
-        super().__init__(params, fused)
+        super().__init__(params, fused, capturable)
         self.lr = lr
         self.betas = tuple(betas)
         self.eps = eps
         self.weight_decay = weight_decay
+        if self.capturable:  # the state before any step, so that a capture may begin with the first
+            for p, state in zip(self.params, self.state):
+                self._state_like(p, state, "exp_avg")
+                self._state_like(p, state, "exp_avg_sq")
+                self._device_step(state)
 
     # AdamW (below) decays the parameter itself instead of adding to the gradient.
     decoupled = False
 
     def step(self) -> None:
-        if _lib.capturing():
+        if _lib.capturing() and not self.capturable:
             raise InvalidArgumentError(
                 f"{type(self).__name__}.step: its bias correction depends on the step count, which a CUDA graph "
-                f"replay would not advance (the replay reuses the captured count); capture the forward and "
-                f"backward and call step() after each replay, or capture SGD")
+                f"replay would not advance (the replay reuses the captured count); make the optimizer with "
+                f"capturable=True (the count on the device), or capture the forward and backward and call "
+                f"step() after each replay")
         super().step()
 
     def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
@@ -226,7 +270,10 @@ class Adam(Optimizer):
     def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         m = self._state_like(p, state, "exp_avg")
         v = self._state_like(p, state, "exp_avg_sq")
-        t = state["step"] = state.get("step", 0) + 1
+        if self.capturable:
+            t = self._device_step(state)  # advanced on the device
+        else:
+            t = state["step"] = state.get("step", 0) + 1
         ops.adam_step_(p, p.grad, m, v, self.lr, self.betas, self.eps, self.weight_decay, t, self.decoupled)
 
 
@@ -240,5 +287,6 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, fused: Optional[bool] = None) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, fused)
+                 eps: float = 1e-8, weight_decay: float = 1e-2, fused: Optional[bool] = None,
+                 capturable: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, fused, capturable)

@@ -55,21 +55,6 @@ class Tensor(NoGradOps, Variable):
     # raises a TypeError asking for minitensor.tensor(...)).
     __array_priority__ = 1000
 
-    _requires_grad = False
-
-    @property
-    def requires_grad(self) -> bool:
-        """Whether backward() computes a gradient for this tensor (and records
-        the ops on it). Only float tensors can require one, as in torch."""
-        return self._requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, value: bool) -> None:
-        if value and not self._dtype.is_floating_point:
-            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
-                               f"got {self._dtype.name} (as in torch)")
-        self._requires_grad = bool(value)
-
     def __init__(
         self,
         storage: Storage,
@@ -216,6 +201,7 @@ class Tensor(NoGradOps, Variable):
             raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
         self._storage, self._shape, self._strides = value._storage, value._shape, value._strides
         self._offset, self._dtype, self._desc = value._offset, value._dtype, value._desc
+        self._ndim = value._ndim
 
     def float(self) -> Tensor:
         """This tensor as float32."""

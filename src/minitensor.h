@@ -409,6 +409,13 @@ mt_status mt_fill(mt_tensor out, double value);
 /* out = op(a, b); a and b broadcast (NumPy rules) to out's shape exactly.
  * a and b share a dtype; out has it too, or is bool for a comparison. */
 mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b);
+/* mt_map and mt_zip into a new result, in one call (src/new_output.cu): the
+ * result's memory comes from the pool, as mt_malloc's, and *data is set to
+ * it (the caller frees it with mt_free; NULL when out has no element). out
+ * gives the result's dtype, shape and row-major strides; its data and offset
+ * are ignored. On failure nothing stays allocated and *data is NULL. */
+mt_status mt_map_new(int op, mt_tensor out, mt_tensor in, double scalar, void **data);
+mt_status mt_zip_new(int op, mt_tensor out, mt_tensor a, mt_tensor b, void **data);
 /* Reduce `in` along `dim`: out has in's shape with shape[dim] == 1 (the
  * keepdim form), and in's dtype (int64 for ARGMAX/ARGMIN). A dim of length
  * 0 gives the identity; ARGMAX/ARGMIN of an empty dim is an error. */
@@ -525,6 +532,16 @@ mt_status mt_sgd_step(mt_tensor param, mt_tensor grad, mt_tensor momentum_buffer
                       double weight_decay, int first_step);
 mt_status mt_adam_step(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_tensor exp_avg_sq, double lr,
                        double beta1, double beta2, double eps, double weight_decay, int64_t step, int decoupled);
+/* The same updates with the step count on the device (torch's
+ * capturable=True), so that a CUDA graph replay advances it: step is a
+ * one-element int64 tensor, incremented on the device before the update,
+ * which reads it there (Adam's bias corrections; SGD's first step, when the
+ * count reaches 1, sets the momentum buffer to the gradient). */
+mt_status mt_sgd_step_capturable(mt_tensor param, mt_tensor grad, mt_tensor momentum_buffer, mt_tensor step,
+                                 double lr, double momentum, double weight_decay);
+mt_status mt_adam_step_capturable(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_tensor exp_avg_sq,
+                                  mt_tensor step, double lr, double beta1, double beta2, double eps,
+                                  double weight_decay, int decoupled);
 /* Scaled dot-product attention in one kernel (src/attention.cu, the flash
  * rung): out = softmax(q @ k^T * scale) @ v per batch element, for contiguous
  * q (B, L, D), k (B, S, D), v (B, S, Dv) and out (B, L, Dv) of one float

@@ -164,7 +164,7 @@ OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "log
              "attention", "autotune", "matmul", "conv", "optim"]
 FAMILY_SOURCES: dict[str, list[str]] = {
     "reduce": ["src/reduce.cu", "src/reduce_ladder.cu"],
-    "elementwise": ["src/map.cu", "src/zip.cu"],
+    "elementwise": ["src/map.cu", "src/zip.cu", "src/new_output.cu"],
     "gather": ["src/gather.cu"],
     "where": ["src/where.cu"],
     "softmax": ["src/softmax.cu"],

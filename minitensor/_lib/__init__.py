@@ -70,6 +70,7 @@ from .loader import (  # noqa: F401
     read_names,
     _verify,
     lib,
+    C,
     is_loaded,
     raise_status,
     check,
@@ -98,6 +99,7 @@ from .runtime import (  # noqa: F401
     stream_wait,
     set_stream,
     stream_owner,
+    stream_state,
     get_stream,
     stream_create,
     stream_destroy,
@@ -128,6 +130,8 @@ from .elementwise import (  # noqa: F401
     map_,
     fill,
     zip_,
+    map_new,
+    zip_new,
     copy_variant,
 )
 from .reduce import (  # noqa: F401
@@ -176,6 +180,8 @@ from .cross_entropy import (  # noqa: F401
 from .optim import (  # noqa: F401
     sgd_step,
     adam_step,
+    sgd_step_capturable,
+    adam_step_capturable,
 )
 from .gather import (  # noqa: F401
     gather,

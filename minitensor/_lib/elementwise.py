@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ctypes import c_double, c_int
+from ctypes import POINTER, byref, c_double, c_int, c_void_p
 from typing import Any
 
-from .loader import MT_OK, MtTensor, declare, lib, check, _op_id
+from .loader import MT_OK, C, MtTensor, declare, check, _op_id, _OP_IDS
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -13,30 +13,66 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_fill": (c_int, [MtTensor, c_double]),
     "mt_zip": (c_int, [c_int, MtTensor, MtTensor, MtTensor]),
     "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
+    "mt_map_new": (c_int, [c_int, MtTensor, MtTensor, c_double, POINTER(c_void_p)]),
+    "mt_zip_new": (c_int, [c_int, MtTensor, MtTensor, MtTensor, POINTER(c_void_p)]),
 }
 declare(SIGNATURES)
 
 
 def map_(op: str, out: Any, inp: Any, scalar: float = 0.0) -> None:
     """out = op(inp, scalar), elementwise (mt_map)."""
-    status = lib().mt_map(_op_id("map", op), out.descriptor(), inp.descriptor(), float(scalar))
+    function = C.mt_map  # first: it loads the library, which fills the op tables
+    op_id = _OP_IDS["map"].get(op)
+    status = function(_op_id("map", op) if op_id is None else op_id, out.descriptor(), inp.descriptor(),
+                      float(scalar))
     if status != MT_OK:
         check(status, f"mt_map({op})")
 
 
 def fill(out: Any, value: float) -> None:
     """out = value everywhere (mt_fill)."""
-    check(lib().mt_fill(out.descriptor(), float(value)), "mt_fill")
+    check(C.mt_fill(out.descriptor(), float(value)), "mt_fill")
 
 
 def zip_(op: str, out: Any, a: Any, b: Any) -> None:
     """out = op(a, b) with broadcasting (mt_zip)."""
-    status = lib().mt_zip(_op_id("zip", op), out.descriptor(), a.descriptor(), b.descriptor())
+    function = C.mt_zip
+    op_id = _OP_IDS["zip"].get(op)
+    status = function(_op_id("zip", op) if op_id is None else op_id, out.descriptor(), a.descriptor(),
+                      b.descriptor())
     if status != MT_OK:
         check(status, f"mt_zip({op})")
 
 
+def map_new(op: str, out: MtTensor, inp: Any, scalar: float) -> int:
+    """A new result op(inp, scalar), allocated and computed in one call
+    (mt_map_new): out describes it (dtype, shape, row-major strides) and gets
+    its address; the address is returned, for the caller to own (0 when out
+    has no element)."""
+    function = C.mt_map_new
+    op_id = _OP_IDS["map"].get(op)
+    data = c_void_p()
+    status = function(_op_id("map", op) if op_id is None else op_id, out, inp.descriptor(), scalar, byref(data))
+    if status != MT_OK:
+        check(status, f"mt_map_new({op})")
+    ptr = out.data = data.value or 0
+    return ptr
+
+
+def zip_new(op: str, out: MtTensor, a: Any, b: Any) -> int:
+    """A new result op(a, b), allocated and computed in one call (mt_zip_new);
+    out and the address returned as map_new's."""
+    function = C.mt_zip_new
+    op_id = _OP_IDS["zip"].get(op)
+    data = c_void_p()
+    status = function(_op_id("zip", op) if op_id is None else op_id, out, a.descriptor(), b.descriptor(),
+                      byref(data))
+    if status != MT_OK:
+        check(status, f"mt_zip_new({op})")
+    ptr = out.data = data.value or 0
+    return ptr
+
 
 def copy_variant(out: Any, inp: Any, algo: str) -> None:
     """out = inp with a chosen rung of the transpose ladder (mt_copy_variant)."""
-    check(lib().mt_copy_variant(out.descriptor(), inp.descriptor(), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")
+    check(C.mt_copy_variant(out.descriptor(), inp.descriptor(), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_int
 from typing import Any
 
-from .loader import MtTensor, declare, lib, check
+from .loader import MtTensor, declare, C, check
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -17,9 +17,9 @@ declare(SIGNATURES)
 
 def gather(out: Any, inp: Any, index: Any, dim: int) -> None:
     """out = inp gathered along dim at index (mt_gather)."""
-    check(lib().mt_gather(out.descriptor(), inp.descriptor(), index.descriptor(), dim), "mt_gather")
+    check(C.mt_gather(out.descriptor(), inp.descriptor(), index.descriptor(), dim), "mt_gather")
 
 
 def scatter_add(out: Any, index: Any, src: Any, dim: int) -> None:
     """out[..index..] += src along dim, in place (mt_scatter_add)."""
-    check(lib().mt_scatter_add(out.descriptor(), index.descriptor(), src.descriptor(), dim), "mt_scatter_add")
+    check(C.mt_scatter_add(out.descriptor(), index.descriptor(), src.descriptor(), dim), "mt_scatter_add")

@@ -331,6 +331,22 @@ def lib() -> ctypes.CDLL:
     return _LIB
 
 
+class _Functions:
+    """The engine's C functions as attributes, for the wrappers on the road of
+    every small op: ``C.mt_zip(...)``. The first use of a name loads the
+    library (lib()) and keeps its function as a plain attribute of this
+    object, so that later uses cost one attribute read, where ``lib().mt_zip``
+    costs a Python call each time."""
+
+    def __getattr__(self, name: str) -> Any:  # only for names not kept yet
+        function = getattr(lib(), name)
+        setattr(self, name, function)
+        return function
+
+
+C = _Functions()
+
+
 def is_loaded() -> bool:
     """Whether the engine has been loaded yet (import alone does not)."""
     return _LIB is not None

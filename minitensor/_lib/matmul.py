@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_char_p, c_int
 from typing import Any
 
-from .loader import MtTensor, declare, lib, check, _op_id
+from .loader import MtTensor, declare, C, check, _op_id
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -28,7 +28,7 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
     from the shape.
     """
     check(
-        lib().mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
+        C.mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
         "mt_matmul",
     )
 
@@ -41,18 +41,18 @@ TF32_RUNGS = {"tf32_simple": 0, "tf32": 1}
 def matmul_tf32(out: Any, a: Any, b: Any, rung: str = "tf32") -> None:
     """out = a @ b on tensor cores, float32 operands rounded to TF32
     (mt_matmul_tf32_rung; rung is a key of TF32_RUNGS)."""
-    check(lib().mt_matmul_tf32_rung(out.descriptor(), a.descriptor(), b.descriptor(), TF32_RUNGS[rung]),
+    check(C.mt_matmul_tf32_rung(out.descriptor(), a.descriptor(), b.descriptor(), TF32_RUNGS[rung]),
           "mt_matmul_tf32")
 
 
 def matmul_config_count() -> int:
     """How many tile configurations the tunable matmul rungs have (warptile's and pipelined's)."""
-    return int(lib().mt_matmul_config_count())
+    return int(C.mt_matmul_config_count())
 
 
 def matmul_config_name(config: int) -> str:
     """A readable name of one configuration ("128x128x16 warp 64x32 ...")."""
-    raw = lib().mt_matmul_config_name(config)
+    raw = C.mt_matmul_config_name(config)
     if raw is None:
         raise ValueError(f"no matmul config {config} (there are {matmul_config_count()})")
     return raw.decode()

@@ -5,13 +5,16 @@ from __future__ import annotations
 from ctypes import c_double, c_int, c_int64
 from typing import Any
 
-from .loader import MtTensor, declare, lib, check, _desc
+from .loader import MtTensor, declare, C, check, _desc
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_sgd_step": (c_int, [MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_int]),
     "mt_adam_step": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double, c_double, c_double,
                              c_double, c_int64, c_int]),
+    "mt_sgd_step_capturable": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double, c_double]),
+    "mt_adam_step_capturable": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double,
+                                        c_double, c_double, c_double, c_int]),
 }
 declare(SIGNATURES)
 
@@ -19,13 +22,31 @@ declare(SIGNATURES)
 def sgd_step(param: Any, grad: Any, momentum_buffer: Any, lr: float, momentum: float, weight_decay: float,
              first_step: bool) -> None:
     """One SGD update of param in place (mt_sgd_step); momentum_buffer is None without momentum."""
-    check(lib().mt_sgd_step(param.descriptor(), grad.descriptor(), _desc(momentum_buffer), float(lr),
+    check(C.mt_sgd_step(param.descriptor(), grad.descriptor(), _desc(momentum_buffer), float(lr),
                             float(momentum), float(weight_decay), 1 if first_step else 0), "mt_sgd_step")
 
 
 def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, lr: float, beta1: float, beta2: float,
               eps: float, weight_decay: float, step: int, decoupled: bool) -> None:
     """One Adam (AdamW when decoupled) update of param and its state in place (mt_adam_step)."""
-    check(lib().mt_adam_step(param.descriptor(), grad.descriptor(), exp_avg.descriptor(), exp_avg_sq.descriptor(),
+    check(C.mt_adam_step(param.descriptor(), grad.descriptor(), exp_avg.descriptor(), exp_avg_sq.descriptor(),
                              float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), int(step),
                              1 if decoupled else 0), "mt_adam_step")
+
+
+def sgd_step_capturable(param: Any, grad: Any, momentum_buffer: Any, step: Any, lr: float, momentum: float,
+                        weight_decay: float) -> None:
+    """SGD's update with the step count on the device (mt_sgd_step_capturable):
+    step, one int64 element, is advanced there first."""
+    check(C.mt_sgd_step_capturable(param.descriptor(), grad.descriptor(), _desc(momentum_buffer),
+                                   step.descriptor(), float(lr), float(momentum), float(weight_decay)),
+          "mt_sgd_step_capturable")
+
+
+def adam_step_capturable(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, step: Any, lr: float,
+                         beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool) -> None:
+    """Adam's (AdamW's) update with the step count on the device (mt_adam_step_capturable)."""
+    check(C.mt_adam_step_capturable(param.descriptor(), grad.descriptor(), exp_avg.descriptor(),
+                                    exp_avg_sq.descriptor(), step.descriptor(), float(lr), float(beta1),
+                                    float(beta2), float(eps), float(weight_decay), 1 if decoupled else 0),
+          "mt_adam_step_capturable")

@@ -10,7 +10,7 @@ from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_void_p
 from typing import Any, Optional
 
 from .._errors import MinitensorError
-from .loader import KERNEL_POLICIES, declare, lib, check
+from .loader import KERNEL_POLICIES, declare, C, check
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -54,28 +54,28 @@ declare(SIGNATURES)
 
 def backend_name() -> str:
     """'cuda' or 'emulator'."""
-    return lib().mt_backend_name().decode()
+    return C.mt_backend_name().decode()
 
 
 def device_info() -> str:
     buf = ctypes.create_string_buffer(512)
-    check(lib().mt_device_info(buf, len(buf)), "mt_device_info")
+    check(C.mt_device_info(buf, len(buf)), "mt_device_info")
     return buf.value.decode(errors="replace")
 
 
 def device_key() -> str:
     """A short key for the current device ("<name>|sm_90|132sm"), cached in C."""
     buf = ctypes.create_string_buffer(512)
-    check(lib().mt_device_key(buf, len(buf)), "mt_device_key")
+    check(C.mt_device_key(buf, len(buf)), "mt_device_key")
     return buf.value.decode(errors="replace")
 
 
 def set_sync_debug(on: bool) -> None:
-    check(lib().mt_set_sync_debug(1 if on else 0), "mt_set_sync_debug")
+    check(C.mt_set_sync_debug(1 if on else 0), "mt_set_sync_debug")
 
 
 def synchronize() -> None:
-    check(lib().mt_synchronize(), "mt_synchronize")
+    check(C.mt_synchronize(), "mt_synchronize")
 
 
 # ---- streams and events (raw cudaStream_t / cudaEvent_t values; 0 is the
@@ -85,19 +85,22 @@ def synchronize() -> None:
 def stream_wait(waiting: int, done: int) -> None:
     """Work queued on stream `waiting` from now on waits for the work queued on
     `done` so far."""
-    check(lib().mt_stream_wait(waiting or None, done or None), "mt_stream_wait")
+    check(C.mt_stream_wait(waiting or None, done or None), "mt_stream_wait")
 
 
 # The current stream lives in C, per thread (mt_set_stream); this mirror of it
 # answers get_stream without a call, since every change goes through here.
+# Its fields: handle, owner (see stream_owner) and capturing; the Storage of
+# each new tensor reads owner directly (stream_state), as a field.
 _current_stream = threading.local()
+stream_state = _current_stream
 
 
 def set_stream(stream: int, owner: Any = None) -> None:
     """Makes `stream` this thread's current stream: every op queues on it.
     owner is the Python object of another library's stream (torch's, CuPy's),
     which every allocation made on it keeps alive (stream_owner)."""
-    check(lib().mt_set_stream(stream or None), "mt_set_stream")
+    check(C.mt_set_stream(stream or None), "mt_set_stream")
     _current_stream.handle = stream or 0
     _current_stream.owner = owner
 
@@ -116,76 +119,76 @@ def get_stream() -> int:
 
 def stream_create() -> int:
     out = c_void_p()
-    check(lib().mt_stream_create(ctypes.byref(out)), "mt_stream_create")
+    check(C.mt_stream_create(ctypes.byref(out)), "mt_stream_create")
     return out.value or 0
 
 
 def stream_destroy(stream: int) -> None:
-    check(lib().mt_stream_destroy(stream or None), "mt_stream_destroy")
+    check(C.mt_stream_destroy(stream or None), "mt_stream_destroy")
     if get_stream() == stream:  # C made the default stream current again
         _current_stream.handle = 0
         _current_stream.owner = None
 
 
 def stream_synchronize(stream: int) -> None:
-    check(lib().mt_stream_synchronize(stream or None), "mt_stream_synchronize")
+    check(C.mt_stream_synchronize(stream or None), "mt_stream_synchronize")
 
 
 def stream_query(stream: int) -> bool:
     done = c_int()
-    check(lib().mt_stream_query(stream or None, ctypes.byref(done)), "mt_stream_query")
+    check(C.mt_stream_query(stream or None, ctypes.byref(done)), "mt_stream_query")
     return bool(done.value)
 
 
 def event_create(timing: bool) -> int:
     out = c_void_p()
-    check(lib().mt_event_create(ctypes.byref(out), 1 if timing else 0), "mt_event_create")
+    check(C.mt_event_create(ctypes.byref(out), 1 if timing else 0), "mt_event_create")
     return out.value or 0
 
 
 def event_destroy(event: int) -> None:
-    check(lib().mt_event_destroy(event or None), "mt_event_destroy")
+    check(C.mt_event_destroy(event or None), "mt_event_destroy")
 
 
 def event_record(event: int, stream: int) -> None:
-    check(lib().mt_event_record(event or None, stream or None), "mt_event_record")
+    check(C.mt_event_record(event or None, stream or None), "mt_event_record")
 
 
 def event_synchronize(event: int) -> None:
-    check(lib().mt_event_synchronize(event or None), "mt_event_synchronize")
+    check(C.mt_event_synchronize(event or None), "mt_event_synchronize")
 
 
 def event_query(event: int) -> bool:
     done = c_int()
-    check(lib().mt_event_query(event or None, ctypes.byref(done)), "mt_event_query")
+    check(C.mt_event_query(event or None, ctypes.byref(done)), "mt_event_query")
     return bool(done.value)
 
 
 def event_elapsed(start: int, end: int) -> float:
     ms = ctypes.c_float()
-    check(lib().mt_event_elapsed(ctypes.byref(ms), start or None, end or None), "mt_event_elapsed")
+    check(C.mt_event_elapsed(ctypes.byref(ms), start or None, end or None), "mt_event_elapsed")
     return ms.value
 
 
 def stream_wait_event(stream: int, event: int) -> None:
-    check(lib().mt_stream_wait_event(stream or None, event or None), "mt_stream_wait_event")
+    check(C.mt_stream_wait_event(stream or None, event or None), "mt_stream_wait_event")
 
 
 def graph_capture_begin(stream: int) -> None:
-    check(lib().mt_graph_capture_begin(stream or None), "mt_graph_capture_begin")
+    check(C.mt_graph_capture_begin(stream or None), "mt_graph_capture_begin")
     _current_stream.capturing = True
 
 
 def graph_capture_end(stream: int) -> int:
     out = c_void_p()
     _current_stream.capturing = False
-    check(lib().mt_graph_capture_end(stream or None, ctypes.byref(out)), "mt_graph_capture_end")
+    check(C.mt_graph_capture_end(stream or None, ctypes.byref(out)), "mt_graph_capture_end")
     return out.value or 0
 
 
 def graph_capture_abort() -> None:
     _current_stream.capturing = False
-    check(lib().mt_graph_capture_abort(), "mt_graph_capture_abort")
+    check(C.mt_graph_capture_abort(), "mt_graph_capture_abort")
 
 
 def capturing() -> bool:
@@ -194,16 +197,16 @@ def capturing() -> bool:
 
 
 def graph_replay(graph: int, stream: int) -> None:
-    check(lib().mt_graph_replay(graph or None, stream or None), "mt_graph_replay")
+    check(C.mt_graph_replay(graph or None, stream or None), "mt_graph_replay")
 
 
 def graph_destroy(graph: int) -> None:
-    check(lib().mt_graph_destroy(graph or None), "mt_graph_destroy")
+    check(C.mt_graph_destroy(graph or None), "mt_graph_destroy")
 
 
 def record_stream(ptr: int, stream: int) -> None:
     """The buffer at ptr is used on `stream` too; its free waits for that work."""
-    check(lib().mt_record_stream(ptr or None, stream or None), "mt_record_stream")
+    check(C.mt_record_stream(ptr or None, stream or None), "mt_record_stream")
 
 
 # ---- kernel policy -------------------------------------------------------------
@@ -212,12 +215,12 @@ def record_stream(ptr: int, stream: int) -> None:
 def set_kernel_policy(name: str) -> None:
     """Makes the default paths run the "fast" kernels or only the "teaching" ones
     (mt_set_kernel_policy). name must be a key of KERNEL_POLICIES."""
-    check(lib().mt_set_kernel_policy(KERNEL_POLICIES[name]), "mt_set_kernel_policy")
+    check(C.mt_set_kernel_policy(KERNEL_POLICIES[name]), "mt_set_kernel_policy")
 
 
 def get_kernel_policy() -> str:
     """The kernel policy in force: "fast" or "teaching" (mt_get_kernel_policy)."""
-    value = int(lib().mt_get_kernel_policy())
+    value = int(C.mt_get_kernel_policy())
     for name, number in KERNEL_POLICIES.items():
         if number == value:
             return name
@@ -228,11 +231,11 @@ def launch_count(kernel: str, with_: Optional[str] = None) -> int:
     """Launches of the kernel named `kernel` since reset_launch_counts(), of
     instantiations whose signature contains `with_` (mt_launch_count); -1 on
     the CUDA build, which does not count."""
-    return int(lib().mt_launch_count(kernel.encode(), with_.encode() if with_ else None))
+    return int(C.mt_launch_count(kernel.encode(), with_.encode() if with_ else None))
 
 
 def reset_launch_counts() -> None:
-    lib().mt_reset_launch_counts()
+    C.mt_reset_launch_counts()
 
 
 # ---- device placement (minitensor.distributed: one process per GPU) -----------
@@ -240,11 +243,11 @@ def reset_launch_counts() -> None:
 
 def set_device(device: int) -> None:
     """Chooses this process's GPU (before the first tensor is created)."""
-    check(lib().mt_set_device(int(device)), "mt_set_device")
+    check(C.mt_set_device(int(device)), "mt_set_device")
 
 
 def get_device() -> int:
     """The device index this process uses (always 0 on the emulator)."""
     device = c_int()
-    check(lib().mt_get_device(ctypes.byref(device)), "mt_get_device")
+    check(C.mt_get_device(ctypes.byref(device)), "mt_get_device")
     return device.value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_int
 from typing import Any
 
-from .loader import MtTensor, declare, lib, check
+from .loader import MtTensor, declare, C, check
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -16,4 +16,4 @@ declare(SIGNATURES)
 
 def where(out: Any, cond: Any, a: Any, b: Any) -> None:
     """out = a where cond is non-zero, else b, broadcast (mt_where)."""
-    check(lib().mt_where(out.descriptor(), cond.descriptor(), a.descriptor(), b.descriptor()), "mt_where")
+    check(C.mt_where(out.descriptor(), cond.descriptor(), a.descriptor(), b.descriptor()), "mt_where")

@@ -74,8 +74,9 @@ class Sub(Function):
 class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(*(x if ops.is_array(x) else None for x in (a, b)))
-        ctx.scalars = scalars_of(a, b)
+        if ctx.records:  # only backward needs them
+            ctx.save_for_backward(a if ops.is_array(a) else None, b if ops.is_array(b) else None)
+            ctx.scalars = scalars_of(a, b)
         return ops.mul(a, b)
 
     @staticmethod
@@ -98,9 +99,10 @@ class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
         out = ops.div(a, b)
-        ctx.save_for_backward(b if ops.is_array(b) else None, out)
-        ctx.scalars = scalars_of(a, b)
-        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+        if ctx.records:  # only backward needs them
+            ctx.save_for_backward(b if ops.is_array(b) else None, out)
+            ctx.scalars = scalars_of(a, b)
+            ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
         return out
 
     @staticmethod

@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from operator import attrgetter
 from typing import Any, Callable, Optional
 
 from .. import ops
@@ -108,9 +109,22 @@ class Variable(Array):
     no gradient); an instance sets its own when they change.
     """
 
-    requires_grad: bool = False
+    _requires_grad: bool = False
     grad: Optional[Variable] = None
     grad_fn: Optional[Function] = None  # the node that made this value; None for a leaf
+
+    def _set_requires_grad(self, value: bool) -> None:
+        if value and not self._dtype.is_floating_point:
+            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+                               f"got {self._dtype.name} (as in torch)")
+        self._requires_grad = bool(value)
+
+    # Read through a C getter (operator.attrgetter): every op asks each of its
+    # inputs, and reading it then runs no Python function. Setting it checks
+    # the dtype.
+    requires_grad = property(attrgetter("_requires_grad"), _set_requires_grad,
+                             doc="Whether backward() computes a gradient for this tensor (and records the "
+                                 "ops on it). Only float tensors can require one, as in torch.")
 
     def _wrap(self, array: Array) -> Variable:
         """array (a result of an op on this value) as a new value of the kind
@@ -131,7 +145,8 @@ class Function:
     Inside forward, ``ctx.save_for_backward(*tensors)`` keeps tensors for
     backward (read them back as ``ctx.saved_tensors``); other values can be
     stored as plain attributes of ctx. ``ctx.needs_input_grad[i]`` says
-    whether argument i needs a gradient, so backward may skip work.
+    whether argument i needs a gradient, so backward may skip work;
+    ``ctx.records`` (in forward) whether the node is recorded at all.
     """
 
     # A node's fields, with their values before forward runs. Class-level
@@ -148,13 +163,26 @@ class Function:
     _freed = False
     _retained: Optional[weakref.ref] = None  # the result, when it called retain_grad()
 
+    # Whether apply records this node (some input requires a gradient, with
+    # grad mode on): when it does not, backward never runs, and
+    # save_for_backward keeps nothing; a rule may test it to skip other work
+    # that only backward needs.
+    records = False
+
     def save_for_backward(self, *tensors: Optional[Array]) -> None:
         """Keeps tensors or arrays (or None) for backward."""
         for t in tensors:
             if t is not None and not isinstance(t, Array):
                 raise TypeError(f"save_for_backward() takes tensors or None, got {type(t).__name__}")
-        self._saved = tuple(None if t is None else _detached(t) for t in tensors)
-        self._versions = tuple(0 if t is None else t._storage.version for t in tensors)
+        if not self.records:
+            return
+        saved = []
+        versions = []
+        for t in tensors:  # a loop, not a generator expression: no call per tensor
+            saved.append(None if t is None else _detached(t))
+            versions.append(0 if t is None else t._storage.version)
+        self._saved = tuple(saved)
+        self._versions = tuple(versions)
 
     @property
     def saved_tensors(self) -> tuple[Optional[Array], ...]:
@@ -189,34 +217,52 @@ class Function:
         # One pass over the arguments finds the first Variable (whose kind the
         # result takes) and decides whether a node is recorded; when it is not
         # (grad mode off, or no input requires grad), the op costs little more
-        # than the raw op.
-        grad_enabled = is_grad_enabled()
+        # than the raw op. The loops below are plain for loops, not generator
+        # expressions: each of those is a Python call per element, and this
+        # runs for every op.
+        grad_enabled = getattr(_state, "enabled", True)
         like = None
         record = False
         for a in args:
             if isinstance(a, Variable):
                 if like is None:
                     like = a
-                if a.requires_grad and grad_enabled:
+                if a._requires_grad and grad_enabled:
                     record = True
                     break
         ctx = cls()
+        if record:
+            ctx.records = True
         if grad_enabled:
             # As `with no_grad():`, without building a context manager.
-            _set_grad_enabled(False)
+            _state.enabled = False
             try:
                 out = cls.forward(ctx, *args)
             finally:
-                _set_grad_enabled(True)
+                _state.enabled = True
         else:
             out = cls.forward(ctx, *args)
-        if like is not None and (not isinstance(out, Variable) or any(out is a for a in args)):
-            out = like._wrap(out)  # never turn an input into its own result
+        if like is not None and not isinstance(out, Variable):
+            out = like._wrap(out)
+        elif like is not None:
+            for a in args:
+                if out is a:
+                    out = like._wrap(out)  # never turn an input into its own result
+                    break
         if record and out._dtype.is_floating_point:  # an int64 or bool result has no gradient
             ctx.inputs = args
-            ctx.input_fns = tuple(a.grad_fn if isinstance(a, Variable) else None for a in args)
-            ctx.needs_input_grad = tuple(isinstance(a, Variable) and a.requires_grad for a in args)
-            out.requires_grad = True
+            fns = []
+            needs = []
+            for a in args:
+                if isinstance(a, Variable):
+                    fns.append(a.grad_fn)
+                    needs.append(a._requires_grad)
+                else:
+                    fns.append(None)
+                    needs.append(False)
+            ctx.input_fns = tuple(fns)
+            ctx.needs_input_grad = tuple(needs)
+            out._requires_grad = True
             out.grad_fn = ctx
         return out
 
@@ -246,7 +292,7 @@ def _check_grad(node: Function, t: Variable, grad: Any) -> Array:
             f"{type(node).__name__}.backward returned a gradient of shape {grad.shape} for an "
             f"input of shape {t.shape}"
         )
-    return ops.cast(grad, t.dtype)
+    return grad if grad._dtype is t._dtype else ops.cast(grad, t._dtype)
 
 
 def _input_fns(node: Function) -> tuple[Optional[Function], ...]:
@@ -272,7 +318,8 @@ def topological_order(root: Function) -> list[Function]:
             continue
         visited.add(id(node))
         stack.append((node, True))
-        for fn in _input_fns(node):
+        fns = node.input_fns if node.input_fns or not node.inputs else _input_fns(node)  # no call: the common case
+        for fn in fns:
             if fn is not None and id(fn) not in visited:
                 stack.append((fn, False))
     post_order.reverse()
@@ -337,7 +384,8 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
             if not retain_graph:
                 node._saved = ()
                 node._freed = True
-            for x, fn, needed, g in zip(node.inputs, _input_fns(node), node.needs_input_grad, input_grads):
+            fns = node.input_fns if node.input_fns or not node.inputs else _input_fns(node)
+            for x, fn, needed, g in zip(node.inputs, fns, node.needs_input_grad, input_grads):
                 if not needed or g is None:
                     continue
                 g = _check_grad(node, x, g)

@@ -58,4 +58,4 @@ def zeros(shape: Sequence[int], like: Array) -> Array:
 def scalars_of(*args: Any) -> tuple[Any, ...]:
     """The Python numbers among args, None in place of the tensors (those are saved
     with save_for_backward): rules with an operand that may be either keep both."""
-    return tuple(None if ops.is_array(x) else x for x in args)
+    return tuple([None if isinstance(x, Array) else x for x in args])

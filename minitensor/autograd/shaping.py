@@ -58,7 +58,7 @@ class Permute(Function):
     @staticmethod
     def forward(ctx, x, dims):
         out = ops.permute(x, dims)
-        ctx.dims = tuple(normalize_dim(d, x.ndim, "permute()") for d in as_shape(dims, "permute()"))
+        ctx.dims = tuple([normalize_dim(d, x.ndim, "permute()") for d in as_shape(dims, "permute()")])
         return out
 
     @staticmethod

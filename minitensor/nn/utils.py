@@ -26,8 +26,10 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) ->
             total = sum(squares[1:], squares[0]).sqrt()
         else:
             total = tensor([float(g.abs().max()) if g.numel() else 0.0 for g in grads], dtype="float64").max()
-        factor = float(max_norm) / (float(total) + 1e-6)
-        if factor < 1.0:
-            for g in grads:
-                g.mul_(factor)
+        # The factor stays on the device, clamped to 1 there, as torch's: no
+        # value is read back, so the clipping can be captured into a CUDA graph
+        # with the rest of a training step (a factor of exactly 1 changes nothing).
+        factor = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(factor.to(g.dtype))
     return total.to(grads[0].dtype)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Any, Iterator, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
 from .. import _lib
-from .._array import Array, alias, bump_version, empty, empty_like, shares_storage
+from .._array import Array, adopt, bump_version, empty, empty_like, same_elements, shares_storage
 from .._views import expand, index, narrow, unsqueeze, view
 from .._dtype import DType, bool_, int64, promote, promote_scalar, to_dtype
 from .._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
-from .._shape import as_shape, infer_shape, normalize_dim, numel, view_strides
+from .._shape import INT64_LIMIT, as_shape, contiguous_strides, infer_shape, normalize_dim, numel, view_strides
 
 
 Scalar = Union[int, float]
@@ -36,7 +36,9 @@ def is_array(x: Any) -> bool:
 
 def is_scalar(x: Any) -> bool:
     """Whether x is a Python or NumPy real number (bool included, as in torch)."""
-    return isinstance(x, numbers.Real)
+    # Python's own numbers first: isinstance against numbers.Real runs the
+    # ABC machinery, several Python calls, and a small op asks this often.
+    return isinstance(x, (int, float)) or isinstance(x, numbers.Real)
 
 
 def check_writable(out: Array, func: str) -> None:
@@ -140,6 +142,39 @@ def _promote_pair(a: Any, b: Any, func: str) -> tuple[Array, Array]:
     return cast(a, dtype), cast(b, dtype)
 
 
+# ---- new results: allocated and computed in one call into the engine --------------
+#
+# The road of a small op (docs/architecture.md): the dtypes and the result's
+# shape are decided once, here, and the result is made by one call into the
+# engine (mt_map_new, mt_zip_new), which takes its memory from the pool and
+# launches into it; the engine checks every argument again, as always.
+
+
+def new_map(op: str, x: Array, scalar: float, dtype: Optional[DType] = None) -> Array:
+    """A new contiguous tensor op(x, scalar), of x's shape, in x's dtype or
+    dtype (the "copy" op casts)."""
+    shape = x._shape
+    dtype = x._dtype if dtype is None else dtype
+    nbytes = numel(shape) * dtype.itemsize
+    if nbytes == 0 or nbytes >= INT64_LIMIT:
+        # No element: no memory, no launch. Or an expanded view of more
+        # elements than an int64 counts bytes of: empty's ShapeError.
+        return empty(shape, dtype, "allocating a result")
+    strides = contiguous_strides(shape)
+    desc = _lib.make_descriptor(0, 0, dtype.code, shape, strides)
+    return adopt(_lib.map_new(op, desc, x, scalar), desc, shape, strides, dtype, nbytes)
+
+
+def new_zip(op: str, shape: tuple[int, ...], dtype: DType, a: Array, b: Array) -> Array:
+    """A new contiguous tensor op(a, b) of shape and dtype (the broadcast shape, op's result dtype)."""
+    nbytes = numel(shape) * dtype.itemsize
+    if nbytes == 0 or nbytes >= INT64_LIMIT:
+        return empty(shape, dtype, "allocating a result")  # as in new_map
+    strides = contiguous_strides(shape)
+    desc = _lib.make_descriptor(0, 0, dtype.code, shape, strides)
+    return adopt(_lib.zip_new(op, desc, a, b), desc, shape, strides, dtype, nbytes)
+
+
 # ---- views (in _views.py) and the two that may copy ---------------------------------
 
 
@@ -149,7 +184,7 @@ def reshape(x: Array, shape: Sequence[int]) -> Array:
     strides = view_strides(x.shape, x.strides, shape)
     if strides is None:
         return view(clone(x), shape)
-    return alias(x, shape, strides, x.storage_offset())
+    return same_elements(x, shape, strides, x._offset)
 
 
 def flatten(x: Array, start_dim: int = 0, end_dim: int = -1) -> Array:
@@ -207,21 +242,17 @@ def setitem(x: Array, key: Any, value: Any) -> None:
 
 def cast(x: Array, dtype: Any) -> Array:
     """x converted to dtype (x itself when it already has it)."""
+    if x._dtype is dtype:  # the common case, before dtype is read as a name or a NumPy dtype
+        return x
     dtype = to_dtype(dtype)
     if x.dtype is dtype:
         return x
-    out = empty(x.shape, dtype)
-    if out.numel() > 0:
-        _lib.map_("copy", out, x)
-    return out
+    return new_map("copy", x, 0.0, dtype)
 
 
 def clone(x: Array) -> Array:
     """A contiguous copy of x."""
-    out = empty_like(x)
-    if out.numel() > 0:
-        _lib.map_("copy", out, x)
-    return out
+    return new_map("copy", x, 0.0)
 
 
 def contiguous(x: Array) -> Array:

@@ -6,7 +6,7 @@ arithmetic operators and the in-place ones (inplace_)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -29,8 +29,24 @@ from .core import (
     fill_,
     cast,
     clone,
+    new_map,
+    new_zip,
 )
 from .reduce import reduce_
+
+
+# (op, dtype) -> the dtype of op's result for two float operands of that one
+# dtype, or None where op does not take them: the common case's dtype rule,
+# read from the library's rules once per pair (_same_float_result).
+_SAME_FLOAT_RESULT: dict[tuple[str, DType], Optional[DType]] = {}
+
+
+def _same_float_result(op: str, dtype: DType) -> Optional[DType]:
+    key = (op, dtype)
+    if key not in _SAME_FLOAT_RESULT:
+        takes = dtype.is_floating_point and op_takes("zip", op, dtype)
+        _SAME_FLOAT_RESULT[key] = op_result_dtype("zip", op, dtype) if takes else None
+    return _SAME_FLOAT_RESULT[key]
 
 
 # ---- elementwise ------------------------------------------------------------------
@@ -60,8 +76,9 @@ def _map_dtype(op: str, x: Array, scalar: Scalar) -> DType:
 
 def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
     """A new tensor op(x) elementwise; op is an mt_map_op name ("exp", "add_scalar", ...)."""
-    _require_array(x, f"{op}()")
-    if not x.dtype.is_floating_point:
+    if not isinstance(x, Array):
+        _require_array(x, f"{op}()")
+    if not x._dtype.is_floating_point:
         dtype = _map_dtype(op, x, scalar)
         if dtype is bool_ and op in ("add_scalar", "mul_scalar"):
             return zip_("add" if op == "add_scalar" else "mul", x, scalar)  # or / and, as torch's bool + and *
@@ -70,11 +87,9 @@ def map_(op: str, x: Array, scalar: Scalar = 0.0) -> Array:
         if op == "rpow_scalar" and dtype is int64:
             return zip_("pow", _scalar_tensor(scalar, int64, x), x)  # the map kernel has no int64 rpow
         x = cast(x, dtype)
-    scalar = engine_scalar(scalar, x.dtype, f"{op}()")
-    out = empty_like(x)
-    if out.numel() > 0:
-        _lib.map_(op, out, x, scalar)
-    return out
+    if type(scalar) is not float:  # a float is the double the engine takes already
+        scalar = engine_scalar(scalar, x._dtype, f"{op}()")
+    return new_map(op, x, scalar)
 
 
 def _zip_dtypes(op: str, dtype: DType) -> tuple[DType, DType]:
@@ -102,24 +117,26 @@ def _check_divisor(op: str, b: Array) -> None:
 
 def zip_(op: str, a: Any, b: Any) -> Array:
     """A new tensor op(a, b) with broadcasting; a or b may be a Python number."""
-    if is_array(a) and is_array(b) and a.shape == b.shape and a.dtype is b.dtype and (
-            a.dtype.is_floating_point and op_takes("zip", op, a.dtype)):
-        # The common case: two float tensors of one shape and dtype need no
-        # promotion or broadcasting, and their shape has already been checked.
-        out = empty(a.shape, op_result_dtype("zip", op, a.dtype))
-        if out.numel() > 0:
-            _lib.zip_(op, out, a, b)
-        return out
+    if isinstance(a, Array) and isinstance(b, Array) and a._dtype is b._dtype:
+        # The common cases: two float tensors of one dtype need no promotion;
+        # of one shape, no broadcasting either, and their shape has already
+        # been checked.
+        result = _SAME_FLOAT_RESULT.get((op, a._dtype), False)
+        if result is False:
+            result = _same_float_result(op, a._dtype)
+        if result is not None:
+            if a._shape == b._shape:
+                return new_zip(op, a._shape, result, a, b)
+            shape = broadcast_shapes(a._shape, b._shape, f"{op}()")
+            check_new_shape(shape, f"{op}()", result.itemsize)
+            return new_zip(op, shape, result, a, b)
     a, b = _promote_pair(a, b, f"{op}()")
     compute, result = _zip_dtypes(op, a.dtype)
     a, b = cast(a, compute), cast(b, compute)
     _check_divisor(op, b)
     shape = broadcast_shapes(a.shape, b.shape, f"{op}()")
-    check_new_shape(shape, f"{op}()")
-    out = empty(shape, result)
-    if out.numel() > 0:
-        _lib.zip_(op, out, a, b)
-    return out
+    check_new_shape(shape, f"{op}()", result.itemsize)
+    return new_zip(op, shape, result, a, b)
 
 
 def check_inplace_shape(x: Array, other: Any, func: str) -> None:
@@ -191,9 +208,12 @@ def check_inplace_dtype(op: str, x: Array, other: Any, func: str) -> None:
 
 def add(a: Any, b: Any) -> Array:
     """a + b."""
-    if is_array(a) and is_scalar(b):
-        return map_("add_scalar", a, b)
-    if is_scalar(a) and is_array(b):
+    if isinstance(a, Array):
+        if isinstance(b, Array):
+            return zip_("add", a, b)
+        if is_scalar(b):
+            return map_("add_scalar", a, b)
+    elif is_scalar(a) and isinstance(b, Array):
         return map_("add_scalar", b, a)
     return zip_("add", a, b)
 
@@ -209,6 +229,8 @@ def refuse_bool_sub(a: Any, b: Any, func: str) -> None:
 
 def sub(a: Any, b: Any) -> Array:
     """a - b (not for bools, as in torch)."""
+    if isinstance(a, Array) and isinstance(b, Array) and a._dtype is b._dtype and a._dtype.is_floating_point:
+        return zip_("sub", a, b)  # no bool here: refuse_bool_sub has nothing to refuse
     refuse_bool_sub(a, b, "sub()")
     if is_array(a) and is_scalar(b):
         return map_("add_scalar", a, -b)
@@ -217,9 +239,12 @@ def sub(a: Any, b: Any) -> Array:
 
 def mul(a: Any, b: Any) -> Array:
     """a * b."""
-    if is_array(a) and is_scalar(b):
-        return map_("mul_scalar", a, b)
-    if is_scalar(a) and is_array(b):
+    if isinstance(a, Array):
+        if isinstance(b, Array):
+            return zip_("mul", a, b)
+        if is_scalar(b):
+            return map_("mul_scalar", a, b)
+    elif is_scalar(a) and isinstance(b, Array):
         return map_("mul_scalar", b, a)
     return zip_("mul", a, b)
 

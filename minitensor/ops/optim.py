@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Union
 
 from .. import _lib
 from .._array import Array, bump_version
@@ -14,24 +14,42 @@ from .._array import Array, bump_version
 def fused_update_applies(param: Array, *others: Array) -> bool:
     """Whether the fused updates below take these tensors: contiguous float
     tensors of one shape and dtype (otherwise the optimizers use ops)."""
-    return param.dtype.is_floating_point and param.is_contiguous() and all(
-        o.is_contiguous() and o.shape == param.shape and o.dtype is param.dtype for o in others)
+    if not (param._dtype.is_floating_point and param.is_contiguous()):
+        return False
+    for o in others:  # a loop, not a generator expression: no call per tensor
+        if not (o._shape == param._shape and o._dtype is param._dtype and o.is_contiguous()):
+            return False
+    return True
 
 
 def sgd_step_(param: Array, grad: Array, momentum_buffer: Any, lr: float, momentum: float,
-              weight_decay: float, first_step: bool) -> None:
-    """One SGD update of param (and its momentum buffer) in place (mt_sgd_step)."""
+              weight_decay: float, first_step: bool, step: Optional[Array] = None) -> None:
+    """One SGD update of param (and its momentum buffer) in place (mt_sgd_step).
+    With step (the count, one int64 element on the device: capturable), the
+    count is advanced on the device and its first step found there, in place
+    of first_step (mt_sgd_step_capturable)."""
     bump_version(param)
     if momentum_buffer is not None:
         bump_version(momentum_buffer)
-    _lib.sgd_step(param, grad, momentum_buffer, lr, momentum, weight_decay, first_step)
+    if step is None:
+        _lib.sgd_step(param, grad, momentum_buffer, lr, momentum, weight_decay, first_step)
+        return
+    bump_version(step)
+    _lib.sgd_step_capturable(param, grad, momentum_buffer, step, lr, momentum, weight_decay)
 
 
 def adam_step_(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, lr: float,
-               betas: tuple[float, float], eps: float, weight_decay: float, step: int,
+               betas: tuple[float, float], eps: float, weight_decay: float, step: Union[int, Array],
                decoupled: bool = False) -> None:
     """One Adam update (AdamW's when decoupled) of param and its moving averages in
-    place (mt_adam_step)."""
+    place (mt_adam_step). step is the count, from 1, or (capturable) a tensor of
+    one int64 element on the device, advanced there before the update reads it
+    (mt_adam_step_capturable)."""
     for x in (param, exp_avg, exp_avg_sq):
         bump_version(x)
+    if isinstance(step, Array):
+        bump_version(step)
+        _lib.adam_step_capturable(param, grad, exp_avg, exp_avg_sq, step, lr, betas[0], betas[1], eps,
+                                  weight_decay, decoupled)
+        return
     _lib.adam_step(param, grad, exp_avg, exp_avg_sq, lr, betas[0], betas[1], eps, weight_decay, step, decoupled)

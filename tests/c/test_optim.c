@@ -1,5 +1,6 @@
 /*
- * test_optim.c: mt_sgd_step and mt_adam_step, several steps in a row, on
+ * test_optim.c: mt_sgd_step and mt_adam_step, and their capturable forms
+ * (the step count on the device), several steps in a row, on
  * parameters of random length (empty, one element, lengths off the block
  * size), float32 and float64, against the formulas of torch.optim in double.
  *
@@ -14,14 +15,27 @@ typedef struct {
     double lr, momentum, weight_decay;
 } sgd_args;
 
-static void sgd_case(int dtype, int64_t n, sgd_args a)
+/* capturable: the update with the step count on the device
+ * (mt_*_step_capturable), a one-element int64 tensor from 0, which must read
+ * STEPS at the end. */
+static void check_count(mt_tensor *count, int64_t want)
 {
+    int64_t got = -1;
+    if (tt_raw_read(count, &got) && got != want)
+        tt_fail("the device step count is %lld after %lld steps", (long long)got, (long long)want);
+    tt_raw_free(count);
+}
+
+static void sgd_case(int dtype, int64_t n, sgd_args a, int capturable)
+{
+    const int64_t zero = 0;
+    mt_tensor count = tt_raw_1d(MT_INT64, 1, &zero);
     tt_tensor p = tt_new(dtype, 1, &n, TT_CONTIGUOUS);
     tt_tensor g = tt_new(dtype, 1, &n, TT_CONTIGUOUS);
     tt_tensor buf = tt_new(dtype, 1, &n, TT_CONTIGUOUS);
     tt_fill(&p, -2, 2, 0);
-    tt_case("mt_sgd_step n %lld, lr %g, momentum %g, weight_decay %g", (long long)n, a.lr, a.momentum,
-            a.weight_decay);
+    tt_case("mt_sgd_step%s n %lld, lr %g, momentum %g, weight_decay %g", capturable ? "_capturable" : "",
+            (long long)n, a.lr, a.momentum, a.weight_decay);
     /* The reference, in double: p and the buffer after each step. */
     double *rp = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
     double *rb = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
@@ -39,7 +53,10 @@ static void sgd_case(int dtype, int64_t n, sgd_args a)
             rp[i] -= a.lr * d;
             expect[i] = (tt_expect){rp[i], fabs(rp[i]) + 1.0, 4 * (step + 1)};
         }
-        if (!tt_expect_ok(mt_sgd_step(p.t, g.t, buf.t, a.lr, a.momentum, a.weight_decay, step == 0), "mt_sgd_step"))
+        mt_status st = capturable
+                           ? mt_sgd_step_capturable(p.t, g.t, buf.t, count, a.lr, a.momentum, a.weight_decay)
+                           : mt_sgd_step(p.t, g.t, buf.t, a.lr, a.momentum, a.weight_decay, step == 0);
+        if (!tt_expect_ok(st, "mt_sgd_step"))
             break;
         if (!tt_check_output(&p, expect))
             break;
@@ -47,6 +64,10 @@ static void sgd_case(int dtype, int64_t n, sgd_args a)
         for (int64_t i = 0; i < n; ++i)
             rp[i] = p.host[i];
     }
+    if (capturable)
+        check_count(&count, STEPS);
+    else
+        tt_raw_free(&count);
     free(rp);
     free(rb);
     free(expect);
@@ -60,8 +81,10 @@ typedef struct {
     int decoupled;
 } adam_args;
 
-static void adam_case(int dtype, int64_t n, adam_args a)
+static void adam_case(int dtype, int64_t n, adam_args a, int capturable)
 {
+    const int64_t zero = 0;
+    mt_tensor count = tt_raw_1d(MT_INT64, 1, &zero);
     tt_tensor p = tt_new(dtype, 1, &n, TT_CONTIGUOUS);
     tt_tensor g = tt_new(dtype, 1, &n, TT_CONTIGUOUS);
     tt_tensor m = tt_new(dtype, 1, &n, TT_CONTIGUOUS);
@@ -69,8 +92,8 @@ static void adam_case(int dtype, int64_t n, adam_args a)
     tt_fill(&p, -2, 2, 0);
     tt_fill_value(&m, 0.0);
     tt_fill_value(&v, 0.0);
-    tt_case("mt_adam_step n %lld, lr %g, betas (%g, %g), weight_decay %g, %s", (long long)n, a.lr, a.beta1,
-            a.beta2, a.weight_decay, a.decoupled ? "AdamW" : "Adam");
+    tt_case("mt_adam_step%s n %lld, lr %g, betas (%g, %g), weight_decay %g, %s", capturable ? "_capturable" : "",
+            (long long)n, a.lr, a.beta1, a.beta2, a.weight_decay, a.decoupled ? "AdamW" : "Adam");
     tt_expect *expect = tt_expect_alloc(&p);
     tt_expect *expect_m = tt_expect_alloc(&m);
     tt_expect *expect_v = tt_expect_alloc(&v);
@@ -94,14 +117,20 @@ static void adam_case(int dtype, int64_t n, adam_args a)
             expect_m[i] = (tt_expect){mi, fabs(mi) + fabs(gi), 2};
             expect_v[i] = (tt_expect){vi, fabs(vi) + gi * gi, 2};
         }
-        mt_status st = mt_adam_step(p.t, g.t, m.t, v.t, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, step,
-                                    a.decoupled);
+        mt_status st = capturable ? mt_adam_step_capturable(p.t, g.t, m.t, v.t, count, a.lr, a.beta1, a.beta2, a.eps,
+                                                            a.weight_decay, a.decoupled)
+                                  : mt_adam_step(p.t, g.t, m.t, v.t, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
+                                                 step, a.decoupled);
         if (!tt_expect_ok(st, "mt_adam_step"))
             break;
         if (!tt_check_output(&p, expect) || !tt_check_output(&m, expect_m) || !tt_check_output(&v, expect_v))
             break;
         tt_download(&p, p.host);
     }
+    if (capturable)
+        check_count(&count, STEPS);
+    else
+        tt_raw_free(&count);
     free(expect);
     free(expect_m);
     free(expect_v);
@@ -118,18 +147,20 @@ int main(void)
     static const int64_t lengths[] = {0, 1, 255, 257, 4099};
     for (int t = 0; t < 2; ++t) {
         const int dtype = dtypes[t];
-        TT_GROUP("sgd %s", tt_dtype_name(dtype)) {
-            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l) {
-                sgd_case(dtype, lengths[l], (sgd_args){0.1, 0.0, 0.0});
-                sgd_case(dtype, lengths[l], (sgd_args){0.05, 0.9, 0.01});
+        for (int capturable = 0; capturable < 2; ++capturable) {
+            TT_GROUP("sgd %s%s", tt_dtype_name(dtype), capturable ? " capturable" : "") {
+                for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l) {
+                    sgd_case(dtype, lengths[l], (sgd_args){0.1, 0.0, 0.0}, capturable);
+                    sgd_case(dtype, lengths[l], (sgd_args){0.05, 0.9, 0.01}, capturable);
+                }
+                sgd_case(dtype, tt_rand_int(1, 3000), (sgd_args){0.01, 0.5, 0.0}, capturable);
             }
-            sgd_case(dtype, tt_rand_int(1, 3000), (sgd_args){0.01, 0.5, 0.0});
-        }
-        TT_GROUP("adam %s", tt_dtype_name(dtype)) {
-            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l) {
-                adam_case(dtype, lengths[l], (adam_args){1e-3, 0.9, 0.999, 1e-8, 0.0, 0});
-                adam_case(dtype, lengths[l], (adam_args){0.01, 0.8, 0.9, 1e-6, 0.1, 0});
-                adam_case(dtype, lengths[l], (adam_args){0.01, 0.8, 0.9, 1e-6, 0.1, 1});
+            TT_GROUP("adam %s%s", tt_dtype_name(dtype), capturable ? " capturable" : "") {
+                for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l) {
+                    adam_case(dtype, lengths[l], (adam_args){1e-3, 0.9, 0.999, 1e-8, 0.0, 0}, capturable);
+                    adam_case(dtype, lengths[l], (adam_args){0.01, 0.8, 0.9, 1e-6, 0.1, 0}, capturable);
+                    adam_case(dtype, lengths[l], (adam_args){0.01, 0.8, 0.9, 1e-6, 0.1, 1}, capturable);
+                }
             }
         }
     }
@@ -160,6 +191,15 @@ int main(void)
         tt_case("one tensor for both moving averages");
         tt_expect_error(mt_adam_step(p.t, g.t, m.t, m.t, 0.1, 0.9, 0.9, 1e-8, 0.0, 1, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_adam_step", &p);
+        tt_case("a step count of two elements");
+        const int64_t zeros[2] = {0, 0};
+        mt_tensor two = tt_raw_1d(MT_INT64, 2, zeros);
+        tt_expect_error(mt_adam_step_capturable(p.t, g.t, m.t, v.t, two, 0.1, 0.9, 0.9, 1e-8, 0.0, 0),
+                        MT_ERR_INVALID_ARGUMENT, "mt_adam_step_capturable", &p);
+        tt_case("a step count of float64");
+        tt_expect_error(mt_sgd_step_capturable(p.t, g.t, m.t, d64.t, 0.1, 0.0, 0.0), MT_ERR_INVALID_ARGUMENT,
+                        "mt_sgd_step_capturable", &p);
+        tt_raw_free(&two);
         tt_free(&p);
         tt_free(&g);
         tt_free(&m);
