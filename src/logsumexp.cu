@@ -72,12 +72,24 @@ __global__ void logsumexp_backward_rows(T *grad_in, const T *grad_out, const T *
         const T *x = in + row * len;
         T *dx = grad_in + row * len;
         if (vec) {
-            for (int64_t c = member; c < len / W; c += group) {
-                const Pack<T> p = reinterpret_cast<const Pack<T> *>(x)[c];
-                Pack<T> r;
-                MT_UNROLL for (int w = 0; w < W; ++w)
-                    r.v[w] = g * mt_exp(p.v[w] - shift);
-                reinterpret_cast<Pack<T> *>(dx)[c] = r;
+            /* Four Packs loaded before any is stored: dx may be x itself, so
+             * the compiler could not move a later load above an earlier
+             * store, and one load at a time in flight is too few. */
+            constexpr int kBatch = 4;
+            const int64_t packs = len / W;
+            for (int64_t c = member; c < packs; c += kBatch * group) {
+                Pack<T> p[kBatch];
+                MT_UNROLL for (int u = 0; u < kBatch; ++u)
+                    if (c + u * group < packs)
+                        p[u] = reinterpret_cast<const Pack<T> *>(x)[c + u * group];
+                MT_UNROLL for (int u = 0; u < kBatch; ++u) {
+                    if (c + u * group >= packs)
+                        break;
+                    Pack<T> r;
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        r.v[w] = g * mt_exp(p[u].v[w] - shift);
+                    reinterpret_cast<Pack<T> *>(dx)[c + u * group] = r;
+                }
             }
         } else {
             for (int64_t k = member; k < len; k += group)
