@@ -384,3 +384,24 @@ def test_logsumexp_backward_kernel_matches_the_teaching_chain(shape: tuple, dim:
             grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5 if dtype is mt.float32 else 1e-12, atol=1e-30)
     assert grads[0].shape == shape
+
+
+def test_logsumexp_backward_is_one_kernel() -> None:
+    """Under the fast policy the backward of logsumexp is one launch of its
+    row kernel (contiguous rows), not the chain sub, exp, mul."""
+    from minitensor import _lib
+
+    if _lib.launch_count("logsumexp_backward_rows") < 0:
+        pytest.skip("the CUDA build counts no launches")
+    with mt.kernels.policy("fast"):
+        x = mt.tensor(random_array(4, (33, 260), mt.float32), requires_grad=True)
+        out = x.logsumexp(1)
+        _lib.reset_launch_counts()
+        out.backward(mt.ones(33))
+        assert _lib.launch_count("logsumexp_backward_rows") == 1
+        assert _lib.launch_count("logsumexp_backward_strided") == 0
+        x.grad = None
+        out = x.T.logsumexp(0)  # a transposed view: the strided kernel
+        _lib.reset_launch_counts()
+        out.backward(mt.ones(33))
+        assert _lib.launch_count("logsumexp_backward_strided") == 1

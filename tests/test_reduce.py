@@ -296,3 +296,21 @@ def test_max_with_indices_refuses_empty_dims_and_tuples() -> None:
     assert v.item() == 4.0 and i.item() == 0 and i.dtype is mt.int64
     with pytest.raises(TypeError):
         mt.ops.reduce_with_indices("max", mt.ones(2, 3), (0, 1))
+
+
+ROW_KERNELS = ("reduce_rows_warp", "reduce_rows_first_add", "reduce_rows_warp_rows", "reduce_columns")
+
+
+@pytest.mark.parametrize("shape, dim", [((40, 3000), 1), ((3000, 40), 0)])
+def test_max_with_indices_reads_the_input_once(shape: tuple, dim: int) -> None:
+    """max(dim) is one reduction launch, whichever kernel the layout and the policy
+    pick, where values then indices were two (counted by the emulator)."""
+    from minitensor import _lib
+
+    if _lib.launch_count("reduce_rows_warp") < 0:
+        pytest.skip("the CUDA build counts no launches")
+    t = mt.tensor(random_array(7, shape, mt.float32))
+    _lib.reset_launch_counts()
+    values, indices = t.max(dim)
+    assert sum(_lib.launch_count(k) for k in ROW_KERNELS) == 1
+    np.testing.assert_array_equal(indices.numpy(), t.numpy().argmax(dim))
