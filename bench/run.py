@@ -303,7 +303,40 @@ def norm_cases(res: Results, quick: bool) -> None:
                bytes_moved=4 * rows * n * F32, quick=quick, tol=1e-4, target=1.0)
     bench_case(res, "norm", "layer_norm forward + backward (dx), composite", mt_both(F.layer_norm_composite),
                torch_both, bytes_moved=4 * rows * n * F32, quick=quick, tol=1e-4)
-    del X, G, mX, mG, mXg, tXg
+
+    # All three gradients, as a model's LayerNorm needs them: one pass over g and
+    # x for dx and the parameters' partial sums, then one column sum.
+    mWg, mBg = mW.detach().requires_grad_(True), mB.detach().requires_grad_(True)
+    tWg, tBg = W.detach().requires_grad_(True), Bias.detach().requires_grad_(True)
+
+    def mt_all_grads() -> Any:
+        mXg.grad = mWg.grad = mBg.grad = None
+        F.layer_norm(mXg, (n,), mWg, mBg).backward(mG)
+        return mWg.grad
+
+    def torch_all_grads() -> Any:
+        tXg.grad = tWg.grad = tBg.grad = None
+        torch.nn.functional.layer_norm(tXg, (n,), tWg, tBg).backward(G)
+        return tWg.grad
+
+    bench_case(res, "norm", "layer_norm forward + backward (dx, dweight, dbias)", mt_all_grads, torch_all_grads,
+               bytes_moved=4 * rows * n * F32, quick=quick, tol=1e-4, target=1.0)
+    del X, G, mX, mG, mXg, tXg, mWg, mBg, tWg, tBg
+
+    # torch.max(dim) returns values and int64 indices: one pass over the rows.
+    A = torch.randn(rows, n, device="cuda", generator=gen)
+    mA = to_mt(A)
+    got, want = mA.max(dim=1), A.max(dim=1)
+    same = torch.equal(to_torch(got.values), want.values) and torch.equal(
+        to_torch(got.indices.double()).long(), want.indices)
+    row = bench_case(res, "rows", "A.max(dim=1) values and indices (16384 x 4096)", lambda: mA.max(dim=1),
+                     lambda: A.max(dim=1), bytes_moved=rows * n * F32, quick=quick, check=False, target=1.0)
+    if not same:
+        row["ok"] = False
+        print("  rows: A.max(dim=1): the values or the indices differ from torch's", flush=True)
+    bench_case(res, "rows", "A.max(dim=1) values only (amax)", lambda: mA.amax(dim=1), lambda: A.amax(dim=1),
+               bytes_moved=rows * n * F32, quick=quick, tol=0.0)
+    del A, mA, got, want
 
     # logsumexp and cross-entropy over rows of 4096 (16384 rows; torch's
     # logsumexp measured 0.62 ms here): one kernel each way, against the chain
@@ -323,6 +356,22 @@ def norm_cases(res: Results, quick: bool) -> None:
         bench_case(res, "rows", f"logsumexp(L, dim=-1), {label}", mt_lse, lambda: torch.logsumexp(L, -1),
                    bytes_moved=rows * n * F32, quick=quick, tol=1e-5, target=1.5 if policy == "fast" else None)
     mLg, tLg = mL.detach().requires_grad_(True), L.detach().requires_grad_(True)
+    Gl = torch.randn(rows, device="cuda", generator=gen)
+    mGl = to_mt(Gl)
+
+    def mt_lse_both() -> Any:
+        mLg.grad = None
+        mLg.logsumexp(-1).backward(mGl)
+        return mLg.grad
+
+    def torch_lse_both() -> Any:
+        tLg.grad = None
+        torch.logsumexp(tLg, -1).backward(Gl)
+        return tLg.grad
+
+    # Forward reads L; backward reads L and writes its gradient: 3 passes.
+    bench_case(res, "rows", "logsumexp(L, dim=-1) forward + backward", mt_lse_both, torch_lse_both,
+               bytes_moved=3 * rows * n * F32, quick=quick, tol=1e-5, target=1.0)
 
     def mt_ce_both() -> Any:
         mLg.grad = None

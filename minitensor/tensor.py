@@ -630,11 +630,11 @@ class Tensor(NoGradOps, Variable):
         """The maximum of every element (a tensor) or, as torch, over an int dim a named
         pair (values, indices), the indices int64. Over a tuple of dims:
         the values only (torch's amax)."""
-        return _extremum(self, autograd.Max, "argmax", return_types.max, dim_or_axis(dim, axis, "max()"), keepdim)
+        return _extremum(self, autograd.Max, "max", return_types.max, dim_or_axis(dim, axis, "max()"), keepdim)
 
     def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
         """The minimum; like max(): a tensor, or (values, indices) over an int dim."""
-        return _extremum(self, autograd.Min, "argmin", return_types.min, dim_or_axis(dim, axis, "min()"), keepdim)
+        return _extremum(self, autograd.Min, "min", return_types.min, dim_or_axis(dim, axis, "min()"), keepdim)
 
     def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
         """The maximum over dim (None: everything; an int or a tuple; or axis=): values only."""
@@ -736,11 +736,11 @@ class return_types:  # noqa: N801 - torch's name (torch.return_types)
     min = namedtuple("min", ["values", "indices"])
 
 
-def _extremum(x: Tensor, rule: Any, arg_op: str, pair: Any, dim: Any, keepdim: bool) -> Any:
-    values = rule.apply(x, dim, keepdim)
+def _extremum(x: Tensor, rule: Any, op: str, pair: Any, dim: Any, keepdim: bool) -> Any:
     if dim is None or isinstance(dim, (tuple, list)):
-        return values
-    return pair(values, Tensor._from_array(ops.reduce_(arg_op, x, dim, keepdim)))
+        return rule.apply(x, dim, keepdim)
+    values, indices = autograd.max_along_dim(x, op, dim, keepdim)  # one pass finds both
+    return pair(values, Tensor._from_array(indices))
 
 
 def _check_mask(mask: Any, func: str) -> None:

@@ -74,7 +74,7 @@
  *     mt_copy_variant          all four (a copy; out's dtype may differ: a cast).
  *     mt_cross_entropy (+ backward)  float32 or float64; targets int64 or
  *                              the logits' dtype.
- *     mt_matmul (all forms), mt_softmax, mt_logsumexp, mt_layer_norm (+
+ *     mt_matmul (all forms), mt_softmax, mt_logsumexp (+ backward), mt_layer_norm (+
  *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d:
  *     float32 or float64 only.
  *   A dtype an entry point (or an op) does not take is MT_ERR_DTYPE, before
@@ -422,6 +422,13 @@ mt_status mt_zip_new(int op, mt_tensor out, mt_tensor a, mt_tensor b, void **dat
 mt_status mt_reduce(int op, mt_tensor out, mt_tensor in, int dim);
 /* Reduce every element of `in` into the one element of `out`. */
 mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in);
+/* torch's max(dim) and min(dim) in one pass: op MT_REDUCE_MAX or
+ * MT_REDUCE_MIN (or ARGMAX / ARGMIN, the same pass) writes each row's
+ * maximum (minimum) to `values` (in's dtype) and its index to `indices`
+ * (int64), both of the keepdim shape and of the same strides. Between equal
+ * values the first index wins; a NaN beats every number (the first NaN's
+ * index). An empty dim is an error. */
+mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt_tensor in, int dim);
 /* out = a @ b over the last two dims: a (..., M, K), b (..., K, N),
  * out (..., M, N); the leading (batch) dims broadcast as in NumPy. algo is
  * an mt_matmul_algo. Same as mt_matmul_with_config with config -1. */
@@ -510,6 +517,11 @@ mt_status mt_where(mt_tensor out, mt_tensor cond, mt_tensor a, mt_tensor b);
 /* log(sum(exp(in))) along dim, stably, one block per row reading it once;
  * out has in's shape with dim kept as 1. An empty row gives -inf. */
 mt_status mt_logsumexp(mt_tensor out, mt_tensor in, int dim);
+/* The gradient of logsumexp over any dims: grad_in = grad_out * exp(in - lse)
+ * in one elementwise pass, grad_out and the forward's lse having in's rank
+ * with the reduced dims kept as 1 (repeated along them). grad_in has in's
+ * shape and dtype (float32 or float64) and may be in itself. */
+mt_status mt_logsumexp_backward(mt_tensor grad_in, mt_tensor grad_out, mt_tensor in, mt_tensor lse);
 /* Cross-entropy of each row of logits (N, C) against its target class:
  * loss[i] = lse[i] - logits[i][targets[i]], with lse[i] = logsumexp of row i
  * saved for the backward. logits, loss and lse are float32 or float64 (one

@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(32 * kColumnRows) reduce_columns(typename R::O
         if (partials)
             partials[((int64_t)blockIdx.z * outer + o) * inner + i] = acc;
         else
-            out[o * inner + i] = reducer.result(acc);
+            store_result(reducer, out, o * inner + i, acc);
     }
 }
 
@@ -102,7 +102,7 @@ __global__ void reduce_column_partials(typename R::Out *out, const typename R::A
         typename R::Acc acc = partials[j];
         for (int64_t z = 1; z < splits; ++z)
             acc = reducer(acc, partials[z * count + j]);
-        out[j] = reducer.result(acc);
+        store_result(reducer, out, j, acc);
     }
 }
 
@@ -168,7 +168,7 @@ __global__ void reduce_all_finish(const typename R::Acc *partials, int64_t count
 /* ---- host side ------------------------------------------------------------ */
 
 template <typename T, typename R>
-static mt_status launch_reduce_columns(const mt_tensor &out, const mt_tensor &in, int dim)
+static mt_status launch_reduce_columns(const mt_tensor &out, const mt_tensor &in, int dim, const R &reducer)
 {
     using Acc = typename R::Acc;
     const int64_t len = in.shape[dim];
@@ -191,12 +191,12 @@ static mt_status launch_reduce_columns(const mt_tensor &out, const mt_tensor &in
     for (int64_t o0 = 0; o0 < outer; o0 += kMaxGridYZ) {
         const int64_t count = outer - o0 < kMaxGridYZ ? outer - o0 : kMaxGridYZ;
         const dim3 grid((unsigned int)col_blocks, (unsigned int)count, (unsigned int)splits);
-        reduce_columns<T, R><<<grid, block, 0, mt_stream()>>>(out_first, in_first, len, inner, o0, chunk, partials.as<Acc>(), outer, R{});
+        reduce_columns<T, R><<<grid, block, 0, mt_stream()>>>(out_first, in_first, len, inner, o0, chunk, partials.as<Acc>(), outer, reducer);
         CUDA_CHECK(mt_launch_status());
     }
     if (splits > 1) {
         const int64_t count = outer * inner;
-        reduce_column_partials<T, R><<<grid_size(count, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, partials.as<Acc>(), count, splits, R{});
+        reduce_column_partials<T, R><<<grid_size(count, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, partials.as<Acc>(), count, splits, reducer);
         CUDA_CHECK(mt_launch_status());
         CUDA_CHECK(partials.release());
     }
@@ -311,20 +311,20 @@ static mt_status check_arg_not_empty(const char *func, int op, const mt_tensor &
                    mt_shape_str(&in, in_shape, sizeof in_shape));
 }
 
-/* mt_reduce's choice for the layout: walking columns for a contiguous input
- * reduced over a dim that is not the last; one warp per row (the warp_rows
- * rung) for many short contiguous rows; else the warp_shuffle rung. Under
- * the teaching policy (policy.h), the first_add rung for every layout. */
-template <typename T>
-static mt_status reduce_default(const char *func, int op, const mt_tensor &out, const mt_tensor &in, int dim)
+/* mt_reduce's choice for the layout: walking columns (kWalkColumns) for a
+ * contiguous input reduced over a dim that is not the last; one warp per row
+ * (the warp_rows rung) for many short contiguous rows; else the
+ * warp_shuffle rung. Under the teaching policy (policy.h), the first_add
+ * rung for every layout. */
+constexpr int kWalkColumns = -1;
+
+static int default_rung(const mt_tensor &out, const mt_tensor &in, int dim)
 {
     if (!mt_fast_kernels())
-        return reduce_rows_variant(func, MT_REDUCE_ALGO_FIRST_ADD, op, out, in, dim);
+        return MT_REDUCE_ALGO_FIRST_ADD;
     const int64_t inner = shape_numel(in.shape + dim + 1, in.ndim - dim - 1);
     if (inner > 1 && is_contiguous(in) && is_contiguous(out))
-        return with_reducer<T>(func, op, [&](auto reducer) {
-            return launch_reduce_columns<T, decltype(reducer)>(out, in, dim);
-        });
+        return kWalkColumns;
     /* Contiguous rows of at most 2048 elements, at least as many as the GPU
      * holds warps: a block per row spends much of its time in the block-wide
      * finish (and a short row leaves most of its threads idle), and
@@ -334,8 +334,17 @@ static mt_status reduce_default(const char *func, int op, const mt_tensor &out, 
      * rows keep warp_shuffle, whose additions notebook 02 mirrors bit for bit. */
     const int64_t len = in.shape[dim], rows = tensor_numel(out);
     if (dim == in.ndim - 1 && is_contiguous(in) && len <= 2048 && rows >= (int64_t)mt_sm_count() * 64)
-        return reduce_rows_variant(func, MT_REDUCE_ALGO_WARP_ROWS, op, out, in, dim);
-    return reduce_rows_variant(func, MT_REDUCE_ALGO_WARP_SHUFFLE, op, out, in, dim);
+        return MT_REDUCE_ALGO_WARP_ROWS;
+    return MT_REDUCE_ALGO_WARP_SHUFFLE;
+}
+
+template <typename T>
+static mt_status reduce_default(const char *func, int op, const mt_tensor &out, const mt_tensor &in, int dim)
+{
+    const int rung = default_rung(out, in, dim);
+    if (rung != kWalkColumns)
+        return reduce_rows_variant(func, rung, op, out, in, dim);
+    return with_reducer<T>(func, op, [&](auto reducer) { return launch_reduce_columns<T>(out, in, dim, reducer); });
 }
 
 /* mt_reduce and mt_reduce_variant. */
@@ -383,5 +392,49 @@ mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in)
         return with_reducer<T>(func, op, [&](auto reducer) {
             return launch_reduce_all<T, decltype(reducer)>(out, in);
         });
+    });
+}
+
+/* max(dim) / min(dim) with indices: the argmax (argmin) pass, on the kernel
+ * mt_reduce would take for the layout, writing both halves of each row's
+ * (value, index) candidate. */
+mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt_tensor in, int dim)
+{
+    const char *func = "mt_reduce_with_indices";
+    MT_TRY(mt_check_id(func, "reduce op", op, MT_REDUCE_OP_COUNT));
+    if (op == MT_REDUCE_SUM || op == MT_REDUCE_PROD)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "op is %s; only max, min, argmax and argmin have indices",
+                       mt_op_name("reduce", op));
+    const bool max = op == MT_REDUCE_MAX || op == MT_REDUCE_ARGMAX;
+    MT_TRY(check_reduce_args(func, max ? MT_REDUCE_ARGMAX : MT_REDUCE_ARGMIN, indices, in));
+    MT_TRY(mt_check_output(func, "values", &values));
+    MT_TRY(mt_check_extent(func, "values", &values));
+    MT_TRY(mt_check_same_dtype(func, &in, "in", &values, "values"));
+    MT_TRY(mt_check_dim(func, &in, "in", dim));
+    MT_TRY(check_reduced_shape(func, indices, in, dim));
+    MT_TRY(check_reduced_shape(func, values, in, dim));
+    MT_TRY(check_arg_not_empty(func, max ? MT_REDUCE_ARGMAX : MT_REDUCE_ARGMIN, in, dim));
+    /* One position serves both outputs (store_result, reduce.h). */
+    for (int d = 0; d < in.ndim; ++d)
+        if (values.shape[d] > 1 && values.strides[d] != indices.strides[d])
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "values and indices must have the same strides; they "
+                           "differ along dim %d (%lld and %lld)", d, (long long)values.strides[d],
+                           (long long)indices.strides[d]);
+    MT_TRY(mt_check_alias(func, &values, &in, "in"));
+    if (tensors_overlap(values, indices))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "values and indices overlap; each needs its own memory");
+    if (tensor_numel(indices) == 0)
+        return MT_OK;
+
+    const int rung = default_rung(indices, in, dim);
+    if (rung != kWalkColumns)
+        return reduce_rows_with_index_variant(func, rung, max, values, indices, in, dim);
+    return with_dtype(func, in.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        int64_t *indices_first = static_cast<int64_t *>(indices.data) + indices.offset;
+        T *values_first = static_cast<T *>(values.data) + values.offset;
+        if (max)
+            return launch_reduce_columns<T>(indices, in, dim, ReduceWithIndex<T, true>{{}, indices_first, values_first});
+        return launch_reduce_columns<T>(indices, in, dim, ReduceWithIndex<T, false>{{}, indices_first, values_first});
     });
 }

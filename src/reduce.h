@@ -134,6 +134,35 @@ using reduce_argmax = ReduceArg<T, true>;
 template <typename T>
 using reduce_argmin = ReduceArg<T, false>;
 
+/* ---- where a row's result goes ----------------------------------------------
+ *
+ * Every kernel writes a row's result with store_result(reducer, out, pos,
+ * acc): out[pos] = reducer.result(acc), out being the first element of the
+ * output tensor's memory or of its first element, pos counted from there. */
+template <typename R>
+MT_DEVICE void store_result(const R &reducer, typename R::Out *out, int64_t pos, typename R::Acc acc)
+{
+    out[pos] = reducer.result(acc);
+}
+
+/* torch's max(dim) / min(dim): the argmax candidate, and so one pass over
+ * the row, but both halves of it written: the index to `out` (the indices
+ * tensor, int64) and the value to the values tensor, which has the same
+ * strides, so the element at out[pos] has its value at the same distance
+ * from values_first as out + pos is from indices_first. */
+template <typename T, bool kMax>
+struct ReduceWithIndex : ReduceArg<T, kMax> {
+    int64_t *indices_first;
+    T *values_first;
+};
+
+template <typename T, bool kMax>
+MT_DEVICE void store_result(const ReduceWithIndex<T, kMax> &reducer, int64_t *out, int64_t pos, ValueIndex<T> acc)
+{
+    out[pos] = acc.index;
+    reducer.values_first[(out + pos) - reducer.indices_first] = acc.value;
+}
+
 /* The argmax candidate through a warp shuffle: its two fields one by one
  * (found by argument-dependent lookup from warp_reduce in block_reduce.h). */
 template <typename T>
@@ -212,5 +241,10 @@ MT_DEVICE typename R::Acc accumulate_strided(const T *row, int64_t first_k, int6
  * DEFAULT) for reduce op `op` of validated, non-empty tensors: out is in
  * reduced along dim, keepdim (src/reduce_ladder.cu). */
 mt_status reduce_rows_variant(const char *func, int algo, int op, const mt_tensor &out, const mt_tensor &in, int dim);
+
+/* The same rung for max(dim) / min(dim) with indices (kMax: max): the
+ * values go to `values`, the indices to `indices` (mt_reduce_with_indices). */
+mt_status reduce_rows_with_index_variant(const char *func, int algo, bool max, const mt_tensor &values,
+                                         const mt_tensor &indices, const mt_tensor &in, int dim);
 
 #endif /* MT_REDUCE_H */

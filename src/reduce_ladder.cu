@@ -78,7 +78,7 @@ __global__ void reduce_rows_interleaved(mt_tensor out, mt_tensor in_rows, int64_
             __syncthreads(); /* scratch[0] read before the next chunk overwrites it */
         }
         if (tid == 0)
-            out_data[ordinal_to_position(row, &out)] = reducer.result(total);
+            store_result(reducer, out_data, ordinal_to_position(row, &out), total);
     }
 }
 
@@ -99,7 +99,7 @@ __global__ void reduce_rows_sequential(mt_tensor out, mt_tensor in_rows, int64_t
             total = reducer(total, block_reduce(scratch, value, reducer));
         }
         if (tid == 0)
-            out_data[ordinal_to_position(row, &out)] = reducer.result(total);
+            store_result(reducer, out_data, ordinal_to_position(row, &out), total);
     }
 }
 
@@ -121,7 +121,7 @@ __global__ void reduce_rows_first_add(mt_tensor out, mt_tensor in_rows, int64_t 
             acc = reducer(acc, reducer.lift(in_data[first + k * stride], k));
         acc = block_reduce(scratch, acc, reducer);
         if (threadIdx.x == 0)
-            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+            store_result(reducer, out_data, ordinal_to_position(row, &out), acc);
     }
 }
 
@@ -137,7 +137,7 @@ __global__ void reduce_rows_warp(mt_tensor out, mt_tensor in_rows, int64_t len, 
         acc = accumulate_strided<T>(in_data + first, threadIdx.x, blockDim.x, len, stride, acc, reducer);
         acc = block_reduce_last_warp(scratch, acc, reducer);
         if (threadIdx.x == 0)
-            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+            store_result(reducer, out_data, ordinal_to_position(row, &out), acc);
     }
 }
 
@@ -187,7 +187,7 @@ __global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t
             acc = accumulate_strided<T>(in_data + first, threadIdx.x, blockDim.x, len, stride, acc, reducer);
         acc = block_reduce_warps(scratch, acc, reducer.identity(), reducer);
         if (threadIdx.x == 0)
-            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+            store_result(reducer, out_data, ordinal_to_position(row, &out), acc);
     }
 }
 
@@ -225,14 +225,14 @@ __global__ void reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t 
         for (int delta = group / 2; delta > 0; delta /= 2)
             acc = reducer(acc, shfl_down(acc, delta));
         if (member == 0 && row < rows)
-            out_data[ordinal_to_position(row, &out)] = reducer.result(acc);
+            store_result(reducer, out_data, ordinal_to_position(row, &out), acc);
     }
 }
 
 /* ---- host side ------------------------------------------------------------ */
 
 template <typename T, typename R>
-static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_tensor &in, int dim)
+static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_tensor &in, int dim, const R &reducer)
 {
     mt_tensor in_rows = in;
     in_rows.shape[dim] = 1;
@@ -243,18 +243,18 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
     const unsigned int grid = grid_size(rows, 1);
     switch (algo) {
     case MT_REDUCE_ALGO_INTERLEAVED:
-        reduce_rows_interleaved<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_interleaved<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, reducer);
         break;
     case MT_REDUCE_ALGO_SEQUENTIAL:
         MT_TRY(MT_TASK_CHECK(reductions)); /* its tree is block_reduce */
-        reduce_rows_sequential<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_sequential<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, reducer);
         break;
     case MT_REDUCE_ALGO_FIRST_ADD:
         MT_TRY(MT_TASK_CHECK(reductions)); /* its tree is block_reduce */
-        reduce_rows_first_add<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_first_add<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, reducer);
         break;
     case MT_REDUCE_ALGO_WARP_SHUFFLE:
-        reduce_rows_warp<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, R{});
+        reduce_rows_warp<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, reducer);
         break;
     case MT_REDUCE_ALGO_WARP_ROWS: {
         const int64_t width = Pack<T>::kWidth;
@@ -274,7 +274,7 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
         const int64_t resident = (int64_t)mt_sm_count() * 8;
         const unsigned int grid = (unsigned int)(blocks < resident ? blocks : resident);
         reduce_rows_warp_rows<T, R><<<grid, kBlockSize, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, group,
-                                                                         R{});
+                                                                         reducer);
         break;
     }
     case MT_REDUCE_ALGO_VECTORIZED:
@@ -285,7 +285,7 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
         const T *first = static_cast<const T *>(in.data) + in.offset;
         const bool vec = (stride == 1 || len == 1) && is_contiguous(in) && dim == in.ndim - 1 &&
                          len % width == 0 && aligned16(first);
-        reduce_rows_vectorized<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, R{});
+        reduce_rows_vectorized<T, R><<<grid, block, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, reducer);
         break;
     }
     }
@@ -298,7 +298,22 @@ mt_status reduce_rows_variant(const char *func, int algo, int op, const mt_tenso
     return with_dtype(func, in.dtype, [&](auto tag) {
         using T = decltype(tag);
         return with_reducer<T>(func, op, [&](auto reducer) {
-            return launch_reduce_rows<T, decltype(reducer)>(algo, out, in, dim);
+            return launch_reduce_rows<T>(algo, out, in, dim, reducer);
         });
+    });
+}
+
+mt_status reduce_rows_with_index_variant(const char *func, int algo, bool max, const mt_tensor &values,
+                                         const mt_tensor &indices, const mt_tensor &in, int dim)
+{
+    return with_dtype(func, in.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        int64_t *indices_first = static_cast<int64_t *>(indices.data) + indices.offset;
+        T *values_first = static_cast<T *>(values.data) + values.offset;
+        if (max)
+            return launch_reduce_rows<T>(algo, indices, in, dim,
+                                         ReduceWithIndex<T, true>{{}, indices_first, values_first});
+        return launch_reduce_rows<T>(algo, indices, in, dim,
+                                     ReduceWithIndex<T, false>{{}, indices_first, values_first});
     });
 }

@@ -108,6 +108,8 @@ CASES = [
     Case("max_dims", lambda m, x: x.max(dim=(0, 2)), ((2, 3, 2),), torch=False),
     Case("logsumexp", lambda m, x: m.logsumexp(x, dim=1), ((3, 4),)),
     Case("logsumexp_large", lambda m, x: m.logsumexp(x + 1000.0, dim=0), ((3, 2),)),  # exp(1000) overflows
+    Case("logsumexp_dims_transposed", lambda m, x: m.logsumexp(x.transpose(0, 2), dim=(0, 1)), ((2, 3, 4),)),
+    Case("amax_dim", lambda m, x: x.amax(dim=1), ((3, 4),)),
     Case("softmax", lambda m, x: x.softmax(1), ((3, 4),)),
     Case("softmax_dim0_permuted", lambda m, x: m.softmax(x.permute(1, 0), 0), ((3, 4),)),
     Case("log_softmax", lambda m, x: x.log_softmax(-1), ((3, 4),)),

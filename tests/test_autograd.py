@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 import minitensor as mt
 from grad_cases import CASES, case_ids
 from gradcheck import gradcheck
-from helpers import assert_close, broadcastable_shapes, strided_views
+from helpers import assert_close, broadcastable_shapes, random_array, strided_views
 
 @pytest.mark.parametrize("case", CASES, ids=case_ids())
 def test_gradient_matches_finite_differences(case):
@@ -327,3 +328,80 @@ def test_unbroadcast_sums_to_the_shape():
         ref = ref.sum(axis=tuple(range(lead))) if lead else ref
         ref = ref.sum(axis=tuple(d for d, n in enumerate(shape) if n == 1), keepdims=True).reshape(shape)
         assert_close(mt.autograd.unbroadcast(g, shape), ref, mt.float64)
+
+
+# ---- max(dim) and logsumexp: the rules on their one-pass kernels ---------------------------
+
+
+def test_max_dim_gradient_goes_to_the_first_maximum_and_amax_splits_ties() -> None:
+    """As torch: max(dim) sends the gradient to the index it returned; amax
+    splits it evenly among equal values."""
+    t = mt.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
+    t.max(1).values.sum().backward()
+    assert t.grad.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+    t.grad = None
+    t.amax(1).sum().backward()
+    assert t.grad.tolist() == [[0.0, 0.5, 0.5], [0.5, 0.5, 0.0]]
+    t.grad = None
+    t.min(0, keepdim=True).values.sum().backward()
+    assert t.grad.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+
+
+@given(data=st.data(), keepdim=st.booleans())
+def test_logsumexp_backward_on_strided_views(data: st.DataObject, keepdim: bool) -> None:
+    """grad * softmax(x) along the reduced dims, one kernel (fast policy), against
+    NumPy, for one dim or a tuple, on any layout (empty ones: the test below)."""
+    t, a = data.draw(strided_views(min_dims=1, allow_empty=False))
+    dims = tuple(sorted(set(data.draw(st.lists(st.integers(0, a.ndim - 1), min_size=1, max_size=a.ndim)))))
+    dim = dims[0] if len(dims) == 1 and data.draw(st.booleans()) else dims
+    x = t.detach().requires_grad_(True)
+    out = mt.logsumexp(x, dim, keepdim=keepdim)
+    g = random_array(3, out.shape, t.dtype)
+    out.backward(mt.tensor(g))
+    m = np.max(a, axis=dims, keepdims=True)
+    lse = np.log(np.sum(np.exp(a - m), axis=dims, keepdims=True)) + m
+    gk = g.astype(np.float64).reshape(lse.shape)
+    with np.errstate(invalid="ignore"):
+        expected = gk * np.exp(a - lse)
+    assert_close(x.grad, expected, t.dtype)
+
+
+@pytest.mark.parametrize("shape, dim", [((3, 1), 1), ((257, 5), 1), ((4, 4096), 1), ((2, 5001), -1),
+                                        ((6, 7), 0), ((0, 5), 1), ((3, 0), 1), ((2, 3, 4), (0, 2))])
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+def test_logsumexp_backward_kernel_matches_the_teaching_chain(shape: tuple, dim: Any, dtype: mt.DType) -> None:
+    """The kernel (fast) and the chain sub, exp, mul (teaching) give the same gradient:
+    rows long and short, several rows a block, empty rows, a row of -inf (NaN, as torch)."""
+    a = random_array(5, shape, dtype) * 20
+    if a.size and a.ndim == 2 and shape[1]:
+        a[0] = -np.inf
+    grads = []
+    for policy in ("fast", "teaching"):
+        with mt.kernels.policy(policy):
+            x = mt.tensor(a, requires_grad=True)
+            out = x.logsumexp(dim)
+            out.backward(mt.ones(*out.shape, dtype=dtype))
+            grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5 if dtype is mt.float32 else 1e-12, atol=1e-30)
+    assert grads[0].shape == shape
+
+
+def test_logsumexp_backward_is_one_kernel() -> None:
+    """Under the fast policy the backward of logsumexp is one launch of its
+    row kernel (contiguous rows), not the chain sub, exp, mul."""
+    from minitensor import _lib
+
+    if _lib.launch_count("logsumexp_backward_rows") < 0:
+        pytest.skip("the CUDA build counts no launches")
+    with mt.kernels.policy("fast"):
+        x = mt.tensor(random_array(4, (33, 260), mt.float32), requires_grad=True)
+        out = x.logsumexp(1)
+        _lib.reset_launch_counts()
+        out.backward(mt.ones(33))
+        assert _lib.launch_count("logsumexp_backward_rows") == 1
+        assert _lib.launch_count("logsumexp_backward_strided") == 0
+        x.grad = None
+        out = x.T.logsumexp(0)  # a transposed view: the strided kernel
+        _lib.reset_launch_counts()
+        out.backward(mt.ones(33))
+        assert _lib.launch_count("logsumexp_backward_strided") == 1

@@ -170,7 +170,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "softmax": ["src/softmax.cu"],
     "logsumexp": ["src/logsumexp.cu"],
     "cross_entropy": ["src/cross_entropy.cu"],
-    "norm": ["src/layernorm.cu"],
+    "norm": ["src/layernorm.cu", "src/layernorm_backward.cu"],
     "attention": ["src/attention.cu", "src/masked_softmax.cu"],
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu"],

@@ -249,3 +249,68 @@ def test_many_short_rows_reduce_right_with_one_warp_per_row() -> None:
                      mt.float32, n=length)
         np.testing.assert_array_equal(mt.kernels.reduce(mt.tensor(b), "argmax", 1, "warp_rows").numpy(),
                                       b.argmax(1))
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@given(data=st.data(), keepdim=st.booleans())
+def test_max_and_min_with_indices_on_strided_views(op: str, data: st.DataObject, keepdim: bool) -> None:
+    """max(dim)/min(dim): values and int64 indices from one pass, against NumPy's
+    max and argmax (the first of equal values), on views of any layout, ties
+    from whole numbers, a NaN or two (the first NaN wins)."""
+    t, a = data.draw(strided_views(min_dims=1, allow_empty=False))
+    a = np.round(a * 2)  # whole numbers: ties
+    if a.size > 1 and data.draw(st.booleans()):
+        a.flat[data.draw(st.integers(0, a.size - 1))] = np.nan
+    t = mt.tensor(a.astype(t.dtype.np_dtype))
+    dim = data.draw(st.integers(-a.ndim, a.ndim - 1))
+    values, indices = getattr(t, op)(dim, keepdim)
+    np_values = (np.max if op == "max" else np.min)(a, axis=dim, keepdims=keepdim)
+    np_indices = _np_arg(np.argmax if op == "max" else np.argmin, a, dim, keepdim)
+    assert indices.dtype is mt.int64 and values.dtype is t.dtype
+    np.testing.assert_array_equal(values.numpy(), np_values)
+    np.testing.assert_array_equal(indices.numpy(), np_indices)
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64, mt.int64, mt.bool])
+@pytest.mark.parametrize("shape, dim", [((3, 1), 1), ((1, 7), 1), ((5, 2), 0), ((2, 3, 1025), 2),
+                                        ((4, 5000), 1), ((1025, 3), 0), ((2, 0, 3), 2), ((9000, 5), 1)])
+def test_max_with_indices_lengths_and_dtypes(dtype: mt.DType, shape: tuple, dim: int) -> None:
+    """Rows of 1, 5, 1025 and 5000 elements, rows a multiple of nothing, an empty
+    other dim, a reduced dim that is not the last, many short rows; every dtype."""
+    rng = np.random.default_rng(sum(shape) + dim)
+    a = rng.integers(-3, 4, shape)
+    a = a > 0 if dtype is mt.bool else a.astype(dtype.np_dtype)
+    t = mt.tensor(a)
+    for op, np_value, np_arg in (("max", np.max, np.argmax), ("min", np.min, np.argmin)):
+        values, indices = getattr(t, op)(dim)
+        np.testing.assert_array_equal(values.numpy(), np_value(a, axis=dim))
+        np.testing.assert_array_equal(indices.numpy(), np_arg(a, axis=dim))
+        assert values.dtype is dtype
+
+
+def test_max_with_indices_refuses_empty_dims_and_tuples() -> None:
+    with pytest.raises(IndexError, match=r"\(2, 0\)"):
+        mt.zeros(2, 0).max(1)
+    s = mt.tensor(4.0)
+    v, i = s.min(-1)
+    assert v.item() == 4.0 and i.item() == 0 and i.dtype is mt.int64
+    with pytest.raises(TypeError):
+        mt.ops.reduce_with_indices("max", mt.ones(2, 3), (0, 1))
+
+
+ROW_KERNELS = ("reduce_rows_warp", "reduce_rows_first_add", "reduce_rows_warp_rows", "reduce_columns")
+
+
+@pytest.mark.parametrize("shape, dim", [((40, 3000), 1), ((3000, 40), 0)])
+def test_max_with_indices_reads_the_input_once(shape: tuple, dim: int) -> None:
+    """max(dim) is one reduction launch, whichever kernel the layout and the policy
+    pick, where values then indices were two (counted by the emulator)."""
+    from minitensor import _lib
+
+    if _lib.launch_count("reduce_rows_warp") < 0:
+        pytest.skip("the CUDA build counts no launches")
+    t = mt.tensor(random_array(7, shape, mt.float32))
+    _lib.reset_launch_counts()
+    values, indices = t.max(dim)
+    assert sum(_lib.launch_count(k) for k in ROW_KERNELS) == 1
+    np.testing.assert_array_equal(indices.numpy(), t.numpy().argmax(dim))

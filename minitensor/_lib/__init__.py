@@ -138,6 +138,7 @@ from .reduce import (  # noqa: F401
     reduce_,
     reduce_all,
     reduce_variant,
+    reduce_with_indices,
 )
 from .matmul import (  # noqa: F401
     matmul,
@@ -169,6 +170,7 @@ from .where import (  # noqa: F401
 )
 from .logsumexp import (  # noqa: F401
     logsumexp,
+    logsumexp_backward,
 )
 from .conv import (  # noqa: F401
     conv2d,

@@ -12,6 +12,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_reduce": (c_int, [c_int, MtTensor, MtTensor, c_int]),
     "mt_reduce_all": (c_int, [c_int, MtTensor, MtTensor]),
     "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
+    "mt_reduce_with_indices": (c_int, [c_int, MtTensor, MtTensor, MtTensor, c_int]),
 }
 declare(SIGNATURES)
 
@@ -24,6 +25,13 @@ def reduce_(op: str, out: Any, inp: Any, dim: int) -> None:
 def reduce_all(op: str, out: Any, inp: Any) -> None:
     """Reduces every element of inp into the one element of out (mt_reduce_all)."""
     check(lib().mt_reduce_all(_op_id("reduce", op), out.descriptor(), inp.descriptor()), f"mt_reduce_all({op})")
+
+
+def reduce_with_indices(op: str, values: Any, indices: Any, inp: Any, dim: int) -> None:
+    """max or min of inp along dim into values and their int64 indices into indices (both
+    of the keepdim shape), in one pass (mt_reduce_with_indices)."""
+    check(lib().mt_reduce_with_indices(_op_id("reduce", op), values.descriptor(), indices.descriptor(),
+                                       inp.descriptor(), dim), f"mt_reduce_with_indices({op})")
 
 
 def reduce_variant(op: str, out: Any, inp: Any, dim: int, algo: str) -> None:

@@ -8,7 +8,7 @@ by kernel family under the names of minitensor/ops/'s modules:
     engine.py         Variable, Function, backward(), no_grad, queue_callback
     helpers.py        unbroadcast() and the other pieces the rules share
     elementwise.py    Add, Sub, Mul, Div, Pow, Maximum, Minimum, Exp, ...
-    reduce.py         Sum, Mean, Prod, Max, Min
+    reduce.py         Sum, Mean, Prod, Max, Min, MaxAlongDim (max_along_dim)
     gather.py         Gather, ScatterAdd
     where.py          Where
     softmax.py        Softmax, LogSoftmax
@@ -57,7 +57,7 @@ from .elementwise import (
     Sqrt,
     Reciprocal,
 )
-from .reduce import Sum, Mean, Prod, Max, Min
+from .reduce import Sum, Mean, Prod, Max, Min, MaxAlongDim, max_along_dim
 from .gather import Gather, ScatterAdd
 from .where import Where
 from .softmax import Softmax, LogSoftmax
@@ -122,6 +122,8 @@ __all__ = [
     "Prod",
     "Max",
     "Min",
+    "MaxAlongDim",
+    "max_along_dim",
     "LogSumExp",
     "Softmax",
     "LogSoftmax",

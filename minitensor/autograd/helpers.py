@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from .. import ops
 from .._array import Array, empty
-from .._shape import keepdim_shape
+from .._shape import keepdim_shape, reduce_dims
 
 
 def unbroadcast(grad: Array, shape: Sequence[int]) -> Array:
@@ -43,6 +43,20 @@ def unbroadcast(grad: Array, shape: Sequence[int]) -> Array:
 def expand_reduced(grad: Array, shape: Sequence[int], dims: Sequence[int]) -> Array:
     """The gradient of a reduction's result, viewed with keepdim and expanded to the input's shape."""
     return ops.expand(ops.reshape(grad, keepdim_shape(shape, dims)), tuple(shape))
+
+
+def save_reduction(ctx: Any, x: Array, out: Array, dim: Any) -> Array:
+    """For a reduction whose backward reads both its input and its result (max, min,
+    logsumexp): notes the reduced dims (ctx.dims), saves x and out, returns out."""
+    ctx.dims = reduce_dims(dim, x.ndim, "reduction")
+    ctx.save_for_backward(x, out)
+    return out
+
+
+def saved_reduction(ctx: Any) -> tuple[Any, Any, tuple[int, ...]]:
+    """What save_reduction kept: (x, out, the keepdim shape of out)."""
+    x, out = ctx.saved_tensors
+    return x, out, keepdim_shape(x.shape, ctx.dims)
 
 
 def scalar_like(value: float, like: Array) -> Array:

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 from .. import ops
-from .._shape import keepdim_shape, reduce_dims
 from .engine import Function
+from .helpers import save_reduction, saved_reduction
 
 
 class LogSumExp(Function):
     @staticmethod
     def forward(ctx, x, dim, keepdim=False):
-        out = ops.logsumexp(x, dim, keepdim)
-        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
-        ctx.save_for_backward(x, out)
-        return out
+        return save_reduction(ctx, x, ops.logsumexp(x, dim, keepdim), dim)
 
     @staticmethod
     def backward(ctx, grad):
-        x, out = ctx.saved_tensors
-        keep = keepdim_shape(x.shape, ctx.dims)
-        softmax = ops.map_("exp", ops.sub(x, ops.reshape(out, keep)))  # stable: x - out <= 0
-        return ops.mul(ops.reshape(grad, keep), softmax), None, None
+        x, out, _ = saved_reduction(ctx)
+        return ops.logsumexp_backward(grad, x, out, ctx.dims), None, None  # grad * softmax(x)

@@ -1,19 +1,20 @@
 """reduce: the gradient rules of the reductions: sum, mean, prod, max/min.
 
-max/min over one dim send the gradient to the index the forward picked
-(the first maximum/minimum, as torch's ``max(dim)`` does); max/min over
-every element, or a tuple of dims, split it evenly among the tied elements
+max(dim)/min(dim) send the gradient to the index the forward picked (the
+first maximum/minimum, as torch's ``max(dim)`` does); max/min over every
+element and amax/amin over any dims split it evenly among the tied elements
 (as torch's ``max()`` and ``amax`` do).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .. import ops
 from .._shape import keepdim_shape, numel, reduce_dims
 from .engine import Function
-from .helpers import expand_reduced, zeros
+from .helpers import expand_reduced, save_reduction, saved_reduction, zeros
 
 
 # ---- reductions ----------------------------------------------------------------------------
@@ -80,27 +81,18 @@ class Prod(Function):
 
 
 class Max(Function):
-    """max over one dim (gradient to the first maximum, as torch's max(dim)) or over
-    every element / a tuple of dims (split evenly among ties, as torch's max() and amax)."""
+    """max over every element (torch's max()) or amax over dims: the gradient split
+    evenly among the tied elements, as torch's. max(dim) with indices is MaxAlongDim."""
 
-    op, arg_op = "max", "argmax"  # Min below changes only these
+    op = "max"  # Min below changes only this
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        out = ops.reduce_(ctx.op, x, dim, keepdim)
-        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
-        ctx.by_index = dim is not None and not isinstance(dim, (tuple, list)) and x.ndim > 0
-        ctx.save_for_backward(x, out)
-        return out
+        return save_reduction(ctx, x, ops.reduce_(ctx.op, x, dim, keepdim), dim)
 
     @staticmethod
     def backward(ctx, grad):
-        x, out = ctx.saved_tensors
-        keep = keepdim_shape(x.shape, ctx.dims)
-        if ctx.by_index:
-            (d,) = ctx.dims
-            index = ops.reduce_(ctx.arg_op, x, d, keepdim=True)
-            return ops.scatter_add_(zeros(x.shape, x), d, index, ops.reshape(grad, keep)), None, None
+        x, out, keep = saved_reduction(ctx)
         is_selected = ops.zip_("eq", x, ops.reshape(out, keep))
         count = ops.reduce_("sum", is_selected, ctx.dims, keepdim=True)
         share = ops.div(ops.reshape(grad, keep), count)
@@ -108,4 +100,34 @@ class Max(Function):
 
 
 class Min(Max):
-    op, arg_op = "min", "argmin"
+    op = "min"
+
+
+class MaxAlongDim(Function):
+    """The values of torch's max(dim) or min(dim), which one pass found together with
+    their indices (max_along_dim below): the gradient goes to the index picked, the
+    first maximum (minimum), as torch's."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim, values, indices):
+        ctx.in_shape = x.shape
+        ctx.dims = reduce_dims(dim, x.ndim, "reduction", False)
+        ctx.indices = indices
+        return values
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not ctx.dims:  # a 0-d input is its own maximum
+            return grad, None, None, None, None
+        (d,) = ctx.dims
+        keep = keepdim_shape(ctx.in_shape, ctx.dims)
+        index = ops.reshape(ctx.indices, keep)
+        dx = ops.scatter_add_(zeros(ctx.in_shape, grad), d, index, ops.reshape(grad, keep))
+        return dx, None, None, None, None
+
+
+def max_along_dim(x: Any, op: str, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    """torch's x.max(dim) (op "max") or x.min(dim) ("min"): the values (recorded in the
+    graph when x requires a gradient) and the int64 indices, from one pass over x."""
+    values, indices = ops.reduce_with_indices(op, x, dim, keepdim)
+    return MaxAlongDim.apply(x, dim, keepdim, values, indices), indices

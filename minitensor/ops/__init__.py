@@ -45,7 +45,7 @@ only from the modules before it (tests/test_layers.py checks it):
     gather         gather, scatter_add                        (src/gather.cu)
     where          where                                      (src/where.cu)
     softmax        softmax, log_softmax, their gradient       (src/softmax.cu)
-    logsumexp      logsumexp                                  (src/logsumexp.cu)
+    logsumexp      logsumexp and its gradient                 (src/logsumexp.cu)
     cross_entropy  cross_entropy_rows and its gradient        (src/cross_entropy.cu)
     norm           layer_norm and its gradient                (src/layernorm.cu)
     attention      attention, masked_softmax                  (src/attention.cu, src/masked_softmax.cu)
@@ -108,6 +108,7 @@ from .core import (  # noqa: F401
 from .reduce import (  # noqa: F401
     reduce_,
     reduce_all,
+    reduce_with_indices,
     mean,
     reduce_rung_,
 )
@@ -144,6 +145,7 @@ from .softmax import (  # noqa: F401
 )
 from .logsumexp import (  # noqa: F401
     logsumexp,
+    logsumexp_backward,
 )
 from .cross_entropy import (  # noqa: F401
     cross_entropy_rows,

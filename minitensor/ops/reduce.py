@@ -62,6 +62,33 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     return alias(out, final, contiguous_strides(final), out.storage_offset())
 
 
+def reduce_with_indices(op: str, x: Array, dim: int, keepdim: bool = False) -> tuple[Array, Array]:
+    """torch's max(dim) (op "max") or min(dim) ("min"): (values, indices) along one int
+    dim, the indices int64, found in one pass over x (mt_reduce_with_indices): the
+    first index of the maximum (minimum); a NaN beats every number, as in torch."""
+    func = f"{op}()"
+    _require_array(x, func)
+    if op not in ("max", "min"):
+        raise ValueError(f"reduce_with_indices(): op must be 'max' or 'min', got {op!r}")
+    if dim is None or isinstance(dim, (tuple, list)):
+        raise TypeError(f"{func}: the indices need one int dim, got {dim!r}")
+    dims = reduce_dims(dim, x.ndim, func, False)
+    if x.ndim == 0:
+        return clone(x), fill_(empty((), int64), 0)
+    (d,) = dims
+    if x.shape[d] == 0:
+        raise DimError(f"{func}: cannot reduce over zero elements (dim {d} of a tensor of shape {x.shape}); "
+                       f"{op} has no identity")
+    kept = keepdim_shape(x.shape, dims)
+    final = kept if keepdim else x.shape[:d] + x.shape[d + 1:]
+    values, indices = empty(kept, x.dtype), empty(kept, int64)
+    if values.numel() > 0:
+        _lib.reduce_with_indices(op, values, indices, x, d)
+    strides = contiguous_strides(final)
+    return (alias(values, final, strides, values.storage_offset()),
+            alias(indices, final, strides, indices.storage_offset()))
+
+
 def reduce_all(op: str, x: Array, keepdim: bool = False) -> Array:
     """Reduces every element of x with op (reduce_ with dim=None)."""
     return reduce_(op, x, None, keepdim)

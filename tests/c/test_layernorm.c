@@ -5,8 +5,9 @@
  * Row lengths 1, 31, 33, 1025 and 4100 cover the register kernel with 1 to
  * 16 Packs per thread, Pack-width and odd lengths; 40000 (float32) and
  * 20000 (float64) rows are too long for registers and take the three-pass
- * kernel. Backward rows of up to 16 * 512 take the fused kernel (dx and
- * the parameters' partial sums in one pass), longer ones two kernels.
+ * kernel. Backward rows of up to 4 Packs * 512 (8192 floats, 4096
+ * doubles) take the fused kernel (dx and the parameters' partial sums in
+ * one pass, then one column sum), longer ones the two-kernel rung.
  * Inputs around 1000 with a spread of 1 test that the variance is
  * taken of deviations, not as E[x^2] - E[x]^2 (which cancels catastrophically
  * there in float32).
@@ -218,6 +219,16 @@ int main(void)
             backward_case(dtype, 3, 9000, MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS,
                           MT_LAYER_NORM_GRAD_IN | MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS);
             backward_case(dtype, 2, 9000, MT_LAYER_NORM_BIAS, MT_LAYER_NORM_BIAS);
+            /* The longest rows the one-pass kernel keeps in registers (4
+             * Packs per thread of 512), whole Packs and not; more rows than
+             * the grid has blocks (each block walks several), all three
+             * gradients. */
+            const int64_t longest = dtype == MT_FLOAT32 ? 8192 : 4096;
+            backward_case(dtype, 2, longest, MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS,
+                          MT_LAYER_NORM_GRAD_IN | MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS);
+            backward_case(dtype, 2, longest - 1, MT_LAYER_NORM_WEIGHT, MT_LAYER_NORM_GRAD_IN | MT_LAYER_NORM_WEIGHT);
+            backward_case(dtype, 2000, 12, MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS,
+                          MT_LAYER_NORM_GRAD_IN | MT_LAYER_NORM_WEIGHT | MT_LAYER_NORM_BIAS);
             /* Only the input's, with a weight. */
             backward_case(dtype, 4, 65, MT_LAYER_NORM_WEIGHT, MT_LAYER_NORM_GRAD_IN);
             /* No rows: the parameters' gradients are zeros. */

@@ -1,5 +1,7 @@
 /*
  * test_logsumexp.c: mt_logsumexp along each dim of strided tensors, and
+ * mt_logsumexp_backward from the lse the forward wrote (grad_out * exp(x - lse),
+ * the reduced dim repeated), and
  * mt_cross_entropy / mt_cross_entropy_backward on (N, C) logits, float32 and
  * float64 (targets int64 or the logits' dtype), against the two-pass
  * formulas in double; int64 inputs are refused.
@@ -37,13 +39,43 @@ static double ref_lse(const tt_tensor *x, int64_t *index, int dim, int64_t len)
     return m + log(s);
 }
 
+/* mt_logsumexp_backward from lse, the forward's output (in's shape, dim
+ * kept as 1): grad_in = grad_out * exp(in - lse), checked against that
+ * formula in double on the lse the kernel read, so that only the backward
+ * is under test. A row of -inf gives NaN (-inf - -inf), as torch's. */
+static void logsumexp_backward_check(const tt_tensor *in, tt_tensor *lse, int dim)
+{
+    tt_tensor grad = tt_new(in->t.dtype, lse->t.ndim, lse->t.shape, g_role_in);
+    tt_tensor dx = tt_new(in->t.dtype, in->t.ndim, in->t.shape, g_role_out);
+    tt_fill(&grad, -2, 2, 0);
+    tt_download(lse, lse->host);
+    tt_case("mt_logsumexp_backward dim %d: grad_in %s, grad_out %s", dim, tt_str(&dx), tt_str(&grad));
+    tt_expect *expect = tt_expect_alloc(&dx);
+    for (int64_t i = 0; i < tt_numel(&dx.t); ++i) {
+        int64_t index[MT_MAX_DIMS];
+        to_index(i, dx.t.shape, dx.t.ndim, index);
+        const double x = tt_at(in, index);
+        index[dim] = 0;
+        const double g = tt_at(&grad, index);
+        const double l = tt_at(lse, index);
+        expect[i] = (tt_expect){g * exp(x - l), fabs(g), 1};
+    }
+    if (tt_expect_ok(mt_logsumexp_backward(dx.t, grad.t, in->t, lse->t), "mt_logsumexp_backward")) {
+        tt_check_output(&dx, expect);
+        tt_expect_unchanged(in, "in");
+    }
+    free(expect);
+    tt_free(&grad);
+    tt_free(&dx);
+}
+
 static void logsumexp_case(int dtype, int ndim, const int64_t *shape, int dim, double center, int specials)
 {
     int64_t out_shape[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
     tt_tensor in = tt_new(dtype, ndim, shape, g_role_in);
-    tt_tensor out = tt_new(dtype, ndim, out_shape, TT_OUTPUT);
+    tt_tensor out = tt_new(dtype, ndim, out_shape, g_role_out);
     tt_fill(&in, center - 5, center + 5, 0);
     /* A row of -inf and a +inf in another row, where there are rows enough. */
     if (specials && tt_numel(&in.t) >= 2 * shape[dim] && shape[dim] > 0) {
@@ -73,6 +105,7 @@ static void logsumexp_case(int dtype, int ndim, const int64_t *shape, int dim, d
     if (tt_expect_ok(mt_logsumexp(out.t, in.t, dim), "mt_logsumexp")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&in, "in");
+        logsumexp_backward_check(&in, &out, dim);
     }
     free(expect);
     tt_free(&in);
@@ -184,6 +217,12 @@ int main(void)
                 cross_entropy_case(dtypes[ti], w < 2 ? MT_INT64 : dtypes[ti], 5, widths[w], w % 2 ? -1000.0 : 0.0,
                                    (int)w % 2);
             }
+        /* Many short rows: several rows per block in the backward, a row
+         * count off the block's. */
+        static const int64_t many[][2] = {{257, 5}, {130, 8}, {9, 3000}};
+        for (int ti = 0; ti < 2; ++ti)
+            for (size_t m = 0; m < sizeof many / sizeof many[0]; ++m)
+                logsumexp_case(dtypes[ti], 2, many[m], 1, 0.0, 0);
         g_role_in = TT_INPUT;
         g_role_out = TT_OUTPUT;
     }

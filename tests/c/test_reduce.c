@@ -3,7 +3,8 @@
  * mt_reduce_op in every dtype that takes it (float32, float64, int64 with
  * wrapping sums and products, bool's any and all), argmax/argmin into an
  * int64 out; mt_reduce_variant with every rung of the reduction ladder
- * (mt_reduce_algo); the refusals (sum of bools, a float out for argmax).
+ * (mt_reduce_algo); mt_reduce_with_indices (max and min with their indices,
+ * one pass); the refusals (sum of bools, a float out for argmax).
  *
  * Reduced lengths 0 (the identity; argmax/argmin must fail), 1, 31, 32, 33,
  * 1023, 1025 and 5000 catch the classic block-reduction bugs: one pass that
@@ -97,6 +98,20 @@ static tt_expect reducer_result(const reducer *r)
     case MT_REDUCE_ARGMAX: case MT_REDUCE_ARGMIN: return tt_value((double)r->arg);
     default: return tt_value(r->acc); /* max and min select, they are exact */
     }
+}
+
+/* The reference of output element i (row-major in out's shape): the
+ * reduced dim of in walked in order. */
+static reducer reduce_reference(int op, const tt_tensor *in, const tt_tensor *out, int64_t i, int dim)
+{
+    int64_t index[MT_MAX_DIMS];
+    to_index(i, out->t.shape, out->t.ndim, index);
+    reducer r = reducer_start(op, in->t.dtype);
+    for (int64_t k = 0; k < in->t.shape[dim]; ++k) {
+        index[dim] = k;
+        reducer_add(&r, k, tt_at(in, index));
+    }
+    return r;
 }
 
 /* Input values for each op. int64: sums of big values (some +-2^62, so
@@ -197,13 +212,7 @@ static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int d
         /* Reference: for each output element, walk the reduced dim of in. */
         tt_expect *expect = tt_expect_alloc(&out);
         for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
-            int64_t index[MT_MAX_DIMS];
-            to_index(i, out.t.shape, out.t.ndim, index);
-            reducer r = reducer_start(op, dtype);
-            for (int64_t k = 0; k < shape[dim]; ++k) {
-                index[dim] = k;
-                reducer_add(&r, k, tt_at(&in, index));
-            }
+            const reducer r = reduce_reference(op, &in, &out, i, dim);
             expect[i] = reducer_result(&r);
         }
         if (tt_expect_ok(st, "mt_reduce"))
@@ -213,6 +222,101 @@ static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int d
     tt_expect_unchanged(&in, "in");
     tt_free(&in);
     tt_free(&out);
+}
+
+/* A tensor of `dtype` with like's shape, strides and offset (its own
+ * buffer, poisoned): the indices of mt_reduce_with_indices, laid out as
+ * its values. */
+static tt_tensor new_with_layout(int dtype, const tt_tensor *like)
+{
+    tt_tensor x;
+    memset(&x, 0, sizeof x);
+    x.t = like->t;
+    x.t.dtype = dtype;
+    x.t.data = NULL;
+    x.cap = like->cap;
+    x.host = malloc((size_t)(x.cap ? x.cap : 1) * sizeof(double));
+    for (int64_t i = 0; i < x.cap; ++i)
+        x.host[i] = TT_POISON;
+    if (tt_expect_ok(mt_malloc(&x.t.data, (size_t)(x.cap ? x.cap : 1) * tt_itemsize(dtype)), "mt_malloc"))
+        tt_upload(&x);
+    return x;
+}
+
+/* One case of mt_reduce_with_indices: op MAX or MIN along dim into values
+ * (in's dtype) and indices (int64, values' layout), checked against the
+ * reference's max (min) and the index of its first occurrence. */
+static void with_indices_case(int op, int dtype, int ndim, const int64_t *shape, int dim, int nans)
+{
+    int64_t out_shape[MT_MAX_DIMS];
+    for (int d = 0; d < ndim; ++d)
+        out_shape[d] = d == dim ? 1 : shape[d];
+    tt_tensor in = tt_new(dtype, ndim, shape, g_in_role);
+    tt_tensor values = tt_new(dtype, ndim, out_shape, g_out_role);
+    tt_tensor indices = new_with_layout(MT_INT64, &values);
+    fill_domain(op, &in);
+    if (nans && (dtype == MT_FLOAT32 || dtype == MT_FLOAT64))
+        tt_plant_nans(&in, 0.02);
+    tt_case("mt_reduce_with_indices %s dim %d: values %s, in %s", tt_op_name("reduce", op), dim, tt_str(&values),
+            tt_str(&in));
+    mt_status st = mt_reduce_with_indices(op, values.t, indices.t, in.t, dim);
+    if (shape[dim] == 0 && tt_numel(&values.t) > 0) {
+        tt_expect_error(st, TT_ANY_ERROR, "mt_reduce_with_indices", &values);
+        tt_expect_unchanged(&indices, "indices");
+    } else {
+        tt_expect *e_values = tt_expect_alloc(&values);
+        tt_expect *e_indices = tt_expect_alloc(&indices);
+        for (int64_t i = 0; i < tt_numel(&values.t); ++i) {
+            const reducer r = reduce_reference(op, &in, &values, i, dim);
+            e_values[i] = reducer_result(&r);
+            e_indices[i] = tt_value((double)r.arg);
+        }
+        if (tt_expect_ok(st, "mt_reduce_with_indices")) {
+            tt_check_output(&values, e_values);
+            tt_check_output(&indices, e_indices);
+        }
+        free(e_values);
+        free(e_indices);
+    }
+    tt_expect_unchanged(&in, "in");
+    tt_free(&in);
+    tt_free(&values);
+    tt_free(&indices);
+}
+
+/* What mt_reduce_with_indices refuses, values and indices untouched. */
+static void with_indices_refusals(void)
+{
+    static const int64_t s[] = {3, 5}, s1[] = {3, 1};
+    tt_tensor in = tt_new(MT_FLOAT32, 2, s, TT_CONTIGUOUS), values = tt_new(MT_FLOAT32, 2, s1, TT_CONTIGUOUS);
+    tt_tensor indices = new_with_layout(MT_INT64, &values), wrong = new_with_layout(MT_FLOAT32, &values);
+    tt_fill(&in, -1, 1, 0);
+    tt_case("mt_reduce_with_indices: sum has no indices");
+    tt_expect_error(mt_reduce_with_indices(MT_REDUCE_SUM, values.t, indices.t, in.t, 1), MT_ERR_INVALID_ARGUMENT,
+                    "mt_reduce_with_indices", &values);
+    tt_case("mt_reduce_with_indices: float indices");
+    tt_expect_error(mt_reduce_with_indices(MT_REDUCE_MAX, values.t, wrong.t, in.t, 1), MT_ERR_DTYPE,
+                    "mt_reduce_with_indices", &values);
+    tt_case("mt_reduce_with_indices: int64 values of float32 in");
+    tt_expect_error(mt_reduce_with_indices(MT_REDUCE_MAX, indices.t, indices.t, in.t, 1), TT_ANY_ERROR,
+                    "mt_reduce_with_indices", &indices);
+    tt_case("mt_reduce_with_indices: values and indices of different strides");
+    tt_tensor strided = indices;
+    strided.t.strides[0] = 2;
+    strided.t.shape[0] = 2;
+    tt_tensor small_values = values;
+    small_values.t.shape[0] = 2;
+    tt_tensor small_in = in;
+    small_in.t.shape[0] = 2;
+    tt_expect_error(mt_reduce_with_indices(MT_REDUCE_MIN, small_values.t, strided.t, small_in.t, 1),
+                    MT_ERR_INVALID_ARGUMENT, "mt_reduce_with_indices", &values);
+    tt_case("mt_reduce_with_indices: the wrong shape");
+    tt_expect_error(mt_reduce_with_indices(MT_REDUCE_MAX, values.t, indices.t, in.t, 0), MT_ERR_SHAPE,
+                    "mt_reduce_with_indices", &values);
+    tt_free(&in);
+    tt_free(&values);
+    tt_free(&indices);
+    tt_free(&wrong);
 }
 
 /* One case: the single element of out = op(every element of in). The index
@@ -430,6 +534,42 @@ int main(void)
             g_in_role = TT_INPUT;
             g_out_role = TT_OUTPUT;
         }
+
+    /* max and min with their indices in one pass: every dtype, the lengths
+     * of the classic bugs, strided and contiguous layouts (rows, one warp per
+     * short row, columns), NaNs, ties (small whole numbers). */
+    static const int extremes[] = {MT_REDUCE_MAX, MT_REDUCE_MIN};
+    for (int e = 0; e < 2; ++e)
+        TT_GROUP("with indices %s", tt_op_name("reduce", extremes[e])) {
+            const int op = extremes[e];
+            for (int t = 0; t < 4; ++t) {
+                for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l) {
+                    int ndim = (int)tt_rand_int(1, 3);
+                    int dim = position++ % ndim;
+                    for (int d = 0; d < ndim; ++d)
+                        shape[d] = d == dim ? lengths[l] : TT_PICK(small);
+                    with_indices_case(op, dtypes[t], ndim, shape, dim, 0);
+                }
+                for (int c = 0; c < 4; ++c) {
+                    int ndim = tt_random_shape(shape, 1, 4, 400, 0.15);
+                    for (int dim = 0; dim < ndim; ++dim)
+                        with_indices_case(op, dtypes[t], ndim, shape, dim, c % 2);
+                }
+                g_in_role = TT_CONTIGUOUS;
+                g_out_role = TT_CONTIGUOUS;
+                const int64_t many = 64 * device_sms();
+                const int64_t s_many[] = {many, 260}, s_many_short[] = {many, 7};
+                with_indices_case(op, dtypes[t], 2, s_rows, 1, 1);
+                with_indices_case(op, dtypes[t], 2, s_tall, 0, 1);
+                with_indices_case(op, dtypes[t], 3, s_mid, 1, 0);
+                with_indices_case(op, dtypes[t], 2, s_many, 1, 1);
+                with_indices_case(op, dtypes[t], 2, s_many_short, 1, 0);
+                g_in_role = TT_INPUT;
+                g_out_role = TT_OUTPUT;
+            }
+        }
+    TT_GROUP("with indices refusals")
+        with_indices_refusals();
 
     /* The dtype rules: argmax/argmin write int64 only, the other ops out of
      * in's dtype; exact int64 extremes. */
