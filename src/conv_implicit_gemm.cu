@@ -330,11 +330,15 @@ static mt_status conv_dims(const char *func, const int64_t in_shape[4], const in
         return mt_fail(MT_ERR_SHAPE, func, "the input (%lld, %lld) padded by (%d, %d) is smaller than the kernel "
                        "(%lld, %lld) with dilation (%d, %d): no window fits", (long long)h, (long long)w, p.ph, p.pw,
                        (long long)kh, (long long)kw, p.dh, p.dw);
+    /* Every index of the padded input fits an int (a window's rows and
+     * columns lie inside it), gridDim.y (row tiles of C_out / groups or
+     * C / groups rows) stays within 65535, gridDim.z (groups times splits of
+     * K) within int. */
     const int64_t limit = INT32_MAX;
     const int64_t groups = p.groups;
-    if (h > limit || w > limit || h * w > limit || kh * kw > limit || n * h * w > limit || n * oh * ow > limit ||
+    if (h + 2 * (int64_t)p.ph > limit || w + 2 * (int64_t)p.pw > limit || h * w > limit || kh * kw > limit || n * h * w > limit || n * oh * ow > limit ||
         c / groups * kh * kw > limit || c_out / groups * kh * kw > limit || c > limit || c_out > limit ||
-        (c_out / groups + 63) / 64 > 65535 || groups * 65535 > limit)
+        (c_out / groups + 63) / 64 > 65535 || (c / groups + 63) / 64 > 65535 || groups * 65535 > limit)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "input (%lld, %lld, %lld, %lld) with weight (%lld, %lld, "
                        "%lld, %lld): a pixel or k count reaches 2^31, more than this kernel's 32-bit indices hold",
                        (long long)n, (long long)c, (long long)h, (long long)w, (long long)c_out,

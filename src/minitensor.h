@@ -561,7 +561,8 @@ mt_status mt_conv2d(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bia
  * tile and never written to memory; any stride, padding, dilation and
  * groups; the same operands and checks as mt_conv2d, no shared-memory limit;
  * pixel and k counts (N OH OW, N H W, C / groups KH KW, C_out / groups KH
- * KW) below 2^31, else MT_ERR_INVALID_ARGUMENT. */
+ * KW) and the padded sides (H + 2 pad_h, W + 2 pad_w) below 2^31, else
+ * MT_ERR_INVALID_ARGUMENT. */
 mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
                           int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
 /* Its gradients, each another implicit GEMM. grad_in (N, C, H, W) = the

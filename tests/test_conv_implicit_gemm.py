@@ -132,8 +132,9 @@ def test_conv2d_default_rung_per_policy() -> None:
         assert type(teaching.grad_fn).__name__ not in ("Conv2dImplicitGemm", "Conv2dTiled")
     assert_close(fast, teaching.numpy(), mt.float64, n=18)
     # Sizes whose pixel count reaches 2^31 go to im2col (the kernel's int indices).
-    assert ops.conv2d_igemm_fits((2, 4, 9, 8), (6, 2, 3, 3), (9, 8), 2)
-    assert not ops.conv2d_igemm_fits((2**16, 1, 2**8, 2**8), (1, 1, 1, 1), (2**8, 2**8), 1)
+    assert ops.conv2d_igemm_fits((2, 4, 9, 8), (6, 2, 3, 3), (1, 1), (9, 8), 2)
+    assert not ops.conv2d_igemm_fits((2**16, 1, 2**8, 2**8), (1, 1, 1, 1), (0, 0), (2**8, 2**8), 1)
+    assert not ops.conv2d_igemm_fits((1, 1, 5, 5), (1, 1, 1, 1), (2**30, 0), (2**31 + 5, 5), 1)
 
 
 def test_conv1d_by_implicit_gemm_matches_numpy() -> None:

@@ -100,7 +100,7 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
         padding = _ints(padding, 2, "padding", func, 0)
     oh, ow = _output_size(input, kernel, stride, padding, dilation, func)
     if algo == "default":
-        algo = _default_conv2d_rung(input, weight, kernel, stride, dilation, groups, (oh, ow))
+        algo = _default_conv2d_rung(input, weight, kernel, stride, padding, dilation, groups, (oh, ow))
     if algo == "tiled":
         return autograd.Conv2dTiled.apply(input, weight, bias, stride, padding, dilation, groups)
     if algo == "implicit_gemm":
@@ -115,7 +115,8 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
 
 
 def _default_conv2d_rung(input: Tensor, weight: Tensor, kernel: tuple[int, int], stride: tuple[int, int],  # noqa: A002
-                         dilation: tuple[int, int], groups: int, out_hw: tuple[int, int]) -> str:
+                         padding: tuple[int, int], dilation: tuple[int, int], groups: int,
+                         out_hw: tuple[int, int]) -> str:
     """The rung F.conv2d runs. Under the teaching policy, im2col (the course's rung,
     whatever the shape). Under the fast policy: tiled for a depthwise convolution
     (groups = C > 1) whose patch fits in shared memory, where each output channel
@@ -126,7 +127,7 @@ def _default_conv2d_rung(input: Tensor, weight: Tensor, kernel: tuple[int, int],
         return "im2col"
     if weight.shape[1] == 1 and groups > 1 and ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype):
         return "tiled"
-    if ops.conv2d_igemm_fits(input.shape, weight.shape, out_hw, groups):
+    if ops.conv2d_igemm_fits(input.shape, weight.shape, padding, out_hw, groups):
         return "implicit_gemm"
     return "im2col"
 

@@ -113,17 +113,17 @@ def col2im(cols: Array, shape: tuple[int, ...], stride: tuple[int, int], padding
 _INT32_LIMIT = 2**31 - 1  # the kernel's int indices
 
 
-def conv2d_igemm_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], out_hw: tuple[int, int],
-                      groups: int) -> bool:
+def conv2d_igemm_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], padding: tuple[int, int],
+                      out_hw: tuple[int, int], groups: int) -> bool:
     """Whether mt_conv2d_igemm takes these sizes: every pixel and k count of its
-    products (N OH OW, N H W, C / groups KH KW, C_out / groups KH KW) below 2^31
-    (the check src/conv_implicit_gemm.cu makes)."""
+    products (N OH OW, N H W, C / groups KH KW, C_out / groups KH KW) and the
+    padded input's sides below 2^31 (the check src/conv_implicit_gemm.cu makes)."""
     n, c, h, w = input_shape
     c_out, _, kh, kw = weight_shape
     oh, ow = out_hw
-    counts = (h * w, kh * kw, n * h * w, n * oh * ow, c // groups * kh * kw, c_out // groups * kh * kw, c, c_out,
+    counts = (h + 2 * padding[0], w + 2 * padding[1], h * w, kh * kw, n * h * w, n * oh * ow, c // groups * kh * kw, c_out // groups * kh * kw, c, c_out,
               groups * 65535)  # the last: gridDim.z holds a group and a split of K
-    return max(counts) <= _INT32_LIMIT and (c_out // groups + 63) // 64 <= 65535
+    return max(counts) <= _INT32_LIMIT and max(c_out // groups, c // groups) <= 64 * 65535  # gridDim.y
 
 
 def conv2d_igemm(x: Array, weight: Array, bias: Any, stride: tuple[int, int], padding: tuple[int, int],

@@ -264,6 +264,7 @@ int main(void)
             conv_case(dtype, (conv_args){1, 2, 16, 16, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});  /* 256 pixels: 2 whole column tiles */
             conv_case(dtype, (conv_args){1, 1, 40, 40, 2, 1, 1, 9, 9, 0, 0, 1, 1, 1, 1});  /* a stride no tiled patch holds */
             conv_case(dtype, (conv_args){1, 2, 30, 30, 2, 3, 3, 1, 1, 0, 0, 12, 12, 1, 0}); /* dilation 12 */
+            conv_case(dtype, (conv_args){2, 6, 12, 11, 260, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1}); /* 2 row tiles a group, 2 column tiles */
         }
         TT_GROUP("conv2d_igemm gradients %s", tt_dtype_name(dtype)) {
             /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
@@ -275,6 +276,8 @@ int main(void)
             grad_case(dtype, (conv_args){1, 1, 9, 9, 1, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0});   /* C = 1, 1 x 1, stride 2 */
             grad_case(dtype, (conv_args){1, 2, 5, 5, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});  /* 70 output channels */
             grad_case(dtype, (conv_args){1, 70, 5, 4, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});  /* 70 input channels */
+            /* 130 channels a group, in and out: two row tiles of 128 in every product, 2 groups. */
+            grad_case(dtype, (conv_args){1, 260, 6, 5, 260, 1, 2, 1, 1, 0, 1, 1, 1, 2, 0});
             /* N OH OW = 2 * 32 * 32: the weight gradient's K split over several blocks. */
             grad_case(dtype, (conv_args){2, 2, 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
             grad_case(dtype, (conv_args){0, 2, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no batch: a zero weight gradient */
@@ -400,6 +403,11 @@ int main(void)
         tt_case("mt_conv2d_igemm_weight_grad: stride 0");
         tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 0, 1, 0, 0, 1, 1, 1),
                         MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm_weight_grad", &weight);
+        tt_case("mt_conv2d_igemm: padding 2^30, past the kernel's 32-bit indices");
+        if (tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, 0, 1, 1, 1 << 30, 0, 1, 1, 1),
+                            MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", &out) &&
+            !strstr(mt_last_error(), "2^31"))
+            tt_fail("the message does not name the limit: \"%s\"", mt_last_error());
         tt_case("mt_conv2d_igemm_weight_grad: no window fits (dilation 3)");
         tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 1, 1, 0, 0, 3, 3, 1), MT_ERR_SHAPE,
                         "mt_conv2d_igemm_weight_grad", &weight);
