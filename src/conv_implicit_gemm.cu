@@ -107,6 +107,7 @@ __global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_
     constexpr int kThreads = C::kThreads;
     constexpr int MI = C::kMIter;
     constexpr int NI = C::kNIter;
+    constexpr int W = Pack<T>::kWidth;
     constexpr int kALoads = BM * BK / kThreads; /* elements each thread loads per K-tile */
     constexpr int kBLoads = BK * BN / kThreads;
     constexpr int kAStep = kThreads / BK; /* the row distance between one thread's A loads */
@@ -114,6 +115,8 @@ __global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_
     static_assert(kALoads * kThreads == BM * BK && kBLoads * kThreads == BK * BN, "whole loads per thread");
     static_assert(kThreads % BK == 0 && kThreads % BN == 0, "threads cover whole rows and columns");
     static_assert(2 * BK * (BM + BN + 2 * kIgemmPad) * sizeof(T) <= 48 * 1024, "static shared memory limit");
+    static_assert((BM + kIgemmPad) * sizeof(T) % 16 == 0 && (BN + kIgemmPad) * sizeof(T) % 16 == 0,
+                  "16-byte aligned tile rows");
 
     __shared__ __align__(16) T a_tile[2][BK][BM + kIgemmPad];
     __shared__ __align__(16) T b_tile[2][BK][BN + kIgemmPad];
@@ -194,12 +197,20 @@ __global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_
         MT_UNROLL for (int k = 0; k < BK; ++k) {
             T a_reg[MI][4];
             T b_reg[NI][4];
+            /* 16-byte shared-memory loads (LDS.128): a lane's 4 values are
+             * consecutive and every row starts 16-byte aligned. */
             MT_UNROLL for (int im = 0; im < MI; ++im)
-                MT_UNROLL for (int i = 0; i < 4; ++i)
-                    a_reg[im][i] = a_tile[s][k][warp_row + im * 32 + lane_row + i];
+                MT_UNROLL for (int v = 0; v < 4; v += W) {
+                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&a_tile[s][k][warp_row + im * 32 + lane_row + v]);
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        a_reg[im][v + w] = p.v[w];
+                }
             MT_UNROLL for (int in = 0; in < NI; ++in)
-                MT_UNROLL for (int j = 0; j < 4; ++j)
-                    b_reg[in][j] = b_tile[s][k][warp_col + in * 16 + lane_col + j];
+                MT_UNROLL for (int v = 0; v < 4; v += W) {
+                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&b_tile[s][k][warp_col + in * 16 + lane_col + v]);
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        b_reg[in][v + w] = p.v[w];
+                }
             MT_UNROLL for (int im = 0; im < MI; ++im)
                 MT_UNROLL for (int in = 0; in < NI; ++in)
                     MT_UNROLL for (int i = 0; i < 4; ++i)
