@@ -12,8 +12,8 @@ The engine has several kernels for the same operation, each one step (a
   ``A.T.contiguous()``;
 
 - ``conv2d``: the convolution ladder (im2col: the windows copied, then one
-  matmul, what ``F.conv2d`` runs; tiled: one kernel with the input patch of
-  each output tile in shared memory, src/conv.cu);
+  matmul; tiled: one kernel with each output tile's input patch in shared
+  memory, src/conv.cu; implicit_gemm: src/conv_implicit_gemm.cu);
 
 plus the fused softmax kernel, which has one rung, and ``attention``: the
 naive rung (each step one op), the fused masked softmax (src/masked_softmax.cu,
@@ -94,7 +94,7 @@ __all__ = [
 # (conv2d's rungs are not all engine kernels: the im2col rung is ops; CONV2D_ALGOS).
 LADDERS: tuple[str, ...] = ("matmul", "reduce", "copy", "conv2d")
 _LADDER_FAMILY = {"matmul": "matmul", "reduce": "reduce_algo", "copy": "copy_algo"}
-CONV2D_ALGOS: tuple[str, ...] = ("default", "im2col", "tiled")
+CONV2D_ALGOS: tuple[str, ...] = ("default", "im2col", "tiled", "implicit_gemm")
 
 
 # ---- what there is ---------------------------------------------------------------
@@ -110,7 +110,7 @@ def algorithms(ladder: str) -> tuple[str, ...]:
         >>> mt.kernels.algorithms("copy")
         ('default', 'naive', 'tiled', 'tiled_padded')
         >>> mt.kernels.algorithms("conv2d")
-        ('default', 'im2col', 'tiled')
+        ('default', 'im2col', 'tiled', 'implicit_gemm')
     """
     if ladder == "conv2d":
         return CONV2D_ALGOS
@@ -497,10 +497,12 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
             tensor, then one batched matmul), ``"tiled"`` (one kernel,
             src/conv.cu: a block computes a 16 x 16 tile of one output
             channel with the input patch the tile reads, halo included, in
-            shared memory; no window is copied to memory) or ``"default"``
-            (what ``F.conv2d`` runs: tiled for a depthwise convolution,
-            groups = C > 1, whose patch fits, under the fast policy; else
-            im2col).
+            shared memory; no window is copied to memory),
+            ``"implicit_gemm"`` (a matmul of the weights with the windows,
+            gathered into shared memory tile by tile, never written) or
+            ``"default"`` (``F.conv2d``'s: under the fast policy tiled for a
+            depthwise convolution whose patch fits, else implicit_gemm;
+            im2col under the teaching policy).
 
     The tiled rung's patch grows with the stride and the dilation: when the
     patch and one channel's weights need more than 48 KiB of shared memory

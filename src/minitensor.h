@@ -75,7 +75,7 @@
  *     mt_cross_entropy (+ backward)  float32 or float64; targets int64 or
  *                              the logits' dtype.
  *     mt_matmul (all forms), mt_softmax, mt_logsumexp (+ backward), mt_layer_norm (+
- *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d:
+ *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d (+ igemm):
  *     float32 or float64 only.
  *   A dtype an entry point (or an op) does not take is MT_ERR_DTYPE, before
  *   anything is launched: "mt_matmul: a has dtype int64; this op takes
@@ -584,6 +584,27 @@ mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_ten
  * the sizes. out shares no byte with an input. */
 mt_status mt_conv2d(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
                     int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+/* The same convolution as an implicit GEMM (src/conv_implicit_gemm.cu):
+ * one matrix product per group, out (C_out / groups) x (N OH OW) = weight x
+ * the input's windows, with the windows gathered into shared memory tile by
+ * tile and never written to memory; any stride, padding, dilation and
+ * groups; the same operands and checks as mt_conv2d, no shared-memory limit;
+ * pixel and k counts (N OH OW, N H W, C / groups KH KW, C_out / groups KH
+ * KW) and the padded sides (H + 2 pad_h, W + 2 pad_w) below 2^31, else
+ * MT_ERR_INVALID_ARGUMENT. */
+mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
+                          int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+/* Its gradients, each another implicit GEMM. grad_in (N, C, H, W) = the
+ * gradient of mt_conv2d_igemm's input for grad_out (N, C_out, OH, OW) and
+ * weight; grad_weight (C_out, C / groups, KH, KW) = the gradient of the weight
+ * for grad_out and the input in (summed over the batch; the products over
+ * N OH OW are split over blocks and their partial sums added in a fixed
+ * order). Contiguous, one float dtype, the output sharing no byte with the
+ * others; grad_out's shape must be the forward's output shape. */
+mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, int stride_h,
+                                     int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+mt_status mt_conv2d_igemm_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
+                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
 /* out[i][j] = in[i][index[i][j]] along dim (torch.gather). in and out share
  * any one dtype. index is int64 (or holds whole numbers in a float dtype)
  * and has out's shape; every other dim of index must be no longer than

@@ -225,8 +225,8 @@ def test_tiled_conv2d_views_and_arguments() -> None:
     assert_close(got, ref_conv2d(x, w, b, (2, 1), (0, 0), (1, 1), 2), mt.float64, n=27)
     same = mt.kernels.conv2d(mt.tensor(x), mt.tensor(w), padding="same", dilation=2, groups=2, algo="tiled")
     assert_close(same, ref_conv2d(x, w, None, (1, 1), (2, 2), (2, 2), 2), mt.float64, n=27)
-    # algo="default" is what F.conv2d runs: im2col.
-    assert mt.kernels.algorithms("conv2d") == ("default", "im2col", "tiled")
+    # algo="default" is what F.conv2d runs.
+    assert mt.kernels.algorithms("conv2d") == ("default", "im2col", "tiled", "implicit_gemm")
     default = mt.kernels.conv2d(mt.tensor(x), mt.tensor(w), groups=2)
     assert_close(default, F.conv2d(mt.tensor(x), mt.tensor(w), groups=2).numpy(), mt.float64)
     # An empty batch gives an empty result, and no output channel an empty plane.

@@ -174,6 +174,9 @@ from .logsumexp import (  # noqa: F401
 )
 from .conv import (  # noqa: F401
     conv2d,
+    conv2d_igemm,
+    conv2d_igemm_input_grad,
+    conv2d_igemm_weight_grad,
 )
 from .cross_entropy import (  # noqa: F401
     cross_entropy,

@@ -1,4 +1,5 @@
-"""The tiled convolution (src/conv.cu)."""
+"""The convolution kernels: the tiled rung (src/conv.cu) and the implicit-GEMM rung
+with its two gradients (src/conv_implicit_gemm.cu)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from .loader import MtTensor, declare, lib, check, _desc
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_conv2d": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int, c_int,
                           c_int]),
+    "mt_conv2d_igemm": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
+                                c_int, c_int]),
+    "mt_conv2d_igemm_input_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
+                                           c_int]),
+    "mt_conv2d_igemm_weight_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
+                                            c_int]),
 }
 declare(SIGNATURES)
 
@@ -22,3 +29,36 @@ def conv2d(out: Any, inp: Any, weight: Any, bias: Any, stride: tuple[int, int], 
     check(lib().mt_conv2d(out.descriptor(), inp.descriptor(), weight.descriptor(), _desc(bias),
                           0 if bias is None else 1, *(int(v) for v in stride), *(int(v) for v in padding),
                           *(int(v) for v in dilation), int(groups)), "mt_conv2d")
+
+
+def _conv_args(stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
+               groups: int) -> tuple[int, ...]:
+    """stride, padding, dilation (each (h, w)) and groups as the C functions take them."""
+    return (*(int(v) for v in stride), *(int(v) for v in padding), *(int(v) for v in dilation), int(groups))
+
+
+def conv2d_igemm(out: Any, inp: Any, weight: Any, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+                 dilation: tuple[int, int], groups: int) -> None:
+    """out = the convolution of inp by weight (+ bias, which may be None) as an implicit
+    GEMM (mt_conv2d_igemm); the operands as for conv2d."""
+    check(lib().mt_conv2d_igemm(out.descriptor(), inp.descriptor(), weight.descriptor(), _desc(bias),
+                                0 if bias is None else 1, *_conv_args(stride, padding, dilation, groups)),
+          "mt_conv2d_igemm")
+
+
+def conv2d_igemm_input_grad(grad_in: Any, grad_out: Any, weight: Any, stride: tuple[int, int],
+                            padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> None:
+    """grad_in (N, C, H, W) = the input's gradient of the convolution for grad_out
+    (N, C_out, OH, OW) and weight (mt_conv2d_igemm_input_grad); contiguous."""
+    check(lib().mt_conv2d_igemm_input_grad(grad_in.descriptor(), grad_out.descriptor(), weight.descriptor(),
+                                           *_conv_args(stride, padding, dilation, groups)),
+          "mt_conv2d_igemm_input_grad")
+
+
+def conv2d_igemm_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stride: tuple[int, int],
+                             padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> None:
+    """grad_weight (C_out, C / groups, KH, KW) = the weight's gradient of the convolution
+    for grad_out (N, C_out, OH, OW) and the input inp (mt_conv2d_igemm_weight_grad); contiguous."""
+    check(lib().mt_conv2d_igemm_weight_grad(grad_weight.descriptor(), grad_out.descriptor(), inp.descriptor(),
+                                            *_conv_args(stride, padding, dilation, groups)),
+          "mt_conv2d_igemm_weight_grad")

@@ -17,7 +17,7 @@ by kernel family under the names of minitensor/ops/'s modules:
     norm.py           LayerNorm
     attention.py      MaskedSoftmax, Attention
     matmul.py         MatMul
-    conv.py           Im2Col, Conv2dTiled
+    conv.py           Im2Col, Conv2dTiled, Conv2dImplicitGemm
     shaping.py        View, Reshape, Permute, Expand, Index, ..., Overwrite, Cat, Stack
 
 The rules compute with the raw ops of minitensor/ops/ on Arrays; the
@@ -66,7 +66,7 @@ from .cross_entropy import CrossEntropy
 from .norm import LayerNorm
 from .attention import MaskedSoftmax, Attention
 from .matmul import MatMul
-from .conv import Im2Col, Conv2dTiled
+from .conv import Im2Col, Conv2dTiled, Conv2dImplicitGemm
 from .shaping import (
     View,
     Reshape,

@@ -1,5 +1,5 @@
-"""conv: the gradient rules of the sliding windows (im2col) and of the tiled
-convolution kernel."""
+"""conv: the gradient rules of the sliding windows (im2col), of the tiled
+convolution kernel and of the implicit-GEMM convolution."""
 
 from __future__ import annotations
 
@@ -57,4 +57,28 @@ class Conv2dTiled(Function):
             dw = ops.reshape(ops.reduce_("sum", ops.matmul(g, ops.transpose(cols, -2, -1)), 0), weight.shape)
         if needs[2]:
             db = ops.reduce_("sum", grad, (0, 2, 3))
+        return dx, dw, db, None, None, None, None
+
+
+class Conv2dImplicitGemm(Function):
+    """The convolution of x (N, C, H, W) by weight (C_out, C / groups, KH, KW), plus
+    bias (C_out,) or None, as an implicit GEMM (ops.conv2d_igemm). Its backward is two
+    more implicit GEMMs, with no window written and no col2im: the input's gradient
+    (the weights times the output gradient's elements that each input pixel fed)
+    and the weight's (the output gradient times the input's windows, summed over
+    the batch); the bias's is the sum of grad over (N, OH, OW)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding, dilation, groups):
+        ctx.args = (stride, padding, dilation, groups)
+        ctx.save_for_backward(x, weight)
+        return ops.conv2d_igemm(x, weight, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        dx = ops.conv2d_igemm_input_grad(grad, weight, x.shape, *ctx.args) if needs[0] else None
+        dw = ops.conv2d_igemm_weight_grad(grad, x, weight.shape, *ctx.args) if needs[1] else None
+        db = ops.reduce_("sum", grad, (0, 2, 3)) if needs[2] else None
         return dx, dw, db, None, None, None, None

@@ -58,7 +58,7 @@ class Conv1d(_ConvNd):
 
 
 class Conv2d(_ConvNd):
-    """2-D convolution over (N, C_in, H, W) (F.conv2d: im2col, then one matmul)."""
+    """2-D convolution over (N, C_in, H, W) (F.conv2d: an implicit GEMM; im2col under teaching)."""
 
     def forward(self, x: Tensor) -> Tensor:
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

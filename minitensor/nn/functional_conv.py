@@ -1,5 +1,6 @@
-"""nn.functional's convolution and pooling: sliding windows (autograd.Im2Col, or
-the tiled rung for depthwise layers), then a matrix product or a reduction.
+"""nn.functional's convolution and pooling: the convolution rungs (implicit GEMM,
+tiled for depthwise layers, im2col under the teaching policy), and for pooling
+sliding windows (autograd.Im2Col) followed by a reduction.
 nn.functional re-exports every public name, so F.conv2d is this conv2d.
 """
 
@@ -45,18 +46,20 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     """2-D convolution (cross-correlation, as torch's): input (N, C, H, W), weight
     (C_out, C / groups, KH, KW), bias (C_out,); output (N, C_out, OH, OW).
 
-    The im2col rung: the windows of the input, padded with zeros, are copied into a
-    (N, C, KH, KW, OH, OW) tensor by one strided copy (autograd.Im2Col), and each
-    group's output is one matmul of its weights (C_out / groups, C / groups * KH * KW)
-    with its windows. padding: an int, a pair, "valid" (0) or "same" (stride 1,
-    an even total padding per dim). The tiled rung (one kernel, shared-memory
-    tiles, no window copied: src/conv.cu, ``mt.kernels.conv2d(..., algo="tiled")``)
-    runs instead for a depthwise convolution (groups = C > 1: each output channel
-    reads one input channel) whose patch fits in shared memory, under the fast
-    kernel policy: there the H100 measures it 27x faster forward than im2col,
-    whose matmuls are then tiny; on the dense layers measured im2col is 2.4-8.3x
-    faster forward (the 7x7 stem is even) and 1.2-3.4x forward + backward
-    (bench/conv.py, docs/performance.md).
+    padding: an int, a pair, "valid" (0) or "same" (stride 1, an even total
+    padding per dim). Under the fast kernel policy (the default) this runs the
+    implicit-GEMM rung (src/conv_implicit_gemm.cu, ``mt.kernels.conv2d(...,
+    algo="implicit_gemm")``): per group one matrix product of the weights
+    (C_out / groups, C / groups * KH * KW) with the input's windows, gathered
+    tile by tile into shared memory and never written to memory, its backward
+    two more such products. A depthwise convolution (groups = C > 1: each
+    output channel reads one input channel) runs the tiled rung instead (one
+    kernel, shared-memory tiles: src/conv.cu), whose patch must fit in shared
+    memory; the H100 measured it 27x faster forward than im2col there
+    (bench/conv.py, docs/performance.md). Under the teaching policy it runs
+    the im2col rung the course builds: the windows of the input, padded with
+    zeros, copied into a (N, C, KH, KW, OH, OW) tensor by one strided copy
+    (autograd.Im2Col), then one matmul per group.
     """
     return _conv2d(input, weight, bias, stride, padding, dilation, groups, "default", "conv2d()")
 
@@ -64,8 +67,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
 def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, padding: Any,  # noqa: A002
             dilation: Any, groups: Any, algo: str, func: str) -> Tensor:
     """conv2d with the arguments checked and normalised, by one rung: "im2col",
-    "tiled" (autograd.Conv2dTiled) or "default" (the one conv2d's docstring
-    says); mt.kernels.conv2d calls it too."""
+    "tiled" (autograd.Conv2dTiled), "implicit_gemm" (autograd.Conv2dImplicitGemm)
+    or "default" (_default_conv2d_rung); mt.kernels.conv2d calls it too."""
     _check_input(input, 4, func, "(N, C, H, W)")
     if not isinstance(weight, Tensor) or weight.ndim != 4:
         raise ops.ShapeError(f"{func}: weight must be a 4-D Tensor (C_out, C_in / groups, KH, KW), got "
@@ -97,11 +100,11 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
         padding = _ints(padding, 2, "padding", func, 0)
     oh, ow = _output_size(input, kernel, stride, padding, dilation, func)
     if algo == "default":
-        depthwise = c_group == 1 and groups > 1 and ops.fast_kernels()  # not a plain 1-channel input
-        fits = ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype)
-        algo = "tiled" if depthwise and fits else "im2col"
+        algo = _default_conv2d_rung(input, weight, kernel, stride, padding, dilation, groups, (oh, ow))
     if algo == "tiled":
         return autograd.Conv2dTiled.apply(input, weight, bias, stride, padding, dilation, groups)
+    if algo == "implicit_gemm":
+        return autograd.Conv2dImplicitGemm.apply(input, weight, bias, stride, padding, dilation, groups)
     cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation)  # N, C, KH, KW, OH, OW
     cols = cols.reshape(n, groups, c_group * kh * kw, oh * ow)
     w = weight.reshape(groups, c_out // groups, c_group * kh * kw)
@@ -109,6 +112,24 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
     if bias is not None:
         out = out + bias.reshape(1, c_out, 1, 1)
     return out
+
+
+def _default_conv2d_rung(input: Tensor, weight: Tensor, kernel: tuple[int, int], stride: tuple[int, int],  # noqa: A002
+                         padding: tuple[int, int], dilation: tuple[int, int], groups: int,
+                         out_hw: tuple[int, int]) -> str:
+    """The rung F.conv2d runs. Under the teaching policy, im2col (the course's rung,
+    whatever the shape). Under the fast policy: tiled for a depthwise convolution
+    (groups = C > 1) whose patch fits in shared memory, where each output channel
+    reads one input channel and a matrix product has a single row; else the
+    implicit GEMM (no window written, forward and backward), unless its 32-bit
+    indices do not hold the sizes; then im2col."""
+    if not ops.fast_kernels():
+        return "im2col"
+    if weight.shape[1] == 1 and groups > 1 and ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype):
+        return "tiled"
+    if ops.conv2d_igemm_fits(input.shape, weight.shape, padding, out_hw, groups):
+        return "implicit_gemm"
+    return "im2col"
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1,  # noqa: A002

@@ -1,5 +1,6 @@
-"""Sliding windows: im2col/col2im (convolution as a matmul, and pooling) and
-the tiled convolution kernel (src/conv.cu)."""
+"""Sliding windows: im2col/col2im (convolution as a matmul, and pooling), the
+tiled convolution kernel (src/conv.cu) and the implicit-GEMM convolution with its
+two gradients (src/conv_implicit_gemm.cu)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,13 @@ def conv2d_tiled(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
     stages the input patch of a 16 x 16 output tile in shared memory; no window
     is copied to memory. The patch must fit in 48 KiB (else InvalidArgumentError
     naming its size)."""
+    return _conv2d_by(_lib.conv2d, x, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv2d_by(kernel: Any, x: Array, weight: Array, bias: Any, stride: tuple[int, int],
+               padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Array:
+    """A new (N, C_out, OH, OW) output computed by kernel (_lib.conv2d or
+    _lib.conv2d_igemm) from contiguous copies of x, weight and bias."""
     x, weight = contiguous(x), contiguous(weight)
     bias = None if bias is None else contiguous(bias)
     n, _, h, w = x.shape
@@ -74,7 +82,7 @@ def conv2d_tiled(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
     oh = window_shape(h, kh, stride[0], padding[0], dilation[0])
     ow = window_shape(w, kw, stride[1], padding[1], dilation[1])
     out = empty((n, c_out, oh, ow), x.dtype)
-    _lib.conv2d(out, x, weight, bias, stride, padding, dilation, groups)
+    kernel(out, x, weight, bias, stride, padding, dilation, groups)
     return out
 
 
@@ -98,3 +106,50 @@ def col2im(cols: Array, shape: tuple[int, ...], stride: tuple[int, int], padding
             target = as_strided(padded, (n, c, oh, ow), (s_n, s_c, sh * s_h, sw * s_w), i * dh * s_h + j * dw * s_w)
             inplace_("add", target, index(cols, (slice(None), slice(None), i, j)))
     return contiguous(narrow(narrow(padded, 2, ph, h), 3, pw, w))
+
+
+# ---- the implicit-GEMM rung (src/conv_implicit_gemm.cu) ------------------------------------------
+
+_INT32_LIMIT = 2**31 - 1  # the kernel's int indices
+
+
+def conv2d_igemm_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], padding: tuple[int, int],
+                      out_hw: tuple[int, int], groups: int) -> bool:
+    """Whether mt_conv2d_igemm takes these sizes: every pixel and k count of its
+    products (N OH OW, N H W, C / groups KH KW, C_out / groups KH KW) and the
+    padded input's sides below 2^31 (the check src/conv_implicit_gemm.cu makes)."""
+    n, c, h, w = input_shape
+    c_out, _, kh, kw = weight_shape
+    oh, ow = out_hw
+    counts = (h + 2 * padding[0], w + 2 * padding[1], h * w, kh * kw, n * h * w, n * oh * ow, c // groups * kh * kw, c_out // groups * kh * kw, c, c_out,
+              groups * 65535)  # the last: gridDim.z holds a group and a split of K
+    return max(counts) <= _INT32_LIMIT and max(c_out // groups, c // groups) <= 64 * 65535  # gridDim.y
+
+
+def conv2d_igemm(x: Array, weight: Array, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+                 dilation: tuple[int, int], groups: int) -> Array:
+    """The convolution of x (N, C, H, W) by weight (C_out, C / groups, KH, KW), plus
+    bias (C_out,) or None, as an implicit GEMM (mt_conv2d_igemm): per group, one
+    matrix product of the weights with the input's windows, gathered tile by
+    tile into shared memory and never written to memory."""
+    return _conv2d_by(_lib.conv2d_igemm, x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...], stride: tuple[int, int],
+                            padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Array:
+    """The gradient of conv2d_igemm's input (of input_shape, (N, C, H, W)) for the
+    output's gradient grad (N, C_out, OH, OW): another implicit GEMM, of the
+    weights with grad's elements that each input pixel fed (no col2im)."""
+    out = empty(tuple(input_shape), grad.dtype)
+    _lib.conv2d_igemm_input_grad(out, contiguous(grad), contiguous(weight), stride, padding, dilation, groups)
+    return out
+
+
+def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...], stride: tuple[int, int],
+                             padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Array:
+    """The gradient of conv2d_igemm's weight (of weight_shape, (C_out, C / groups, KH,
+    KW)) for the output's gradient grad and the input x, summed over the batch: an
+    implicit GEMM over the output pixels of grad with x's windows."""
+    out = empty(tuple(weight_shape), grad.dtype)
+    _lib.conv2d_igemm_weight_grad(out, contiguous(grad), contiguous(x), stride, padding, dilation, groups)
+    return out

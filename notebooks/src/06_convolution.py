@@ -67,9 +67,10 @@ print("strides of the padded plane:", padded.stride())
 print("strides of the window view [n, c, i, j, y, x]:", (n, c, h, w, h, w))
 
 # %% [markdown]
-# `autograd.Im2Col` (what `F.conv2d` calls) pads and then makes exactly this
-# view contiguous: **one** copy kernel, the strided map of notebook 2 reading
-# through the view. Below, the 9 taps of the windows, each an 8x8 plane: tap
+# `autograd.Im2Col` (what `F.conv2d` calls under the teaching policy; the
+# implicit-GEMM rung gathers the same windows tile by tile instead) pads and
+# then makes exactly this view contiguous: **one** copy kernel, the strided
+# map of notebook 2 reading through the view. Below, the 9 taps of the windows, each an 8x8 plane: tap
 # (i, j) is the padded image shifted by (i, j).
 
 # %%
@@ -190,7 +191,7 @@ x = mt.randn(2, 3, size, size, requires_grad=True)
 weight = mt.randn(4, 3, k, k, requires_grad=True)
 tiled = mt.kernels.conv2d(x, weight, stride=stride, padding=pad, algo="tiled")
 im2col = mt.kernels.conv2d(x, weight, stride=stride, padding=pad, algo="im2col")
-print("rungs:", mt.kernels.algorithms("conv2d"), "(F.conv2d runs 'default', i.e. im2col)")
+print("rungs:", mt.kernels.algorithms("conv2d"), "(F.conv2d runs 'default': implicit_gemm, im2col under teaching)")
 print("tiled vs im2col, largest difference:", float((tiled - im2col).abs().max()))
 tiled.sum().backward()
 grad_tiled = x.grad.numpy().copy()

@@ -1,5 +1,6 @@
 /*
- * test_conv.c: mt_conv2d, the tiled convolution kernel, against the sum of
+ * test_conv.c: mt_conv2d, the tiled convolution kernel, and mt_conv2d_igemm,
+ * the implicit GEMM, against the sum of
  * torch's conv2d formula computed in double, float32 and float64: strides,
  * padding, dilations (each dim its own), groups up to depthwise, with and
  * without bias; output planes that are and are not multiples of the 16 x 16
@@ -8,6 +9,11 @@
  * cases from the harness's fixed seed. Then the refusals: int64, mixed
  * dtypes, a non-contiguous or misshapen operand, groups that do not divide,
  * no window, a patch over 48 KiB, bad strides, out overlapping an input.
+ * The implicit GEMM runs the same cases (and output channels and pixels off
+ * its 64 / 128 x 128 tiles, strides the tiled patch cannot hold), and its two
+ * gradients, mt_conv2d_igemm_input_grad and mt_conv2d_igemm_weight_grad,
+ * against their sums (stride > 1, dilation, groups, a weight gradient split
+ * over blocks, an empty batch), with their refusals.
  *
  *   make check-c T=test_conv
  */
@@ -51,6 +57,9 @@ static tt_expect ref_pixel(const tt_tensor *in, const tt_tensor *weight, const t
     return tt_sum(sum, sumsq, terms);
 }
 
+/* Which entry point conv_case calls: the tiled kernel or the implicit GEMM. */
+static int use_igemm = 0;
+
 static void conv_case(int dtype, conv_args a)
 {
     const int64_t oh = out_size(a.h, a.kh, a.sh, a.ph, a.dh), ow = out_size(a.w, a.kw, a.sw, a.pw, a.dw);
@@ -61,7 +70,8 @@ static void conv_case(int dtype, conv_args a)
     tt_fill(&in, -2, 2, TT_SOME_ZEROS);
     tt_fill(&weight, -1, 1, 0);
     tt_fill(&bias, -1, 1, 0);
-    tt_case("mt_conv2d %s: in %s, weight %s%s, stride (%d, %d), padding (%d, %d), dilation (%d, %d), groups %d",
+    const char *func = use_igemm ? "mt_conv2d_igemm" : "mt_conv2d";
+    tt_case("%s %s: in %s, weight %s%s, stride (%d, %d), padding (%d, %d), dilation (%d, %d), groups %d", func,
             tt_dtype_name(dtype), tt_str(&in), tt_str(&weight), a.bias ? ", bias" : "", a.sh, a.sw, a.ph, a.pw,
             a.dh, a.dw, a.groups);
     tt_expect *expect = tt_expect_alloc(&out);
@@ -70,8 +80,10 @@ static void conv_case(int dtype, conv_args a)
         to_index(i, out.t.shape, 4, index);
         expect[i] = ref_pixel(&in, &weight, &bias, &a, index[0], index[1], index[2], index[3]);
     }
-    if (tt_expect_ok(mt_conv2d(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups),
-                     "mt_conv2d")) {
+    const mt_status status =
+        use_igemm ? mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups)
+                  : mt_conv2d(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups);
+    if (tt_expect_ok(status, func)) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&in, "in");
         tt_expect_unchanged(&weight, "weight");
@@ -107,6 +119,131 @@ static conv_args random_args(void)
     return a;
 }
 
+/* ---- the implicit GEMM's gradients ---------------------------------------- */
+
+/* grad_in[n, ci, y, x]: every (co, i, j) of ci's group whose window tap lands
+ * on (y, x), i.e. oy * sh = y + ph - i * dh for a whole output row oy inside
+ * the output (likewise ox), times weight[co, ci % group_in, i, j]. */
+static tt_expect ref_input_grad(const tt_tensor *grad_out, const tt_tensor *weight, const conv_args *a, int64_t oh,
+                                int64_t ow, int64_t n, int64_t ci, int64_t y, int64_t x)
+{
+    const int64_t group_in = a->c / a->groups, group_out = a->c_out / a->groups;
+    const int64_t g = ci / group_in;
+    double sum = 0.0, sumsq = 0.0;
+    for (int64_t co = g * group_out; co < (g + 1) * group_out; ++co)
+        for (int64_t i = 0; i < a->kh; ++i)
+            for (int64_t j = 0; j < a->kw; ++j) {
+                const int64_t ny = y + a->ph - i * a->dh, nx = x + a->pw - j * a->dw;
+                if (ny < 0 || nx < 0 || ny % a->sh || nx % a->sw || ny / a->sh >= oh || nx / a->sw >= ow)
+                    continue;
+                int64_t gi[4] = {n, co, ny / a->sh, nx / a->sw}, wi[4] = {co, ci - g * group_in, i, j};
+                const double p = tt_at(grad_out, gi) * tt_at(weight, wi);
+                sum += p;
+                sumsq += p * p;
+            }
+    return tt_sum(sum, sumsq, group_out * a->kh * a->kw);
+}
+
+/* grad_weight[co, c, i, j]: over every image and output pixel, grad_out there
+ * times the input that tap (i, j) of the window read (0 in the padding). */
+static tt_expect ref_weight_grad(const tt_tensor *grad_out, const tt_tensor *in, const conv_args *a, int64_t oh,
+                                 int64_t ow, int64_t co, int64_t c, int64_t i, int64_t j)
+{
+    const int64_t ci = co / (a->c_out / a->groups) * (a->c / a->groups) + c;
+    double sum = 0.0, sumsq = 0.0;
+    for (int64_t n = 0; n < a->n; ++n)
+        for (int64_t oy = 0; oy < oh; ++oy)
+            for (int64_t ox = 0; ox < ow; ++ox) {
+                const int64_t y = oy * a->sh - a->ph + i * a->dh, x = ox * a->sw - a->pw + j * a->dw;
+                if (y < 0 || y >= a->h || x < 0 || x >= a->w)
+                    continue;
+                int64_t gi[4] = {n, co, oy, ox}, ii[4] = {n, ci, y, x};
+                const double p = tt_at(grad_out, gi) * tt_at(in, ii);
+                sum += p;
+                sumsq += p * p;
+            }
+    return tt_sum(sum, sumsq, a->n * oh * ow);
+}
+
+static void grad_case(int dtype, conv_args a)
+{
+    const int64_t oh = out_size(a.h, a.kh, a.sh, a.ph, a.dh), ow = out_size(a.w, a.kw, a.sw, a.pw, a.dw);
+    int64_t is[4] = {a.n, a.c, a.h, a.w}, ws[4] = {a.c_out, a.c / a.groups, a.kh, a.kw};
+    int64_t os[4] = {a.n, a.c_out, oh, ow};
+    tt_tensor in = tt_new(dtype, 4, is, TT_CONTIGUOUS), weight = tt_new(dtype, 4, ws, TT_CONTIGUOUS);
+    tt_tensor grad_out = tt_new(dtype, 4, os, TT_CONTIGUOUS);
+    tt_tensor grad_in = tt_new(dtype, 4, is, TT_CONTIGUOUS), grad_w = tt_new(dtype, 4, ws, TT_CONTIGUOUS);
+    tt_fill(&in, -2, 2, TT_SOME_ZEROS);
+    tt_fill(&weight, -1, 1, 0);
+    tt_fill(&grad_out, -1, 1, 0);
+
+    tt_case("mt_conv2d_igemm_input_grad %s: grad_in %s, grad_out %s, weight %s, stride (%d, %d), padding (%d, %d), "
+            "dilation (%d, %d), groups %d", tt_dtype_name(dtype), tt_str(&grad_in), tt_str(&grad_out),
+            tt_str(&weight), a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups);
+    tt_expect *expect = tt_expect_alloc(&grad_in);
+    for (int64_t e = 0; e < tt_numel(&grad_in.t); ++e) {
+        int64_t index[4];
+        to_index(e, grad_in.t.shape, 4, index);
+        expect[e] = ref_input_grad(&grad_out, &weight, &a, oh, ow, index[0], index[1], index[2], index[3]);
+    }
+    if (tt_expect_ok(mt_conv2d_igemm_input_grad(grad_in.t, grad_out.t, weight.t, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw,
+                                                a.groups), "mt_conv2d_igemm_input_grad")) {
+        tt_check_output(&grad_in, expect);
+        tt_expect_unchanged(&grad_out, "grad_out");
+        tt_expect_unchanged(&weight, "weight");
+    }
+    free(expect);
+
+    tt_case("mt_conv2d_igemm_weight_grad %s: grad_weight %s, grad_out %s, in %s, stride (%d, %d), padding (%d, %d), "
+            "dilation (%d, %d), groups %d", tt_dtype_name(dtype), tt_str(&grad_w), tt_str(&grad_out), tt_str(&in),
+            a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups);
+    expect = tt_expect_alloc(&grad_w);
+    for (int64_t e = 0; e < tt_numel(&grad_w.t); ++e) {
+        int64_t index[4];
+        to_index(e, grad_w.t.shape, 4, index);
+        expect[e] = ref_weight_grad(&grad_out, &in, &a, oh, ow, index[0], index[1], index[2], index[3]);
+    }
+    if (tt_expect_ok(mt_conv2d_igemm_weight_grad(grad_w.t, grad_out.t, in.t, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw,
+                                                 a.groups), "mt_conv2d_igemm_weight_grad")) {
+        tt_check_output(&grad_w, expect);
+        tt_expect_unchanged(&grad_out, "grad_out");
+        tt_expect_unchanged(&in, "in");
+    }
+    free(expect);
+    tt_free(&in);
+    tt_free(&weight);
+    tt_free(&grad_out);
+    tt_free(&grad_in);
+    tt_free(&grad_w);
+}
+
+/* The forward cases both rungs run (use_igemm picks the entry point). */
+static void forward_cases(int dtype)
+{
+    for (int bias = 0; bias < 2; ++bias) {
+        /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
+        conv_case(dtype, (conv_args){2, 3, 20, 20, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias}); /* partial tiles */
+        conv_case(dtype, (conv_args){1, 2, 16, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias}); /* whole tiles */
+        conv_case(dtype, (conv_args){1, 2, 17, 33, 2, 5, 5, 2, 2, 0, 0, 1, 1, 1, bias}); /* stride 2 */
+        conv_case(dtype, (conv_args){1, 2, 19, 23, 2, 3, 3, 1, 1, 2, 2, 2, 2, 1, bias}); /* dilation 2 */
+        conv_case(dtype, (conv_args){2, 4, 9, 11, 6, 3, 2, 1, 1, 1, 0, 1, 1, 2, bias});  /* 2 groups */
+        conv_case(dtype, (conv_args){1, 5, 18, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, bias});  /* depthwise */
+        conv_case(dtype, (conv_args){1, 2, 13, 29, 3, 2, 4, 1, 3, 0, 2, 2, 1, 1, bias}); /* per-dim args */
+        conv_case(dtype, (conv_args){1, 3, 35, 35, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, bias}); /* 7x7 stem */
+        conv_case(dtype, (conv_args){3, 2, 1, 1, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, bias});   /* 1x1 images */
+        conv_case(dtype, (conv_args){2, 2, 1, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias});   /* all padding but one */
+        conv_case(dtype, (conv_args){1, 1, 5, 40, 1, 1, 1, 5, 4, 0, 0, 1, 1, 1, bias});  /* strides over the kernel */
+    }
+    /* The largest patch that fits in 48 KiB: float32 stride 7 (106 x 106), float64 stride 5 (76 x 76). */
+    const int big = dtype == MT_FLOAT32 ? 7 : 5;
+    conv_case(dtype, (conv_args){1, 1, 40, 40, 2, 1, 1, big, big, 0, 0, 1, 1, 1, 1});
+    conv_case(dtype, (conv_args){0, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}); /* no batch: nothing to do */
+    conv_case(dtype, (conv_args){1, 2, 8, 8, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no output channel */
+    conv_case(dtype, (conv_args){2, 0, 5, 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1}); /* no input channel: the bias */
+    for (int r = 0; r < 12; ++r)
+        conv_case(dtype, random_args());
+}
+
 int main(void)
 {
     tt_init("test_conv");
@@ -114,28 +251,39 @@ int main(void)
     for (int ti = 0; ti < 2; ++ti) {
         const int dtype = dtypes[ti];
         TT_GROUP("conv2d %s", tt_dtype_name(dtype)) {
-            for (int bias = 0; bias < 2; ++bias) {
-                /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
-                conv_case(dtype, (conv_args){2, 3, 20, 20, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias}); /* partial tiles */
-                conv_case(dtype, (conv_args){1, 2, 16, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias}); /* whole tiles */
-                conv_case(dtype, (conv_args){1, 2, 17, 33, 2, 5, 5, 2, 2, 0, 0, 1, 1, 1, bias}); /* stride 2 */
-                conv_case(dtype, (conv_args){1, 2, 19, 23, 2, 3, 3, 1, 1, 2, 2, 2, 2, 1, bias}); /* dilation 2 */
-                conv_case(dtype, (conv_args){2, 4, 9, 11, 6, 3, 2, 1, 1, 1, 0, 1, 1, 2, bias});  /* 2 groups */
-                conv_case(dtype, (conv_args){1, 5, 18, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, bias});  /* depthwise */
-                conv_case(dtype, (conv_args){1, 2, 13, 29, 3, 2, 4, 1, 3, 0, 2, 2, 1, 1, bias}); /* per-dim args */
-                conv_case(dtype, (conv_args){1, 3, 35, 35, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, bias}); /* 7x7 stem */
-                conv_case(dtype, (conv_args){3, 2, 1, 1, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, bias});   /* 1x1 images */
-                conv_case(dtype, (conv_args){2, 2, 1, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, bias});   /* all padding but one */
-                conv_case(dtype, (conv_args){1, 1, 5, 40, 1, 1, 1, 5, 4, 0, 0, 1, 1, 1, bias});  /* strides over the kernel */
-            }
-            /* The largest patch that fits in 48 KiB: float32 stride 7 (106 x 106), float64 stride 5 (76 x 76). */
-            const int big = dtype == MT_FLOAT32 ? 7 : 5;
-            conv_case(dtype, (conv_args){1, 1, 40, 40, 2, 1, 1, big, big, 0, 0, 1, 1, 1, 1});
-            conv_case(dtype, (conv_args){0, 2, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}); /* no batch: nothing to do */
-            conv_case(dtype, (conv_args){1, 2, 8, 8, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no output channel */
-            conv_case(dtype, (conv_args){2, 0, 5, 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1}); /* no input channel: the bias */
-            for (int r = 0; r < 12; ++r)
-                conv_case(dtype, random_args());
+            use_igemm = 0;
+            forward_cases(dtype);
+        }
+        TT_GROUP("conv2d_igemm %s", tt_dtype_name(dtype)) {
+            use_igemm = 1;
+            forward_cases(dtype);
+            /*          n  c  h   w   co  kh kw sh sw ph pw dh dw g  bias */
+            conv_case(dtype, (conv_args){1, 3, 9, 10, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}); /* the 128-row tile, 70 rows */
+            conv_case(dtype, (conv_args){2, 4, 7, 6, 130, 3, 1, 2, 1, 1, 0, 1, 1, 2, 1}); /* 65 rows a group */
+            conv_case(dtype, (conv_args){1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1});   /* N = C = 1, one pixel */
+            conv_case(dtype, (conv_args){1, 2, 16, 16, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});  /* 256 pixels: 2 whole column tiles */
+            conv_case(dtype, (conv_args){1, 1, 40, 40, 2, 1, 1, 9, 9, 0, 0, 1, 1, 1, 1});  /* a stride no tiled patch holds */
+            conv_case(dtype, (conv_args){1, 2, 30, 30, 2, 3, 3, 1, 1, 0, 0, 12, 12, 1, 0}); /* dilation 12 */
+            conv_case(dtype, (conv_args){2, 6, 12, 11, 260, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1}); /* 2 row tiles a group, 2 column tiles */
+        }
+        TT_GROUP("conv2d_igemm gradients %s", tt_dtype_name(dtype)) {
+            /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
+            grad_case(dtype, (conv_args){2, 3, 9, 10, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});  /* padding 1 */
+            grad_case(dtype, (conv_args){1, 2, 17, 13, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0}); /* stride 2 */
+            grad_case(dtype, (conv_args){1, 2, 16, 19, 2, 3, 2, 3, 2, 0, 1, 2, 3, 1, 0}); /* per-dim stride, dilation */
+            grad_case(dtype, (conv_args){2, 4, 9, 11, 6, 3, 2, 1, 1, 1, 0, 1, 1, 2, 0});  /* 2 groups */
+            grad_case(dtype, (conv_args){1, 3, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0});   /* depthwise */
+            grad_case(dtype, (conv_args){1, 1, 9, 9, 1, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0});   /* C = 1, 1 x 1, stride 2 */
+            grad_case(dtype, (conv_args){1, 2, 5, 5, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});  /* 70 output channels */
+            grad_case(dtype, (conv_args){1, 70, 5, 4, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});  /* 70 input channels */
+            /* 130 channels a group, in and out: two row tiles of 128 in every product, 2 groups. */
+            grad_case(dtype, (conv_args){1, 260, 6, 5, 260, 1, 2, 1, 1, 0, 1, 1, 1, 2, 0});
+            /* N OH OW = 2 * 32 * 32: the weight gradient's K split over several blocks. */
+            grad_case(dtype, (conv_args){2, 2, 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
+            grad_case(dtype, (conv_args){0, 2, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no batch: a zero weight gradient */
+            grad_case(dtype, (conv_args){2, 2, 6, 6, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no output channel: a zero input gradient */
+            for (int r = 0; r < 8; ++r)
+                grad_case(dtype, random_args());
         }
     }
     TT_GROUP("refused") {
@@ -224,6 +372,45 @@ int main(void)
         bias_in_out.strides[0] = 1;
         tt_expect_error(mt_conv2d(out.t, in.t, weight.t, bias_in_out, 1, 1, 1, 0, 0, 1, 1, 1),
                         MT_ERR_INVALID_ARGUMENT, "mt_conv2d", NULL);
+
+        /* The implicit GEMM's three entry points make the same checks. */
+        tt_case("mt_conv2d_igemm: int64 operands");
+        tt_expect_error(mt_conv2d_igemm(out_i.t, in_i.t, w_i.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1), MT_ERR_DTYPE,
+                        "mt_conv2d_igemm", &out_i);
+        tt_case("mt_conv2d_igemm: a bias of 3 for 2 out channels");
+        tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias3.t, 1, 1, 1, 0, 0, 1, 1, 1), MT_ERR_SHAPE,
+                        "mt_conv2d_igemm", &out);
+        tt_case("mt_conv2d_igemm_input_grad: grad_out 4 x 4 where padding 1 makes the output 6 x 6");
+        if (tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out.t, weight.t, 1, 1, 1, 1, 1, 1, 1), MT_ERR_SHAPE,
+                            "mt_conv2d_igemm_input_grad", &in) &&
+            !strstr(mt_last_error(), "(1, 2, 6, 6)"))
+            tt_fail("the message does not name the shape grad_out must have: \"%s\"", mt_last_error());
+        tt_case("mt_conv2d_igemm_input_grad: grad_in is grad_out");
+        tt_expect_error(mt_conv2d_igemm_input_grad(out_same.t, out_same.t, weight.t, 1, 1, 1, 1, 1, 1, 1),
+                        TT_ANY_ERROR, "mt_conv2d_igemm_input_grad", NULL);
+        tt_case("mt_conv2d_igemm_input_grad: groups = 2 with a weight of 2 channels a group");
+        tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out.t, weight.t, 1, 1, 0, 0, 1, 1, 2), MT_ERR_SHAPE,
+                        "mt_conv2d_igemm_input_grad", &in);
+        tt_case("mt_conv2d_igemm_input_grad: a transposed grad_out");
+        mt_tensor out_t = out.t;
+        out_t.strides[2] = 1;
+        out_t.strides[3] = 4;
+        tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out_t, weight.t, 1, 1, 0, 0, 1, 1, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm_input_grad", &in);
+        tt_case("mt_conv2d_igemm_weight_grad: an int64 input");
+        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in_i.t, 1, 1, 0, 0, 1, 1, 1), MT_ERR_DTYPE,
+                        "mt_conv2d_igemm_weight_grad", &weight);
+        tt_case("mt_conv2d_igemm_weight_grad: stride 0");
+        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 0, 1, 0, 0, 1, 1, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm_weight_grad", &weight);
+        tt_case("mt_conv2d_igemm: padding 2^30, past the kernel's 32-bit indices");
+        if (tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, 0, 1, 1, 1 << 30, 0, 1, 1, 1),
+                            MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", &out) &&
+            !strstr(mt_last_error(), "2^31"))
+            tt_fail("the message does not name the limit: \"%s\"", mt_last_error());
+        tt_case("mt_conv2d_igemm_weight_grad: no window fits (dilation 3)");
+        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 1, 1, 0, 0, 3, 3, 1), MT_ERR_SHAPE,
+                        "mt_conv2d_igemm_weight_grad", &weight);
         tt_tensor *all[] = {&in, &weight, &out, &bias, &bias3, &wg, &out_same, &in_i, &w_i, &out_i, &w_d,
                             &in1, &w1, &out1, &in_big, &out_big, &w_big};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)

@@ -1,0 +1,231 @@
+/*
+ * conv_implicit_gemm.h: the index maps of the implicit-GEMM convolution
+ * (src/conv_implicit_gemm.cu): FastDiv, the sizes (ConvDims), and the three
+ * matrix products the kernel there computes, each a Problem that says where
+ * element (m, k) of A and (k, n) of B are gathered from and where output
+ * (m, n) goes.
+ *
+ * Compiled as it is by nvcc and the emulator (not passed through
+ * minitensor/cuda/_cu2emu.py), so it declares no __shared__ arrays and
+ * launches nothing.
+ */
+#ifndef MT_CONV_IMPLICIT_GEMM_H
+#define MT_CONV_IMPLICIT_GEMM_H
+
+#include "ops_common.h"
+
+/* ---- division by a run-time constant --------------------------------------
+ * x / d for 0 <= x < 2^31 and 1 <= d < 2^31 as one multiply-high and a
+ * shift (Granlund and Montgomery; CUTLASS's FastDivmod): with
+ * s = ceil(log2 d) and mul = ceil(2^(31 + s) / d), x / d = (x * mul) >> (31 + s)
+ * exactly for every x below 2^31. */
+struct FastDiv {
+    uint32_t divisor;
+    uint32_t mul; /* 0 when divisor is 1 (then x / d = x) */
+    uint32_t shift;
+};
+
+inline FastDiv make_fast_div(int64_t d)
+{
+    FastDiv f{(uint32_t)d, 0u, 0u};
+    if (d > 1) {
+        uint32_t s = 0;
+        while (((int64_t)1 << s) < d)
+            ++s;
+        f.mul = (uint32_t)((((uint64_t)1 << (31 + s)) + (uint64_t)d - 1) / (uint64_t)d);
+        f.shift = s - 1;
+    }
+    return f;
+}
+
+MT_DEVICE int fdiv(int x, const FastDiv &f)
+{
+    if (f.divisor == 1)
+        return x;
+    /* The high 32 bits of the 64-bit product (nvcc: one mul.hi), then s - 1. */
+    return (int)((uint32_t)(((uint64_t)(uint32_t)x * f.mul) >> 32) >> f.shift);
+}
+
+/* ---- the sizes, as every Problem sees them ---------------------------------
+ * int: mt_conv2d_igemm* refuse sizes whose pixel or k counts reach 2^31;
+ * memory offsets are int64. */
+struct ConvDims {
+    int n, c, h, w;               /* the input */
+    int c_out, oh, ow;            /* the output */
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int groups, c_group, c_out_group; /* C / groups, C_out / groups */
+    int taps, hw, ohw;            /* KH * KW, H * W, OH * OW */
+    FastDiv taps_div, kw_div, w_div, hw_div, ow_div, ohw_div, sh_div, sw_div;
+};
+
+/* ---- the three products ----------------------------------------------------
+ * A Problem describes one group's product for the kernel:
+ *   M, N, K             the product's sizes;
+ *   Row row(g, m)       where row m of A starts; T a(row, k) its element k;
+ *   Col col(g, n)       what is known of column n of B before k (worked out
+ *                       once per thread when kBAlongK is false: each thread
+ *                       then loads one column in every K-tile); T b(col, k);
+ *   kBAlongK            whether consecutive threads load consecutive k of B
+ *                       (true where consecutive k are consecutive pixels);
+ *   out_row(g, m, s), out_col(g, n)  where element (m, n) goes: at
+ *                       out + out_row + out_col (s: the split of K);
+ *   row_bias(g, m)      added to every element of row m.
+ * a() and b() are called only with m < M, n < N and k < K. */
+
+/* Forward: out[co, p] = sum over k = (c, i, j) of weight[co, k] * in-patch[k, p]. */
+template <typename T>
+struct ForwardProblem {
+    const T *in, *weight, *bias;
+    T *out;
+    ConvDims d;
+
+    struct Row { const T *w; };
+    struct Col { const T *x; int iy0, ix0; };
+    static constexpr bool kBAlongK = false;
+
+    MT_DEVICE int M() const { return d.c_out_group; }
+    MT_DEVICE int N() const { return d.n * d.ohw; }
+    MT_DEVICE int K() const { return d.c_group * d.taps; }
+
+    MT_DEVICE Row row(int g, int m) const
+    {
+        return Row{weight + (int64_t)(g * d.c_out_group + m) * K()};
+    }
+    MT_DEVICE T a(const Row &r, int k) const { return r.w[k]; }
+
+    /* Column p = (image, oy, ox): the image's first channel of group g and
+     * the corner of the window, negative inside the padding. */
+    MT_DEVICE Col col(int g, int p) const
+    {
+        const int img = fdiv(p, d.ohw_div), pix = p - img * d.ohw;
+        const int oy = fdiv(pix, d.ow_div), ox = pix - oy * d.ow;
+        return Col{in + ((int64_t)img * d.c + (int64_t)g * d.c_group) * d.hw, oy * d.sh - d.ph, ox * d.sw - d.pw};
+    }
+    MT_DEVICE T b(const Col &cl, int k) const
+    {
+        const int c = fdiv(k, d.taps_div), tap = k - c * d.taps;
+        const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
+        const int y = cl.iy0 + i * d.dh, x = cl.ix0 + j * d.dw;
+        const bool inside = y >= 0 && y < d.h && x >= 0 && x < d.w;
+        return inside ? cl.x[(int64_t)c * d.hw + y * d.w + x] : T(0); /* zero padding */
+    }
+
+    MT_DEVICE int64_t out_row(int g, int m, int) const { return (int64_t)(g * d.c_out_group + m) * d.ohw; }
+    MT_DEVICE int64_t out_col(int, int p) const
+    {
+        const int img = fdiv(p, d.ohw_div);
+        return (int64_t)img * d.c_out * d.ohw + (p - img * d.ohw);
+    }
+    MT_DEVICE T row_bias(int g, int m) const { return bias ? bias[g * d.c_out_group + m] : T(0); }
+};
+
+/* Input gradient: grad_in[c, p'] = sum over k = (co, i, j) of weight[co, c, i, j] *
+ * grad_out[co, the output pixel whose tap (i, j) reads p'], 0 where none does. */
+template <typename T>
+struct InputGradProblem {
+    const T *grad_out, *weight;
+    T *out; /* grad_in */
+    ConvDims d;
+
+    struct Row { const T *w; };
+    struct Col { const T *go; int ty, tx; };
+    static constexpr bool kBAlongK = false;
+
+    MT_DEVICE int M() const { return d.c_group; }
+    MT_DEVICE int N() const { return d.n * d.hw; }
+    MT_DEVICE int K() const { return d.c_out_group * d.taps; }
+
+    /* Row c: weight[g * C_out / groups, c, 0, 0]; k = (co, tap) steps co by C / groups * taps. */
+    MT_DEVICE Row row(int g, int c) const
+    {
+        return Row{weight + ((int64_t)g * d.c_out_group * d.c_group + c) * d.taps};
+    }
+    MT_DEVICE T a(const Row &r, int k) const
+    {
+        const int co = fdiv(k, d.taps_div);
+        return r.w[(int64_t)co * d.c_group * d.taps + (k - co * d.taps)];
+    }
+
+    /* Column p' = (image, y, x), moved into the padded frame. */
+    MT_DEVICE Col col(int g, int p) const
+    {
+        const int img = fdiv(p, d.hw_div), pix = p - img * d.hw;
+        const int y = fdiv(pix, d.w_div), x = pix - y * d.w;
+        return Col{grad_out + ((int64_t)img * d.c_out + (int64_t)g * d.c_out_group) * d.ohw, y + d.ph, x + d.pw};
+    }
+    /* The output pixel (oy, ox) whose tap (i, j) read (y, x): oy * sh = y + ph
+     * - i * dh, if that is a whole output row inside the output (likewise ox). */
+    MT_DEVICE T b(const Col &cl, int k) const
+    {
+        const int co = fdiv(k, d.taps_div), tap = k - co * d.taps;
+        const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
+        const int ny = cl.ty - i * d.dh, nx = cl.tx - j * d.dw;
+        if (ny < 0 || nx < 0)
+            return T(0);
+        const int oy = fdiv(ny, d.sh_div), ox = fdiv(nx, d.sw_div);
+        if (oy * d.sh != ny || ox * d.sw != nx || oy >= d.oh || ox >= d.ow)
+            return T(0); /* between two output rows or columns (stride > 1), or past the last */
+        return cl.go[(int64_t)co * d.ohw + oy * d.ow + ox];
+    }
+
+    MT_DEVICE int64_t out_row(int g, int c, int) const { return (int64_t)(g * d.c_group + c) * d.hw; }
+    MT_DEVICE int64_t out_col(int, int p) const
+    {
+        const int img = fdiv(p, d.hw_div);
+        return (int64_t)img * d.c * d.hw + (p - img * d.hw);
+    }
+    MT_DEVICE T row_bias(int, int) const { return T(0); }
+};
+
+/* Weight gradient: dW[co, q] = sum over the output pixels p = (n, oy, ox) of
+ * grad_out[co, p] * in-patch[p, q], q = (c, i, j). K is split over gridDim.z:
+ * split s writes its partial product to out + s * C_out * (C / groups) * taps. */
+template <typename T>
+struct WeightGradProblem {
+    const T *grad_out, *in;
+    T *out; /* grad_weight, or the partial products */
+    ConvDims d;
+
+    struct Row { const T *go; };
+    struct Col { const T *x; int di, dj; };
+    static constexpr bool kBAlongK = true; /* K is the output pixels: consecutive k, consecutive addresses */
+
+    MT_DEVICE int M() const { return d.c_out_group; }
+    MT_DEVICE int N() const { return d.c_group * d.taps; }
+    MT_DEVICE int K() const { return d.n * d.ohw; }
+
+    MT_DEVICE Row row(int g, int m) const
+    {
+        return Row{grad_out + (int64_t)(g * d.c_out_group + m) * d.ohw};
+    }
+    MT_DEVICE T a(const Row &r, int p) const
+    {
+        const int img = fdiv(p, d.ohw_div);
+        return r.go[(int64_t)img * d.c_out * d.ohw + (p - img * d.ohw)];
+    }
+
+    /* Column q = (c, i, j): the channel's plane and the tap's offset from a window's corner. */
+    MT_DEVICE Col col(int g, int q) const
+    {
+        const int c = fdiv(q, d.taps_div), tap = q - c * d.taps;
+        const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
+        return Col{in + (int64_t)(g * d.c_group + c) * d.hw, i * d.dh - d.ph, j * d.dw - d.pw};
+    }
+    MT_DEVICE T b(const Col &cl, int p) const
+    {
+        const int img = fdiv(p, d.ohw_div), pix = p - img * d.ohw;
+        const int oy = fdiv(pix, d.ow_div), ox = pix - oy * d.ow;
+        const int y = oy * d.sh + cl.di, x = ox * d.sw + cl.dj;
+        const bool inside = y >= 0 && y < d.h && x >= 0 && x < d.w;
+        return inside ? cl.x[(int64_t)img * d.c * d.hw + y * d.w + x] : T(0); /* zero padding */
+    }
+
+    MT_DEVICE int64_t out_row(int g, int m, int split) const
+    {
+        return ((int64_t)split * d.c_out + g * d.c_out_group + m) * N();
+    }
+    MT_DEVICE int64_t out_col(int, int q) const { return q; }
+    MT_DEVICE T row_bias(int, int) const { return T(0); }
+};
+
+#endif /* MT_CONV_IMPLICIT_GEMM_H */

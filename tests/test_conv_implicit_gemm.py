@@ -1,0 +1,164 @@
+"""The implicit-GEMM rung of the convolution ladder (src/conv_implicit_gemm.cu,
+mt.kernels.conv2d(..., algo="implicit_gemm"), what F.conv2d runs under the fast
+policy): its forward against plain NumPy loops and the im2col rung (stride,
+padding, dilation and groups per dim, sizes off the 64/128 x 128 tiles, N = 1,
+C = 1, 1 x 1 kernels, strided views, float32 and float64), its two backward
+kernels against finite differences and the im2col rung's gradients (stride > 1,
+the weight gradient's split over blocks), which rung F.conv2d takes under each
+policy, and the refusals of the C entry points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.nn.functional as F
+from gradcheck import gradcheck
+from helpers import assert_close
+from minitensor import ops
+from test_conv import ref_conv2d
+
+CASES = [  # (N, C, H, W), (C_out, KH, KW), stride, padding, dilation, groups
+    ((2, 3, 7, 9), (4, 3, 3), 1, 0, 1, 1),
+    ((1, 4, 8, 5), (6, 3, 2), (2, 1), (1, 2), (1, 2), 2),
+    ((3, 1, 5, 5), (2, 5, 5), 1, 2, 1, 1),  # C = 1, a kernel as large as the image
+    ((2, 6, 9, 7), (6, 1, 1), 3, 0, 1, 3),  # 1 x 1 kernel, stride over it
+    ((1, 2, 11, 4), (3, 2, 3), (3, 2), (0, 1), (2, 1), 1),
+    ((1, 5, 13, 11), (70, 3, 3), 1, 1, 1, 1),  # C_out > 64: the 128-row tile, rows off the tile
+    ((2, 4, 12, 13), (130, 3, 3), 2, 1, 1, 2),  # 65 output channels a group, stride 2
+    ((1, 1, 1, 1), (1, 1, 1), 1, 0, 1, 1),  # one pixel
+    ((1, 2, 17, 9), (3, 3, 3), 1, 1, 1, 1),  # N H W = 153: columns off the 128-wide tile
+]
+
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else v
+
+
+def igemm(x, w, b, stride, padding, dilation, groups):
+    return mt.kernels.conv2d(x, w, b, stride, padding, dilation, groups, algo="implicit_gemm")
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+@pytest.mark.parametrize("case", CASES, ids=range(len(CASES)))
+def test_implicit_gemm_matches_numpy_and_im2col(case, dtype) -> None:
+    shape, (co, kh, kw), stride, padding, dilation, groups = case
+    rng = np.random.default_rng(co + kh)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((co, shape[1] // groups, kh, kw))
+    b = rng.standard_normal(co)
+    ref = ref_conv2d(x, w, b, pair(stride), pair(padding), pair(dilation), groups)
+    xt, wt, bt = (mt.tensor(a, dtype=dtype) for a in (x, w, b))
+    permuted = mt.tensor(x.transpose(0, 2, 3, 1).copy(), dtype=dtype).permute(0, 3, 1, 2)  # a strided view
+    for inp in (xt, permuted):
+        got = igemm(inp, wt, bt, stride, padding, dilation, groups)
+        assert got.shape == ref.shape and got.dtype is dtype
+        assert_close(got, ref, dtype, n=w[0].size)
+    no_bias = igemm(xt, wt, None, stride, padding, dilation, groups)
+    assert_close(no_bias, ref - b[None, :, None, None], dtype, n=w[0].size)
+    im2col = mt.kernels.conv2d(xt, wt, bt, stride, padding, dilation, groups, algo="im2col")
+    assert_close(got, im2col.numpy().astype(np.float64), dtype, n=w[0].size)
+
+
+def test_implicit_gemm_gradients_match_finite_differences() -> None:
+    rng = np.random.default_rng(11)
+    x, w, b = rng.standard_normal((2, 4, 6, 5)), rng.standard_normal((4, 2, 3, 2)), rng.standard_normal(4)
+    gradcheck(lambda m, x, w, b: igemm(x, w, b, (2, 1), 1, (1, 2), 2), [x, w, b])
+    # Stride 3 in both dims with dilation: most taps of an input pixel fall between output pixels.
+    x, w = rng.standard_normal((1, 2, 10, 11)), rng.standard_normal((3, 2, 3, 3))
+    gradcheck(lambda m, x, w: igemm(x, w, None, 3, (1, 2), 2, 1), [x, w])
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+@pytest.mark.parametrize("shape, weight, stride, padding, dilation, groups", [
+    ((2, 3, 19, 18), (5, 3, 3, 3), 1, 1, 1, 1),
+    ((2, 6, 15, 16), (70, 3, 3, 3), (2, 3), (1, 0), 1, 2),  # strides over the tap count's phases
+    ((3, 8, 24, 24), (16, 8, 3, 3), 1, 1, 1, 1),  # N OH OW = 1728: the weight gradient split over blocks
+    ((1, 4, 9, 9), (4, 4, 1, 1), 2, 0, 1, 1),  # 1 x 1, stride 2: a quarter of the input gets a gradient
+])
+def test_implicit_gemm_gradients_match_im2col(shape, weight, stride, padding, dilation, groups, dtype) -> None:
+    rng = np.random.default_rng(12)
+    x, w, b = rng.standard_normal(shape), rng.standard_normal(weight), rng.standard_normal(weight[0])
+    grads = []
+    for algo in ("im2col", "implicit_gemm"):
+        leaves = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in (x, w, b)]
+        out = mt.kernels.conv2d(*leaves, stride, padding, dilation, groups, algo=algo)
+        (out * mt.tensor(np.sin(np.arange(out.numel())).reshape(out.shape), dtype=dtype)).sum().backward()
+        grads.append([leaf.grad.numpy().astype(np.float64) for leaf in leaves])
+    for g_im2col, g_igemm in zip(*grads):
+        assert_close(g_igemm, g_im2col, dtype, n=int(np.prod(shape)))
+    # Only the input requires a gradient: the weight's is not computed (and the other way round).
+    xi = mt.tensor(x, dtype=dtype, requires_grad=True)
+    igemm(xi, mt.tensor(w, dtype=dtype), None, stride, padding, dilation, groups).sum().backward()
+    assert xi.grad.shape == x.shape
+    wi = mt.tensor(w, dtype=dtype, requires_grad=True)
+    igemm(mt.tensor(x, dtype=dtype), wi, None, stride, padding, dilation, groups).sum().backward()
+    assert wi.grad.shape == w.shape
+
+
+def test_implicit_gemm_empty_sizes() -> None:
+    assert igemm(mt.randn(0, 6, 5, 5), mt.randn(4, 3, 3, 3), None, 1, 0, 1, 2).shape == (0, 4, 3, 3)
+    assert igemm(mt.randn(2, 6, 5, 5), mt.randn(0, 6, 3, 3), None, 1, 0, 1, 1).shape == (2, 0, 3, 3)
+    # No input channel: the output is the bias, and the gradients are empty or zero.
+    x = mt.randn(2, 0, 5, 5, requires_grad=True)
+    b = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    alone = igemm(x, mt.randn(3, 0, 3, 3, requires_grad=True), b, 1, 0, 1, 1)
+    assert alone.shape == (2, 3, 3, 3) and alone[:, 1].tolist() == [[[2.0] * 3] * 3] * 2
+    alone.sum().backward()
+    assert x.grad.shape == (2, 0, 5, 5) and b.grad.tolist() == [18.0] * 3
+    # An empty batch: the weight's gradient is zero.
+    w = mt.randn(2, 3, 3, 3, requires_grad=True)
+    igemm(mt.randn(0, 3, 5, 5), w, None, 1, 1, 1, 1).sum().backward()
+    assert not w.grad.numpy().any()
+
+
+def test_conv2d_default_rung_per_policy() -> None:
+    """F.conv2d runs the implicit GEMM under the fast policy (the tiled rung for
+    depthwise layers), and the im2col rung the course builds under teaching;
+    conv1d goes through conv2d."""
+    rng = np.random.default_rng(13)
+    x, w, b = (mt.tensor(rng.standard_normal(s), requires_grad=True) for s in ((2, 4, 9, 8), (6, 2, 3, 3), (6,)))
+    with mt.kernels.policy("fast"):
+        fast = F.conv2d(x, w, b, padding=1, groups=2)
+        assert type(fast.grad_fn).__name__ == "Conv2dImplicitGemm"
+        depthwise = F.conv2d(x, mt.randn(4, 1, 3, 3, dtype=mt.float64), groups=4)
+        assert type(depthwise.grad_fn).__name__ == "Conv2dTiled"
+        line = F.conv1d(mt.randn(2, 3, 20, requires_grad=True), mt.randn(5, 3, 4), stride=2)
+        assert type(line.grad_fn).__name__ != "Conv2dImplicitGemm"  # a squeeze of it
+        assert line.shape == (2, 5, 9)
+    with mt.kernels.policy("teaching"):
+        teaching = F.conv2d(x, w, b, padding=1, groups=2)
+        assert type(teaching.grad_fn).__name__ not in ("Conv2dImplicitGemm", "Conv2dTiled")
+    assert_close(fast, teaching.numpy(), mt.float64, n=18)
+    # Sizes whose pixel count reaches 2^31 go to im2col (the kernel's int indices).
+    assert ops.conv2d_igemm_fits((2, 4, 9, 8), (6, 2, 3, 3), (1, 1), (9, 8), 2)
+    assert not ops.conv2d_igemm_fits((2**16, 1, 2**8, 2**8), (1, 1, 1, 1), (0, 0), (2**8, 2**8), 1)
+    assert not ops.conv2d_igemm_fits((1, 1, 5, 5), (1, 1, 1, 1), (2**30, 0), (2**31 + 5, 5), 1)
+
+
+def test_conv1d_by_implicit_gemm_matches_numpy() -> None:
+    rng = np.random.default_rng(14)
+    x, w, b = rng.standard_normal((2, 3, 23)), rng.standard_normal((4, 3, 5)), rng.standard_normal(4)
+    with mt.kernels.policy("fast"):
+        got = F.conv1d(mt.tensor(x), mt.tensor(w), mt.tensor(b), stride=2, padding=3, dilation=2)
+    ref = ref_conv2d(x[:, :, None], w[:, :, None], b, (1, 2), (0, 3), (1, 2), 1)[:, :, 0]
+    assert_close(got, ref, mt.float64, n=15)
+
+
+def test_implicit_gemm_c_refusals_name_the_problem() -> None:
+    """The C entry points check their operands again (a C caller, or a bug above)."""
+    x, w, g = mt.randn(1, 2, 6, 6), mt.randn(3, 2, 3, 3), mt.randn(1, 3, 4, 4)
+    with pytest.raises(mt.ShapeError, match=r"mt_conv2d_igemm_input_grad: grad_out must be.*\(1, 3, 6, 6\)"):
+        ops.conv2d_igemm_input_grad(g, w, (1, 2, 6, 6), (1, 1), (1, 1), (1, 1), 1)  # padding 1: 6 x 6 out
+    with pytest.raises(mt.ShapeError, match=r"mt_conv2d_igemm_weight_grad: .*groups = 2 do not agree"):
+        ops.conv2d_igemm_weight_grad(g, x, (3, 2, 3, 3), (1, 1), (0, 0), (1, 1), 2)
+    with pytest.raises(mt.DTypeError, match="mt_conv2d_igemm"):
+        ops.conv2d_igemm(x, w.double(), None, (1, 1), (0, 0), (1, 1), 1)
+    with pytest.raises(mt.DTypeError, match="int64"):
+        ops.conv2d_igemm(x.long(), w.long(), None, (1, 1), (0, 0), (1, 1), 1)
+    with pytest.raises(mt.InvalidArgumentError, match=r"stride \(0, 1\)"):
+        ops.conv2d_igemm_input_grad(g, w, (1, 2, 6, 6), (0, 1), (0, 0), (1, 1), 1)
+    with pytest.raises(mt.ShapeError, match="no window fits"):
+        ops.conv2d_igemm_weight_grad(mt.randn(1, 3, 1, 1), mt.randn(1, 2, 2, 2), (3, 2, 3, 3), (1, 1), (0, 0),
+                                     (1, 1), 1)
