@@ -66,6 +66,9 @@ def test_gradients_match_finite_differences():
     rng = np.random.default_rng(0)
     x, w, b = rng.standard_normal((3, 2, 2, 3)), rng.standard_normal(2), rng.standard_normal(2)
     gradcheck(lambda m, x, w, b: F.batch_norm(x, None, None, w, b, training=True), [x, w, b])
+    # evaluation: the running statistics are constants, x, weight and bias get gradients
+    rm, rv = mt.tensor(rng.standard_normal(2)), mt.tensor(rng.uniform(0.5, 2.0, 2))
+    gradcheck(lambda m, x, w, b: F.batch_norm(x, rm, rv, w, b, training=False), [x, w, b])
     # without weight and bias, and through a strided (transposed) input
     leaf = mt.tensor(x.transpose(0, 1, 3, 2).copy(), requires_grad=True)
     gradcheck(lambda m, x: F.batch_norm(x.transpose(2, 3), None, None, training=True),
