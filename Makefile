@@ -13,6 +13,7 @@
 #   make test       everything CI runs: C tests, then the Python suite under
 #                   the fast kernel policy, then under the teaching one
 #   make demo       the main job: train a digit classifier
+#   make demo-resnet  a small ResNet on generated images of shapes (ARGS=...)
 #   make grade      score the course's tasks (course/grade.mk, docs/coursework.md)
 #   make lab        open the notebooks in JupyterLab (installed on first use)
 #   make handout    a student repository: the course's tasks stubbed
@@ -88,7 +89,7 @@ ifneq ($(HAVE_GPU),)
 LIBS += $(CUDA_LIB)
 endif
 
-.PHONY: all emu cuda cuda-check test test-c test-py test-py-teaching demo demo-cnn demo-gpt clean FORCE
+.PHONY: all emu cuda cuda-check test test-c test-py test-py-teaching demo demo-cnn demo-gpt demo-resnet clean FORCE
 all: $(LIBS)
 emu: $(EMU_LIB)
 cuda: $(CUDA_LIB)
@@ -212,6 +213,14 @@ demo-cnn: $(LIBS) $(VENV)/.ok
 # fails unless the held-out loss falls below 2.6 (a uniform guess is 4.42).
 demo-gpt: $(LIBS) $(VENV)/.ok
 	$(VPY) examples/train_gpt.py
+
+# A small ResNet (3x3 convolutions, BatchNorm2d, residual adds, global average
+# pooling) on generated 12x12 colour images of six shapes
+# (examples/train_resnet.py): fails unless it reaches its held-out target.
+# ARGS="--torch --batch 256 --width 64 --size 32 --steps 50" also runs it
+# in PyTorch, at a size for a GPU.
+demo-resnet: $(LIBS) $(VENV)/.ok
+	$(VPY) examples/train_resnet.py $(ARGS)
 
 # The course kit (course/tasks.toml, tools/course.py): a student repository
 # with the chosen tasks' code replaced by stubs that fail with the task's name.

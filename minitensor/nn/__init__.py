@@ -11,6 +11,7 @@
 """
 
 from . import functional, utils  # noqa: F401 - nn.utils.clip_grad_norm_, as torch
+from .batchnorm import BatchNorm1d, BatchNorm2d
 from .conv import AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from .modules import (
     CrossEntropyLoss,
@@ -33,6 +34,8 @@ from .transformer import MultiheadAttention, TransformerEncoderLayer
 
 __all__ = [
     "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
     "Conv1d",
     "Conv2d",
     "CrossEntropyLoss",

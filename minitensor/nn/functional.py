@@ -20,6 +20,7 @@ from .._errors import DimError, InvalidArgumentError
 from .. import autograd, ops
 from ..tensor import Tensor
 from .functional_conv import avg_pool2d, conv1d, conv2d, max_pool2d  # noqa: F401 - F.conv2d, ...
+from .functional_norm import batch_norm  # noqa: F401 - F.batch_norm
 
 _REDUCTIONS = ("mean", "sum", "none")
 
