@@ -230,6 +230,11 @@ def train_torch(state: dict[str, np.ndarray], args: argparse.Namespace, images: 
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    # minitensor computes true float32 products: so must torch, or the
+    # comparison measures TF32 against float32 (torch allows TF32 in its
+    # convolutions by default).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     model = torch_resnet(args.width, len(CLASSES), args.blocks)
     model.load_state_dict({name: torch.from_numpy(value) for name, value in state.items()})
     model.to(device)
