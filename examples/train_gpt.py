@@ -10,7 +10,11 @@ text as batches. It reports the held-out loss before and after training
 (ln 83 = 4.42 is a uniform guess), prints samples, and fails if the loss has
 not fallen below --target. With --torch (on a machine with PyTorch and a
 GPU), the same model, data and optimizer run in PyTorch too, and both
-report tokens per second.
+report tokens per second. With --graph, the whole training step (forward,
+backward, clipping and AdamW's update, capturable=True) is captured once
+into a CUDA graph (mt.cuda.graph) after two eager steps and replayed for
+every later batch, copied into the graph's two input tensors; on the
+emulator the same code runs, each replay running the recorded launches.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,11 +52,16 @@ class GPT(nn.Module):
                                        batch_first=True, norm_first=True) for _ in range(layers)])
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab)
+        # The positions 0..context-1 and the causal mask (True where a position
+        # must not look, as torch's src_mask), made once: a step captured into
+        # a CUDA graph cannot upload, and both copy from the host.
+        self.register_buffer("position_ids", mt.arange(context))
+        self.register_buffer("future", ~F.causal_mask(context))
 
     def forward(self, idx: mt.Tensor) -> mt.Tensor:
         t = idx.shape[1]
-        x = self.tokens(idx) + self.positions(mt.arange(t))
-        future = ~F.causal_mask(t)  # True where a position must not look, as torch's src_mask
+        x = self.tokens(idx) + self.positions(self.position_ids[:t])
+        future = self.future[:t, :t]
         for block in self.blocks:
             x = block(x, src_mask=future, is_causal=True)
         return self.head(self.norm(x))
@@ -74,8 +84,67 @@ def batch(data: np.ndarray, size: int, context: int, rng: np.random.Generator) -
 
 
 def loss_of(model: GPT, x: np.ndarray, y: np.ndarray) -> mt.Tensor:
-    logits = model(mt.tensor(x))
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), mt.tensor(y.reshape(-1)))
+    return loss_on_device(model, mt.tensor(x), mt.tensor(y))
+
+
+def loss_on_device(model: GPT, x: mt.Tensor, y: mt.Tensor) -> mt.Tensor:
+    """The mean cross-entropy of the next-character scores for windows x (B, T) against y (B, T)."""
+    logits = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def make_train_step(model: GPT, optimizer: mt.optim.Optimizer) -> Any:
+    """One training step on device windows x and targets y: zero_grad, forward,
+    backward, gradients clipped to norm 1 (on the device: nothing read
+    back), AdamW's update. Returns the loss tensor."""
+    def train_step(x: mt.Tensor, y: mt.Tensor) -> mt.Tensor:
+        optimizer.zero_grad()
+        loss = loss_on_device(model, x, y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return loss
+    return train_step
+
+
+class GraphedStep:
+    """train_step run as one CUDA graph: the step reads its batch from two
+    static tensors, into which each batch is copied. Two eager steps come
+    first (first-time work, such as the autotuner's timing, and the device
+    check of the ids and targets, must not be captured); the capture is
+    recorded on the batch the second one checked, then every call copies its
+    batch in and replays.
+
+    The ids and targets a replay reads are not checked on the device (a
+    replay runs no Python, and a check would wait for the device): they are
+    checked here, on the host, before they are copied in (out of range, the
+    gather and the cross-entropy would give zeros, not an error)."""
+
+    def __init__(self, train_step: Any, batch_size: int, context: int, vocab: int) -> None:
+        self.train_step = train_step
+        self.vocab = vocab
+        self.x = mt.zeros(batch_size, context, dtype=mt.int64)
+        self.y = mt.zeros(batch_size, context, dtype=mt.int64)
+        self.eager_steps = 0
+        self.graph: Any = None
+        self.loss: Any = None
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> mt.Tensor:
+        for name, ids in (("ids", x), ("targets", y)):
+            if ids.shape != tuple(self.x.shape) or ids.min() < 0 or ids.max() >= self.vocab:
+                raise ValueError(f"GraphedStep: {name} of shape {ids.shape} must have shape {tuple(self.x.shape)} "
+                                 f"and hold characters in [0, {self.vocab})")
+        if self.graph is None and self.eager_steps == 2:
+            self.graph = mt.cuda.CUDAGraph()
+            with mt.cuda.graph(self.graph):
+                self.loss = self.train_step(self.x, self.y)
+        self.x.copy_(mt.tensor(x))
+        self.y.copy_(mt.tensor(y))
+        if self.graph is None:
+            self.eager_steps += 1
+            return self.train_step(self.x, self.y)
+        self.graph.replay()
+        return self.loss
 
 
 @mt.no_grad()
@@ -111,17 +180,19 @@ def progress(step: int, steps: int, loss: float, width: int = 30) -> None:
 def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str]) -> tuple[GPT, float]:
     mt.manual_seed(args.seed)
     model = GPT(len(chars), args.context, args.width, args.heads, args.layers)
-    optimizer = mt.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    optimizer = mt.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, capturable=args.graph)
+    train_step = make_train_step(model, optimizer)
+    if args.graph:
+        step_of = GraphedStep(train_step, args.batch_size, args.context, len(chars))
+    else:
+        def step_of(x: np.ndarray, y: np.ndarray) -> mt.Tensor:
+            return train_step(mt.tensor(x), mt.tensor(y))
     rng = np.random.default_rng(args.seed)
     start, timed = time.perf_counter(), 0.0
     for step in range(1, args.steps + 1):
         x, y = batch(data, args.batch_size, args.context, rng)
         t0 = time.perf_counter()
-        optimizer.zero_grad()
-        loss = loss_of(model, x, y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        loss = step_of(x, y)
         value = loss.item()  # waits for the step's kernels
         if step > 5:  # the first steps pay for one-time work (autotuning, allocation)
             timed += time.perf_counter() - t0
@@ -190,6 +261,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", type=float, default=2.6, help="the held-out loss training must reach")
     parser.add_argument("--torch", action="store_true", help="also train the same model in PyTorch (GPU)")
+    parser.add_argument("--graph", action="store_true",
+                        help="run the whole training step as one replayed CUDA graph (captured after two steps)")
     args = parser.parse_args()
 
     start = time.perf_counter()

@@ -49,6 +49,20 @@ def contiguous_strides(shape: Sequence[int]) -> Shape:
 _STRIDES_CACHE: dict[Shape, Shape] = {}
 
 
+def contiguous_layout(shape: Shape) -> tuple[Shape, int]:
+    """(row-major strides, number of elements) of a shape (a tuple): what a new
+    result needs, in one call (cached as contiguous_strides is)."""
+    found = _LAYOUT_CACHE.get(shape)
+    if found is None:
+        if len(_LAYOUT_CACHE) >= 512:
+            _LAYOUT_CACHE.clear()
+        found = _LAYOUT_CACHE[shape] = (contiguous_strides(shape), numel(shape))
+    return found
+
+
+_LAYOUT_CACHE: dict[Shape, tuple[Shape, int]] = {}
+
+
 def _row_major_strides(shape: Shape) -> Shape:
     strides = [0] * len(shape)
     step = 1

@@ -61,14 +61,18 @@ def view(x: Array, shape: Sequence[int]) -> Array:
 
 def permute(x: Array, dims: Sequence[int]) -> Array:
     """A view with the dims reordered: result dim i is x's dim dims[i]."""
-    dims = as_shape(dims, "permute()")
-    if len(dims) != x.ndim:
+    ndim = x._ndim
+    if type(dims) is not tuple or len(dims) != ndim:
+        dims = as_shape(dims, "permute()")  # varargs, lists; its message first for non-ints
+    if len(dims) != ndim:
         raise DimError(f"permute(): got {len(dims)} dims {dims} for a tensor of rank {x.ndim}")
     norm = []
     shape = []
     strides = []
     for d in dims:  # a loop, not comprehensions: every transpose and .T comes here
-        d = normalize_dim(d, x._ndim, "permute()")
+        if type(d) is not int or not 0 <= d < ndim:  # a dim in range needs no call
+            as_shape(dims, "permute()")
+            d = normalize_dim(d, ndim, "permute()")
         norm.append(d)
         shape.append(x._shape[d])
         strides.append(x._strides[d])
@@ -83,11 +87,13 @@ def transpose(x: Array, dim0: int, dim1: int) -> Array:
         normalize_dim(dim0, 0, "transpose()")
         normalize_dim(dim1, 0, "transpose()")
         return alias(x, (), (), x._offset)
-    d0 = normalize_dim(dim0, x.ndim, "transpose()")
-    d1 = normalize_dim(dim1, x.ndim, "transpose()")
-    order = list(range(x.ndim))
+    ndim = x._ndim
+    # Two int dims in range need no call (matmul's backward transposes each operand).
+    d0 = dim0 % ndim if type(dim0) is int and -ndim <= dim0 < ndim else normalize_dim(dim0, ndim, "transpose()")
+    d1 = dim1 % ndim if type(dim1) is int and -ndim <= dim1 < ndim else normalize_dim(dim1, ndim, "transpose()")
+    order = list(range(ndim))
     order[d0], order[d1] = order[d1], order[d0]
-    return permute(x, order)
+    return permute(x, tuple(order))
 
 
 def expand(x: Array, shape: Sequence[int]) -> Array:

@@ -13,21 +13,23 @@ torch, so that results stay float32-exact. float64 products never use it.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 
 class _MatmulFlags:
     """``mt.backends.cuda.matmul``: ``allow_tf32`` (a bool, default False)."""
 
     _allow_tf32 = False
 
-    @property
-    def allow_tf32(self) -> bool:
-        return self._allow_tf32
-
-    @allow_tf32.setter
-    def allow_tf32(self, value: bool) -> None:
+    def _set_allow_tf32(self, value: bool) -> None:
         if not isinstance(value, bool):
             raise TypeError(f"allow_tf32 must be True or False, got {value!r}")
         type(self)._allow_tf32 = value
+
+    # Read through a C getter (operator.attrgetter), as Array's fields are:
+    # every float32 matmul asks, and reading it then runs no Python function.
+    allow_tf32 = property(attrgetter("_allow_tf32"), _set_allow_tf32,
+                          doc="Whether float32 products run on tensor cores, inputs rounded to TF32.")
 
     def __repr__(self) -> str:
         return f"<minitensor.backends.cuda.matmul allow_tf32={self.allow_tf32}>"

@@ -268,8 +268,12 @@ class Adam(Optimizer):
         # TASK(layers_optim) END
 
     def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
-        m = self._state_like(p, state, "exp_avg")
-        v = self._state_like(p, state, "exp_avg_sq")
+        m = state.get("exp_avg")  # _state_like's lookup first: a call less per parameter and step
+        if m is None:
+            m = self._state_like(p, state, "exp_avg")
+        v = state.get("exp_avg_sq")
+        if v is None:
+            v = self._state_like(p, state, "exp_avg_sq")
         if self.capturable:
             t = self._device_step(state)  # advanced on the device
         else:

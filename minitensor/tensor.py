@@ -74,7 +74,17 @@ class Tensor(NoGradOps, Variable):
 
     def _wrap(self, array: Array) -> Tensor:
         """The results of ops on a Tensor (and on a Parameter) are Tensors."""
-        return Tensor._from_array(array)
+        # Array._from_array's copy of the seven fields, written out here: every
+        # result of every op on a Tensor comes through, and a call costs.
+        obj = Tensor.__new__(Tensor)
+        obj._storage = array._storage
+        obj._shape = array._shape
+        obj._strides = array._strides
+        obj._offset = array._offset
+        obj._dtype = array._dtype
+        obj._desc = array._desc
+        obj._ndim = array._ndim
+        return obj
 
     def new_empty(self, shape: Sequence[int], dtype: Any = None) -> Tensor:
         """A new contiguous tensor of shape, uninitialised (dtype defaults to self's)."""

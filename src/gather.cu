@@ -23,6 +23,15 @@
  * ordinal of the first bad index in one device word with atomicMin (the
  * smallest ordinal wins whatever order the threads run in), and the host
  * reads that word back to write the message.
+ *
+ * That read waits for the device, which a CUDA graph capture forbids. The
+ * _unchecked entry points skip the first kernel, for indices the caller
+ * has checked already (Python checks an index tensor once and again only
+ * after a write into it; a capture replays a step whose ids were checked
+ * before it). They stay memory-safe whatever they are given: the gather and
+ * scatter kernels test each index themselves (index_ok, a compare), and a
+ * bad one gathers 0 and adds nothing, in place of reading or writing outside
+ * the tensor.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -85,8 +94,14 @@ __global__ void gather_kernel(mt_tensor out, mt_tensor in, mt_tensor index, int 
         to_index(i, out.shape, out.ndim, idx);
         const int64_t out_pos = out.offset + index_to_position(idx, out.strides, out.ndim);
         const int64_t index_pos = index.offset + index_to_position(idx, index.strides, index.ndim);
-        /* find_bad_index has checked it: a whole number in range. */
-        idx[dim] = (int64_t)index_data[index_pos];
+        const TI v = index_data[index_pos];
+        /* find_bad_index has checked it, unless the caller said it had: a
+         * bad index (only possible then) gathers 0, never an address outside in. */
+        if (!index_ok(v, in.shape[dim])) {
+            out_data[out_pos] = T(0);
+            continue;
+        }
+        idx[dim] = (int64_t)v;
         out_data[out_pos] = in_data[in.offset + index_to_position(idx, in.strides, in.ndim)];
     }
 }
@@ -104,7 +119,10 @@ __global__ void scatter_add_kernel(mt_tensor out, mt_tensor index, mt_tensor src
         to_index(i, src.shape, src.ndim, idx);
         const T value = src_data[src.offset + index_to_position(idx, src.strides, src.ndim)];
         const int64_t index_pos = index.offset + index_to_position(idx, index.strides, index.ndim);
-        idx[dim] = (int64_t)index_data[index_pos];
+        const TI v = index_data[index_pos];
+        if (!index_ok(v, out.shape[dim]))
+            continue; /* as in gather_kernel: a bad index adds nothing */
+        idx[dim] = (int64_t)v;
         atomic_add(&out_data[out.offset + index_to_position(idx, out.strides, out.ndim)], value);
     }
 }
@@ -229,9 +247,11 @@ static mt_status with_index_dtype(const mt_tensor &index, F f)
 }
 
 template <typename T, typename TI>
-static mt_status run_gather(const mt_tensor &out, const mt_tensor &in, const mt_tensor &index, int dim)
+static mt_status run_gather(const char *func, const mt_tensor &out, const mt_tensor &in, const mt_tensor &index,
+                            int dim, bool checked)
 {
-    MT_TRY(check_indices<TI>("mt_gather", index, dim, in.shape[dim]));
+    if (!checked)
+        MT_TRY(check_indices<TI>(func, index, dim, in.shape[dim]));
     const int64_t n = tensor_numel(out);
     gather_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, in, index, dim, n);
     CUDA_CHECK(mt_launch_status());
@@ -239,18 +259,21 @@ static mt_status run_gather(const mt_tensor &out, const mt_tensor &in, const mt_
 }
 
 template <typename T, typename TI>
-static mt_status run_scatter_add(const mt_tensor &out, const mt_tensor &index, const mt_tensor &src, int dim)
+static mt_status run_scatter_add(const char *func, const mt_tensor &out, const mt_tensor &index, const mt_tensor &src,
+                                 int dim, bool checked)
 {
-    MT_TRY(check_indices<TI>("mt_scatter_add", index, dim, out.shape[dim]));
+    if (!checked)
+        MT_TRY(check_indices<TI>(func, index, dim, out.shape[dim]));
     const int64_t n = tensor_numel(src);
     scatter_add_kernel<T, TI><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, index, src, dim, n);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
 
-mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
+/* mt_gather and mt_gather_unchecked: the same checks of the arguments; the
+ * indices' values checked on the device unless checked is true. */
+static mt_status gather(const char *func, mt_tensor out, mt_tensor in, mt_tensor index, int dim, bool checked)
 {
-    const char *func = "mt_gather";
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "in", &in));
@@ -272,14 +295,24 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
     /* The data any dtype, the indices int64 or a float dtype. */
     return with_dtype(func, out.dtype, [&](auto tag) {
         return with_index_dtype(index, [&](auto index_tag) {
-            return run_gather<decltype(tag), decltype(index_tag)>(out, in, index, dim);
+            return run_gather<decltype(tag), decltype(index_tag)>(func, out, in, index, dim, checked);
         });
     });
 }
 
-mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
+mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
 {
-    const char *func = "mt_scatter_add";
+    return gather("mt_gather", out, in, index, dim, false);
+}
+
+mt_status mt_gather_unchecked(mt_tensor out, mt_tensor in, mt_tensor index, int dim)
+{
+    return gather("mt_gather_unchecked", out, in, index, dim, true);
+}
+
+/* mt_scatter_add and mt_scatter_add_unchecked, as gather above. */
+static mt_status scatter_add(const char *func, mt_tensor out, mt_tensor index, mt_tensor src, int dim, bool checked)
+{
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_tensor(func, "index", &index));
@@ -303,7 +336,7 @@ mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
     /* The data float32, float64 or int64, the indices int64 or a float dtype. */
     auto run = [&](auto tag) {
         return with_index_dtype(index, [&](auto index_tag) {
-            return run_scatter_add<decltype(tag), decltype(index_tag)>(out, index, src, dim);
+            return run_scatter_add<decltype(tag), decltype(index_tag)>(func, out, index, src, dim, checked);
         });
     };
     if (out.dtype == MT_FLOAT32)
@@ -311,6 +344,16 @@ mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
     if (out.dtype == MT_FLOAT64)
         return run(double{});
     return run(int64_t{});
+}
+
+mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
+{
+    return scatter_add("mt_scatter_add", out, index, src, dim, false);
+}
+
+mt_status mt_scatter_add_unchecked(mt_tensor out, mt_tensor index, mt_tensor src, int dim)
+{
+    return scatter_add("mt_scatter_add_unchecked", out, index, src, dim, true);
 }
 
 mt_status mt_check_class_indices(const char *func, const mt_tensor *index, int64_t classes)

@@ -614,6 +614,11 @@ mt_status mt_gather(mt_tensor out, mt_tensor in, mt_tensor index, int dim);
  * atomic so repeated indices add up). out and src: float32, float64 or int64
  * (wrapping), one dtype; index as for gather, of src's shape. */
 mt_status mt_scatter_add(mt_tensor out, mt_tensor index, mt_tensor src, int dim);
+/* mt_gather and mt_scatter_add for indices the caller has checked: no
+ * device check, so no wait for it (a CUDA graph capture forbids one). Still
+ * memory-safe: a bad index gathers 0 and adds nothing. */
+mt_status mt_gather_unchecked(mt_tensor out, mt_tensor in, mt_tensor index, int dim);
+mt_status mt_scatter_add_unchecked(mt_tensor out, mt_tensor index, mt_tensor src, int dim);
 
 /* ---- kernel policy ---------------------------------------------------------
  * Which kernels the default paths run (mt_map, mt_zip, mt_reduce,

@@ -201,6 +201,7 @@ def test_an_entry_with_an_unknown_config_is_tuned_again(tuning: Path) -> None:
 
 def test_autotune_off_uses_the_fixed_default(tuning: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MINITENSOR_AUTOTUNE", "0")
+    autotune.reset()  # the setting is read once, and again after reset()
 
     def no_timing(run: Callable[[], None], config: int) -> float:
         raise AssertionError("MINITENSOR_AUTOTUNE=0 swept")
@@ -217,6 +218,7 @@ def test_the_emulator_never_sweeps_on_its_own(tuning: Path, monkeypatch: pytest.
     if _lib.backend_name() != "emulator":
         pytest.skip("checks the emulator's behaviour")
     monkeypatch.delenv("MINITENSOR_AUTOTUNE")
+    autotune.reset()  # the setting is read once, and again after reset()
     ta, tb, _, _ = operands(64, 64, 64)
     assert autotune.matmul_config(ta @ tb, ta, tb) == -1
     assert autotune.stats()["sweeps"] == 0

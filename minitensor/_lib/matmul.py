@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_char_p, c_int
 from typing import Any
 
-from .loader import MtTensor, declare, C, check, _op_id
+from .loader import MT_OK, MtTensor, declare, C, check, _op_id
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -27,10 +27,12 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
     "default" or the configuration's own rung); -1 lets the library choose
     from the shape.
     """
-    check(
-        C.mt_matmul_with_config(out.descriptor(), a.descriptor(), b.descriptor(), _op_id("matmul", algo), config),
-        "mt_matmul",
-    )
+    # x._desc, the descriptor when x has built it already (most operands
+    # have): the descriptor() call only where it has not.
+    status = C.mt_matmul_with_config(out._desc or out.descriptor(), a._desc or a.descriptor(),
+                                     b._desc or b.descriptor(), _op_id("matmul", algo), config)
+    if status != MT_OK:
+        check(status, "mt_matmul")
 
 
 # The TF32 rungs by name (src/minitensor.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_double, c_int, c_int64
 from typing import Any
 
-from .loader import MtTensor, declare, C, check, _desc
+from .loader import MT_OK, MtTensor, declare, C, check, _desc
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -29,9 +29,14 @@ def sgd_step(param: Any, grad: Any, momentum_buffer: Any, lr: float, momentum: f
 def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, lr: float, beta1: float, beta2: float,
               eps: float, weight_decay: float, step: int, decoupled: bool) -> None:
     """One Adam (AdamW when decoupled) update of param and its state in place (mt_adam_step)."""
-    check(C.mt_adam_step(param.descriptor(), grad.descriptor(), exp_avg.descriptor(), exp_avg_sq.descriptor(),
-                             float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), int(step),
-                             1 if decoupled else 0), "mt_adam_step")
+    # x._desc: the descriptor a parameter and its state have built already (a
+    # descriptor() call only where not); the status checked here, without a call.
+    status = C.mt_adam_step(param._desc or param.descriptor(), grad._desc or grad.descriptor(),
+                            exp_avg._desc or exp_avg.descriptor(), exp_avg_sq._desc or exp_avg_sq.descriptor(),
+                            float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), int(step),
+                            1 if decoupled else 0)
+    if status != MT_OK:
+        check(status, "mt_adam_step")
 
 
 def sgd_step_capturable(param: Any, grad: Any, momentum_buffer: Any, step: Any, lr: float, momentum: float,
@@ -46,7 +51,10 @@ def sgd_step_capturable(param: Any, grad: Any, momentum_buffer: Any, step: Any, 
 def adam_step_capturable(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, step: Any, lr: float,
                          beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool) -> None:
     """Adam's (AdamW's) update with the step count on the device (mt_adam_step_capturable)."""
-    check(C.mt_adam_step_capturable(param.descriptor(), grad.descriptor(), exp_avg.descriptor(),
-                                    exp_avg_sq.descriptor(), step.descriptor(), float(lr), float(beta1),
-                                    float(beta2), float(eps), float(weight_decay), 1 if decoupled else 0),
-          "mt_adam_step_capturable")
+    status = C.mt_adam_step_capturable(param._desc or param.descriptor(), grad._desc or grad.descriptor(),
+                                       exp_avg._desc or exp_avg.descriptor(),
+                                       exp_avg_sq._desc or exp_avg_sq.descriptor(), step._desc or step.descriptor(),
+                                       float(lr), float(beta1), float(beta2), float(eps), float(weight_decay),
+                                       1 if decoupled else 0)
+    if status != MT_OK:  # as in adam_step
+        check(status, "mt_adam_step_capturable")

@@ -179,7 +179,8 @@ class Function:
         saved = []
         versions = []
         for t in tensors:  # a loop, not a generator expression: no call per tensor
-            saved.append(None if t is None else _detached(t))
+            # _detached(t), written out: a call less per saved tensor
+            saved.append(t._wrap(t) if isinstance(t, Variable) else t)
             versions.append(0 if t is None else t._storage.version)
         self._saved = tuple(saved)
         self._versions = tuple(versions)
@@ -363,7 +364,9 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
     if t.grad_fn is None:
         _accumulate(t, gradient)
         return
-    with no_grad():
+    previous = getattr(_state, "enabled", True)
+    _state.enabled = False  # as `with no_grad():`, without its calls (see apply)
+    try:
         _queued_callbacks.clear()  # left over from a pass that raised
         pending: dict[int, Array] = {id(t.grad_fn): gradient}
         for node in topological_order(t.grad_fn):
@@ -388,7 +391,8 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
             for x, fn, needed, g in zip(node.inputs, fns, node.needs_input_grad, input_grads):
                 if not needed or g is None:
                     continue
-                g = _check_grad(node, x, g)
+                if not (isinstance(g, Array) and g._shape == x._shape and g._dtype is x._dtype):
+                    g = _check_grad(node, x, g)  # a wrong shape raises, another dtype is cast
                 if fn is None:
                     _accumulate(x, g)
                 else:
@@ -396,3 +400,5 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
                     pending[key] = ops.add(pending[key], g) if key in pending else g
         while _queued_callbacks:
             _queued_callbacks.pop(0)()
+    finally:
+        _state.enabled = previous

@@ -28,9 +28,9 @@ def unbroadcast(grad: Array, shape: Sequence[int]) -> Array:
     dims = tuple(range(lead)) + tuple(
         lead + d for d, size in enumerate(shape) if size == 1 and grad.shape[lead + d] != 1
     )
-    if dims:
-        grad = ops.reduce_("sum", grad, dims, keepdim=True)
-    return ops.reshape(grad, shape)
+    if len(dims) == lead:  # only added dims (a bias's gradient): the sum has shape already
+        return ops.reduce_("sum", grad, dims) if dims else ops.reshape(grad, shape)
+    return ops.reshape(ops.reduce_("sum", grad, dims, keepdim=True), shape)
     # TASK(autograd_rules) STUB
     #| # TODO (task autograd_rules): a tensor of shape broadcast to grad.shape was
     #| # used once per repeat, so its gradient is grad summed over the repeats: over

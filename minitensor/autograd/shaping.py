@@ -57,16 +57,17 @@ class Flatten(View):
 class Permute(Function):
     @staticmethod
     def forward(ctx, x, dims):
-        out = ops.permute(x, dims)
-        ctx.dims = tuple([normalize_dim(d, x.ndim, "permute()") for d in as_shape(dims, "permute()")])
+        out = ops.permute(x, dims)  # which checked dims
+        ctx.dims = dims
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        inverse = [0] * len(ctx.dims)
-        for i, d in enumerate(ctx.dims):
-            inverse[d] = i
-        return ops.permute(grad, inverse), None
+        dims = ctx.dims if type(ctx.dims) is tuple else as_shape(ctx.dims, "permute()")
+        inverse = [0] * len(dims)
+        for i, d in enumerate(dims):
+            inverse[d % len(dims)] = i  # forward's ops.permute checked each d in [-ndim, ndim)
+        return ops.permute(grad, tuple(inverse)), None
 
 
 class Transpose(Function):

@@ -29,6 +29,7 @@ anything.
   smaller than ``MIN_WORK`` multiply-adds, where timing costs more than any
   gain. ``MINITENSOR_AUTOTUNE=force`` sweeps even there: that is how the tests
   exercise the logic on the emulator, with a fake timer (``set_timer``).
+  The variable is read at the first product and kept (again after ``reset()``).
 
 Example (on a GPU)::
 
@@ -76,13 +77,22 @@ _sweeps = 0  # how many sweeps this process has run (see stats())
 
 
 def _mode() -> str:
-    """'off', 'on' or 'force', from MINITENSOR_AUTOTUNE."""
-    value = os.environ.get("MINITENSOR_AUTOTUNE", "1").strip().lower()
-    if value in ("0", "off", "false", "no"):
-        return "off"
-    if value == "force":
-        return "force"
-    return "on"
+    """'off', 'on' or 'force', from MINITENSOR_AUTOTUNE: read on the first
+    product and kept (every matmul asks, and reading the environment is three
+    Python calls), read again after reset()."""
+    global _mode_value
+    if _mode_value is None:
+        value = os.environ.get("MINITENSOR_AUTOTUNE", "1").strip().lower()
+        if value in ("0", "off", "false", "no"):
+            _mode_value = "off"
+        elif value == "force":
+            _mode_value = "force"
+        else:
+            _mode_value = "on"
+    return _mode_value
+
+
+_mode_value: Optional[str] = None
 
 
 def cache_path() -> Path:
@@ -103,10 +113,12 @@ def set_timer(timer: Optional[Timer]) -> None:
 
 
 def reset() -> None:
-    """Forgets the in-memory cache and the sweep count (the file stays)."""
-    global _memory, _sweeps
+    """Forgets the in-memory cache and the sweep count (the file stays), and
+    reads MINITENSOR_AUTOTUNE again on the next product."""
+    global _memory, _sweeps, _mode_value
     _memory = None
     _sweeps = 0
+    _mode_value = None
 
 
 def stats() -> dict[str, Any]:
@@ -279,15 +291,17 @@ def matmul_config(out: Any, a: Any, b: Any) -> int:
     mode = _mode()
     if mode == "off":
         return -1
-    if _lib.get_kernel_policy() != "fast":
-        # The teaching policy's default product is the tiled kernel, which has
-        # no configurations: nothing to tune, and a config would be refused.
-        return -1
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     work = m * n * k
     for size in out.shape[:-2]:
         work *= size
-    if mode != "force" and (work < MIN_WORK or _lib.backend_name() != "cuda"):
+    if mode != "force" and work < MIN_WORK:  # first: a small product asks nothing else
+        return -1
+    if _lib.get_kernel_policy() != "fast":
+        # The teaching policy's default product is the tiled kernel, which has
+        # no configurations: nothing to tune, and a config would be refused.
+        return -1
+    if mode != "force" and _lib.backend_name() != "cuda":
         return -1
     device = _device_key()
     key = shape_class(a, b)

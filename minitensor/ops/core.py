@@ -20,7 +20,7 @@ from .._array import Array, adopt, bump_version, empty, empty_like, same_element
 from .._views import expand, index, narrow, unsqueeze, view
 from .._dtype import DType, bool_, int64, promote, promote_scalar, to_dtype
 from .._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
-from .._shape import INT64_LIMIT, as_shape, contiguous_strides, infer_shape, normalize_dim, numel, view_strides
+from .._shape import INT64_LIMIT, as_shape, contiguous_layout, infer_shape, normalize_dim, numel, view_strides
 
 
 Scalar = Union[int, float]
@@ -155,22 +155,22 @@ def new_map(op: str, x: Array, scalar: float, dtype: Optional[DType] = None) -> 
     dtype (the "copy" op casts)."""
     shape = x._shape
     dtype = x._dtype if dtype is None else dtype
-    nbytes = numel(shape) * dtype.itemsize
+    strides, count = contiguous_layout(shape)
+    nbytes = count * dtype.itemsize
     if nbytes == 0 or nbytes >= INT64_LIMIT:
         # No element: no memory, no launch. Or an expanded view of more
         # elements than an int64 counts bytes of: empty's ShapeError.
         return empty(shape, dtype, "allocating a result")
-    strides = contiguous_strides(shape)
     desc = _lib.make_descriptor(0, 0, dtype.code, shape, strides)
     return adopt(_lib.map_new(op, desc, x, scalar), desc, shape, strides, dtype, nbytes)
 
 
 def new_zip(op: str, shape: tuple[int, ...], dtype: DType, a: Array, b: Array) -> Array:
     """A new contiguous tensor op(a, b) of shape and dtype (the broadcast shape, op's result dtype)."""
-    nbytes = numel(shape) * dtype.itemsize
+    strides, count = contiguous_layout(shape)
+    nbytes = count * dtype.itemsize
     if nbytes == 0 or nbytes >= INT64_LIMIT:
         return empty(shape, dtype, "allocating a result")  # as in new_map
-    strides = contiguous_strides(shape)
     desc = _lib.make_descriptor(0, 0, dtype.code, shape, strides)
     return adopt(_lib.zip_new(op, desc, a, b), desc, shape, strides, dtype, nbytes)
 
@@ -180,6 +180,8 @@ def new_zip(op: str, shape: tuple[int, ...], dtype: DType, a: Array, b: Array) -
 
 def reshape(x: Array, shape: Sequence[int]) -> Array:
     """Like view(), but copies (once) when the strides do not allow a view."""
+    if shape == x._shape and type(shape) is tuple:
+        return x  # nothing to change (gradient rules ask this often); an Array never changes
     shape = infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
     strides = view_strides(x.shape, x.strides, shape)
     if strides is None:

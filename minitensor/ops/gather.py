@@ -8,7 +8,8 @@ from .. import _lib
 from .._array import Array, bump_version, empty, shares_storage
 from .._views import index
 from .._dtype import DType, bool_
-from .._errors import DimError, DTypeError, ShapeError
+from .._errors import DimError, DTypeError, InvalidArgumentError, ShapeError
+from .._storage import Storage
 from .._shape import normalize_dim
 from .core import is_array, check_writable, _require_array, cast, clone
 
@@ -25,6 +26,40 @@ def _index_tensor(index: Any, dtype: DType, func: str) -> Array:
     if index.dtype is bool_:
         raise DTypeError(f"{func}: index must be an int64 tensor, got a bool tensor (a mask selects with x[mask])")
     return index
+
+
+def _indices_checked(index: Array, limit: int, func: str) -> bool:
+    """Whether index's values were checked already against [0, limit), so that
+    the device need not check them again (its check waits for the answer).
+
+    As cross_entropy's targets: an index view checked once and not written
+    since (the same view, the same storage version) is not checked again;
+    memory that another library owns always is. Inside a CUDA graph capture,
+    where the check cannot wait, an index not checked before is refused here
+    with the way out: run the step once before capturing it. The documented
+    exception: ids written into a captured index tensor between replays are
+    not checked (the replay runs no Python); a bad one gathers 0 and adds
+    nothing, the kernels never address outside the tensors.
+    """
+    storage = index._storage
+    if type(storage) is not Storage:
+        return False
+    seal = (index._offset, index._shape, index._strides, limit, storage.version)
+    if getattr(storage, "gather_indices_checked", None) == seal:
+        return True
+    if _lib.capturing():
+        raise InvalidArgumentError(
+            f"{func}: the indices (shape {index.shape}) are checked on the device before their first use, which "
+            f"waits for the answer, and a CUDA graph capture cannot wait; run the step once before capturing it "
+            f"(an index tensor checked then, and not written since, is not checked again)")
+    return False
+
+
+def _mark_checked(index: Array, limit: int) -> None:
+    """Notes that index's values are in [0, limit) (see _indices_checked)."""
+    storage = index._storage
+    if type(storage) is Storage:
+        storage.gather_indices_checked = (index._offset, index._shape, index._strides, limit, storage.version)
 
 
 def gather(x: Array, dim: int, index: Array) -> Array:
@@ -46,7 +81,9 @@ def gather(x: Array, dim: int, index: Array) -> Array:
     if out.numel() > 0:
         if x.shape[d] == 0:
             raise DimError(f"gather(): dim {d} of the input of shape {x.shape} is empty")
-        _lib.gather(out, x, index, d)
+        limit = x.shape[d]
+        _lib.gather(out, x, index, d, _indices_checked(index, limit, "gather()"))
+        _mark_checked(index, limit)  # the call raised otherwise
     return out
 
 
@@ -77,7 +114,9 @@ def scatter_add_(out: Array, dim: int, index: Array, src: Array) -> Array:
     if index.numel() > 0:
         if shares_storage(src, out):
             src = clone(src)
-        _lib.scatter_add(out, index, src, d)
+        limit = out.shape[d]
+        _lib.scatter_add(out, index, src, d, _indices_checked(index, limit, "scatter_add_()"))
+        _mark_checked(index, limit)
     return out
 
 

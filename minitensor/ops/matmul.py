@@ -33,50 +33,63 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
     rungs choose from the shape.
     out, if given, is an Array of the result's shape and dtype to write into.
     """
-    _require_array(a, "matmul()", "a")
-    _require_array(b, "matmul()", "b")
-    if a.ndim == 0 or b.ndim == 0:
+    # The checks below skip, without a call, whatever the common product (two
+    # float tensors of one dtype, no batch to broadcast) does not need: each
+    # skipped function is one Python call less on every matmul.
+    if not (isinstance(a, Array) and isinstance(b, Array)):
+        _require_array(a, "matmul()", "a")
+        _require_array(b, "matmul()", "b")
+    if a._ndim == 0 or b._ndim == 0:
         raise ShapeError(
             f"matmul(): both arguments need at least 1 dim, got shapes {a.shape} and {b.shape}"
         )
-    if not isinstance(algo, str) or (algo not in _lib.TF32_RUNGS and algo not in _lib.op_names("matmul")):
+    if algo != "default" and (not isinstance(algo, str) or (algo not in _lib.TF32_RUNGS
+                                                           and algo not in _lib.op_names("matmul"))):
         raise ValueError(f"matmul(): unknown algo {algo!r}; one of {_lib.op_names('matmul') + tuple(_lib.TF32_RUNGS)}")
     # Every shape check comes before the casts, which allocate.
-    a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
-    b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
+    a_shape = (1,) + a._shape if a._ndim == 1 else a._shape
+    b_shape = b._shape + (1,) if b._ndim == 1 else b._shape
     m, k = a_shape[-2:]
     k2, n = b_shape[-2:]
     if k != k2:
         raise ShapeError(
             f"matmul(): shapes {a.shape} and {b.shape} cannot be multiplied ({k} != {k2})"
         )
-    try:
-        batch = broadcast_shapes(a_shape[:-2], b_shape[:-2], "matmul()")
-    except ShapeError:
-        raise ShapeError(
-            f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
-        ) from None
-    dtype = promote(a.dtype, b.dtype)
+    batch = a_shape[:-2]
+    if batch != b_shape[:-2]:
+        try:
+            batch = broadcast_shapes(batch, b_shape[:-2], "matmul()")
+        except ShapeError:
+            raise ShapeError(
+                f"matmul(): the batch dims of shapes {a.shape} and {b.shape} cannot be broadcast together"
+            ) from None
+    dtype = a._dtype if a._dtype is b._dtype else promote(a._dtype, b._dtype)
     if not dtype.is_floating_point:
         raise DTypeError(f"matmul(): both operands are {a.dtype.name if a.dtype is b.dtype else 'integer or bool'}"
                          f" tensors (shapes {a.shape} and {b.shape}); the matmul kernels take float32 or float64, "
                          f"as torch's CUDA matmul does (convert with .float())")
-    check_new_shape(batch + (m, n), "matmul()", dtype.itemsize)
-    a2 = cast(a, dtype)
-    b2 = cast(b, dtype)
-    if a.ndim == 1:
+    if out is not None or a._dtype is not dtype or b._dtype is not dtype:
+        # Before a cast allocates, or an out= is checked; otherwise empty() checks it below.
+        check_new_shape(batch + (m, n), "matmul()", dtype.itemsize)
+    a2 = a if a._dtype is dtype else cast(a, dtype)
+    b2 = b if b._dtype is dtype else cast(b, dtype)
+    if a._ndim == 1:
         a2 = unsqueeze(a2, 0)
-    if b.ndim == 1:
+    if b._ndim == 1:
         b2 = unsqueeze(b2, 1)
-    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+    shape = batch + ((m,) if a._ndim > 1 else ()) + ((n,) if b._ndim > 1 else ())
     if out is None:
-        out = empty(shape, dtype)
+        out = empty(shape, dtype, "matmul()")
     else:
         check_out(out, shape, dtype, "matmul()")
-    target = view(out, batch + (m, n))  # the (M, N) dims that a 1-D operand dropped, back
-    a2 = expand(a2, batch + (m, k))
-    b2 = expand(b2, batch + (k, n))
-    if target.numel() > 0:
+    # The (M, N) dims that a 1-D operand dropped, back; the operands' batch
+    # dims broadcast (views: no copy, and none at all where nothing changes).
+    target = out if a._ndim > 1 and b._ndim > 1 else view(out, batch + (m, n))
+    if a2._shape != batch + (m, k):
+        a2 = expand(a2, batch + (m, k))
+    if b2._shape != batch + (k, n):
+        b2 = expand(b2, batch + (k, n))
+    if 0 not in target._shape:
         if k == 0:
             fill_(target, 0.0)
         else:

@@ -6,6 +6,7 @@ from typing import Any, Optional, Union
 
 from .. import _lib
 from .._array import Array, bump_version
+from .._shape import is_contiguous
 
 
 # ---- optimizer updates (in place, one kernel per parameter) ----------------------------
@@ -14,10 +15,11 @@ from .._array import Array, bump_version
 def fused_update_applies(param: Array, *others: Array) -> bool:
     """Whether the fused updates below take these tensors: contiguous float
     tensors of one shape and dtype (otherwise the optimizers use ops)."""
-    if not (param._dtype.is_floating_point and param.is_contiguous()):
+    if not (param._dtype.is_floating_point and is_contiguous(param._shape, param._strides)):
         return False
     for o in others:  # a loop, not a generator expression: no call per tensor
-        if not (o._shape == param._shape and o._dtype is param._dtype and o.is_contiguous()):
+        if not (o._shape == param._shape and o._dtype is param._dtype
+                and (o._strides == param._strides or is_contiguous(o._shape, o._strides))):
             return False
     return True
 
@@ -46,7 +48,7 @@ def adam_step_(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, lr:
     one int64 element on the device, advanced there before the update reads it
     (mt_adam_step_capturable)."""
     for x in (param, exp_avg, exp_avg_sq):
-        bump_version(x)
+        x._storage.version += 1  # bump_version's line: a call per tensor is the step's largest cost
     if isinstance(step, Array):
         bump_version(step)
         _lib.adam_step_capturable(param, grad, exp_avg, exp_avg_sq, step, lr, betas[0], betas[1], eps,

@@ -4,7 +4,8 @@
  * tensor int64 or either float dtype, whatever the data's; repeated indices
  * (scatter_add must add them all up, atomically; int64 sums wrap); a bad
  * index (-1, the dim's length, 1.5, NaN) must fail and leave out untouched;
- * a bool index, and scatter_add into bool, are refused.
+ * a bool index, and scatter_add into bool, are refused; the _unchecked
+ * entry points gather 0 and add nothing for a bad index.
  *
  *   make build/tests/emu/test_gather && build/tests/emu/test_gather
  *   MT_TEST_SEED=42 build/tests/emu/test_gather     (replay a run)
@@ -186,6 +187,47 @@ static void exact_int64_scatter(void)
     tt_raw_free(&ix);
 }
 
+/* mt_gather_unchecked and mt_scatter_add_unchecked (for indices the caller
+ * has checked: no device check, no wait) stay memory-safe whatever they are
+ * given: a bad index (out of range, negative, fractional, NaN) gathers 0 and
+ * adds nothing; the good ones work as in mt_gather and mt_scatter_add. */
+static void unchecked_cases(void)
+{
+    const int64_t in_vals[] = {10, 11, 12, 13, 14};
+    const int64_t int_index[] = {0, 4, -1, 7, 2}, want_int[] = {10, 14, 0, 0, 12};
+    const double float_index[] = {1.0, 0.5, NAN, 3.0, 5.0};
+    const int64_t want_float[] = {11, 0, 0, 13, 0};
+    mt_tensor in = tt_raw_1d(MT_INT64, 5, in_vals), out = tt_raw_1d(MT_INT64, 5, NULL);
+    mt_tensor ix = tt_raw_1d(MT_INT64, 5, int_index), fx = tt_raw_1d(MT_FLOAT64, 5, float_index);
+    int64_t got[5];
+    tt_case("mt_gather_unchecked: bad int64 indices gather 0");
+    if (tt_expect_ok(mt_gather_unchecked(out, in, ix, 0), "mt_gather_unchecked") && tt_raw_read(&out, got))
+        for (int i = 0; i < 5; ++i)
+            tt_expect_i64("out", got[i], want_int[i]);
+    tt_case("mt_gather_unchecked: bad float indices (fractional, NaN, the length) gather 0");
+    if (tt_expect_ok(mt_gather_unchecked(out, in, fx, 0), "mt_gather_unchecked") && tt_raw_read(&out, got))
+        for (int i = 0; i < 5; ++i)
+            tt_expect_i64("out", got[i], want_float[i]);
+    tt_case("mt_gather: the same bad indices are an error");
+    tt_expect_error(mt_gather(out, in, ix, 0), MT_ERR_INVALID_ARGUMENT, "mt_gather", NULL);
+
+    const int64_t zeros[] = {0, 0, 0, 0}, ones[] = {1, 1, 1, 1, 1};
+    const int64_t scatter_index[] = {0, 9, -1, 3, 3}, want_sum[] = {1, 0, 0, 2};
+    mt_tensor sum = tt_raw_1d(MT_INT64, 4, zeros), src = tt_raw_1d(MT_INT64, 5, ones);
+    mt_tensor sx = tt_raw_1d(MT_INT64, 5, scatter_index);
+    tt_case("mt_scatter_add_unchecked: bad indices add nothing");
+    if (tt_expect_ok(mt_scatter_add_unchecked(sum, sx, src, 0), "mt_scatter_add_unchecked") && tt_raw_read(&sum, got))
+        for (int i = 0; i < 4; ++i)
+            tt_expect_i64("out", got[i], want_sum[i]);
+    tt_raw_free(&in);
+    tt_raw_free(&out);
+    tt_raw_free(&ix);
+    tt_raw_free(&fx);
+    tt_raw_free(&sum);
+    tt_raw_free(&src);
+    tt_raw_free(&sx);
+}
+
 int main(void)
 {
     tt_init("test_gather");
@@ -234,6 +276,7 @@ int main(void)
     TT_GROUP("dtypes") {
         refused_cases();
         exact_int64_scatter();
+        unchecked_cases();
     }
 
     return tt_summary();
