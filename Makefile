@@ -279,7 +279,7 @@ bench-emu: $(BENCH_EMU) $(VENV)/.ok
 #   make dist        both (what this machine can build)
 #   make test-dist   the distributed tests only (tests/test_distributed.py)
 # `make test` runs those tests too (test-py needs the dist libraries).
-DIST_HEADERS  := src/dist/minitensor_dist.h src/dist/comm_internal.h src/minitensor.h
+DIST_HEADERS  := src/dist/minitensor_dist.h src/dist/comm_internal.h src/minitensor.h src/minitensor_ops.h
 DIST_EMU_OBJS := $(BUILD)/dist/emu/comm.o $(BUILD)/dist/emu/comm_mpi.o
 DIST_CUDA_OBJS := $(BUILD)/dist/cuda/comm.o $(BUILD)/dist/cuda/comm_nccl.o
 .SECONDARY: $(DIST_EMU_OBJS:.o=.cpp)

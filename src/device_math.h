@@ -32,6 +32,8 @@ MT_DEVICE float mt_fabs(float x) { return fabsf(x); }
 MT_DEVICE double mt_fabs(double x) { return fabs(x); }
 MT_DEVICE float mt_log1p(float x) { return log1pf(x); }
 MT_DEVICE double mt_log1p(double x) { return log1p(x); }
+MT_DEVICE float mt_expm1(float x) { return expm1f(x); }
+MT_DEVICE double mt_expm1(double x) { return expm1(x); }
 MT_DEVICE float mt_erf(float x) { return erff(x); }
 MT_DEVICE double mt_erf(double x) { return erf(x); }
 MT_DEVICE float mt_pow(float x, float y) { return powf(x, y); }

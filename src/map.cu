@@ -34,7 +34,9 @@
  * The op is a functor passed as a template argument (map_<name> for each op
  * of MT_MAP_OPS in minitensor.h): the compiler inlines
  * op(x) into the loop, so one kernel source serves every op and every dtype
- * with no switch inside the loop. MT_MAP_COPY may convert between any two
+ * with no switch inside the loop. A functor with parameters holds them as
+ * members (s, t: make_op in activations.h, which also holds the
+ * activations' functors: gelu, silu, elu, leaky_relu, hardtanh). MT_MAP_COPY may convert between any two
  * dtypes (TOut and TIn differ only for it; its functor is map_cast): that is
  * how casts and .contiguous() are done.
  *
@@ -46,6 +48,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "activations.h" /* the activations' functors; make_op, which hands a functor its scalars */
 #include "ops_common.h"
 
 /* ---- the ops ------------------------------------------------------------- */
@@ -225,22 +228,6 @@ template <typename T>
 constexpr bool map_takes(int op)
 {
     return mt_rule_takes<T>(kMapDtypes[op]);
-}
-
-/* A functor of the *_scalar ops (and fill) holds the scalar in a member `s`;
- * the others are empty. make_map_op builds either kind from the scalar. */
-template <typename Op, typename = void>
-struct takes_scalar : std::false_type {};
-template <typename Op>
-struct takes_scalar<Op, decltype((void)std::declval<Op &>().s)> : std::true_type {};
-
-template <typename Op, typename T>
-static Op make_map_op(T s)
-{
-    if constexpr (takes_scalar<Op>::value)
-        return Op{s};
-    else
-        return Op{};
 }
 
 /* ---- kernels ------------------------------------------------------------- */
@@ -447,13 +434,13 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
  * per op of MT_MAP_OPS (minitensor.h), running the functor map_<name> when
  * T takes the op. */
 template <typename T>
-static mt_status map_same_dtype(int op, const mt_tensor &out, const mt_tensor &in, T s)
+static mt_status map_same_dtype(int op, const mt_tensor &out, const mt_tensor &in, T s, T t)
 {
     switch (op) {
 #define MT_MAP_CASE_(id, name, dtypes)                                         \
     case MT_MAP_##id:                                                          \
         if constexpr (map_takes<T>(MT_MAP_##id))                               \
-            return launch_map<T, T>(out, in, make_map_op<map_##name<T>>(s));   \
+            return launch_map<T, T>(out, in, make_op<map_##name<T>>(s, t));      \
         break;
         MT_MAP_OPS(MT_MAP_CASE_)
 #undef MT_MAP_CASE_
@@ -513,9 +500,10 @@ mt_status mt_fill(mt_tensor out, double value)
     return fill("mt_fill", out, value);
 }
 
-mt_status mt_map(int op, mt_tensor out, mt_tensor in, double scalar)
+/* mt_map and mt_map_scalars: out = op(in) with the op's scalars. */
+static mt_status map_with_scalars(const char *func, int op, const mt_tensor &out, const mt_tensor &in, double scalar,
+                                  double t)
 {
-    const char *func = "mt_map";
     MT_TRY(mt_check_id(func, "map op", op, MT_MAP_OP_COUNT));
     if (op == MT_MAP_FILL)
         return fill(func, out, scalar);
@@ -543,8 +531,18 @@ mt_status mt_map(int op, mt_tensor out, mt_tensor in, double scalar)
         return copy_tensor(out, in);
     return with_dtype(func, out.dtype, [&](auto tag) {
         using T = decltype(tag);
-        return map_same_dtype<T>(op, out, in, mt_cast<T>(scalar));
+        return map_same_dtype<T>(op, out, in, mt_cast<T>(scalar), mt_cast<T>(t));
     });
+}
+
+mt_status mt_map(int op, mt_tensor out, mt_tensor in, double scalar)
+{
+    return map_with_scalars("mt_map", op, out, in, scalar, 0.0);
+}
+
+mt_status mt_map_scalars(int op, mt_tensor out, mt_tensor in, double s, double t)
+{
+    return map_with_scalars("mt_map_scalars", op, out, in, s, t);
 }
 
 mt_status copy_tensor(const mt_tensor &out, const mt_tensor &in)

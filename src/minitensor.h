@@ -2,8 +2,9 @@
  * minitensor.h: the public C API of the minitensor engine.
  *
  * Everything Python (or a C test) may call is declared here, with plain C
- * types only, so that ctypes can bind each function exactly. The op ids, the
- * maximum rank and the ABI version are defined once, in this file; the
+ * types only, so that ctypes can bind each function exactly. The op ids (in
+ * minitensor_ops.h, which this file includes), the maximum rank and the ABI
+ * version are defined once, in these two files; the
  * library exports them so the Python side can check at load time that it was
  * written against the same header.
  *
@@ -75,7 +76,8 @@
  *     mt_cross_entropy (+ backward)  float32 or float64; targets int64 or
  *                              the logits' dtype.
  *     mt_matmul (all forms), mt_softmax, mt_logsumexp (+ backward), mt_layer_norm (+
- *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d (+ igemm):
+ *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d (+ igemm), the
+ *     pooling entry points (their indices: int64):
  *     float32 or float64 only.
  *   A dtype an entry point (or an op) does not take is MT_ERR_DTYPE, before
  *   anything is launched: "mt_matmul: a has dtype int64; this op takes
@@ -140,147 +142,9 @@ typedef struct {
     int64_t strides[MT_MAX_DIMS];
 } mt_tensor;
 
-/* ---- op vocabularies ------------------------------------------------------
- * Each family of op ids is written once, as an "X-macro": a list of
- * X(ID, name, dtypes) entries (the kernel ladders: X(ID, name)), in id order.
- * The enums below, the name and dtype tables that mt_op_name and
- * mt_op_dtypes report (src/library.cu), the id -> functor dispatch of the
- * kernel files and the dtypes each kernel is compiled for are all generated
- * from these lists, and the Python layers read the names and dtype rules
- * from the library: nothing else repeats them.
- *
- * dtypes, the op's dtype rule, is a string: the letters of the dtypes its
- * kernel takes, f (float32 and float64), i (int64), b (bool); any other is
- * MT_ERR_DTYPE. ">b" or ">i" after them names the dtype of the result when
- * it is not the input's (a comparison writes bool, argmax int64). The
- * Python layer follows torch from there: an op that takes f only computes
- * on integer and bool tensors in float32 ("f": exp, div); a zip or a
- * reduction that takes i but not b computes on bools in int64 (pow, sum).
- *
- * Adding an op is one line here, at the end of its list (so that no existing
- * id changes, and so no ABI bump), and its functor in the kernel file:
- * docs/kernels.md, "Add an op", takes softplus through every layer. */
-
-/* Unary maps, out = f(in), elementwise, same shape. The *_scalar ops use the
- * scalar argument of mt_map (s); fill ignores `in`. For int64, s is cast to
- * int64 first (see Dtypes above), + and * wrap, and pow_scalar's s must be
- * a whole number >= 0 (else MT_ERR_INVALID_ARGUMENT): x ** 0 is 1, 0 ** 0
- * included.                                                                */
-#define MT_MAP_OPS(X)                                                         \
-    X(COPY, copy, "fib")             /* in (out may have another dtype)    */ \
-    X(NEG, neg, "fi")                /* -in                                */ \
-    X(EXP, exp, "f")                                                          \
-    X(LOG, log, "f")                                                          \
-    X(RELU, relu, "fi")                                                       \
-    X(SIGMOID, sigmoid, "f")                                                  \
-    X(TANH, tanh, "f")                                                        \
-    X(ABS, abs, "fi")                                                         \
-    X(SQRT, sqrt, "f")                                                        \
-    X(RECIPROCAL, reciprocal, "f")   /* 1 / in                             */ \
-    X(SIGN, sign, "fi")              /* -1, 0 or 1                         */ \
-    X(ADD_SCALAR, add_scalar, "fi")  /* in + s                             */ \
-    X(MUL_SCALAR, mul_scalar, "fi")  /* in * s                             */ \
-    X(POW_SCALAR, pow_scalar, "fi")  /* in ** s                            */ \
-    X(RPOW_SCALAR, rpow_scalar, "f") /* s ** in                            */ \
-    X(FILL, fill, "fib")             /* s                                  */ \
-    X(SOFTPLUS, softplus, "f")       /* log(1 + exp(in)), without overflow */ \
-    X(ERF, erf, "f")                 /* the error function (exact GELU)    */
-
-/* Binary zips, out = f(a, b) with NumPy broadcasting. a, b and out share one
- * dtype, except that the comparisons (eq .. ge, ">b") write a bool out for
- * inputs of any dtype (a float out for a comparison is MT_ERR_DTYPE).
- * int64 +, -, * and pow wrap modulo 2^64.                                  */
-#define MT_ZIP_OPS(X)                                                         \
-    X(ADD, add, "fib")                  /* bool: logical or                */ \
-    X(SUB, sub, "fi")                                                         \
-    X(MUL, mul, "fib")                  /* bool: logical and               */ \
-    X(DIV, div, "f")                    /* true division                   */ \
-    X(POW, pow, "fi")                   /* int64: a negative exponent gives   \
-                                           the truncated real result: 1 for   \
-                                           a = 1, +-1 for a = -1, else 0   */ \
-    X(MAXIMUM, maximum, "fib")          /* NaN wins; bool: logical or      */ \
-    X(MINIMUM, minimum, "fib")          /* NaN wins; bool: logical and     */ \
-    X(EQ, eq, "fib>b")                                                        \
-    X(NE, ne, "fib>b")                                                        \
-    X(LT, lt, "fib>b")                  /* false < true                    */ \
-    X(LE, le, "fib>b")                                                        \
-    X(GT, gt, "fib>b")                                                        \
-    X(GE, ge, "fib>b")                                                        \
-    X(RELU_BACKWARD, relu_backward, "f") /* a = incoming gradient, b =        \
-                                           input: b > 0 ? a : 0            */ \
-    X(BITWISE_AND, bitwise_and, "ib")                                         \
-    X(BITWISE_OR, bitwise_or, "ib")                                           \
-    X(BITWISE_XOR, bitwise_xor, "ib")                                         \
-    X(FLOOR_DIVIDE, floor_divide, "fi") /* floor(a / b), rounding toward -inf \
-                                           (Python's //). int64: a // 0 is 0  \
-                                           (no trap; the Python layer         \
-                                           refuses it), INT64_MIN // -1       \
-                                           wraps to INT64_MIN              */ \
-    X(REMAINDER, remainder, "fi")       /* a - floor(a / b) * b, the sign of  \
-                                           b (Python's %, torch.remainder).   \
-                                           float: b == 0 gives NaN; int64:    \
-                                           a % 0 is 0, INT64_MIN % -1 is 0 */
-
-/* Reductions along one dimension, or over everything. int64 sums and
- * products wrap; max and min of bools are any and all; argmax and argmin
- * write an int64 out (">i"; any other out dtype is MT_ERR_DTYPE). The
- * other reductions write out of in's dtype.                                */
-#define MT_REDUCE_OPS(X)                                                      \
-    X(SUM, sum, "fi")          /* identity 0                               */ \
-    X(PROD, prod, "fi")        /* identity 1                               */ \
-    X(MAX, max, "fib")         /* identity -inf (int64: INT64_MIN; bool: 0) */ \
-    X(MIN, min, "fib")         /* identity +inf (int64: INT64_MAX; bool: 1) */ \
-    X(ARGMAX, argmax, "fib>i") /* index of the first maximum (or first NaN) */ \
-    X(ARGMIN, argmin, "fib>i") /* index of the first minimum (or first NaN) */
-
-/* Matrix product algorithms (the kernel ladder). Each rung is one kernel in
- * a file of its own (src/matmul_<name>.cu) that says what it changes and why
- * it is faster. All take any shapes and strides (vectorized and warptile
- * copy an operand they cannot read with 16-byte loads to a contiguous buffer
- * first).                                                                   */
-#define MT_MATMUL_ALGOS(X)                                                    \
-    X(DEFAULT, default)           /* warptile, or the tuned rung and tile  */ \
-    X(NAIVE, naive)               /* 1 thread per output, warps walk rows  */ \
-    X(COALESCED, coalesced)       /* ... warps walk columns                */ \
-    X(TILED, tiled)               /* shared-memory tiles of A and B        */ \
-    X(BLOCKTILE_1D, blocktile_1d) /* 8 outputs per thread (a column strip) */ \
-    X(BLOCKTILE_2D, blocktile_2d) /* 8 x 8 outputs per thread              */ \
-    X(VECTORIZED, vectorized)     /* + 16-byte loads and stores            */ \
-    X(WARPTILE, warptile)         /* + warp tiles, double buffering, tunable */ \
-    X(PIPELINED, pipelined)       /* + cp.async stages, fragments a step ahead */
-
-/* Reduction algorithms (the reduction ladder, for mt_reduce_variant): how
- * one block combines the values of a row; see src/reduce_ladder.cu.        */
-#define MT_REDUCE_ALGOS(X)                                                    \
-    X(DEFAULT, default)           /* the fastest for the layout            */ \
-    X(INTERLEAVED, interleaved)   /* tree, thread t active if t % 2s == 0  */ \
-    X(SEQUENTIAL, sequential)     /* tree, threads 0..s-1 active           */ \
-    X(FIRST_ADD, first_add)       /* + accumulate many values during load  */ \
-    X(WARP_SHUFFLE, warp_shuffle) /* + the last 32 by warp shuffles        */ \
-    X(VECTORIZED, vectorized)     /* + 16-byte loads, shuffle-only finish  */ \
-    X(WARP_ROWS, warp_rows)       /* one warp per row, no barrier at all   */
-
-/* Copy algorithms (the transpose ladder, for mt_copy_variant).             */
-#define MT_COPY_ALGOS(X)                                                      \
-    X(DEFAULT, default)           /* what mt_map(MT_MAP_COPY) does         */ \
-    X(NAIVE, naive)               /* one thread per element, any strides   */ \
-    X(TILED, tiled)               /* 32 x 32 shared tile, bank conflicts   */ \
-    X(TILED_PADDED, tiled_padded) /* 32 x 33 shared tile, no conflicts     */
-
-/* The enums: MT_MAP_COPY = 0, MT_MAP_NEG = 1, ..., then the count. */
-#define MT_MAP_ID_(id, name, dtypes) MT_MAP_##id,
-#define MT_ZIP_ID_(id, name, dtypes) MT_ZIP_##id,
-#define MT_REDUCE_ID_(id, name, dtypes) MT_REDUCE_##id,
-#define MT_MATMUL_ID_(id, name) MT_MATMUL_##id,
-#define MT_REDUCE_ALGO_ID_(id, name) MT_REDUCE_ALGO_##id,
-#define MT_COPY_ALGO_ID_(id, name) MT_COPY_ALGO_##id,
-
-typedef enum { MT_MAP_OPS(MT_MAP_ID_) MT_MAP_OP_COUNT } mt_map_op;
-typedef enum { MT_ZIP_OPS(MT_ZIP_ID_) MT_ZIP_OP_COUNT } mt_zip_op;
-typedef enum { MT_REDUCE_OPS(MT_REDUCE_ID_) MT_REDUCE_OP_COUNT } mt_reduce_op;
-typedef enum { MT_MATMUL_ALGOS(MT_MATMUL_ID_) MT_MATMUL_ALGO_COUNT } mt_matmul_algo;
-typedef enum { MT_REDUCE_ALGOS(MT_REDUCE_ALGO_ID_) MT_REDUCE_ALGO_COUNT } mt_reduce_algo;
-typedef enum { MT_COPY_ALGOS(MT_COPY_ALGO_ID_) MT_COPY_ALGO_COUNT } mt_copy_algo;
+/* The op lists (X-macros: each op once, with its id, name and dtype rule),
+ * the ladders' rung lists and their enums: src/minitensor_ops.h. */
+#include "minitensor_ops.h"
 
 /* ---- library information ----------------------------------------------- */
 int mt_abi_version(void);
@@ -416,6 +280,13 @@ mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b);
  * are ignored. On failure nothing stays allocated and *data is NULL. */
 mt_status mt_map_new(int op, mt_tensor out, mt_tensor in, double scalar, void **data);
 mt_status mt_zip_new(int op, mt_tensor out, mt_tensor a, mt_tensor b, void **data);
+/* mt_map and mt_zip with two scalars, s and t, cast to the op's dtype: the
+ * parameters of the ops that take them (MT_MAP_OPS, MT_ZIP_OPS: elu's alpha,
+ * hardtanh's min and max, ...); the other ops ignore them. mt_map(op, out,
+ * in, s) is mt_map_scalars(op, out, in, s, 0), and mt_zip(op, out, a, b)
+ * mt_zip_scalars(op, out, a, b, 0, 0). */
+mt_status mt_map_scalars(int op, mt_tensor out, mt_tensor in, double s, double t);
+mt_status mt_zip_scalars(int op, mt_tensor out, mt_tensor a, mt_tensor b, double s, double t);
 /* Reduce `in` along `dim`: out has in's shape with shape[dim] == 1 (the
  * keepdim form), and in's dtype (int64 for ARGMAX/ARGMIN). A dim of length
  * 0 gives the identity; ARGMAX/ARGMIN of an empty dim is an error. */
@@ -605,6 +476,32 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
 mt_status mt_conv2d_igemm_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
                                       int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+/* 2-D pooling (src/pool.cu), one kernel each way. in (N, C, H, W) and out
+ * (N, C, OH, OW), any strides, one float dtype; OH is torch's output size,
+ * floor((H + 2 pad_h - dilation_h (kernel_h - 1) - 1) / stride_h) + 1, or
+ * with ceil_mode the ceiling (less one where that window would start past
+ * the input and its left padding); OW likewise. Padding is at most half the
+ * kernel, as torch's. Max pooling skips the padding, writes each window's
+ * maximum (NaN wins, the first of equal maxima) and its position y * W + x
+ * in its input plane to indices (int64, out's shape); its backward adds
+ * each grad_out element into grad_in at that position (indices as the
+ * forward wrote them: a position outside its window is never reached). Average pooling
+ * divides each window's sum by divisor when it is non-zero, else by its
+ * taps inside the input and padding (count_include_pad) or inside the
+ * input only. Adaptive average pooling averages, for output row o, input
+ * rows [floor(o H / OH), ceil((o + 1) H / OH)) (columns alike), H, W >= 1.
+ * The backward kernels write every element of grad_in, each by one thread
+ * (no atomics: deterministic). */
+mt_status mt_max_pool2d(mt_tensor out, mt_tensor indices, mt_tensor in, int kernel_h, int kernel_w, int stride_h,
+                        int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w);
+mt_status mt_max_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, mt_tensor indices, int kernel_h, int kernel_w,
+                                 int stride_h, int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w);
+mt_status mt_avg_pool2d(mt_tensor out, mt_tensor in, int kernel_h, int kernel_w, int stride_h, int stride_w,
+                        int pad_h, int pad_w, int count_include_pad, int64_t divisor);
+mt_status mt_avg_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, int kernel_h, int kernel_w, int stride_h,
+                                 int stride_w, int pad_h, int pad_w, int count_include_pad, int64_t divisor);
+mt_status mt_adaptive_avg_pool2d(mt_tensor out, mt_tensor in);
+mt_status mt_adaptive_avg_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out);
 /* out[i][j] = in[i][index[i][j]] along dim (torch.gather). in and out share
  * any one dtype. index is int64 (or holds whole numbers in a float dtype)
  * and has out's shape; every other dim of index must be no longer than

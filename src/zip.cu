@@ -32,7 +32,9 @@
  * 16-byte Pack kernels (zip_contiguous_vec, zip_row_broadcast) move Packs of
  * one type, so a comparison takes zip_contiguous or zip_strided instead.
  * RELU_BACKWARD is the gradient of relu: the incoming gradient a where the
- * input b was positive, else 0.
+ * input b was positive, else 0; the other activations' gradients are in
+ * activations.h, with the parameters (elu's alpha, ...) they hold as
+ * scalars (mt_zip_scalars).
  *
  * Which dtype takes which op is zip_takes, below (the table of MT_ZIP_OPS
  * in minitensor.h). The float functors serve int64 and bool where the same
@@ -42,6 +44,7 @@
  */
 #include <type_traits>
 
+#include "activations.h" /* the activations' gradients; make_op, which hands a functor its scalars */
 #include "ops_common.h"
 
 /* ---- the ops ------------------------------------------------------------- */
@@ -380,7 +383,7 @@ static bool repeats_trailing_block(const mt_tensor &v, const mt_tensor &out)
 }
 
 template <typename T, typename Op, bool kRepFirst>
-static mt_status launch_row_broadcast(const mt_tensor &out, const mt_tensor &full, const mt_tensor &rep)
+static mt_status launch_row_broadcast(const mt_tensor &out, const mt_tensor &full, const mt_tensor &rep, Op op)
 {
     const int64_t n = tensor_numel(out);
     const int64_t rep_n = tensor_numel(rep);
@@ -389,13 +392,13 @@ static mt_status launch_row_broadcast(const mt_tensor &out, const mt_tensor &ful
     const T *rep_first = static_cast<const T *>(rep.data) + rep.offset;
     const bool vec = rep_n % Pack<T>::kWidth == 0 && aligned16(out_first) && aligned16(full_first) && aligned16(rep_first);
     const int64_t items = vec ? n / Pack<T>::kWidth : n;
-    zip_row_broadcast<T, Op, kRepFirst><<<grid_size(items > 0 ? items : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, full_first, rep_first, n, rep_n, vec, Op{});
+    zip_row_broadcast<T, Op, kRepFirst><<<grid_size(items > 0 ? items : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, full_first, rep_first, n, rep_n, vec, op);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
 
 template <typename TOut, typename T, typename Op, bool kTransFirst>
-static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &trans, const mt_tensor &other)
+static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &trans, const mt_tensor &other, Op op)
 {
     const int nd = out.ndim;
     const int64_t row_tiles = (out.shape[nd - 2] + kZipTile - 1) / kZipTile;
@@ -403,7 +406,7 @@ static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &tr
     const int64_t batches = shape_numel(out.shape, nd - 2);
     const dim3 block(kZipTile, kZipTileRows);
     return for_each_grid_chunk(col_tiles, row_tiles, batches, [&](dim3 grid, int64_t y0, int64_t b0) {
-        zip_transposed<TOut, T, Op, kTransFirst><<<grid, block, 0, mt_stream()>>>(out, trans, other, y0, b0, Op{});
+        zip_transposed<TOut, T, Op, kTransFirst><<<grid, block, 0, mt_stream()>>>(out, trans, other, y0, b0, op);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
@@ -414,7 +417,7 @@ static mt_status launch_zip_transposed(const mt_tensor &out, const mt_tensor &tr
  * between zip_contiguous and zip_strided alone. The Pack kernels need out
  * and the inputs of one type (kSameType), so a comparison skips them. */
 template <typename TOut, typename T, typename Op>
-static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, Op op)
 {
     constexpr bool kSameType = std::is_same<TOut, T>::value;
     const int64_t n = tensor_numel(out);
@@ -434,32 +437,32 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
             if constexpr (kSameType) {
                 if (fast && aligned16(out_first) && aligned16(a_first) && aligned16(b_first)) {
                     const int64_t packs = n / Pack<T>::kWidth;
-                    zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
+                    zip_contiguous_vec<T, Op><<<grid_size(packs > 0 ? packs : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, op);
                     launched = true;
                 }
             }
             if (!launched) {
                 MT_TRY(MT_TASK_CHECK(map_zip));
-                zip_contiguous<TOut, T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, Op{});
+                zip_contiguous<TOut, T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out_first, a_first, b_first, n, op);
             }
             CUDA_CHECK(mt_launch_status());
             return MT_OK;
         }
         if constexpr (kSameType) {
             if (fast && a_dense && repeats_trailing_block(b, out))
-                return launch_row_broadcast<T, Op, false>(out, a, b);
+                return launch_row_broadcast<T, Op, false>(out, a, b, op);
             if (fast && b_dense && repeats_trailing_block(a, out))
-                return launch_row_broadcast<T, Op, true>(out, b, a);
+                return launch_row_broadcast<T, Op, true>(out, b, a, op);
         }
     }
     if (fast && rows_contiguous(out) && a_full && b_full) {
         if (is_transposed_view(b) && rows_contiguous(a))
-            return launch_zip_transposed<TOut, T, Op, false>(out, b, a);
+            return launch_zip_transposed<TOut, T, Op, false>(out, b, a, op);
         if (is_transposed_view(a) && rows_contiguous(b))
-            return launch_zip_transposed<TOut, T, Op, true>(out, a, b);
+            return launch_zip_transposed<TOut, T, Op, true>(out, a, b, op);
     }
     MT_TRY(MT_TASK_CHECK(map_zip));
-    zip_strided<TOut, T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, a, b, n, Op{});
+    zip_strided<TOut, T, Op><<<grid_size(n, kBlockSize), kBlockSize, 0, mt_stream()>>>(out, a, b, n, op);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
@@ -467,13 +470,13 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
 /* op id -> functor: a case per op of MT_ZIP_OPS (minitensor.h), running
  * the functor zip_<name> when T takes the op. */
 template <typename T>
-static mt_status zip_typed(int op, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+static mt_status zip_typed(int op, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, T s, T t)
 {
     switch (op) {
-#define MT_ZIP_CASE_(id, name, dtypes)                                                     \
-    case MT_ZIP_##id:                                                                      \
-        if constexpr (zip_takes<T>(MT_ZIP_##id))                                           \
-            return launch_zip<zip_out_t<T, MT_ZIP_##id>, T, zip_##name<T>>(out, a, b);    \
+#define MT_ZIP_CASE_(id, name, dtypes)                                                                \
+    case MT_ZIP_##id:                                                                                 \
+        if constexpr (zip_takes<T>(MT_ZIP_##id))                                                      \
+            return launch_zip<zip_out_t<T, MT_ZIP_##id>, T>(out, a, b, make_op<zip_##name<T>>(s, t)); \
         break;
         MT_ZIP_OPS(MT_ZIP_CASE_)
 #undef MT_ZIP_CASE_
@@ -499,9 +502,10 @@ static bool zip_dtype_takes(int32_t dtype, int op)
     }
 }
 
-mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
+/* mt_zip and mt_zip_scalars: out = op(a, b) with the op's scalars. */
+static mt_status zip_with_scalars(const char *func, int op, const mt_tensor &out, const mt_tensor &a,
+                                  const mt_tensor &b, double s, double t)
 {
-    const char *func = "mt_zip";
     MT_TRY(mt_check_id(func, "zip op", op, MT_ZIP_OP_COUNT));
     MT_TRY(mt_ensure_init(func));
     if (zip_is_comparison(op)) {
@@ -528,5 +532,18 @@ mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
     if (tensor_numel(out) == 0)
         return MT_OK;
 
-    return with_dtype(func, a.dtype, [&](auto tag) { return zip_typed<decltype(tag)>(op, out, a, b); });
+    return with_dtype(func, a.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        return zip_typed<T>(op, out, a, b, mt_cast<T>(s), mt_cast<T>(t));
+    });
+}
+
+mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b)
+{
+    return zip_with_scalars("mt_zip", op, out, a, b, 0.0, 0.0);
+}
+
+mt_status mt_zip_scalars(int op, mt_tensor out, mt_tensor a, mt_tensor b, double s, double t)
+{
+    return zip_with_scalars("mt_zip_scalars", op, out, a, b, s, t);
 }

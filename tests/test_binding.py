@@ -22,6 +22,14 @@ from minitensor import _lib
 
 HEADER = Path(__file__).resolve().parent.parent / "src" / "minitensor.h"
 
+
+def _header_source() -> str:
+    """minitensor.h with the op lists it includes (src/minitensor_ops.h) in place."""
+    text = HEADER.read_text()
+    include = '#include "minitensor_ops.h"'
+    assert include in text, "minitensor.h no longer includes its op lists"
+    return text.replace(include, (HEADER.parent / "minitensor_ops.h").read_text())
+
 # C type (normalized spelling) -> the ctypes type the binding must use.
 C_TO_CTYPES = {
     "void": None,
@@ -57,7 +65,7 @@ def _normalize_type(c_type: str) -> str:
 
 
 def _header() -> str:
-    return _strip_comments(HEADER.read_text())
+    return _strip_comments(_header_source())
 
 
 def parse_prototypes() -> dict[str, tuple[str, list[str]]]:
@@ -258,7 +266,7 @@ def test_load_time_check_rejects_an_abi_mismatch(monkeypatch: pytest.MonkeyPatch
 
 def parse_dtype_rules() -> dict[str, dict[str, str]]:
     """family -> {op name: dtype rule} of the op lists with a dtype column."""
-    text = HEADER.read_text().replace("\\\n", " ")
+    text = _header_source().replace("\\\n", " ")
     rules = {}
     for macro, family in (("MT_MAP_OPS", "map"), ("MT_ZIP_OPS", "zip"), ("MT_REDUCE_OPS", "reduce")):
         body = re.search(r"#define\s+" + macro + r"\(X\)(.*)", text).group(1)

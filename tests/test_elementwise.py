@@ -24,6 +24,28 @@ from helpers import (
     strided_views,
 )
 
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_K, _C = math.sqrt(2.0 / math.pi), 0.044715  # the tanh GELU's constants
+
+
+def _phi(a: np.ndarray) -> np.ndarray:
+    """The standard normal CDF."""
+    return 0.5 * (1.0 + _erf(a / math.sqrt(2.0)))
+
+
+def _gelu_tanh_grad(a: np.ndarray) -> np.ndarray:
+    th = np.tanh(_K * (a + _C * a**3))
+    return 0.5 * (1.0 + th) + 0.5 * a * (1.0 - th**2) * _K * (1.0 + 3.0 * _C * a**2)
+
+
+def _activation_grad(op: str, s: float = 0.0, t: float = 0.0) -> Callable:
+    """The gradient kernel of an activation, op + "_backward", through the ops layer."""
+    return lambda g, x: to_numpy(mt.ops.activation_backward(op, g, x, s, t))
+
+
+# torch's activations refuse integer tensors; so do these (a DTypeError).
+FLOAT_ONLY = ("gelu", "gelu_tanh", "silu", "elu", "leaky_relu", "hardtanh")
+
 # name -> (minitensor function, NumPy reference, input range or None for normal data)
 UNARY: dict[str, tuple[Callable, Callable, Any]] = {
     "neg": (lambda t: -t, lambda a: -a, None),
@@ -38,6 +60,13 @@ UNARY: dict[str, tuple[Callable, Callable, Any]] = {
     "sign": (lambda t: t.sign(), np.sign, None),
     "softplus": (F.softplus, lambda a: np.logaddexp(0.0, a), None),
     "erf": (mt.erf, np.vectorize(math.erf, otypes=[np.float64]), None),
+    "gelu": (F.gelu, lambda a: a * _phi(a), None),
+    "gelu_tanh": (lambda t: F.gelu(t, approximate="tanh"), lambda a: 0.5 * a * (1.0 + np.tanh(_K * (a + _C * a**3))),
+                  None),
+    "silu": (F.silu, lambda a: a / (1.0 + np.exp(-a)), None),
+    "elu": (lambda t: F.elu(t, alpha=0.7), lambda a: np.where(a > 0, a, 0.7 * np.expm1(np.minimum(a, 0.0))), None),
+    "leaky_relu": (lambda t: F.leaky_relu(t, 0.1), lambda a: np.where(a > 0, a, 0.1 * a), None),
+    "hardtanh": (lambda t: F.hardtanh(t, -0.5, 1.5), lambda a: np.clip(a, -0.5, 1.5), None),
     "copy": (lambda t: t.clone(), lambda a: a, None),
     "fill": (lambda t: t.clone().fill_(2.5), lambda a: np.full_like(a, 2.5), None),
     "add_scalar": (lambda t: t + 1.5, lambda a: a + 1.5, None),
@@ -62,6 +91,47 @@ def test_unary_methods_match_functions() -> None:
         assert getattr(t, name)().tolist() == getattr(mt, name)(t).tolist()
     assert abs(t).tolist() == [[0.5, 1.0], [2.0, 3.0]]
     assert (+t) is t
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+def test_activations_special_values_and_empty(dtype: mt.DType) -> None:
+    """The tails (no overflow in silu's or gelu's exp), NaN passing through, the
+    bounds of hardtanh (gradient 0 there, as torch), and empty tensors."""
+    values = np.array([-1000.0, -30.0, -1.0, 0.0, 1.0, 30.0, 1000.0, np.nan, np.inf, -np.inf])
+    t = mt.tensor(values, dtype=dtype)
+    with np.errstate(all="ignore"):
+        for name in FLOAT_ONLY:
+            fn, ref, _ = UNARY[name]
+            if name in ("silu", "gelu_tanh"):  # NumPy's formula makes inf * 0 = NaN at -inf
+                continue
+            assert_close(fn(t), ref(values), dtype)
+    assert_close(F.silu(t), [-0.0, -30.0 / (1 + np.exp(30.0)), -1 / (1 + np.e), 0.0, 1 / (1 + np.exp(-1.0)), 30.0,
+                             1000.0, np.nan, np.inf, np.nan], dtype)
+    # the gradient kernels alone (autograd's own rules are another task's)
+    x = mt.tensor([-0.5, -0.25, 1.0, 1.5, 2.0], dtype=dtype)
+    grad = mt.ops.activation_backward("hardtanh", mt.ones(5, dtype=dtype), x, -0.5, 1.5)
+    assert to_numpy(grad).tolist() == [0.0, 1.0, 1.0, 0.0, 0.0]
+    for name in FLOAT_ONLY:
+        empty = mt.zeros(0, 3, dtype=dtype)
+        assert UNARY[name][0](empty).shape == (0, 3)
+        assert mt.ops.activation_backward(name, empty, empty).shape == (0, 3)
+    with pytest.raises(ValueError, match="min_val"):
+        F.hardtanh(t, 2.0, 1.0)
+    with pytest.raises(ValueError, match="inplace"):
+        F.silu(t, inplace=True)
+    with pytest.raises(TypeError, match="alpha"):
+        F.elu(t, alpha="1")
+
+
+def test_activation_modules() -> None:
+    x = mt.tensor([[-2.0, -0.5, 0.0, 3.0]])
+    assert_close(mt.nn.SiLU()(x), F.silu(x), mt.float32)
+    assert_close(mt.nn.ELU(0.5)(x), F.elu(x, 0.5), mt.float32)
+    assert_close(mt.nn.LeakyReLU(0.2)(x), [[-0.4, -0.1, 0.0, 3.0]], mt.float32)
+    assert_close(mt.nn.Hardtanh(-1.0, 2.0)(x), [[-1.0, -0.5, 0.0, 2.0]], mt.float32)
+    assert "negative_slope=0.2" in repr(mt.nn.LeakyReLU(0.2))
+    with pytest.raises(ValueError, match="min_val"):
+        mt.nn.Hardtanh(1.0, -1.0)
 
 
 def test_unary_special_values() -> None:
@@ -95,6 +165,15 @@ BINARY: dict[str, tuple[Callable, Callable]] = {
     "floor_divide": (lambda x, y: x // y, np.floor_divide),
     "remainder": (lambda x, y: x % y, np.remainder),
     "relu_backward": (lambda g, x: to_numpy(mt.ops.relu_backward(g, x)), lambda g, x: np.where(x > 0, g, 0.0)),
+    "gelu_backward": (_activation_grad("gelu"),
+                      lambda g, x: g * (_phi(x) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))),
+    "gelu_tanh_backward": (_activation_grad("gelu_tanh"), lambda g, x: g * _gelu_tanh_grad(x)),
+    "silu_backward": (_activation_grad("silu"),
+                      lambda g, x: g / (1 + np.exp(-x)) * (1 + x * (1 - 1 / (1 + np.exp(-x))))),
+    "elu_backward": (_activation_grad("elu", 0.7), lambda g, x: np.where(x > 0, g, g * 0.7 * np.exp(x))),
+    "leaky_relu_backward": (_activation_grad("leaky_relu", 0.1), lambda g, x: np.where(x > 0, g, 0.1 * g)),
+    "hardtanh_backward": (_activation_grad("hardtanh", -0.5, 1.0),
+                          lambda g, x: np.where((x <= -0.5) | (x >= 1.0), 0.0, g)),
     # on masks: the bitwise ops take int64 and bool tensors only
     "bitwise_and": (lambda x, y: (x > 0) & (y > 0), lambda a, b: (a > 0) & (b > 0)),
     "bitwise_or": (lambda x, y: (x > 0) | (y > 0), lambda a, b: (a > 0) | (b > 0)),
@@ -116,6 +195,10 @@ def test_unary_ops_take_int64_tensors(name: str) -> None:
     exp, erf, ...) computes in float32, as torch; the others in int64 (unless
     a float scalar promotes it)."""
     fn, ref, _ = UNARY[name]
+    if name in FLOAT_ONLY:
+        with pytest.raises(mt.DTypeError, match="float"):
+            fn(mt.tensor([1, 2, 3]))
+        return
     got = fn(mt.tensor([1, 2, 3]))
     if not mt.ops.op_takes("map", name, mt.int64):
         assert got.dtype is mt.float32

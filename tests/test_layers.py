@@ -161,7 +161,7 @@ def test_the_check_sees_upward_imports_also_inside_functions() -> None:
 # ops layer the family modules come in this order, after core (the helpers
 # every family uses): a module imports only from the ones before it.
 OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "logsumexp", "cross_entropy", "norm",
-             "attention", "autotune", "matmul", "conv", "optim"]
+             "attention", "autotune", "matmul", "conv", "pool", "optim"]
 FAMILY_SOURCES: dict[str, list[str]] = {
     "reduce": ["src/reduce.cu", "src/reduce_ladder.cu"],
     "elementwise": ["src/map.cu", "src/zip.cu", "src/new_output.cu"],
@@ -174,6 +174,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "attention": ["src/attention.cu", "src/masked_softmax.cu"],
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu"],
+    "pool": ["src/pool.cu"],
     "optim": ["src/optim.cu"],
 }
 NO_GRADIENT = {"optim"}  # the optimizers' updates are not differentiated

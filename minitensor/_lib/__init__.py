@@ -35,7 +35,7 @@ The package's modules, each importing only from loader:
     elementwise    map, fill, zip, the copy ladder              (src/map.cu, src/zip.cu)
     reduce         reductions and the reduction ladder          (src/reduce*.cu)
     matmul         the matmul ladder and the TF32 rungs         (src/matmul*.cu)
-    softmax, attention, norm, where, logsumexp, conv, cross_entropy, optim,
+    softmax, attention, norm, where, logsumexp, conv, pool, cross_entropy, optim,
     gather         one module per kernel family, as minitensor/ops/
 
 Each declares the C functions it calls (its SIGNATURES) beside its wrappers.
@@ -133,6 +133,8 @@ from .elementwise import (  # noqa: F401
     map_new,
     zip_new,
     copy_variant,
+    map_scalars,
+    zip_scalars,
 )
 from .reduce import (  # noqa: F401
     reduce_,
@@ -171,6 +173,14 @@ from .where import (  # noqa: F401
 from .logsumexp import (  # noqa: F401
     logsumexp,
     logsumexp_backward,
+)
+from .pool import (  # noqa: F401
+    max_pool2d,
+    max_pool2d_backward,
+    avg_pool2d,
+    avg_pool2d_backward,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool2d_backward,
 )
 from .conv import (  # noqa: F401
     conv2d,

@@ -15,6 +15,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_map_new": (c_int, [c_int, MtTensor, MtTensor, c_double, POINTER(c_void_p)]),
     "mt_zip_new": (c_int, [c_int, MtTensor, MtTensor, MtTensor, POINTER(c_void_p)]),
+    "mt_map_scalars": (c_int, [c_int, MtTensor, MtTensor, c_double, c_double]),
+    "mt_zip_scalars": (c_int, [c_int, MtTensor, MtTensor, MtTensor, c_double, c_double]),
 }
 declare(SIGNATURES)
 
@@ -76,3 +78,17 @@ def zip_new(op: str, out: MtTensor, a: Any, b: Any) -> int:
 def copy_variant(out: Any, inp: Any, algo: str) -> None:
     """out = inp with a chosen rung of the transpose ladder (mt_copy_variant)."""
     check(C.mt_copy_variant(out.descriptor(), inp.descriptor(), _op_id("copy_algo", algo)), f"mt_copy_variant({algo})")
+
+
+def map_scalars(op: str, out: Any, inp: Any, s: float, t: float) -> None:
+    """out = op(inp) with the op's two scalars (mt_map_scalars: hardtanh's min and max, ...)."""
+    status = C.mt_map_scalars(_op_id("map", op), out.descriptor(), inp.descriptor(), float(s), float(t))
+    if status != MT_OK:
+        check(status, f"mt_map_scalars({op})")
+
+
+def zip_scalars(op: str, out: Any, a: Any, b: Any, s: float, t: float) -> None:
+    """out = op(a, b) with the op's two scalars (mt_zip_scalars: elu_backward's alpha, ...)."""
+    status = C.mt_zip_scalars(_op_id("zip", op), out.descriptor(), a.descriptor(), b.descriptor(), float(s), float(t))
+    if status != MT_OK:
+        check(status, f"mt_zip_scalars({op})")

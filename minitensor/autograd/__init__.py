@@ -18,6 +18,7 @@ by kernel family under the names of minitensor/ops/'s modules:
     attention.py      MaskedSoftmax, Attention
     matmul.py         MatMul
     conv.py           Im2Col, Conv2dTiled, Conv2dImplicitGemm
+    pool.py           MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
     shaping.py        View, Reshape, Permute, Expand, Index, ..., Overwrite, Cat, Stack
 
 The rules compute with the raw ops of minitensor/ops/ on Arrays; the
@@ -51,6 +52,7 @@ from .elementwise import (
     Relu,
     Sigmoid,
     Softplus,
+    Activation,
     Erf,
     Tanh,
     Abs,
@@ -67,6 +69,7 @@ from .norm import LayerNorm
 from .attention import MaskedSoftmax, Attention
 from .matmul import MatMul
 from .conv import Im2Col, Conv2dTiled, Conv2dImplicitGemm
+from .pool import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
 from .shaping import (
     View,
     Reshape,
@@ -112,6 +115,7 @@ __all__ = [
     "Relu",
     "Sigmoid",
     "Softplus",
+    "Activation",
     "Erf",
     "Tanh",
     "Abs",

@@ -263,6 +263,25 @@ class Softplus(Function):
         return ops.mul(grad, ops.map_("sigmoid", x))  # d/dx log(1 + e^x) = sigmoid(x)
 
 
+class Activation(Function):
+    """An activation as torch's F.gelu, F.silu, ...: one map kernel forward, one
+    zip kernel backward from the saved input (src/activations.h). op names the
+    map op ("gelu", "elu", ...), whose gradient is the zip op op + "_backward";
+    s and t are its scalars (elu's alpha, hardtanh's min_val and max_val)."""
+
+    @staticmethod
+    def forward(ctx, x, op, s=0.0, t=0.0):
+        ctx.save_for_backward(x)
+        ctx.args = (op, s, t)
+        return ops.activation(op, x, s, t)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        op, s, t = ctx.args
+        return ops.activation_backward(op, grad, x, s, t), None, None, None
+
+
 class Erf(Function):
     @staticmethod
     def forward(ctx, x):

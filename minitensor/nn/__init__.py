@@ -12,7 +12,8 @@
 
 from . import functional, utils  # noqa: F401 - nn.utils.clip_grad_norm_, as torch
 from .batchnorm import BatchNorm1d, BatchNorm2d
-from .conv import AvgPool2d, Conv1d, Conv2d, MaxPool2d
+from .activation import ELU, Hardtanh, LeakyReLU, SiLU
+from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from .modules import (
     CrossEntropyLoss,
     Dropout,
@@ -33,6 +34,7 @@ from .parameter import Parameter
 from .transformer import MultiheadAttention, TransformerEncoderLayer
 
 __all__ = [
+    "AdaptiveAvgPool2d",
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
@@ -40,11 +42,14 @@ __all__ = [
     "Conv2d",
     "CrossEntropyLoss",
     "Dropout",
+    "ELU",
     "Embedding",
     "Flatten",
     "GELU",
+    "Hardtanh",
     "IncompatibleKeys",
     "LayerNorm",
+    "LeakyReLU",
     "Linear",
     "MaxPool2d",
     "Module",
@@ -54,6 +59,7 @@ __all__ = [
     "ReLU",
     "Sequential",
     "Sigmoid",
+    "SiLU",
     "Tanh",
     "TransformerEncoderLayer",
     "functional",

@@ -1,5 +1,5 @@
 """The convolution and pooling layers of minitensor.nn (Conv1d, Conv2d, MaxPool2d,
-AvgPool2d): modules over nn.functional's conv2d and pooling (nn/functional_conv.py).
+AvgPool2d, AdaptiveAvgPool2d): modules over nn.functional's conv2d and pooling (nn/functional_conv.py).
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ class MaxPool2d(Module):
                             self.return_indices)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
@@ -96,3 +97,18 @@ class AvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling to a fixed output size (F.adaptive_avg_pool2d): output_size an
+    int or a pair (None keeps the input's size); 1 is the global pool of a ResNet."""
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"

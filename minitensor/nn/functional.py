@@ -2,7 +2,8 @@
 
 Every function here is composed of Tensor methods, so autograd records it
 like any other expression, or applies one gradient rule of minitensor.autograd
-(softplus, whose rule docs/kernels.md's "Add an op" writes).
+(softplus, whose rule docs/kernels.md's "Add an op" writes; the activations
+gelu, silu, elu, leaky_relu and hardtanh, one kernel each way).
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ from .._dtype import bool_, int64
 from .._errors import DimError, InvalidArgumentError
 from .. import autograd, ops
 from ..tensor import Tensor
-from .functional_conv import avg_pool2d, conv1d, conv2d, max_pool2d  # noqa: F401 - F.conv2d, ...
+from .functional_conv import (  # noqa: F401 - F.conv2d, ...
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    max_pool1d,
+    max_pool2d,
+)
 from .functional_norm import batch_norm  # noqa: F401 - F.batch_norm
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -56,18 +66,55 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return autograd.elementwise.Softplus.apply(x)
 
 
+def _activation(x: Any, op: str, func: str, inplace: bool, s: float = 0.0, t: float = 0.0) -> Tensor:
+    """One activation kernel forward and one backward (autograd.Activation)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{func}: input must be a Tensor, got {type(x).__name__}")
+    if inplace:
+        raise ValueError(f"{func}: inplace=True is not supported; use the result (inplace=False)")
+    ops.require_float(x, func)
+    return autograd.Activation.apply(x, op, s, t)
+
+
+def _number(value: Any, name: str, func: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{func}: {name} must be a number, got {type(value).__name__}")
+    return float(value)
+
+
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """The Gaussian error linear unit, x * Phi(x), as torch's: exact,
     x * (1 + erf(x / sqrt(2))) / 2, or with approximate="tanh",
-    x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2 (GPT-2's form)."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"gelu(): input must be a Tensor, got {type(x).__name__}")
-    if approximate == "none":
-        return x * ((x * (1.0 / math.sqrt(2.0))).erf() + 1.0) * 0.5
-    if approximate == "tanh":
-        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
-        return x * (inner.tanh() + 1.0) * 0.5
-    raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+    x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2 (GPT-2's form).
+    One kernel forward, one backward (src/activations.h)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _activation(x, "gelu" if approximate == "none" else "gelu_tanh", "gelu()", False)
+
+
+def silu(x: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x) (swish), elementwise: one kernel forward, one backward."""
+    return _activation(x, "silu", "silu()", inplace)
+
+
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else alpha * (exp(x) - 1): one kernel forward, one backward."""
+    return _activation(x, "elu", "elu()", inplace, _number(alpha, "alpha", "elu()"))
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x where x > 0, else negative_slope * x: one kernel forward, one backward."""
+    return _activation(x, "leaky_relu", "leaky_relu()", inplace,
+                       _number(negative_slope, "negative_slope", "leaky_relu()"))
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """x clamped to [min_val, max_val] (NaN stays NaN); the gradient is 0 where x
+    is at or beyond a bound, as torch's. One kernel forward, one backward."""
+    lo, hi = _number(min_val, "min_val", "hardtanh()"), _number(max_val, "max_val", "hardtanh()")
+    if lo > hi:
+        raise ValueError(f"hardtanh(): min_val ({lo}) cannot be greater than max_val ({hi})")
+    return _activation(x, "hardtanh", "hardtanh()", inplace, lo, hi)
 
 
 def softmax(x: Tensor, dim: int) -> Tensor:

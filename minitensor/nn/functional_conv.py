@@ -1,6 +1,6 @@
 """nn.functional's convolution and pooling: the convolution rungs (implicit GEMM,
-tiled for depthwise layers, im2col under the teaching policy), and for pooling
-sliding windows (autograd.Im2Col) followed by a reduction.
+tiled for depthwise layers, im2col under the teaching policy); pooling in one
+kernel each way (src/pool.cu, autograd/pool.py).
 nn.functional re-exports every public name, so F.conv2d is this conv2d.
 """
 
@@ -10,7 +10,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._creation import tensor
 from .. import autograd, ops
 from ..tensor import Tensor
 
@@ -88,16 +87,27 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
     stride = _ints(stride, 2, "stride", func, 1)
     dilation = _ints(dilation, 2, "dilation", func, 1)
     kernel = (kh, kw)
+    odd = (False, False)  # 'same' with an odd total padding in that dim
     if padding == "valid":
         padding = (0, 0)
     elif padding == "same":
-        if stride != (1, 1) or any(dilation[d] * (kernel[d] - 1) % 2 for d in (0, 1)):
-            raise ValueError(f"{func}: padding='same' needs stride 1 and an even total padding "
-                             f"(dilation * (kernel - 1)) in each dim; got stride {stride}, kernel {kernel}, "
-                             f"dilation {dilation}")
-        padding = tuple(dilation[d] * (kernel[d] - 1) // 2 for d in (0, 1))
+        if stride != (1, 1):
+            raise ValueError(f"{func}: padding='same' needs stride 1 (as torch), got stride {stride}")
+        # The total padding, dilation * (kernel - 1), split as torch splits it:
+        # the odd one out goes to the right (bottom). The kernels pad both sides
+        # alike, so such a dim is padded by the larger half on both sides, and
+        # the first output row (column), whose window starts one too early, is
+        # dropped below.
+        total = tuple(dilation[d] * (kernel[d] - 1) for d in (0, 1))
+        odd = tuple(t % 2 == 1 for t in total)
+        padding = tuple((t + 1) // 2 for t in total)
+    elif isinstance(padding, str):
+        raise ValueError(f"{func}: padding must be 'valid', 'same', an int or a pair, got {padding!r}")
     else:
         padding = _ints(padding, 2, "padding", func, 0)
+    if any(odd):
+        out = _conv2d(input, weight, bias, stride, padding, dilation, groups, algo, func)
+        return out[:, :, 1 if odd[0] else 0:, 1 if odd[1] else 0:]
     oh, ow = _output_size(input, kernel, stride, padding, dilation, func)
     if algo == "default":
         algo = _default_conv2d_rung(input, weight, kernel, stride, padding, dilation, groups, (oh, ow))
@@ -147,67 +157,138 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     return out.squeeze(2)
 
 
+def _pool_input(input: Any, func: str) -> tuple[Tensor, bool]:  # noqa: A002
+    """input as (N, C, H, W), and whether it came unbatched, (C, H, W), as torch takes it."""
+    if isinstance(input, Tensor) and input.ndim == 3:
+        _check_input(input, 3, func, "(N, C, H, W) or (C, H, W)")
+        return input.unsqueeze(0), True
+    _check_input(input, 4, func, "(N, C, H, W) or (C, H, W)")
+    return input, False
+
+
 def _pool_args(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
                func: str) -> tuple[tuple[int, int], ...]:
-    _check_input(input, 4, func, "(N, C, H, W)")
-    if ceil_mode:
-        raise ValueError(f"{func}: ceil_mode=True is not supported (minitensor's windows are torch's floor mode)")
+    """kernel, stride, padding, dilation and the output size (OH, OW), checked as torch checks them."""
     kernel = _ints(kernel_size, 2, "kernel_size", func, 1)
-    stride = kernel if stride is None else _ints(stride, 2, "stride", func, 1)
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) \
+        else _ints(stride, 2, "stride", func, 1)
     padding = _ints(padding, 2, "padding", func, 0)
     dilation = _ints(dilation, 2, "dilation", func, 1)
     if any(2 * padding[d] > kernel[d] for d in (0, 1)):
         raise ValueError(f"{func}: padding {padding} must be at most half the kernel size {kernel} (as in torch)")
-    _output_size(input, kernel, stride, padding, dilation, func)
-    return kernel, stride, padding, dilation
+    if min(input.shape[2:]) < 1:
+        raise ops.ShapeError(f"{func}: the input of shape {input.shape} has an empty plane (H and W must be >= 1)")
+    size = tuple(ops.pool_output_size(input.shape[2 + d], kernel[d], stride[d], padding[d], dilation[d],
+                                      bool(ceil_mode)) for d in (0, 1))
+    if min(size) < 1:
+        raise ops.ShapeError(f"{func}: the input of shape {input.shape} padded by {padding} is smaller than the "
+                             f"kernel {kernel} with dilation {dilation}: the output size {size} is too small")
+    return kernel, stride, padding, dilation, size
 
 
 def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
-    """The maximum of each window (N, C, H, W) -> (N, C, OH, OW); stride defaults to
-    the kernel size, padding counts as -inf. The gradient goes to the first maximum
-    of each window. return_indices also gives, as torch, each maximum's int64
-    position in its input plane (row * W + column)."""
+    """The maximum of each window (N, C, H, W) -> (N, C, OH, OW) (or unbatched (C, H,
+    W)); stride defaults to the kernel size, padding (at most half the kernel) is
+    never the maximum; ceil_mode rounds the output size up, as torch. One kernel
+    (src/pool.cu), which also finds each maximum's int64 position in its input
+    plane (row * W + column): return_indices returns them, as torch. The
+    gradient goes to the maximum of each window (the first of equal ones; a NaN
+    wins), one gather kernel backward."""
     func = "max_pool2d()"
-    kernel, stride, padding, dilation = _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, func)
-    n, c, _, w = input.shape
-    cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation, float("-inf"))
-    oh, ow = cols.shape[4:]
-    values, picked = cols.reshape(n, c, kernel[0] * kernel[1], oh, ow).max(2)
-    if not return_indices:
-        return values
-    # The window tap that won, (i, j), back to a position of the input plane.
-    rows = picked // kernel[1] * dilation[0] + (_positions(oh) * stride[0] - padding[0]).reshape(oh, 1)
-    cols_at = picked % kernel[1] * dilation[1] + _positions(ow) * stride[1] - padding[1]
-    return values, rows * w + cols_at
-
-
-def _positions(count: int) -> Tensor:
-    """0 .. count-1 as an int64 tensor."""
-    return tensor(np.arange(count, dtype=np.int64))
+    x, unbatched = _pool_input(input, func)
+    kernel, stride, padding, dilation, size = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode, func)
+    pooled = ops.max_pool2d(x, kernel, stride, padding, dilation, size)
+    values = autograd.MaxPool2d.apply(x, pooled, kernel, stride, padding, dilation)
+    indices = Tensor._from_array(pooled[1])
+    if unbatched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
 
 
 def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
                ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: Optional[int] = None) -> Tensor:
-    """The mean of each window (N, C, H, W) -> (N, C, OH, OW); stride defaults to the
-    kernel size; padding counts as zeros in the mean unless count_include_pad=False;
-    divisor_override divides every window's sum by that number instead."""
+    """The mean of each window (N, C, H, W) -> (N, C, OH, OW) (or unbatched); stride
+    defaults to the kernel size; padding counts as zeros in the mean unless
+    count_include_pad=False (a ceil_mode window hanging past the padding counts
+    only up to it, as torch); divisor_override divides every window's sum by that
+    number instead. One kernel each way (src/pool.cu)."""
     func = "avg_pool2d()"
-    kernel, stride, padding, dilation = _pool_args(input, kernel_size, stride, padding, 1, ceil_mode, func)
-    n, c = input.shape[:2]
-    cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation)
-    oh, ow = cols.shape[4:]
-    total = cols.reshape(n, c, kernel[0] * kernel[1], oh, ow).sum(2)
+    x, unbatched = _pool_input(input, func)
+    kernel, stride, padding, _, size = _pool_args(x, kernel_size, stride, padding, 1, ceil_mode, func)
+    divisor = 0
     if divisor_override is not None:
         if isinstance(divisor_override, bool) or not isinstance(divisor_override, (int, np.integer)) \
                 or divisor_override == 0:
             raise ValueError(f"{func}: divisor_override must be a non-zero int, got {divisor_override!r}")
-        return total * (1.0 / int(divisor_override))
-    if count_include_pad or padding == (0, 0):
-        return total * (1.0 / (kernel[0] * kernel[1]))
-    with autograd.no_grad():  # how many taps of each window lie inside the input
-        ones = ops.fill_(ops.empty((1, 1) + input.shape[2:], input.dtype), 1.0)
-        count = Tensor._from_array(ops.reduce_("sum", ops.view(ops.im2col(ones, kernel, stride, padding, dilation),
-                                                                (kernel[0] * kernel[1], oh, ow)), 0))
-    return total / count
+        divisor = int(divisor_override)
+        if divisor < 0:  # the kernel takes a positive divisor; the sign goes after
+            return -avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, -divisor)
+    out = autograd.AvgPool2d.apply(x, kernel, stride, padding, bool(count_include_pad), divisor, size)
+    return out.squeeze(0) if unbatched else out
+
+
+def _adaptive_size(output_size: Any, x: Tensor, func: str) -> tuple[int, int]:
+    """output_size as (OH, OW): an int, or a pair whose None entries keep the input's size."""
+    items = (output_size, output_size) if output_size is None or isinstance(output_size, (int, np.integer)) \
+        else output_size
+    if not isinstance(items, (tuple, list)) or len(items) != 2 or any(
+            v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0) for v in items):
+        raise ValueError(f"{func}: output_size must be an int >= 0 or a pair of them (None keeps the input's "
+                         f"size), got {output_size!r}")
+    return tuple(x.shape[2 + d] if items[d] is None else int(items[d]) for d in (0, 1))
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002
+    """Average pooling to a fixed output size (N, C, H, W) -> (N, C, OH, OW) (or
+    unbatched): output row o averages input rows [floor(o H / OH), ceil((o + 1) H /
+    OH)), columns alike (torch's windows, which overlap when OH does not divide
+    H). output_size 1 is the global average pool a ResNet ends with. One kernel
+    each way (src/pool.cu)."""
+    func = "adaptive_avg_pool2d()"
+    x, unbatched = _pool_input(input, func)
+    size = _adaptive_size(output_size, x, func)
+    if min(x.shape[2:]) < 1:
+        raise ops.ShapeError(f"{func}: the input of shape {input.shape} has an empty plane (H and W must be >= 1)")
+    out = autograd.AdaptiveAvgPool2d.apply(x, size)
+    return out.squeeze(0) if unbatched else out
+
+
+def _as_2d(input: Any, func: str) -> Tensor:  # noqa: A002
+    """(N, C, L) or (C, L) as (N, C, 1, L) or (C, 1, L): the 1-D pools run the 2-D kernels."""
+    if not isinstance(input, Tensor) or input.ndim not in (2, 3):
+        raise ops.ShapeError(f"{func}: input must have shape (N, C, L) or (C, L), got "
+                             f"{input.shape if isinstance(input, Tensor) else type(input).__name__}")
+    return input.unsqueeze(-2)
+
+
+def _one(value: Any, name: str, func: str, minimum: int) -> tuple[int, int]:
+    """A 1-D pool's int (or 1-tuple) as the 2-D pair over a height of 1: (1, value),
+    or (0, value) for a padding."""
+    return minimum, _ints(value, 1, name, func, minimum)[0]
+
+
+def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """max_pool2d over a height of 1: (N, C, L) -> (N, C, OL); indices are positions in L."""
+    func = "max_pool1d()"
+    out = max_pool2d(_as_2d(input, func), _one(kernel_size, "kernel_size", func, 1),
+                     None if stride is None else _one(stride, "stride", func, 1), _one(padding, "padding", func, 0),
+                     _one(dilation, "dilation", func, 1), ceil_mode, return_indices)
+    return (out[0].squeeze(-2), out[1].squeeze(-2)) if return_indices else out.squeeze(-2)
+
+
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """avg_pool2d over a height of 1: (N, C, L) -> (N, C, OL)."""
+    func = "avg_pool1d()"
+    return avg_pool2d(_as_2d(input, func), _one(kernel_size, "kernel_size", func, 1),
+                      None if stride is None else _one(stride, "stride", func, 1), _one(padding, "padding", func, 0),
+                      ceil_mode, count_include_pad).squeeze(-2)
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002
+    """adaptive_avg_pool2d over a height of 1: (N, C, L) -> (N, C, output_size)."""
+    func = "adaptive_avg_pool1d()"
+    return adaptive_avg_pool2d(_as_2d(input, func), (1, _ints(output_size, 1, "output_size", func, 0)[0])).squeeze(-2)

@@ -51,6 +51,7 @@ only from the modules before it (tests/test_layers.py checks it):
     attention      attention, masked_softmax                  (src/attention.cu, src/masked_softmax.cu)
     matmul         matmul, with autotune.py's configuration   (src/matmul*.cu)
     conv           im2col, col2im, conv2d_tiled, conv2d_igemm (src/conv*.cu)
+    pool           max, average and adaptive pooling          (src/pool.cu)
     optim          the optimizers' fused updates              (src/optim.cu)
 
 This module re-exports every op, so callers write ops.add, ops.matmul, ...
@@ -127,6 +128,8 @@ from .elementwise import (  # noqa: F401
     maximum,
     minimum,
     relu_backward,
+    activation,
+    activation_backward,
     isinf,
     zip_out_,
 )
@@ -179,6 +182,15 @@ from .conv import (  # noqa: F401
     conv2d_igemm,
     conv2d_igemm_input_grad,
     conv2d_igemm_weight_grad,
+)
+from .pool import (  # noqa: F401
+    pool_output_size,
+    max_pool2d,
+    max_pool2d_backward,
+    avg_pool2d,
+    avg_pool2d_backward,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool2d_backward,
 )
 from .optim import (  # noqa: F401
     fused_update_applies,

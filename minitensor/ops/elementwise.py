@@ -278,6 +278,29 @@ def relu_backward(grad: Array, x: Array) -> Array:
     return zip_("relu_backward", grad, x)
 
 
+def activation(op: str, x: Array, s: float = 0.0, t: float = 0.0) -> Array:
+    """A new tensor op(x) for an activation of a float tensor, one map kernel
+    (src/activations.h): "gelu", "gelu_tanh", "silu", "elu" (s = alpha),
+    "leaky_relu" (s = negative_slope), "hardtanh" (s, t = min_val, max_val)."""
+    _require_array(x, f"{op}()")
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{op}() takes a float32 or float64 tensor, got {x.dtype.name}")
+    out = empty(x.shape, x.dtype)
+    if out.numel() > 0:
+        _lib.map_scalars(op, out, x, s, t)
+    return out
+
+
+def activation_backward(op: str, grad: Array, x: Array, s: float = 0.0, t: float = 0.0) -> Array:
+    """The gradient of activation(op, x, s, t) from the incoming gradient (x's
+    shape, or one that broadcasts with it): one zip kernel, op + "_backward"."""
+    grad = cast(grad, x.dtype)
+    out = empty(broadcast_shapes(grad.shape, x.shape, f"{op}_backward()"), x.dtype)
+    if out.numel() > 0:
+        _lib.zip_scalars(op + "_backward", out, grad, x, s, t)
+    return out
+
+
 def isinf(x: Array) -> Array:
     """True where x is +inf or -inf (never for int64 and bool tensors)."""
     if not x.dtype.is_floating_point:

@@ -33,8 +33,8 @@ static int is_float(int dtype)
     return dtype == MT_FLOAT32 || dtype == MT_FLOAT64;
 }
 
-/* The specification of every op: out = f(x, s), in double. */
-static double map_ref(int op, double x, double s)
+/* The specification of every op: out = f(x, s, t), in double. */
+static double map_ref(int op, double x, double s, double t)
 {
     switch (op) {
     case MT_MAP_COPY: return x;
@@ -55,6 +55,12 @@ static double map_ref(int op, double x, double s)
     case MT_MAP_FILL: return s;
     case MT_MAP_SOFTPLUS: return log1p(exp(x));
     case MT_MAP_ERF: return erf(x);
+    case MT_MAP_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case MT_MAP_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case MT_MAP_SILU: return x / (1.0 + exp(-x));
+    case MT_MAP_ELU: return x > 0 ? x : s * expm1(x);
+    case MT_MAP_LEAKY_RELU: return x > 0 ? x : s * x;
+    case MT_MAP_HARDTANH: return x < s ? s : x > t ? t : x;
     }
     return NAN;
 }
@@ -92,6 +98,8 @@ static void fill_domain(int op, tt_tensor *in)
     case MT_MAP_TANH: tt_fill(in, -10, 10, 0); break;
     case MT_MAP_SOFTPLUS: tt_fill(in, -30, 30, 0); break; /* where exp(x) alone would lose digits */
     case MT_MAP_ERF: tt_fill(in, -4, 4, 0); break;        /* beyond |x| = 4, erf is +-1 in float */
+    case MT_MAP_GELU: case MT_MAP_GELU_TANH: case MT_MAP_SILU: case MT_MAP_ELU:
+        tt_fill(in, -12, 12, TT_SOME_ZEROS); break;       /* both tails: x * Phi(x) -> 0 and -> x */
     case MT_MAP_RECIPROCAL: tt_fill(in, 0.1, 10, TT_RANDOM_SIGN); break; /* away from 0 */
     case MT_MAP_POW_SCALAR: tt_fill(in, 0.1, 4, 0); break;                /* positive base */
     case MT_MAP_RPOW_SCALAR: tt_fill(in, -3, 3, 0); break;               /* exponent */
@@ -150,7 +158,9 @@ static void map_case(int op, int in_dtype, int out_dtype, int ndim, const int64_
     tt_tensor out = tt_new(out_dtype, ndim, shape, g_out_role);
     fill_domain(op, &in);
     double s = pick_scalar(op, in_dtype);
-    tt_case("mt_map %s s=%.9g%s%s: out %s, in %s", tt_op_name("map", op), s, g_copy_algo < 0 ? "" : " copy_algo ",
+    /* hardtanh's second scalar, its max, lies above its min s. */
+    double t = op == MT_MAP_HARDTANH ? tt_round(s + tt_rand_uniform(0.5, 6), in_dtype) : 0.0;
+    tt_case("mt_map %s s=%.9g t=%.9g%s%s: out %s, in %s", tt_op_name("map", op), s, t, g_copy_algo < 0 ? "" : " copy_algo ",
             g_copy_algo < 0 ? "" : tt_op_name("copy_algo", g_copy_algo), tt_str(&out), tt_str(&in));
 
     /* Reference: walk the output; the input has the same shape. An int64 or
@@ -160,11 +170,13 @@ static void map_case(int op, int in_dtype, int out_dtype, int ndim, const int64_
     for (int64_t i = 0; i < tt_numel(&out.t); ++i) {
         int64_t index[MT_MAX_DIMS];
         to_index(i, out.t.shape, out.t.ndim, index);
-        double ref = map_ref(op, tt_at(&in, index), s);
+        double ref = map_ref(op, tt_at(&in, index), s, t);
         expect[i] = tt_value(is_float(out_dtype) ? ref : tt_round(ref, out_dtype));
     }
 
-    mt_status st = g_copy_algo < 0 ? mt_map(op, out.t, in.t, s) : mt_copy_variant(out.t, in.t, g_copy_algo);
+    mt_status st = g_copy_algo >= 0 ? mt_copy_variant(out.t, in.t, g_copy_algo)
+                   : t != 0.0     ? mt_map_scalars(op, out.t, in.t, s, t)
+                                  : mt_map(op, out.t, in.t, s);
     if (tt_expect_ok(st, g_copy_algo < 0 ? "mt_map" : "mt_copy_variant")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&in, "in");

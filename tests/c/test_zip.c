@@ -114,7 +114,7 @@ static int64_t zip_ref_i64(int op, int64_t a, int64_t b)
 /* The specification of every op: out = f(a, b), in double. NaN follows IEEE
  * arithmetic and comparisons; maximum and minimum let a NaN win (NumPy).
  * int64 goes through zip_ref_i64; bool + is or, * is and. */
-static double zip_ref(int op, int dtype, double a, double b)
+static double zip_ref(int op, int dtype, double a, double b, double s, double t)
 {
     if (dtype == MT_INT64)
         return (double)zip_ref_i64(op, (int64_t)a, (int64_t)b);
@@ -141,6 +141,20 @@ static double zip_ref(int op, int dtype, double a, double b)
     case MT_ZIP_RELU_BACKWARD: return b > 0 ? a : 0.0;
     case MT_ZIP_FLOOR_DIVIDE: return py_floor_divide(a, b);
     case MT_ZIP_REMAINDER: return py_remainder(a, b);
+    /* The activations' gradients: a the incoming gradient, b the input. */
+    case MT_ZIP_GELU_BACKWARD:
+        return a * (0.5 * (1.0 + erf(b / sqrt(2.0))) + b * exp(-0.5 * b * b) / sqrt(2.0 * M_PI));
+    case MT_ZIP_GELU_TANH_BACKWARD: {
+        double k = sqrt(2.0 / M_PI), th = tanh(k * (b + 0.044715 * b * b * b));
+        return a * (0.5 * (1.0 + th) + 0.5 * b * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * b * b));
+    }
+    case MT_ZIP_SILU_BACKWARD: {
+        double sig = 1.0 / (1.0 + exp(-b));
+        return a * sig * (1.0 + b * (1.0 - sig));
+    }
+    case MT_ZIP_ELU_BACKWARD: return b > 0 ? a : a * s * exp(b);
+    case MT_ZIP_LEAKY_RELU_BACKWARD: return b > 0 ? a : a * s;
+    case MT_ZIP_HARDTANH_BACKWARD: return b <= s || b >= t ? 0.0 : a;
     }
     return NAN;
 }
@@ -198,9 +212,17 @@ static void fill_domain(int op, tt_tensor *a, tt_tensor *b)
         tt_fill(a, -2, 2, TT_INTEGERS);
         tt_fill(b, -2, 2, TT_INTEGERS);
         break;
-    case MT_ZIP_RELU_BACKWARD:
+    case MT_ZIP_RELU_BACKWARD: case MT_ZIP_LEAKY_RELU_BACKWARD: case MT_ZIP_ELU_BACKWARD:
         tt_fill(a, -4, 4, 0);
         tt_fill(b, -2, 2, TT_SOME_ZEROS);
+        break;
+    case MT_ZIP_HARDTANH_BACKWARD: /* whole numbers: x at the bounds, where the gradient is 0 */
+        tt_fill(a, -4, 4, 0);
+        tt_fill(b, -3, 3, TT_INTEGERS);
+        break;
+    case MT_ZIP_GELU_BACKWARD: case MT_ZIP_GELU_TANH_BACKWARD: case MT_ZIP_SILU_BACKWARD:
+        tt_fill(a, -4, 4, 0);
+        tt_fill(b, -12, 12, TT_SOME_ZEROS); /* both tails */
         break;
     default:
         tt_fill(a, -4, 4, TT_SOME_ZEROS);
@@ -251,8 +273,18 @@ static void zip_case(int op, int dtype, int ndim, const int64_t *shape, int a_nd
         tt_plant_nans(&a, 0.125);
         tt_plant_nans(&b, 0.125);
     }
-    tt_case("mt_zip %s%s: out %s, a %s, b %s", tt_op_name("zip", op), nans ? " with NaNs" : "", tt_str(&out),
-            tt_str(&a), tt_str(&b));
+    /* The scalars of the ops that take them (elu's alpha, hardtanh's min
+     * and max), exact in the dtype; mt_zip_scalars passes them. */
+    const int scalars = op == MT_ZIP_ELU_BACKWARD || op == MT_ZIP_LEAKY_RELU_BACKWARD || op == MT_ZIP_HARDTANH_BACKWARD;
+    double s = 0.0, t = 0.0;
+    if (op == MT_ZIP_HARDTANH_BACKWARD) {
+        s = (double)tt_rand_int(-2, 0);
+        t = s + (double)tt_rand_int(1, 3);
+    } else if (scalars) {
+        s = tt_round(tt_rand_uniform(-3, 3), dtype);
+    }
+    tt_case("mt_zip %s%s s=%.9g t=%.9g: out %s, a %s, b %s", tt_op_name("zip", op), nans ? " with NaNs" : "", s, t,
+            tt_str(&out), tt_str(&a), tt_str(&b));
 
     /* Reference: walk the output; each input is read at its broadcast index. */
     tt_expect *expect = tt_expect_alloc(&out);
@@ -261,10 +293,11 @@ static void zip_case(int op, int dtype, int ndim, const int64_t *shape, int a_nd
         to_index(i, out.t.shape, out.t.ndim, index);
         double av = tt_at_bcast(&a, index, out.t.ndim);
         double bv = tt_at_bcast(&b, index, out.t.ndim);
-        expect[i] = tt_value(zip_ref(op, dtype, av, bv));
+        expect[i] = tt_value(zip_ref(op, dtype, av, bv, s, t));
     }
 
-    if (tt_expect_ok(mt_zip(op, out.t, a.t, b.t), "mt_zip")) {
+    mt_status st = scalars ? mt_zip_scalars(op, out.t, a.t, b.t, s, t) : mt_zip(op, out.t, a.t, b.t);
+    if (tt_expect_ok(st, scalars ? "mt_zip_scalars" : "mt_zip")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&a, "a");
         tt_expect_unchanged(&b, "b");

@@ -1,0 +1,76 @@
+"""2-D pooling (src/pool.cu): output sizes as torch computes them, output
+allocation, and one kernel call each way."""
+
+from __future__ import annotations
+
+from .. import _lib
+from .._array import Array, empty
+from .._dtype import int64
+from .core import require_float
+
+Pair = tuple[int, int]
+
+
+def pool_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
+    """torch's pooling output size along one dim: floor((size + 2 padding -
+    dilation (kernel - 1) - 1) / stride) + 1, or with ceil_mode the ceiling,
+    less one when that last window would start past the input and its left
+    padding (every window must start inside them)."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    outs = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (outs - 1) * stride >= size + padding:
+        outs -= 1
+    return outs
+
+
+def max_pool2d(x: Array, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+               out_size: Pair) -> tuple[Array, Array]:
+    """Each window's maximum of x (N, C, H, W), and its int64 position y * W + x
+    in its input plane: two (N, C, OH, OW) tensors, out_size = (OH, OW)."""
+    require_float(x, "max_pool2d()")
+    shape = x.shape[:2] + tuple(out_size)
+    out, indices = empty(shape, x.dtype), empty(shape, int64)
+    _lib.max_pool2d(out, indices, x, kernel, stride, padding, dilation)
+    return out, indices
+
+
+def max_pool2d_backward(grad: Array, indices: Array, in_shape: tuple[int, ...], kernel: Pair, stride: Pair,
+                        padding: Pair, dilation: Pair) -> Array:
+    """The gradient of max_pool2d's input: each grad element added at its maximum."""
+    out = empty(in_shape, grad.dtype)
+    _lib.max_pool2d_backward(out, grad, indices, kernel, stride, padding, dilation)
+    return out
+
+
+def avg_pool2d(x: Array, kernel: Pair, stride: Pair, padding: Pair, count_include_pad: bool, divisor: int,
+               out_size: Pair) -> Array:
+    """Each window's mean of x (N, C, H, W); divisor 0 divides by the window's
+    size (count_include_pad: padding included), else by divisor."""
+    require_float(x, "avg_pool2d()")
+    out = empty(x.shape[:2] + tuple(out_size), x.dtype)
+    _lib.avg_pool2d(out, x, kernel, stride, padding, count_include_pad, divisor)
+    return out
+
+
+def avg_pool2d_backward(grad: Array, in_shape: tuple[int, ...], kernel: Pair, stride: Pair, padding: Pair,
+                        count_include_pad: bool, divisor: int) -> Array:
+    """The gradient of avg_pool2d's input: each window's gradient spread over it."""
+    out = empty(in_shape, grad.dtype)
+    _lib.avg_pool2d_backward(out, grad, kernel, stride, padding, count_include_pad, divisor)
+    return out
+
+
+def adaptive_avg_pool2d(x: Array, out_size: Pair) -> Array:
+    """The means of x's (N, C, H, W) adaptive windows, (N, C, OH, OW): output row o
+    averages rows [floor(o H / OH), ceil((o + 1) H / OH)), columns alike."""
+    require_float(x, "adaptive_avg_pool2d()")
+    out = empty(x.shape[:2] + tuple(out_size), x.dtype)
+    _lib.adaptive_avg_pool2d(out, x)
+    return out
+
+
+def adaptive_avg_pool2d_backward(grad: Array, in_shape: tuple[int, ...]) -> Array:
+    """The gradient of adaptive_avg_pool2d's input."""
+    out = empty(in_shape, grad.dtype)
+    _lib.adaptive_avg_pool2d_backward(out, grad)
+    return out
