@@ -249,6 +249,14 @@ typedef struct {
     X(WARPTILE, warptile)         /* + warp tiles, double buffering, tunable */ \
     X(PIPELINED, pipelined)       /* + cp.async stages, fragments a step ahead */
 
+/* The activations of mt_matmul_epilogue (src/matmul_epilogue.h), applied
+ * to the product plus bias as it is stored.                                */
+#define MT_EPILOGUE_ACTS(X)                                                   \
+    X(NONE, none)                 /* z                                     */ \
+    X(RELU, relu)                 /* max(z, 0)                             */ \
+    X(GELU, gelu)                 /* z * (1 + erf(z / sqrt 2)) / 2         */ \
+    X(GELU_TANH, gelu_tanh)       /* torch's approximate="tanh" form       */
+
 /* Reduction algorithms (the reduction ladder, for mt_reduce_variant): how
  * one block combines the values of a row; see src/reduce_ladder.cu.        */
 #define MT_REDUCE_ALGOS(X)                                                    \
@@ -274,6 +282,7 @@ typedef struct {
 #define MT_MATMUL_ID_(id, name) MT_MATMUL_##id,
 #define MT_REDUCE_ALGO_ID_(id, name) MT_REDUCE_ALGO_##id,
 #define MT_COPY_ALGO_ID_(id, name) MT_COPY_ALGO_##id,
+#define MT_EPILOGUE_ID_(id, name) MT_EPILOGUE_##id,
 
 typedef enum { MT_MAP_OPS(MT_MAP_ID_) MT_MAP_OP_COUNT } mt_map_op;
 typedef enum { MT_ZIP_OPS(MT_ZIP_ID_) MT_ZIP_OP_COUNT } mt_zip_op;
@@ -281,6 +290,7 @@ typedef enum { MT_REDUCE_OPS(MT_REDUCE_ID_) MT_REDUCE_OP_COUNT } mt_reduce_op;
 typedef enum { MT_MATMUL_ALGOS(MT_MATMUL_ID_) MT_MATMUL_ALGO_COUNT } mt_matmul_algo;
 typedef enum { MT_REDUCE_ALGOS(MT_REDUCE_ALGO_ID_) MT_REDUCE_ALGO_COUNT } mt_reduce_algo;
 typedef enum { MT_COPY_ALGOS(MT_COPY_ALGO_ID_) MT_COPY_ALGO_COUNT } mt_copy_algo;
+typedef enum { MT_EPILOGUE_ACTS(MT_EPILOGUE_ID_) MT_EPILOGUE_ACT_COUNT } mt_epilogue_act;
 
 /* ---- library information ----------------------------------------------- */
 int mt_abi_version(void);
@@ -288,7 +298,8 @@ int mt_max_dims(void);
 /* How many ids an op family has, each id's name ("add", "exp", ...) and, for
  * the op families "map", "zip" and "reduce", its dtype rule ("fi", "fib>b":
  * see the op lists above), from which the binding builds its tables. family
- * is one of "map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo".
+ * is one of "map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo",
+ * "epilogue_act".
  * Returns -1 / NULL when unknown (mt_op_dtypes: also for the ladders). */
 int mt_op_count(const char *family);
 const char *mt_op_name(const char *family, int op);
@@ -447,6 +458,19 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 #define MT_TF32_SIMPLE 0
 #define MT_TF32_PIPELINED 1
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
+/* out = act(a @ b + bias) + residual in one kernel: the warptile rung with
+ * the bias, the activation (an mt_epilogue_act) and the residual applied as
+ * each output is stored (src/matmul_epilogue.cu). a, b and out as
+ * mt_matmul; bias (N,), residual (out's shape; it may be out itself) and
+ * pre (out's shape, its own buffer) of out's dtype, any strides. flags:
+ * MT_EPILOGUE_BIAS adds bias, MT_EPILOGUE_RESIDUAL adds residual after the
+ * activation, MT_EPILOGUE_PRE writes z = a @ b + bias (before the
+ * activation) to pre, what the activation's gradient needs; an absent one
+ * is not read or written. Under either kernel policy (Python keeps the
+ * unfused chain under teaching). */
+enum { MT_EPILOGUE_BIAS = 1, MT_EPILOGUE_RESIDUAL = 2, MT_EPILOGUE_PRE = 4 };
+mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
+                             mt_tensor pre, int act, int flags);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
  * for teaching and benchmarks: every algo gives the same result (up to the
  * order of float additions) for every op, dim and layout.
