@@ -122,6 +122,13 @@ def test_gradients_of_strided_leaves_match_the_unfused_chain():
         assert_close(fused, chain, mt.float32, n=64)
 
 
+def test_only_the_residual_requires_grad():
+    r = mt.randn(3, 5, requires_grad=True)
+    out = F.linear_act(mt.randn(3, 4), mt.randn(5, 4), mt.randn(5), "gelu", r)
+    (out * 2.0).sum().backward()
+    assert_close(r.grad, np.full((3, 5), 2.0), mt.float32)
+
+
 def test_no_grad_saves_nothing_and_teaching_keeps_the_chain():
     x, w, b = mt.randn(3, 4), mt.randn(5, 4, requires_grad=True), mt.randn(5)
     with mt.no_grad():

@@ -79,8 +79,12 @@ class LinearFused(Function):
         needs = ctx.needs_input_grad
         n, k = weight.shape
         rows = math.prod(x.shape[:-1])
-        dz = grad if ctx.act == "none" else ops.activation_backward(grad, saved[2], ctx.act)  # ..., N
         dx = dw = db = dres = None
+        if needs[3]:
+            dres = unbroadcast(grad, ctx.residual_shape)
+        if not (needs[0] or needs[1] or needs[2]):  # only the residual: z was not saved
+            return dx, dw, db, dres, None, None
+        dz = grad if ctx.act == "none" else ops.activation_backward(grad, saved[2], ctx.act)  # ..., N
         if needs[0]:  # ..., K
             dx = ops.matmul(dz, weight)
         if needs[1] or needs[2]:
@@ -89,6 +93,4 @@ class LinearFused(Function):
                 dw = ops.matmul(ops.transpose(dz2, 0, 1), ops.reshape(x, (rows, k)))
             if needs[2]:  # N
                 db = ops.reduce_("sum", dz2, 0)
-        if needs[3]:
-            dres = unbroadcast(grad, ctx.residual_shape)
         return dx, dw, db, dres, None, None
