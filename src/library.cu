@@ -37,6 +37,7 @@ static const char *const kReduceNames[] = {MT_REDUCE_OPS(MT_OP_NAME_)};
 static const char *const kMatmulNames[] = {MT_MATMUL_ALGOS(MT_ALGO_NAME_)};
 static const char *const kReduceAlgoNames[] = {MT_REDUCE_ALGOS(MT_ALGO_NAME_)};
 static const char *const kCopyAlgoNames[] = {MT_COPY_ALGOS(MT_ALGO_NAME_)};
+static const char *const kEpilogueActNames[] = {MT_EPILOGUE_ACTS(MT_ALGO_NAME_)};
 static const char *const kMapDtypes[] = {MT_MAP_OPS(MT_OP_DTYPES_)};
 static const char *const kZipDtypes[] = {MT_ZIP_OPS(MT_OP_DTYPES_)};
 static const char *const kReduceDtypes[] = {MT_REDUCE_OPS(MT_OP_DTYPES_)};
@@ -60,6 +61,7 @@ static const OpFamily kFamilies[] = {
     {"matmul", kMatmulNames, nullptr, MT_COUNT_OF(kMatmulNames)},
     {"reduce_algo", kReduceAlgoNames, nullptr, MT_COUNT_OF(kReduceAlgoNames)},
     {"copy_algo", kCopyAlgoNames, nullptr, MT_COUNT_OF(kCopyAlgoNames)},
+    {"epilogue_act", kEpilogueActNames, nullptr, MT_COUNT_OF(kEpilogueActNames)},
 };
 
 static const OpFamily *find_family(const char *family)

@@ -87,7 +87,7 @@ static bool batch_broadcasts(const mt_tensor &small, const mt_tensor &out)
  * size 1 in the copy, which still broadcasts: it is copied once, not once
  * per batch. The copy runs on the same stream before the product, and
  * scratch is freed (stream-ordered) after it. */
-static mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tensor *view, DeviceScratch *scratch)
+mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tensor *view, DeviceScratch *scratch)
 {
     if (gemm_operand_ok(x, transposed_ok)) {
         *view = x;
@@ -242,7 +242,7 @@ static mt_status check_default_config(const char *func, int algo, int config)
 /* out = a @ b is a product: at least 2 dims each, a's columns are b's rows,
  * out has the product's rows and columns, the batch dims broadcast, out
  * overlaps neither operand, and the grid can hold the tiles. */
-static mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     char a_shape[256];
     char b_shape[256];

@@ -43,6 +43,18 @@ struct SimpleTiles {
     static constexpr int kThreads = BM * BN;
 };
 
+/* The plain product's epilogue (see src/matmul_epilogue.h for the idea): a
+ * kernel that takes an epilogue Epi calls epi.at_batch(z) once after its
+ * main loop and batch.apply(values, row, col) on each run of outputs before
+ * storing them; this one leaves the values as they are, and compiles away. */
+struct PlainStore {
+    struct Batch {
+        template <typename T, int kCount>
+        MT_DEVICE void apply(T (&)[kCount], int64_t, int64_t) const {}
+    };
+    MT_DEVICE Batch at_batch(int64_t) const { return Batch{}; }
+};
+
 /* ---- the rungs ------------------------------------------------------------
  * Each launcher runs its rung's kernel over every batch of a validated,
  * non-empty product with K > 0 (T is float or double). Rungs 1-5 take any
@@ -64,6 +76,12 @@ template <typename T>
 mt_status launch_vectorized(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
 mt_status launch_warptile(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
+/* warptile with an epilogue Epi applied as each output is stored
+ * (launch_warptile is this with PlainStore; src/matmul_epilogue.cu
+ * instantiates BiasActResidual). */
+template <typename T, typename Epi>
+mt_status launch_warptile_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config,
+                                   const Epi &epi);
 template <typename T>
 mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
 /* The tensor-core rungs (float32 operands, TF32 products): the first takes
@@ -71,6 +89,13 @@ mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_te
  * accepts (without transposed views). */
 mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+
+/* From src/matmul.cu, for the other entry points of the family
+ * (src/matmul_epilogue.cu): out = a @ b is a valid product (shapes, batch
+ * broadcast, no overlap), else a failure naming func; and x made readable by
+ * the vectorised kernels (gemm_operand_ok), copied into scratch if need be. */
+mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tensor *view, DeviceScratch *scratch);
 
 /* How many bm x bn tiles an M x N product (times its batches) has. */
 inline int64_t out_tiles(int64_t M, int64_t N, int64_t batches, int64_t bm, int64_t bn)

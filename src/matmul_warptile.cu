@@ -17,7 +17,13 @@
  * buffer first. float64 runs the same templates: a 16-byte Pack holds 2
  * doubles instead of 4 floats, and the K-tile is halved so that its shared
  * memory stays within 48 KiB.
+ *
+ * The store goes through an epilogue (the template parameter Epi, see
+ * src/matmul_epilogue.h): PlainStore for the product itself, BiasActResidual
+ * for mt_matmul_epilogue's out = act(a @ b + bias) + residual. Both run the
+ * same main loop: only the last lines of the kernel differ.
  */
+#include "matmul_epilogue.h"
 #include "matmul_internal.h"
 
 /*
@@ -71,8 +77,8 @@ constexpr int warptile_min_blocks()
     return sizeof(T) == sizeof(double) ? 1 : C::kMinBlocks;
 }
 
-template <typename T, typename C, bool kATrans, bool kBTrans>
-__global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) matmul_warptile(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start)
+template <typename T, typename C, bool kATrans, bool kBTrans, typename Epi>
+__global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) matmul_warptile(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start, Epi epi)
 {
     constexpr int W = Pack<T>::kWidth;
     constexpr int BM = C::BM;
@@ -208,12 +214,18 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) ma
         __syncthreads();
     }
 
+    /* The epilogue: each run of 4 sums, still in registers, is finished
+     * (bias, activation, residual: nothing for PlainStore) and stored. */
     const MatrixView<T> Out = matrix_view<T>(out, start.out);
+    const typename Epi::Batch finish = epi.at_batch(batch_start + blockIdx.z);
     MT_UNROLL for (int im = 0; im < MI; ++im)
         MT_UNROLL for (int i = 0; i < 4; ++i) {
             const int64_t row = row0 + warp_row + im * 32 + lane_row + i;
-            MT_UNROLL for (int in = 0; in < NI; ++in)
-                store_row<T, 4>(Out, acc[im][in][i], row, col0 + warp_col + in * 16 + lane_col, vec_out);
+            MT_UNROLL for (int in = 0; in < NI; ++in) {
+                const int64_t col = col0 + warp_col + in * 16 + lane_col;
+                finish.apply(acc[im][in][i], row, col);
+                store_row<T, 4>(Out, acc[im][in][i], row, col, vec_out);
+            }
         }
 }
 
@@ -268,52 +280,62 @@ int warptile_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_co
     return 3;
 }
 
-template <typename T, typename C, bool kATrans, bool kBTrans>
-static mt_status launch_warptile_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+template <typename T, typename C, bool kATrans, bool kBTrans, typename Epi>
+static mt_status launch_warptile_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
 {
     const int64_t lda = leading_dim(a, kATrans);
     const int64_t ldb = leading_dim(b, kBTrans);
     const bool vec_out = out_vector_ok(out);
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_warptile<T, C, kATrans, kBTrans><<<grid, C::kThreads, 0, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0, b0);
+        matmul_warptile<T, C, kATrans, kBTrans, Epi><<<grid, C::kThreads, 0, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0, b0, epi);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
 }
 
-template <typename T, typename C>
-static mt_status launch_warptile_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+template <typename T, typename C, typename Epi>
+static mt_status launch_warptile_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
 {
     return with_operand_layouts<T>(a, b, "warptile", [&](auto at, auto bt) {
-        return launch_warptile_typed<T, C, decltype(at)::value, decltype(bt)::value>(out, a, b);
+        return launch_warptile_typed<T, C, decltype(at)::value, decltype(bt)::value>(out, a, b, epi);
     });
 }
 
-template <typename T>
-mt_status launch_warptile(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config)
+template <typename T, typename Epi>
+mt_status launch_warptile_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config,
+                                   const Epi &epi)
 {
     switch (config) {
     case 0:
-        return launch_warptile_layouts<T, Cfg0>(out, a, b);
+        return launch_warptile_layouts<T, Cfg0>(out, a, b, epi);
     case 1:
-        return launch_warptile_layouts<T, Cfg1>(out, a, b);
+        return launch_warptile_layouts<T, Cfg1>(out, a, b, epi);
     case 2:
-        return launch_warptile_layouts<T, Cfg2>(out, a, b);
+        return launch_warptile_layouts<T, Cfg2>(out, a, b, epi);
     case 3:
-        return launch_warptile_layouts<T, Cfg3>(out, a, b);
+        return launch_warptile_layouts<T, Cfg3>(out, a, b, epi);
     case 4:
-        return launch_warptile_layouts<T, Cfg4>(out, a, b);
+        return launch_warptile_layouts<T, Cfg4>(out, a, b, epi);
     case 5:
-        return launch_warptile_layouts<T, Cfg5>(out, a, b);
+        return launch_warptile_layouts<T, Cfg5>(out, a, b, epi);
     case 6:
-        return launch_warptile_layouts<T, Cfg6>(out, a, b);
+        return launch_warptile_layouts<T, Cfg6>(out, a, b, epi);
     case 7:
-        return launch_warptile_layouts<T, Cfg7>(out, a, b);
+        return launch_warptile_layouts<T, Cfg7>(out, a, b, epi);
     default:
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "warptile config %d has no kernel", config);
     }
 }
 
+template <typename T>
+mt_status launch_warptile(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config)
+{
+    return launch_warptile_epilogue<T>(out, a, b, config, PlainStore{});
+}
 
 template mt_status launch_warptile<float>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int);
 template mt_status launch_warptile<double>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int);
+template mt_status launch_warptile_epilogue<float>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int,
+                                                   const BiasActResidual<float> &);
+template mt_status launch_warptile_epilogue<double>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int,
+                                                    const BiasActResidual<double> &);

@@ -152,7 +152,8 @@ int mt_max_dims(void);
 /* How many ids an op family has, each id's name ("add", "exp", ...) and, for
  * the op families "map", "zip" and "reduce", its dtype rule ("fi", "fib>b":
  * see the op lists above), from which the binding builds its tables. family
- * is one of "map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo".
+ * is one of "map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo",
+ * "epilogue_act".
  * Returns -1 / NULL when unknown (mt_op_dtypes: also for the ladders). */
 int mt_op_count(const char *family);
 const char *mt_op_name(const char *family, int op);
@@ -332,6 +333,19 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 #define MT_TF32_SIMPLE 0
 #define MT_TF32_PIPELINED 1
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
+/* out = act(a @ b + bias) + residual in one kernel: the warptile rung with
+ * the bias, the activation (an mt_epilogue_act) and the residual applied as
+ * each output is stored (src/matmul_epilogue.cu). a, b and out as
+ * mt_matmul; bias (N,), residual (out's shape; it may be out itself) and
+ * pre (out's shape, its own buffer) of out's dtype, any strides. flags:
+ * MT_EPILOGUE_BIAS adds bias, MT_EPILOGUE_RESIDUAL adds residual after the
+ * activation, MT_EPILOGUE_PRE writes z = a @ b + bias (before the
+ * activation) to pre, what the activation's gradient needs; an absent one
+ * is not read or written. Under either kernel policy (Python keeps the
+ * unfused chain under teaching). */
+enum { MT_EPILOGUE_BIAS = 1, MT_EPILOGUE_RESIDUAL = 2, MT_EPILOGUE_PRE = 4 };
+mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
+                             mt_tensor pre, int act, int flags);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
  * for teaching and benchmarks: every algo gives the same result (up to the
  * order of float additions) for every op, dim and layout.

@@ -132,6 +132,14 @@
     X(WARPTILE, warptile)         /* + warp tiles, double buffering, tunable */ \
     X(PIPELINED, pipelined)       /* + cp.async stages, fragments a step ahead */
 
+/* The activations of mt_matmul_epilogue (src/matmul_epilogue.h), applied
+ * to the product plus bias as it is stored.                                */
+#define MT_EPILOGUE_ACTS(X)                                                   \
+    X(NONE, none)                 /* z                                     */ \
+    X(RELU, relu)                 /* max(z, 0)                             */ \
+    X(GELU, gelu)                 /* z * (1 + erf(z / sqrt 2)) / 2         */ \
+    X(GELU_TANH, gelu_tanh)       /* torch's approximate="tanh" form       */
+
 /* Reduction algorithms (the reduction ladder, for mt_reduce_variant): how
  * one block combines the values of a row; see src/reduce_ladder.cu.        */
 #define MT_REDUCE_ALGOS(X)                                                    \
@@ -157,6 +165,7 @@
 #define MT_MATMUL_ID_(id, name) MT_MATMUL_##id,
 #define MT_REDUCE_ALGO_ID_(id, name) MT_REDUCE_ALGO_##id,
 #define MT_COPY_ALGO_ID_(id, name) MT_COPY_ALGO_##id,
+#define MT_EPILOGUE_ID_(id, name) MT_EPILOGUE_##id,
 
 typedef enum { MT_MAP_OPS(MT_MAP_ID_) MT_MAP_OP_COUNT } mt_map_op;
 typedef enum { MT_ZIP_OPS(MT_ZIP_ID_) MT_ZIP_OP_COUNT } mt_zip_op;
@@ -164,5 +173,6 @@ typedef enum { MT_REDUCE_OPS(MT_REDUCE_ID_) MT_REDUCE_OP_COUNT } mt_reduce_op;
 typedef enum { MT_MATMUL_ALGOS(MT_MATMUL_ID_) MT_MATMUL_ALGO_COUNT } mt_matmul_algo;
 typedef enum { MT_REDUCE_ALGOS(MT_REDUCE_ALGO_ID_) MT_REDUCE_ALGO_COUNT } mt_reduce_algo;
 typedef enum { MT_COPY_ALGOS(MT_COPY_ALGO_ID_) MT_COPY_ALGO_COUNT } mt_copy_algo;
+typedef enum { MT_EPILOGUE_ACTS(MT_EPILOGUE_ID_) MT_EPILOGUE_ACT_COUNT } mt_epilogue_act;
 
 #endif /* MINITENSOR_OPS_H */

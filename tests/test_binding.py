@@ -234,6 +234,7 @@ def test_dtype_enum() -> None:
         ("mt_matmul_algo", "MT_MATMUL_", "matmul"),
         ("mt_reduce_algo", "MT_REDUCE_ALGO_", "reduce_algo"),
         ("mt_copy_algo", "MT_COPY_ALGO_", "copy_algo"),
+        ("mt_epilogue_act", "MT_EPILOGUE_", "epilogue_act"),
     ],
 )
 def test_op_enums_match_tables(enum: str, prefix: str, family: str) -> None:

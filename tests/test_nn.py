@@ -78,6 +78,16 @@ def test_linear_matches_numpy_and_is_initialized_like_torch():
     assert np.array_equal(nn.Linear(50, 30).weight.numpy(), w)  # the seed repeats the init
 
 
+def test_linear_chain_matches_numpy():
+    # F.linear with a bias takes the fused kernel under the fast policy; the
+    # course's chain (the layers_optim task) is checked on its own.
+    rng = np.random.default_rng(2)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 7, 50), (30, 50), (30,)))
+    assert_close(F.linear_chain(mt.tensor(x), mt.tensor(w), mt.tensor(b)), x.astype(np.float64) @ w.T + b,
+                 mt.float32, n=50)
+    assert_close(F.linear_chain(mt.tensor(x), mt.tensor(w)), x.astype(np.float64) @ w.T, mt.float32, n=50)
+
+
 def test_state_dict_round_trip_through_npz(tmp_path):
     mt.manual_seed(1)
     net = Net().eval()

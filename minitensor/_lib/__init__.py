@@ -146,6 +146,7 @@ from .matmul import (  # noqa: F401
     matmul,
     TF32_RUNGS,
     matmul_tf32,
+    matmul_epilogue,
     matmul_config_count,
     matmul_config_name,
 )

@@ -57,7 +57,8 @@ KERNEL_POLICIES: dict[str, int] = {"fast": 0, "teaching": 1}
 # is written once, in the op lists of src/minitensor.h. MATMUL, REDUCE_ALGO
 # and COPY_ALGO are the kernel ladders (mt_matmul_algo, mt_reduce_algo,
 # mt_copy_algo), which have no dtype rules.
-OP_FAMILIES: tuple[str, ...] = ("map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo")
+OP_FAMILIES: tuple[str, ...] = ("map", "zip", "reduce", "matmul", "reduce_algo", "copy_algo",
+                               "epilogue_act")  # the last: mt_epilogue_act, matmul_epilogue's activations
 
 
 class MtTensor(Structure):

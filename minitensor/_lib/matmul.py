@@ -15,6 +15,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_matmul_with_config": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int]),
     "mt_matmul_tf32": (c_int, [MtTensor, MtTensor, MtTensor]),
     "mt_matmul_tf32_rung": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_matmul_epilogue": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int]),
 }
 declare(SIGNATURES)
 
@@ -58,3 +59,28 @@ def matmul_config_name(config: int) -> str:
     if raw is None:
         raise ValueError(f"no matmul config {config} (there are {matmul_config_count()})")
     return raw.decode()
+
+
+# mt_matmul_epilogue's flags (src/minitensor.h): which of bias, residual and pre are there.
+EPILOGUE_BIAS = 1
+EPILOGUE_RESIDUAL = 2
+EPILOGUE_PRE = 4
+
+
+def matmul_epilogue(out: Any, a: Any, b: Any, bias: Any = None, residual: Any = None, pre: Any = None,
+                    act: str = "none") -> None:
+    """out = act(a @ b + bias) + residual in one kernel (mt_matmul_epilogue); pre, if
+    given, receives a @ b + bias before the activation. act is a name of
+    op_names("epilogue_act"). An absent bias, residual or pre is not read
+    (out's descriptor stands in for it)."""
+    flags = ((EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RESIDUAL if residual is not None else 0)
+             | (EPILOGUE_PRE if pre is not None else 0))
+    out_d = out.descriptor()
+    check(
+        lib().mt_matmul_epilogue(out_d, a.descriptor(), b.descriptor(),
+                                 out_d if bias is None else bias.descriptor(),
+                                 out_d if residual is None else residual.descriptor(),
+                                 out_d if pre is None else pre.descriptor(),
+                                 _op_id("epilogue_act", act), flags),
+        "mt_matmul_epilogue",
+    )

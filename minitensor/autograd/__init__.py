@@ -16,7 +16,7 @@ by kernel family under the names of minitensor/ops/'s modules:
     cross_entropy.py  CrossEntropy
     norm.py           LayerNorm
     attention.py      MaskedSoftmax, Attention
-    matmul.py         MatMul
+    matmul.py         MatMul, LinearFused
     conv.py           Im2Col, Conv2dTiled, Conv2dImplicitGemm
     pool.py           MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
     shaping.py        View, Reshape, Permute, Expand, Index, ..., Overwrite, Cat, Stack
@@ -67,7 +67,7 @@ from .logsumexp import LogSumExp
 from .cross_entropy import CrossEntropy
 from .norm import LayerNorm
 from .attention import MaskedSoftmax, Attention
-from .matmul import MatMul
+from .matmul import LinearFused, MatMul
 from .conv import Im2Col, Conv2dTiled, Conv2dImplicitGemm
 from .pool import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
 from .shaping import (
@@ -135,6 +135,7 @@ __all__ = [
     "LayerNorm",
     "CrossEntropy",
     "MatMul",
+    "LinearFused",
     "View",
     "Reshape",
     "Squeeze",

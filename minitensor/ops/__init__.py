@@ -167,6 +167,10 @@ from .attention import (  # noqa: F401
 )
 from .matmul import (  # noqa: F401
     matmul,
+    linear_fused,
+    linear_fusable,
+    activation_backward,
+    epilogue_acts,
     TF32_RUNGS,
     matmul_configs,
 )

@@ -3,16 +3,18 @@ rung), the TF32 rungs, and the autotuner's tile configuration (autotune.py)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import _lib, backends
 from . import autotune
 from .._array import Array, empty
-from .._views import expand, unsqueeze, view
+from .._views import expand, transpose, unsqueeze, view
 from .._dtype import float32, promote
 from .._errors import DTypeError, ShapeError
 from .._shape import broadcast_shapes, check_new_shape
-from .core import check_out, _require_array, fill_, cast
+from .core import check_out, _require_array, fill_, cast, fast_kernels, reshape
+from .elementwise import map_, mul, add, relu_backward
 
 
 # ---- matmul ----------------------------------------------------------------------------
@@ -104,6 +106,119 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
                 config = autotune.matmul_config(target, a2, b2)
             _lib.matmul(target, a2, b2, algo, config)
     return out
+
+
+# ---- linear with a fused epilogue -----------------------------------------------------------
+
+# The activations linear_fused applies (mt_epilogue_act, in id order): "none",
+# "relu", "gelu" (torch's exact form) and "gelu_tanh" (approximate="tanh").
+def epilogue_acts() -> tuple[str, ...]:
+    """The activation names of linear_fused, as the library lists them."""
+    return _lib.op_names("epilogue_act")
+
+
+def linear_fusable(dtype: Any) -> bool:
+    """Whether linear_fused runs for this dtype: under the fast kernel policy
+    (teaching keeps the unfused chain of the kernels students write), and not for
+    float32 while mt.backends.cuda.matmul.allow_tf32 is set (the product then
+    runs on tensor cores, which have no epilogue rung)."""
+    return fast_kernels() and not (dtype is float32 and backends.cuda.matmul.allow_tf32)
+
+
+def _as_rows(x: Array) -> Array:
+    """x (..., C) as a (R, C) matrix: a view when x is contiguous, else x with its
+    leading dims as batch dims (at least 2 dims; the kernel reads any strides)."""
+    if x.ndim >= 2 and x.is_contiguous():
+        return view(x, (math.prod(x.shape[:-1]), x.shape[-1])) if x.ndim > 2 else x
+    return unsqueeze(x, 0) if x.ndim == 1 else x
+
+
+def linear_fused(x: Array, weight: Array, bias: Any = None, residual: Any = None, act: str = "none",
+                 save_pre: bool = False) -> tuple[Array, Any]:
+    """act(x @ weight.T + bias) + residual as one kernel (mt_matmul_epilogue), the
+    fused form of torch's F.linear followed by an activation and a residual add.
+
+    x is (..., in_features) (1-D allowed, as F.linear), weight (out_features,
+    in_features), bias (out_features,) or None, residual None or broadcastable
+    to the result (..., out_features). act is one of epilogue_acts(). With
+    save_pre, also returns z = x @ weight.T + bias (what the activation's
+    gradient needs), else None in its place. All operands of one float dtype.
+    """
+    _require_array(x, "linear()", "input")
+    _require_array(weight, "linear()", "weight")
+    if act not in epilogue_acts():
+        raise ValueError(f"linear(): unknown activation {act!r}; one of {epilogue_acts()}")
+    if x.ndim == 0 or weight.ndim != 2:
+        raise ShapeError(f"linear(): input must have at least 1 dim and weight 2 (out_features, in_features), "
+                         f"got shapes {x.shape} and {weight.shape}")
+    n, k = weight.shape
+    if x.shape[-1] != k:
+        raise ShapeError(f"linear(): input of shape {x.shape} and weight of shape {weight.shape}: the input's "
+                         f"last dim ({x.shape[-1]}) must be in_features ({k})")
+    if bias is not None:
+        _require_array(bias, "linear()", "bias")
+        if bias.shape != (n,):
+            raise ShapeError(f"linear(): bias has shape {bias.shape}; weight of shape {weight.shape} needs ({n},)")
+    shape = x.shape[:-1] + (n,)
+    if residual is not None:
+        _require_array(residual, "linear()", "residual")
+        try:
+            fits = broadcast_shapes(residual.shape, shape, "linear()") == shape
+        except ShapeError:
+            fits = False
+        if not fits:
+            raise ShapeError(f"linear(): the residual of shape {residual.shape} does not broadcast to the "
+                             f"result's shape {shape}")
+    operands = [t for t in (x, weight, bias, residual) if t is not None]
+    dtype = operands[0].dtype
+    if any(t.dtype is not dtype for t in operands) or not dtype.is_floating_point:
+        raise DTypeError(f"linear(): input, weight, bias and residual must share a float dtype, got "
+                         f"{', '.join(t.dtype.name for t in operands)}")
+    check_new_shape(shape, "linear()", dtype.itemsize)
+    out = empty(shape, dtype)
+    pre = empty(shape, dtype) if save_pre else None
+    if out.numel() == 0:
+        return out, pre
+    a = _as_rows(x)  # (R, K), or (..., M, K) when x is not contiguous
+    target_shape = a.shape[:-1] + (n,)
+    target = view(out, target_shape)
+    res = None
+    if residual is not None:
+        res = expand(residual, shape)
+        # The kernel wants the residual in the target's shape: a view when it
+        # can be one, else a copy (a broadcast or non-contiguous residual of a
+        # flattened product).
+        res = reshape(res, target_shape)
+    _lib.matmul_epilogue(target, a, transpose(weight, 0, 1), bias, res,
+                         None if pre is None else view(pre, target_shape), act)
+    return out, pre
+
+
+def activation_backward(grad: Array, pre: Array, act: str) -> Array:
+    """grad * act'(pre): the gradient through linear_fused's activation, from the
+    saved pre-activation z (a chain of elementwise kernels).
+
+    gelu:       Phi(z) + z * phi(z), Phi the normal CDF, phi its density;
+    gelu_tanh:  (1 + t) / 2 + z (1 - t^2) c (1 + 3 * 0.044715 z^2) / 2,
+                t = tanh(c (z + 0.044715 z^3)), c = sqrt(2 / pi).
+    """
+    if act == "none":
+        return grad
+    if act == "relu":
+        return relu_backward(grad, pre)
+    z2 = mul(pre, pre)
+    if act == "gelu":
+        cdf = mul(add(map_("erf", mul(pre, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
+        pdf = mul(map_("exp", mul(z2, -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
+        return mul(grad, add(cdf, mul(pre, pdf)))
+    if act == "gelu_tanh":
+        c = math.sqrt(2.0 / math.pi)
+        t = map_("tanh", mul(mul(add(mul(z2, 0.044715), 1.0), pre), c))
+        d_inner = mul(add(mul(z2, 3.0 * 0.044715), 1.0), c)  # du/dz
+        sech2 = add(mul(mul(t, t), -1.0), 1.0)  # 1 - t^2
+        slope = add(mul(add(t, 1.0), 0.5), mul(mul(mul(pre, sech2), d_inner), 0.5))
+        return mul(grad, slope)
+    raise ValueError(f"activation_backward(): unknown activation {act!r}; one of {epilogue_acts()}")
 
 
 # The TF32 rungs by name ("tf32_simple", "tf32"), for minitensor.kernels.

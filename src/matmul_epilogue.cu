@@ -1,0 +1,125 @@
+/*
+ * matmul_epilogue.cu: mt_matmul_epilogue, out = act(a @ b + bias) + residual
+ * in one kernel, the rung beside the unfused chain a transformer block
+ * would otherwise run (a matmul, a broadcast add of the bias, an activation,
+ * a residual add: four passes over the M x N output where one suffices).
+ *
+ * There is no new main loop here. The warptile kernel (rung 7,
+ * src/matmul_warptile.cu) takes its store as a template parameter; this
+ * file launches it with BiasActResidual (src/matmul_epilogue.h) instead of
+ * PlainStore, so the same loop ends by adding the bias, applying the
+ * activation and adding the residual to each sum while it is still in a
+ * register. The extra memory traffic is what the epilogue reads (N bias
+ * values per block row, the residual) and, when asked, the pre-activation
+ * it writes for the backward pass.
+ *
+ * Operands as mt_matmul's warptile: a row-major (any other a is copied
+ * first), b row-major or (float32) column-major, such as the transposed
+ * weight of F.linear.
+ */
+#include "matmul_epilogue.h"
+#include "matmul_internal.h"
+
+/* An epilogue tensor (bias, residual, pre) of out's dtype that passes the
+ * descriptor and extent checks. */
+static mt_status check_side(const char *func, const char *name, const mt_tensor &x, const mt_tensor &out)
+{
+    MT_TRY(mt_check_tensor(func, name, &x));
+    MT_TRY(mt_check_same_dtype(func, &out, "out", &x, name));
+    return mt_check_extent(func, name, &x);
+}
+
+/* The checks of the epilogue's tensors, after the product's own. */
+static mt_status check_epilogue(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
+                                const mt_tensor &bias, const mt_tensor &residual, const mt_tensor &pre, int flags)
+{
+    const int64_t N = out.shape[out.ndim - 1];
+    if (flags & MT_EPILOGUE_BIAS) {
+        MT_TRY(check_side(func, "bias", bias, out));
+        if (bias.ndim != 1 || bias.shape[0] != N) {
+            char shape[256], out_shape[256];
+            mt_shape_str(&bias, shape, sizeof shape);
+            mt_shape_str(&out, out_shape, sizeof out_shape);
+            return mt_fail(MT_ERR_SHAPE, func, "bias has shape %s; out has shape %s, so bias must be (%lld,)", shape,
+                           out_shape, (long long)N);
+        }
+        if (tensors_overlap(out, bias))
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "out overlaps bias in memory; out must be a separate buffer");
+    }
+    if (flags & MT_EPILOGUE_RESIDUAL) {
+        MT_TRY(check_side(func, "residual", residual, out));
+        MT_TRY(mt_check_same_shape(func, &out, "out", &residual, "residual"));
+        /* Each element of residual is read by the thread that then writes
+         * the same element of out: exactly out is safe, a partial overlap
+         * is not. */
+        MT_TRY(mt_check_alias(func, &out, &residual, "residual"));
+    }
+    if (flags & MT_EPILOGUE_PRE) {
+        MT_TRY(mt_check_output(func, "pre", &pre));
+        MT_TRY(check_side(func, "pre", pre, out));
+        MT_TRY(mt_check_same_shape(func, &out, "out", &pre, "pre"));
+        const mt_tensor *others[5] = {&out, &a, &b, &bias, &residual};
+        const char *names[5] = {"out", "a", "b", "bias", "residual"};
+        const int present[5] = {1, 1, 1, flags & MT_EPILOGUE_BIAS, flags & MT_EPILOGUE_RESIDUAL};
+        for (int i = 0; i < 5; ++i) {
+            if (present[i] && tensors_overlap(pre, *others[i]))
+                return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                               "pre overlaps %s in memory; pre must be a separate buffer", names[i]);
+        }
+    }
+    return MT_OK;
+}
+
+template <typename T>
+static mt_status launch_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
+                                 const mt_tensor &bias, const mt_tensor &residual, const mt_tensor &pre, int act,
+                                 int flags)
+{
+    BiasActResidual<T> epi;
+    epi.bias = bias;
+    /* An absent residual or pre is never touched, but the epilogue reads
+     * out's bounds from their shapes: give it out's descriptor. */
+    epi.residual = (flags & MT_EPILOGUE_RESIDUAL) ? residual : out;
+    epi.pre = (flags & MT_EPILOGUE_PRE) ? pre : out;
+    epi.act = act;
+    epi.flags = flags;
+
+    /* a row-major (the epilogue's kernels are not compiled for a
+     * transposed a), b as warptile takes it. */
+    const bool float32 = sizeof(T) == sizeof(float);
+    mt_tensor a_view, b_view;
+    DeviceScratch a_copy, b_copy;
+    MT_TRY(prepare_operand(a, false, &a_view, &a_copy));
+    MT_TRY(prepare_operand(b, float32, &b_view, &b_copy));
+    const int64_t M = out.shape[out.ndim - 2];
+    const int64_t N = out.shape[out.ndim - 1];
+    const int64_t batches = shape_numel(out.shape, out.ndim - 2);
+    const int config = warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T));
+    MT_TRY(launch_warptile_epilogue<T>(out, a_view, b_view, config, epi));
+    CUDA_CHECK(a_copy.release());
+    CUDA_CHECK(b_copy.release());
+    return MT_OK;
+}
+
+mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
+                             mt_tensor pre, int act, int flags)
+{
+    const char *func = "mt_matmul_epilogue";
+    MT_TRY(mt_check_id(func, "epilogue activation", act, MT_EPILOGUE_ACT_COUNT));
+    if (flags & ~(MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "unknown flags 0x%x (MT_EPILOGUE_BIAS 1, MT_EPILOGUE_RESIDUAL 2, MT_EPILOGUE_PRE 4)", flags);
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(mt_check_float(func, "a", &a));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "a", &a));
+    MT_TRY(mt_check_extent(func, "b", &b));
+    MT_TRY(check_product(func, out, a, b));
+    MT_TRY(check_epilogue(func, out, a, b, bias, residual, pre, flags));
+    if (tensor_numel(out) == 0)
+        return MT_OK;
+    if (out.dtype == MT_FLOAT32)
+        return launch_epilogue<float>(out, a, b, bias, residual, pre, act, flags);
+    return launch_epilogue<double>(out, a, b, bias, residual, pre, act, flags);
+}
