@@ -64,8 +64,9 @@ def test_sdpa_takes_the_warp_rung_on_views_and_broadcast_batches(monkeypatch) ->
         chosen.clear()
         base = mt.tensor(qa, dtype=mt.float32, requires_grad=True)
         k, v = (mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (ka, va))
-        out = F.scaled_dot_product_attention(base.transpose(1, 2), k, v, is_causal=causal)
-        out.backward(mt.tensor(dout, dtype=mt.float32))
+        with mt.kernels.policy("fast"):  # the teaching policy keeps the course's rung (the suite runs under both)
+            out = F.scaled_dot_product_attention(base.transpose(1, 2), k, v, is_causal=causal)
+            out.backward(mt.tensor(dout, dtype=mt.float32))
         assert chosen == [True]
         q_np = np.swapaxes(qa, 1, 2)
         want = ref_attention(q_np, np.broadcast_to(ka, (2, 3, 50, 64)), np.broadcast_to(va, (2, 3, 50, 64)), dout,
@@ -97,15 +98,17 @@ def test_sdpa_keeps_the_other_rungs_where_the_warp_rung_does_not_fit(monkeypatch
             p = np.exp(s - s.max(-1, keepdims=True))
             assert_close(got, p / p.sum(-1, keepdims=True) @ v, mt.float64, n=11 * d)
 
-    run(16, 16, is_causal=True)
-    run(48, 48)
-    run(64, 32)
-    run(32, 32, attn_mask=mt.tensor(np.tril(np.ones((9, 11), bool))))
-    run(32, 32, dropout_p=0.5)
+    with mt.kernels.policy("fast"):
+        run(16, 16, is_causal=True)
+        run(48, 48)
+        run(64, 32)
+        run(32, 32, attn_mask=mt.tensor(np.tril(np.ones((9, 11), bool))))
+        run(32, 32, dropout_p=0.5)
     with mt.kernels.policy("teaching"):
         run(32, 32, is_causal=True)
     assert chosen == []
-    run(32, 32, is_causal=True)
+    with mt.kernels.policy("fast"):
+        run(32, 32, is_causal=True)
     assert chosen == [True]
 
 
