@@ -429,7 +429,7 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor
     return out
 
 
-ATTENTION_ALGOS = ("naive", "masked_softmax", "flash")
+ATTENTION_ALGOS = ("naive", "masked_softmax", "flash", "warp")
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: bool = False,
@@ -442,16 +442,16 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
         algo: ``"naive"`` (a matmul, the scale, the causal mask and the
             softmax each one op through memory, a matmul), ``"masked_softmax"``
             (a matmul, the scale, mask and softmax fused into one kernel that
-            reads the scores once, a matmul: what
-            ``F.scaled_dot_product_attention`` runs) or ``"flash"`` (one kernel,
-            tiles of K and V in shared memory and an online softmax, no score
-            stored; D and Dv at most 64). docs/performance.md times each.
+            reads the scores once, a matmul), ``"flash"`` (one kernel, tiles of
+            K and V in shared memory, online softmax, no score stored; D, Dv
+            <= 64) or ``"warp"`` (flash in register tiles, what
+            ``F.scaled_dot_product_attention`` runs without a mask; D = Dv
+            of 32, 64, 128: src/attention_warp.cu). bench/attention.py times each.
         causal: mask every key after its query.
         scale: 1/sqrt(D) by default.
 
     Unlike the other functions here, the result is differentiable: the flash
-    rung's backward (two kernels) recomputes the weights from q, k and each
-    row's log-sum-exp.
+    and warp rungs' backward recomputes the weights from each row's log-sum-exp.
     """
     func = "kernels.attention()"
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -468,11 +468,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
     if algo == "flash" and max(q.shape[-1], v.shape[-1]) > ops.ATTENTION_MAX_DIM:
         raise ValueError(f"{func}: the flash rung takes head dims up to {ops.ATTENTION_MAX_DIM}, got "
                          f"{q.shape[-1]} and {v.shape[-1]}; use algo='naive'")
-    # A head dim of 0 makes every score an empty sum, 0, whatever the scale
-    # (torch scales q and k, not the scores): the weights are a softmax of
-    # zeros, and 1/sqrt(0) is never taken.
+    if algo == "warp" and not q.shape[-1] == v.shape[-1] in ops.ATTENTION_WARP_DIMS:
+        raise ValueError(f"{func}: the warp rung takes head dims {ops.ATTENTION_WARP_DIMS}, q's and v's alike, "
+                         f"got {q.shape[-1]} and {v.shape[-1]}; use algo='naive'")
+    # A head dim of 0 makes every score an empty sum, 0, whatever the scale (torch
+    # scales q and k, not the scores): a softmax of zeros; 1/sqrt(0) never taken.
     scale = 1.0 if q.shape[-1] == 0 else 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
-    if algo == "flash" and 0 in q.shape + k.shape + v.shape:
+    if algo in ("flash", "warp") and 0 in q.shape + k.shape + v.shape:
         algo = "masked_softmax"  # no query, key or feature: the empty matmuls give torch's result (zeros)
     if algo == "naive":  # every step its own op: the scores go through memory four times
         scores = (q @ k.transpose(-2, -1)) * scale
@@ -483,7 +485,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
     if algo == "masked_softmax":
         return autograd.MaskedSoftmax.apply(q @ k.transpose(-2, -1), None, scale, causal) @ v
     flat = [t.reshape(-1, t.shape[-2], t.shape[-1]) for t in (q, k, v)]
-    out = autograd.Attention.apply(*flat, scale, causal)
+    out = autograd.Attention.apply(*flat, scale, causal, algo)
     return out.reshape(*q.shape[:-2], q.shape[-2], v.shape[-1])
 
 

@@ -29,6 +29,7 @@
  */
 #include <type_traits>
 
+#include "attention.h"
 #include "ops_common.h"
 
 /* Queries per block (one thread each), keys per shared-memory tile, and the
@@ -321,11 +322,11 @@ static mt_status launch_attention(const mt_tensor &out, const mt_tensor &lse, co
 }
 
 /* The checks both directions share: q (B, L, D), k (B, S, D), v (B, S, Dv)
- * contiguous, of one float dtype with `like`, head dims at most
- * kMaxAttentionDim, and lse a contiguous (B, L) tensor of that dtype. */
+ * contiguous, of one float dtype with `like`, head dims at most max_dim, and
+ * lse a contiguous (B, L) tensor of that dtype. */
 static mt_status check_attention_operands(const char *func, const mt_tensor &like, const char *like_name,
-                                          const mt_tensor &q,
-                                          const mt_tensor &k, const mt_tensor &v, const mt_tensor &lse)
+                                          const mt_tensor &q, const mt_tensor &k, const mt_tensor &v,
+                                          const mt_tensor &lse, int max_dim)
 {
     const mt_tensor *inputs[] = {&q, &k, &v, &lse};
     const char *names[] = {"q", "k", "v", "lse"};
@@ -343,9 +344,9 @@ static mt_status check_attention_operands(const char *func, const mt_tensor &lik
         return mt_fail(MT_ERR_SHAPE, func, "q, k and v do not agree: (B, L, D), (B, S, D) and (B, S, Dv) expected");
     if (lse.shape[0] != b || lse.shape[1] != length)
         return mt_fail(MT_ERR_SHAPE, func, "lse must be (%lld, %lld)", (long long)b, (long long)length);
-    if (d > kMaxAttentionDim || dv > kMaxAttentionDim)
+    if (d > max_dim || dv > max_dim)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "head dims %lld and %lld: this kernel keeps a row in "
-                       "registers and takes at most %d", (long long)d, (long long)dv, kMaxAttentionDim);
+                       "registers and takes at most %d", (long long)d, (long long)dv, max_dim);
     if (b * (((length > keys ? length : keys) + kRows - 1) / kRows) > INT32_MAX)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "more blocks than a grid holds");
     return MT_OK;
@@ -373,18 +374,24 @@ static mt_status check_attention_output(const char *func, const char *name, cons
     return MT_OK;
 }
 
-mt_status mt_attention(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale, int causal)
+mt_status check_attention_forward(const char *func, const mt_tensor &out, const mt_tensor &lse, const mt_tensor &q,
+                                  const mt_tensor &k, const mt_tensor &v, int max_dim)
 {
-    const char *func = "mt_attention";
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "out", &out));
     MT_TRY(mt_check_output(func, "lse", &lse));
-    MT_TRY(check_attention_operands(func, out, "out", q, k, v, lse));
-    const int64_t b = q.shape[0], length = q.shape[1];
-    const int64_t out_shape[3] = {b, length, v.shape[2]};
+    MT_TRY(check_attention_operands(func, out, "out", q, k, v, lse, max_dim));
+    const int64_t out_shape[3] = {q.shape[0], q.shape[1], v.shape[2]};
     const mt_tensor *inputs[] = {&q, &k, &v, &lse};
     MT_TRY(check_attention_output(func, "out", out, out_shape, 3, inputs, 4));
     MT_TRY(check_attention_output(func, "lse", lse, out_shape, 2, inputs, 3));
+    return MT_OK;
+}
+
+mt_status mt_attention(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale, int causal)
+{
+    MT_TRY(check_attention_forward("mt_attention", out, lse, q, k, v, kMaxAttentionDim));
+    const int64_t b = q.shape[0], length = q.shape[1];
     if (tensor_numel(out) == 0 && tensor_numel(lse) == 0)
         return MT_OK;
     const int64_t row_tiles = (length + kRows - 1) / kRows;
@@ -434,13 +441,13 @@ static mt_status launch_attention_backward(const mt_tensor &dq, const mt_tensor 
     });
 }
 
-mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q, mt_tensor k,
-                                mt_tensor v, mt_tensor out, mt_tensor lse, double scale, int causal)
+mt_status check_attention_backward(const char *func, const mt_tensor &dq, const mt_tensor &dk, const mt_tensor &dv,
+                                   const mt_tensor &dout, const mt_tensor &q, const mt_tensor &k, const mt_tensor &v,
+                                   const mt_tensor &out, const mt_tensor &lse, int max_dim)
 {
-    const char *func = "mt_attention_backward";
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, "dq", &dq));
-    MT_TRY(check_attention_operands(func, dq, "dq", q, k, v, lse));
+    MT_TRY(check_attention_operands(func, dq, "dq", q, k, v, lse, max_dim));
     const int64_t b = q.shape[0], length = q.shape[1], keys = k.shape[1];
     const int64_t out_shape[3] = {b, length, v.shape[2]};
     const mt_tensor *more[] = {&dout, &out};
@@ -464,6 +471,14 @@ mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_ten
     MT_TRY(check_attention_output(func, "dv", dv, dv_shape, 3, inputs, 6));
     if (tensors_overlap(dq, dk) || tensors_overlap(dq, dv) || tensors_overlap(dk, dv))
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "dq, dk and dv must not overlap");
+    return MT_OK;
+}
+
+mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q, mt_tensor k,
+                                mt_tensor v, mt_tensor out, mt_tensor lse, double scale, int causal)
+{
+    MT_TRY(check_attention_backward("mt_attention_backward", dq, dk, dv, dout, q, k, v, out, lse,
+                                    kMaxAttentionDim));
     if (q.dtype == MT_FLOAT32)
         return launch_attention_backward<float>(dq, dk, dv, dout, q, k, v, out, lse, scale, causal);
     return launch_attention_backward<double>(dq, dk, dv, dout, q, k, v, out, lse, scale, causal);

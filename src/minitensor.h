@@ -453,6 +453,14 @@ mt_status mt_attention(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, m
  * then one per key row; no atomics). */
 mt_status mt_attention_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q, mt_tensor k,
                                 mt_tensor v, mt_tensor out, mt_tensor lse, double scale, int causal);
+/* mt_attention and mt_attention_backward again, as the warp rung
+ * (src/attention_warp.cu): a block's queries split over threads in register
+ * tiles, K/V tiles staged with cp.async, one fused backward kernel (dQ by
+ * atomics). The same operands, with D = Dv and D 32, 64 or 128. */
+mt_status mt_attention_warp(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,
+                            int causal);
+mt_status mt_attention_warp_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q,
+                                     mt_tensor k, mt_tensor v, mt_tensor out, mt_tensor lse, double scale, int causal);
 /* 2-D convolution in one kernel (src/conv.cu, the tiled rung), a
  * cross-correlation as torch's conv2d: for the C / groups input channels c
  * of out channel co's group g = co / (C_out / groups),

@@ -171,7 +171,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "logsumexp": ["src/logsumexp.cu"],
     "cross_entropy": ["src/cross_entropy.cu"],
     "norm": ["src/layernorm.cu", "src/layernorm_backward.cu"],
-    "attention": ["src/attention.cu", "src/masked_softmax.cu"],
+    "attention": ["src/attention.cu", "src/attention_warp.cu", "src/masked_softmax.cu"],
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu"],
     "pool": ["src/pool.cu"],

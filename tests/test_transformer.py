@@ -265,7 +265,7 @@ def test_fused_attention_matches_numpy(dtype, shape) -> None:
     q, k, v = rng.standard_normal((b, length, d)), rng.standard_normal((b, keys, d)), rng.standard_normal((b, keys, dv))
     for causal in (False, True):
         keep = np.tril(np.ones((length, keys), bool)) if causal else None
-        for algo in mt.kernels.ATTENTION_ALGOS:
+        for algo in ("naive", "masked_softmax", "flash"):  # the warp rung: tests/test_attention_warp.py
             got = mt.kernels.attention(*(mt.tensor(a, dtype=dtype) for a in (q, k, v)), algo, causal=causal)
             assert_close(got, ref_attention(q, k, v, keep), dtype, n=keys * d)
 

@@ -1,4 +1,5 @@
-"""The masked softmax (src/masked_softmax.cu) and fused attention (src/attention.cu)."""
+"""The masked softmax (src/masked_softmax.cu) and fused attention: the flash rung
+(src/attention.cu) and the warp rung (src/attention_warp.cu)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_attention": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_attention_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                       MtTensor, MtTensor, c_double, c_int]),
+    "mt_attention_warp": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
+    "mt_attention_warp_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
+                                           MtTensor, MtTensor, c_double, c_int]),
 }
 declare(SIGNATURES)
 
@@ -28,16 +32,20 @@ def masked_softmax(out: Any, inp: Any, mask: Any, scale: float, causal: bool) ->
           "mt_masked_softmax")
 
 
-def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: bool) -> None:
+def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: bool, rung: str = "flash") -> None:
     """out = softmax(q @ k^T * scale) @ v in one kernel, each row's log-sum-exp in
-    lse (mt_attention); contiguous 3-D tensors, lse (B, L)."""
-    check(lib().mt_attention(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(), v.descriptor(),
-                             float(scale), 1 if causal else 0), "mt_attention")
+    lse (mt_attention, or mt_attention_warp for rung "warp"); contiguous 3-D
+    tensors, lse (B, L)."""
+    name = "mt_attention_warp" if rung == "warp" else "mt_attention"
+    check(getattr(lib(), name)(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(), v.descriptor(),
+                               float(scale), 1 if causal else 0), name)
 
 
 def attention_backward(dq: Any, dk: Any, dv: Any, dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
-                       scale: float, causal: bool) -> None:
-    """dq, dk, dv of mt_attention from dout and the forward's tensors (mt_attention_backward)."""
-    check(lib().mt_attention_backward(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
-                                      q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),
-                                      lse.descriptor(), float(scale), 1 if causal else 0), "mt_attention_backward")
+                       scale: float, causal: bool, rung: str = "flash") -> None:
+    """dq, dk, dv of mt_attention (mt_attention_backward) or of mt_attention_warp
+    (mt_attention_warp_backward, rung "warp") from dout and the forward's tensors."""
+    name = "mt_attention_warp_backward" if rung == "warp" else "mt_attention_backward"
+    check(getattr(lib(), name)(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
+                               q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),
+                               lse.descriptor(), float(scale), 1 if causal else 0), name)

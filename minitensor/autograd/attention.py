@@ -38,12 +38,13 @@ class Attention(Function):
     recomputes each weight P_ij = exp(q_i . k_j * scale - lse_i) rather than
     keep the L x S matrix, as flash attention does, and applies the chain rule:
     dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K * scale,
-    dK = dS^T Q * scale."""
+    dK = dS^T Q * scale. rung "warp" runs the warp rung's kernels instead
+    (src/attention_warp.cu: register tiles, one fused backward kernel)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, scale, causal):
-        ctx.scale, ctx.causal = scale, causal
-        out, lse = ops.attention(q, k, v, scale, causal)
+    def forward(ctx, q, k, v, scale, causal, rung="flash"):
+        ctx.scale, ctx.causal, ctx.rung = scale, causal, rung
+        out, lse = ops.attention(q, k, v, scale, causal, rung)
         ctx.save_for_backward(q, k, v, out, lse)
         return out
 
@@ -51,5 +52,5 @@ class Attention(Function):
     def backward(ctx, grad):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = ops.attention_backward(grad, ops.contiguous(q), ops.contiguous(k), ops.contiguous(v), out,
-                                            lse, ctx.scale, ctx.causal)
-        return dq, dk, dv, None, None
+                                            lse, ctx.scale, ctx.causal, ctx.rung)
+        return dq, dk, dv, None, None, None

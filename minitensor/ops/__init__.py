@@ -160,6 +160,7 @@ from .norm import (  # noqa: F401
 )
 from .attention import (  # noqa: F401
     ATTENTION_MAX_DIM,
+    ATTENTION_WARP_DIMS,
     causal_future,
     attention,
     attention_backward,

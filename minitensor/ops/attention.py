@@ -20,6 +20,7 @@ from .softmax import softmax
 
 
 ATTENTION_MAX_DIM = 64  # the fused kernel keeps a row in registers (src/attention.cu)
+ATTENTION_WARP_DIMS = (32, 64, 128)  # the warp rung's compile-time head dims, q's and v's alike (src/attention_warp.cu)
 
 
 def causal_future(length: int, keys: int) -> Array:
@@ -32,27 +33,30 @@ def causal_future(length: int, keys: int) -> Array:
     return out
 
 
-def attention(q: Array, k: Array, v: Array, scale: float, causal: bool) -> tuple[Array, Array]:
+def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: str = "flash") -> tuple[Array, Array]:
     """softmax(q @ k^T * scale) @ v over (B, L, D), (B, S, D), (B, S, Dv), in one kernel
-    (mt_attention, the flash rung): no score is written to memory. Returns the
-    output and each row's log-sum-exp (B, L) of the scaled scores, which is all
-    the backward needs to recompute the weights."""
+    (rung "flash": mt_attention, a thread per query row; rung "warp":
+    mt_attention_warp, register tiles, D = Dv in ATTENTION_WARP_DIMS): no score
+    is written to memory. Returns the output and each row's log-sum-exp (B, L)
+    of the scaled scores, which is all the backward needs to recompute the
+    weights."""
     q, k, v = contiguous(q), contiguous(k), contiguous(v)
     out = empty((q.shape[0], q.shape[1], v.shape[2]), q.dtype)
     lse = empty((q.shape[0], q.shape[1]), q.dtype)
     if out.numel() > 0 or lse.numel() > 0:
-        _lib.attention(out, lse, q, k, v, scale, causal)
+        _lib.attention(out, lse, q, k, v, scale, causal, rung)
     return out, lse
 
 
 def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, lse: Array, scale: float,
-                       causal: bool) -> tuple[Array, Array, Array]:
+                       causal: bool, rung: str = "flash") -> tuple[Array, Array, Array]:
     """dq, dk, dv of attention() from grad = dL/dout and the forward's q, k, v, out
-    and lse: two kernels that recompute each weight from lse (mt_attention_backward)."""
+    and lse, recomputing each weight from lse: the flash rung's two kernels
+    (mt_attention_backward) or the warp rung's fused one (mt_attention_warp_backward)."""
     grad = contiguous(grad)
     dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
     if dq.numel() + dk.numel() + dv.numel() > 0:
-        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal)
+        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal, rung)
     return dq, dk, dv
 
 

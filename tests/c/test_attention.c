@@ -10,6 +10,11 @@
  * P, dV = P^T dO, dS = P * (dO V^T - rowsum), dQ = dS K * scale,
  * dK = dS^T Q * scale). Then the refusals: int64, a non-contiguous or
  * misshapen operand, a head dim over 64, out overlapping an input.
+ * The same cases again for the warp rung (mt_attention_warp and its fused
+ * backward, src/attention_warp.cu) with head dims 32, 64 and 128, lengths
+ * off its 64-query blocks and 32/64-key tiles, down to one query and one
+ * key; it refuses other head dims (16, 24, 65, or q's and v's differing),
+ * which the flash rung or the three-op rung computes.
  *
  *   make build/tests/emu/test_attention && build/tests/emu/test_attention
  */
@@ -47,6 +52,14 @@ static double ref_row(const tt_tensor *q, const tt_tensor *k, const tt_tensor *v
     return m + log(l);   /* the row's log-sum-exp */
 }
 
+/* Which rung a case runs: the flash rung (src/attention.cu) or the warp rung
+ * (src/attention_warp.cu), the same arguments. */
+static int use_warp = 0;
+#define FORWARD (use_warp ? mt_attention_warp : mt_attention)
+#define FORWARD_NAME (use_warp ? "mt_attention_warp" : "mt_attention")
+#define BACKWARD (use_warp ? mt_attention_warp_backward : mt_attention_backward)
+#define BACKWARD_NAME (use_warp ? "mt_attention_warp_backward" : "mt_attention_backward")
+
 static void attention_case(int dtype, int64_t b, int64_t length, int64_t keys, int64_t d, int64_t dv, int causal)
 {
     int64_t qs[3] = {b, length, d}, ks[3] = {b, keys, d}, vs[3] = {b, keys, dv}, os[3] = {b, length, dv};
@@ -58,7 +71,7 @@ static void attention_case(int dtype, int64_t b, int64_t length, int64_t keys, i
     tt_fill(&k, -1, 1, 0);
     tt_fill(&v, -2, 2, 0);
     const double scale = 1.0 / sqrt((double)d);
-    tt_case("mt_attention %s: q %s, k %s, v %s%s", tt_dtype_name(dtype), tt_str(&q), tt_str(&k), tt_str(&v),
+    tt_case("%s %s: q %s, k %s, v %s%s", FORWARD_NAME, tt_dtype_name(dtype), tt_str(&q), tt_str(&k), tt_str(&v),
             causal ? ", causal" : "");
     tt_expect *expect = tt_expect_alloc(&out), *expect_lse = tt_expect_alloc(&lse);
     double *row = malloc(sizeof(double) * (size_t)(dv > 0 ? dv : 1));
@@ -69,7 +82,7 @@ static void attention_case(int dtype, int64_t b, int64_t length, int64_t keys, i
             for (int64_t c = 0; c < dv; ++c) /* a sum over the keys of products over d */
                 expect[(bi * length + i) * dv + c] = (tt_expect){row[c], 2.0, keys * d};
         }
-    if (tt_expect_ok(mt_attention(out.t, lse.t, q.t, k.t, v.t, scale, causal), "mt_attention")) {
+    if (tt_expect_ok(FORWARD(out.t, lse.t, q.t, k.t, v.t, scale, causal), FORWARD_NAME)) {
         tt_check_output(&out, expect);
         tt_check_output(&lse, expect_lse);
         tt_expect_unchanged(&q, "q");
@@ -103,9 +116,9 @@ static void attention_backward_case(int dtype, int64_t b, int64_t length, int64_
     tt_fill(&v, -2, 2, 0);
     tt_fill(&dout, -1, 1, 0);
     const double scale = 1.0 / sqrt((double)(d > 0 ? d : 1));
-    tt_case("mt_attention_backward %s: q %s, k %s, v %s%s", tt_dtype_name(dtype), tt_str(&q), tt_str(&k),
+    tt_case("%s %s: q %s, k %s, v %s%s", BACKWARD_NAME, tt_dtype_name(dtype), tt_str(&q), tt_str(&k),
             tt_str(&v), causal ? ", causal" : "");
-    if (!tt_expect_ok(mt_attention(out.t, lse.t, q.t, k.t, v.t, scale, causal), "mt_attention") ||
+    if (!tt_expect_ok(FORWARD(out.t, lse.t, q.t, k.t, v.t, scale, causal), FORWARD_NAME) ||
         !tt_download(&out, out.host) || !tt_download(&lse, lse.host))
         goto done;
     tt_expect *eq = tt_expect_alloc(&dq), *ek = tt_expect_alloc(&dk), *ev = tt_expect_alloc(&dvt);
@@ -155,8 +168,8 @@ static void attention_backward_case(int dtype, int64_t b, int64_t length, int64_
             }
         }
     }
-    if (tt_expect_ok(mt_attention_backward(dq.t, dk.t, dvt.t, dout.t, q.t, k.t, v.t, out.t, lse.t, scale, causal),
-                     "mt_attention_backward")) {
+    if (tt_expect_ok(BACKWARD(dq.t, dk.t, dvt.t, dout.t, q.t, k.t, v.t, out.t, lse.t, scale, causal),
+                     BACKWARD_NAME)) {
         tt_check_output(&dq, eq);
         tt_check_output(&dk, ek);
         tt_check_output(&dvt, ev);
@@ -216,6 +229,37 @@ int main(void)
             }
             attention_backward_case(dtype, 0, 4, 4, 8, 8, 1);
         }
+        use_warp = 1;
+        TT_GROUP("attention, warp rung %s", tt_dtype_name(dtype)) {
+            static const int64_t dims[] = {32, 64, 128};
+            for (int causal = 0; causal < 2; ++causal)
+                for (int di = 0; di < 3; ++di) {
+                    const int64_t d = dims[di];
+                    attention_case(dtype, 2, 70, 45, d, d, causal);   /* a partial block and tile */
+                    attention_case(dtype, 1, 129, 97, d, d, causal);  /* blocks and tiles past the first */
+                    attention_case(dtype, 3, 1, 1, d, d, causal);     /* one query, one key */
+                    attention_case(dtype, 1, 64, 64, d, d, causal);   /* whole blocks and tiles */
+                    attention_case(dtype, 1, 5, 150, d, d, causal);   /* few queries, many keys */
+                    attention_case(dtype, tt_rand_int(1, 3), tt_rand_int(1, 140), tt_rand_int(1, 140), d, d,
+                                   causal);
+                }
+            attention_case(dtype, 0, 4, 4, 32, 32, 0); /* no batch */
+        }
+        TT_GROUP("attention backward, warp rung %s", tt_dtype_name(dtype)) {
+            static const int64_t dims[] = {32, 64, 128};
+            for (int causal = 0; causal < 2; ++causal)
+                for (int di = 0; di < 3; ++di) {
+                    const int64_t d = dims[di];
+                    attention_backward_case(dtype, 2, 70, 45, d, d, causal);
+                    attention_backward_case(dtype, 1, 40, 130, d, d, causal); /* more keys than a block */
+                    attention_backward_case(dtype, 1, 130, 40, d, d, causal); /* more queries than a tile */
+                    attention_backward_case(dtype, 3, 1, 1, d, d, causal);
+                    attention_backward_case(dtype, tt_rand_int(1, 3), tt_rand_int(1, 100), tt_rand_int(1, 100), d,
+                                            d, causal);
+                }
+            attention_backward_case(dtype, 0, 4, 4, 64, 64, 1);
+        }
+        use_warp = 0;
     }
     TT_GROUP("refused") {
         int64_t s3[] = {1, 4, 8}, big[] = {1, 4, 65}, s2[] = {1, 4};
@@ -261,7 +305,30 @@ int main(void)
         tt_case("backward: dout of another shape");
         tt_expect_error(mt_attention_backward(out.t, o.t, g.t, wide.t, q.t, q.t, q.t, o.t, lse.t, 1.0, 0),
                         MT_ERR_SHAPE, "mt_attention_backward", NULL);
-        tt_tensor *all[] = {&q, &out, &qi, &oi, &wide, &out_wide, &lse, &lsei, &lse5, &g, &o, &dvx};
+        tt_case("warp rung: a head dim of 8 (16, 24, ...: not 32, 64 or 128)");
+        tt_expect_error(mt_attention_warp(out.t, lse.t, q.t, q.t, q.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT,
+                        "mt_attention_warp", &out);
+        tt_case("warp rung: q's and v's head dims differ");
+        int64_t s32[] = {1, 4, 32}, s64[] = {1, 4, 64};
+        tt_tensor q32 = tt_new(MT_FLOAT32, 3, s32, TT_CONTIGUOUS), v64 = tt_new(MT_FLOAT32, 3, s64, TT_CONTIGUOUS);
+        tt_tensor o64 = tt_new(MT_FLOAT32, 3, s64, TT_CONTIGUOUS);
+        tt_fill(&q32, -1, 1, 0);
+        tt_fill(&v64, -1, 1, 0);
+        tt_expect_error(mt_attention_warp(o64.t, lse.t, q32.t, q32.t, v64.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT,
+                        "mt_attention_warp", &o64);
+        tt_case("warp rung: a head dim of 129");
+        int64_t s129[] = {1, 4, 129};
+        tt_tensor w129 = tt_new(MT_FLOAT32, 3, s129, TT_CONTIGUOUS), o129 = tt_new(MT_FLOAT32, 3, s129, TT_CONTIGUOUS);
+        tt_fill(&w129, -1, 1, 0);
+        tt_expect_error(mt_attention_warp(o129.t, lse.t, w129.t, w129.t, w129.t, 1.0, 0), MT_ERR_INVALID_ARGUMENT,
+                        "mt_attention_warp", &o129);
+        tt_case("warp rung backward: dq overlaps dk");
+        tt_tensor dq32 = tt_new(MT_FLOAT32, 3, s32, TT_CONTIGUOUS), dv32 = tt_new(MT_FLOAT32, 3, s32, TT_CONTIGUOUS);
+        tt_expect_error(mt_attention_warp_backward(dq32.t, dq32.t, dv32.t, q32.t, q32.t, q32.t, q32.t, q32.t, lse.t,
+                                                   1.0, 0),
+                        MT_ERR_INVALID_ARGUMENT, "mt_attention_warp_backward", NULL);
+        tt_tensor *all[] = {&q, &out, &qi, &oi, &wide, &out_wide, &lse, &lsei, &lse5, &g, &o, &dvx,
+                            &q32, &v64, &o64, &w129, &o129, &dq32, &dv32};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
             tt_free(all[i]);
     }

@@ -1,0 +1,512 @@
+/*
+ * attention_warp.cu: the flash rung again, with a query row's work split
+ * over threads and register tiles (the warp rung: mt_attention_warp).
+ *
+ * The flash rung (src/attention.cu) gives each thread one query row: per key
+ * it reads D values of K from shared memory for D multiply-adds, one load
+ * per multiply-add, and a row of q and of the output must fit in one
+ * thread's registers (D at most 64). Here a block of 128 threads takes 64
+ * queries and treats each step as a small matrix product, as the matmul
+ * ladder's register-tiled rungs do (src/matmul_warptile.cu):
+ *
+ *   - scores S = Q K^T of the 64 queries and a tile of BC keys: thread
+ *     (ty, tx), ty < 16, tx < 8, computes S[ty + 16 i][tx + 8 j], a 4 x BC/8
+ *     tile, reading 4 values of a Q row and of a K row per 16-byte load: per
+ *     4 columns of the head dim (4 + BC/8) loads for 4 * 4 * BC/8
+ *     multiply-adds;
+ *   - the 8 threads of a query row are 8 consecutive lanes of one warp, so
+ *     the online softmax's row maximum is 3 shuffles, and the warp that
+ *     owns a row owns all of it: no barrier between warps for the softmax
+ *     (FlashAttention-2's split: queries across warps, never keys);
+ *   - O += P V: the weights P go through shared memory (the warp's own rows
+ *     only) and thread (ty, tx) accumulates O[ty + 16 i][tx*4 + 32 g + 0..3],
+ *     so the 8 lanes of a row read 8 consecutive 16-byte pieces of a V row;
+ *   - K and V tiles are staged with cp.async (src/async_copy.h) into two
+ *     stages: the next tile is in flight while the block computes on this
+ *     one;
+ *   - causal: tiles wholly after a block's last query are never loaded.
+ *
+ * The backward, FlashAttention-2's way: a block owns a tile of keys (K, V in
+ * shared memory, dK and dV in registers) and walks the query tiles (Q, dO,
+ * lse and D = rowsum(dO * O), double-buffered), recomputing
+ * P = exp(S * scale - lse) and dS = P * (dO V^T - D); dV += P^T dO and
+ * dK += dS^T Q stay in the block, dQ += dS K is added to global memory with
+ * atomics (each query tile receives one contribution per key tile).
+ *
+ * The head dim is a template constant, 32, 64 or 128, the same for q and v:
+ * every register array is then indexed by constants. The shared memory is
+ * more than 48 KiB, so it is dynamic, opted into per kernel. Rows are padded
+ * by 4 elements (16 bytes) so that the 8 rows a warp reads at once start in
+ * 8 different bank groups.
+ */
+#include "async_copy.h"
+#include "attention.h"
+#include "ops_common.h"
+
+constexpr int kWarpThreads = 128; /* 4 warps: 16 x 8 threads */
+constexpr int kWarpMaxDim = 128;
+
+/* Tile sizes of a head dim and dtype, chosen so that a block's shared memory
+ * stays under the 227 KiB an H100 block may have. */
+template <typename T, int kDim>
+struct WarpTiles {
+    static_assert(kDim == 32 || kDim == 64 || kDim == 128, "the warp rung's head dims");
+    static constexpr bool kWide = kDim == 128 || sizeof(T) == 8;
+    /* Forward: 64 queries a block, BC keys a tile. */
+    static constexpr int kQueries = 64;
+    static constexpr int kKeys = kWide ? 32 : 64;
+    /* Backward: kBackKeys keys a block, kBackQueries queries a tile. A float
+     * block of head dim 64 uses nearly all of a thread's 255 registers, so
+     * two blocks fill an SM's registers: 32 queries a tile (100 KiB of shared
+     * memory, not 160) lets two blocks fit in shared memory too. */
+    static constexpr int kBackKeys = kDim == 128 ? (sizeof(T) == 8 ? 16 : 32) : (sizeof(T) == 8 ? 32 : 64);
+    static constexpr int kBackQueries = sizeof(T) == 8 || kDim == 64 ? 32 : 64;
+    /* Shared-memory row strides (elements): a head-dim row, and the padding
+     * of a row of weights (cols + kWeightPad). */
+    static constexpr int kRow = kDim + 16 / (int)sizeof(T);
+    static constexpr int kWeightPad = 8;
+
+    static constexpr size_t forward_bytes()
+    {
+        return sizeof(T) * ((size_t)(kQueries + 4 * kKeys) * kRow + (size_t)kQueries * (kKeys + kWeightPad));
+    }
+    static constexpr size_t backward_bytes()
+    {
+        return sizeof(T) * ((size_t)(2 * kBackKeys + 4 * kBackQueries) * kRow +
+                            2 * (size_t)kBackKeys * (kBackQueries + kWeightPad) +
+                            (size_t)kBackQueries * (kBackKeys + kWeightPad) + 4 * (size_t)kBackQueries);
+    }
+    static_assert(forward_bytes() <= 227 * 1024 && backward_bytes() <= 227 * 1024, "shared memory per block");
+};
+
+/* Four consecutive values from shared memory (16-byte aligned) in one or two
+ * 16-byte loads. */
+template <typename T>
+MT_DEVICE void load4(T (&dst)[4], const T *src)
+{
+    constexpr int W = Pack<T>::kWidth;
+    MT_UNROLL for (int v = 0; v < 4; v += W) {
+        const Pack<T> p = *reinterpret_cast<const Pack<T> *>(src + v);
+        MT_UNROLL for (int w = 0; w < W; ++w)
+            dst[v + w] = p.v[w];
+    }
+}
+
+/* The block copies rows start .. start + rows - 1 of a (total, kDim) matrix
+ * into a shared tile of row stride `stride`, zero-filling rows at or past
+ * `total`, with cp.async: 16-byte copies when the matrix is 16-byte aligned
+ * (`vec`), else one per element. The caller commits and waits. */
+template <typename T, int kDim>
+MT_DEVICE void stage_rows(T *tile, int stride, const T *matrix, int64_t start, int rows, int64_t total, bool vec)
+{
+    constexpr int W = 16 / (int)sizeof(T);
+    constexpr int kPieces = kDim / W;
+    for (int e = threadIdx.x; e < rows * kPieces; e += kWarpThreads) {
+        const int r = e / kPieces, c = e % kPieces * W;
+        const bool ok = start + r < total;
+        const T *src = ok ? matrix + (start + r) * kDim + c : matrix; /* a copy of 0 bytes still needs an address */
+        if (vec) {
+            async_copy<16>(tile + r * stride + c, src, ok ? 16 : 0);
+        } else {
+            MT_UNROLL for (int w = 0; w < W; ++w)
+                async_copy<(int)sizeof(T)>(tile + r * stride + c + w, ok ? src + w : matrix, ok ? (int)sizeof(T) : 0);
+        }
+    }
+}
+
+/* The same for `rows` values of a vector (lse, D), zero past `total`. */
+template <typename T>
+MT_DEVICE void stage_values(T *tile, const T *vector, int64_t start, int rows, int64_t total)
+{
+    for (int e = threadIdx.x; e < rows; e += kWarpThreads) {
+        const bool ok = start + e < total;
+        async_copy<(int)sizeof(T)>(tile + e, ok ? vector + start + e : vector, ok ? (int)sizeof(T) : 0);
+    }
+}
+
+/* The sum, or the maximum, over the 8 lanes of a row (lanes 8r .. 8r + 7). */
+template <typename T>
+MT_DEVICE T row_sum8(T x)
+{
+    MT_UNROLL for (int o = 1; o < 8; o *= 2)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+template <typename T>
+MT_DEVICE T row_max8(T x)
+{
+    MT_UNROLL for (int o = 1; o < 8; o *= 2) {
+        const T y = __shfl_xor_sync(0xffffffffu, x, o);
+        x = y > x ? y : x;
+    }
+    return x;
+}
+
+/* acc[i][j] += sum_c A[ty + 16 i][c] * B[tx + 8 j][c]: an (RI*16) x (NJ*8)
+ * product of two row-major shared tiles over a head dim of kDim (A B^T:
+ * scores from queries and keys). */
+template <typename T, int kDim, int RI, int NJ>
+MT_DEVICE void product_abt(T (&acc)[RI][NJ], const T *a, const T *b, int stride, int ty, int tx)
+{
+    for (int c = 0; c < kDim; c += 4) {
+        T ar[RI][4], br[NJ][4];
+        MT_UNROLL for (int i = 0; i < RI; ++i)
+            load4(ar[i], a + (ty + 16 * i) * stride + c);
+        MT_UNROLL for (int j = 0; j < NJ; ++j)
+            load4(br[j], b + (tx + 8 * j) * stride + c);
+        MT_UNROLL for (int i = 0; i < RI; ++i)
+            MT_UNROLL for (int j = 0; j < NJ; ++j)
+                MT_UNROLL for (int e = 0; e < 4; ++e)
+                    acc[i][j] += ar[i][e] * br[j][e];
+    }
+}
+
+/* acc[i][4 g + w] += sum_k A[ty + 16 i][k] * B[k][tx * 4 + 32 g + w]: an
+ * (RI*16) x kDim product of a weights tile A (row stride a_stride, kInner
+ * columns) and a head-dim tile B (row stride b_stride): P V, P^T dO, dS K. */
+template <typename T, int kDim, int kInner, int RI>
+MT_DEVICE void product_ab(T (&acc)[RI][kDim / 8], const T *a, int a_stride, const T *b, int b_stride, int ty,
+                          int tx)
+{
+    constexpr int G = kDim / 32;
+    for (int k = 0; k < kInner; k += 4) {
+        T ar[RI][4];
+        MT_UNROLL for (int i = 0; i < RI; ++i)
+            load4(ar[i], a + (ty + 16 * i) * a_stride + k);
+        MT_UNROLL for (int e = 0; e < 4; ++e) {
+            T br[G][4];
+            MT_UNROLL for (int g = 0; g < G; ++g)
+                load4(br[g], b + (k + e) * b_stride + tx * 4 + 32 * g);
+            MT_UNROLL for (int i = 0; i < RI; ++i)
+                MT_UNROLL for (int g = 0; g < G; ++g)
+                    MT_UNROLL for (int w = 0; w < 4; ++w)
+                        acc[i][4 * g + w] += ar[i][e] * br[g][w];
+        }
+    }
+}
+
+template <typename T, int kDim>
+__global__ void __launch_bounds__(kWarpThreads)
+attention_warp_forward(T *out, T *lse, const T *q, const T *k, const T *v, int64_t length, int64_t keys, T scale,
+                       int causal, int64_t row_tiles, int vec)
+{
+    using Tiles = WarpTiles<T, kDim>;
+    constexpr int BR = Tiles::kQueries, BC = Tiles::kKeys, RS = Tiles::kRow, PS = BC + Tiles::kWeightPad;
+    constexpr int RI = BR / 16, NJ = BC / 8, NO = kDim / 8;
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    T *q_tile = reinterpret_cast<T *>(&shared_bytes[0]); /* [BR][RS] */
+    T *k_tiles = q_tile + BR * RS;                        /* [2][BC][RS]: two stages */
+    T *v_tiles = k_tiles + 2 * BC * RS;                   /* [2][BC][RS] */
+    T *p_tile = v_tiles + 2 * BC * RS;                    /* [BR][PS] */
+
+    const int lane = threadIdx.x % 32;
+    const int ty = threadIdx.x / 32 * 4 + lane / 8, tx = lane % 8; /* a row's 8 threads: 8 consecutive lanes */
+    const int64_t batch = blockIdx.x / row_tiles, q0 = blockIdx.x % row_tiles * BR;
+    const T *kb = k + batch * keys * kDim, *vb = v + batch * keys * kDim;
+
+    /* Causal: query q0 + BR - 1 is the last to see a key, so no tile past it. */
+    const int64_t key_end = causal && q0 + BR < keys ? q0 + BR : keys;
+    const int64_t tiles = (key_end + BC - 1) / BC;
+    stage_rows<T, kDim>(q_tile, RS, q + batch * length * kDim, q0, BR, length, vec);
+    if (tiles > 0) {
+        stage_rows<T, kDim>(k_tiles, RS, kb, 0, BC, keys, vec);
+        stage_rows<T, kDim>(v_tiles, RS, vb, 0, BC, keys, vec);
+    }
+    async_commit();
+
+    T o[RI][NO] = {};
+    T m[RI], l[RI]; /* per row: the largest score so far, and this thread's share of sum exp(score - m) */
+    MT_UNROLL for (int i = 0; i < RI; ++i) {
+        m[i] = -mt_infinity<T>();
+        l[i] = T(0);
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+        const int s = (int)(t & 1);
+        if (t + 1 < tiles) { /* the next tile, in flight while we compute on this one */
+            stage_rows<T, kDim>(k_tiles + (s ^ 1) * BC * RS, RS, kb, (t + 1) * BC, BC, keys, vec);
+            stage_rows<T, kDim>(v_tiles + (s ^ 1) * BC * RS, RS, vb, (t + 1) * BC, BC, keys, vec);
+        }
+        async_commit();
+        async_wait<1>(); /* this tile's copies (and Q's) have landed: only the newest group may be in flight */
+        __syncthreads(); /* ... everyone's copies, not only mine */
+
+        T sc[RI][NJ] = {};
+        product_abt<T, kDim>(sc, q_tile, k_tiles + s * BC * RS, RS, ty, tx);
+        MT_UNROLL for (int i = 0; i < RI; ++i) {
+            const int64_t row = q0 + ty + 16 * i;
+            T tile_max = -mt_infinity<T>();
+            MT_UNROLL for (int j = 0; j < NJ; ++j) {
+                const int64_t key = t * BC + tx + 8 * j;
+                sc[i][j] = key >= keys || (causal && key > row) ? -mt_infinity<T>() : sc[i][j] * scale;
+                tile_max = sc[i][j] > tile_max ? sc[i][j] : tile_max;
+            }
+            tile_max = row_max8(tile_max);
+            const T m_new = tile_max > m[i] ? tile_max : m[i];
+            /* Online softmax: what was summed with the old maximum is scaled
+             * by exp(m - m_new). While every key so far is masked (m_new
+             * -inf), subtract 0 instead: every weight is then exp(-inf) = 0. */
+            const T shift = m_new == -mt_infinity<T>() ? T(0) : m_new;
+            const T rescale = mt_exp(m[i] - shift);
+            T sum = T(0);
+            MT_UNROLL for (int j = 0; j < NJ; ++j) {
+                const T p = mt_exp(sc[i][j] - shift);
+                p_tile[(ty + 16 * i) * PS + tx + 8 * j] = p;
+                sum += p;
+            }
+            l[i] = l[i] * rescale + sum;
+            MT_UNROLL for (int c = 0; c < NO; ++c)
+                o[i][c] *= rescale;
+            m[i] = m_new;
+        }
+        __syncwarp(); /* a row's weights come from its own warp: no block barrier needed */
+        product_ab<T, kDim, BC>(o, p_tile, PS, v_tiles + s * BC * RS, RS, ty, tx);
+        __syncthreads(); /* everyone is done with stage s (and p_tile) before it is overwritten */
+    }
+    async_wait<0>(); /* no copy may outlive the block (the last commit may be empty) */
+
+    MT_UNROLL for (int i = 0; i < RI; ++i) {
+        const T total = row_sum8(l[i]);
+        const int64_t row = q0 + ty + 16 * i;
+        if (row < length) {
+            T *ob = out + (batch * length + row) * kDim;
+            MT_UNROLL for (int g = 0; g < kDim / 32; ++g)
+                MT_UNROLL for (int w = 0; w < 4; ++w)
+                    ob[tx * 4 + 32 * g + w] = o[i][4 * g + w] / total; /* total 0 (no key): NaN, as flash */
+            if (tx == 0)
+                lse[batch * length + row] = m[i] + mt_log(total);
+        }
+    }
+}
+
+/* D_i = dO_i . O_i, the softmax backward's row sum, once per query row
+ * before the key tiles need it: 8 lanes a row, 16 rows a block. */
+template <typename T, int kDim>
+__global__ void attention_warp_delta(T *delta, const T *dout, const T *out, int64_t rows)
+{
+    const int64_t row = (int64_t)blockIdx.x * (kWarpThreads / 8) + threadIdx.x / 8;
+    T sum = T(0);
+    if (row < rows)
+        for (int c = threadIdx.x % 8; c < kDim; c += 8)
+            sum += dout[row * kDim + c] * out[row * kDim + c];
+    sum = row_sum8(sum); /* every lane takes part in the shuffles */
+    if (row < rows && threadIdx.x % 8 == 0)
+        delta[row] = sum;
+}
+
+template <typename T, int kDim>
+__global__ void __launch_bounds__(kWarpThreads)
+attention_warp_backward(T *dq, T *dk, T *dv, const T *dout, const T *delta, const T *lse, const T *q, const T *k,
+                        const T *v, int64_t length, int64_t keys, T scale, int causal, int64_t key_tiles, int vec)
+{
+    using Tiles = WarpTiles<T, kDim>;
+    constexpr int BC = Tiles::kBackKeys, BR = Tiles::kBackQueries, RS = Tiles::kRow;
+    constexpr int TS = BR + Tiles::kWeightPad, SS = BC + Tiles::kWeightPad;
+    constexpr int RI = BR / 16, NJ = BC / 8, KI = BC / 16, NO = kDim / 8;
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    T *k_tile = reinterpret_cast<T *>(&shared_bytes[0]); /* [BC][RS], the block's keys */
+    T *v_tile = k_tile + BC * RS;                         /* [BC][RS] */
+    T *q_tiles = v_tile + BC * RS;                        /* [2][BR][RS]: two stages of queries */
+    T *do_tiles = q_tiles + 2 * BR * RS;                  /* [2][BR][RS] */
+    T *pt_tile = do_tiles + 2 * BR * RS;                  /* [BC][TS]: P transposed (keys x queries) */
+    T *dst_tile = pt_tile + BC * TS;                      /* [BC][TS]: dS transposed */
+    T *ds_tile = dst_tile + BC * TS;                      /* [BR][SS]: dS (queries x keys) */
+    T *lse_tiles = ds_tile + BR * SS;                     /* [2][BR] */
+    T *delta_tiles = lse_tiles + 2 * BR;                  /* [2][BR] */
+
+    const int lane = threadIdx.x % 32;
+    const int ty = threadIdx.x / 32 * 4 + lane / 8, tx = lane % 8;
+    const int64_t batch = blockIdx.x / key_tiles, k0 = blockIdx.x % key_tiles * BC;
+    const T *qb = q + batch * length * kDim, *dob = dout + batch * length * kDim;
+    const T *lseb = lse + batch * length, *deltab = delta + batch * length;
+
+    /* Causal: key k0 is seen by queries k0 and later only. */
+    const int64_t first_tile = causal ? k0 / BR : 0;
+    const int64_t tiles = length > first_tile * BR ? (length + BR - 1) / BR - first_tile : 0;
+    auto stage_queries = [&](int stage, int64_t start) {
+        stage_rows<T, kDim>(q_tiles + stage * BR * RS, RS, qb, start, BR, length, vec);
+        stage_rows<T, kDim>(do_tiles + stage * BR * RS, RS, dob, start, BR, length, vec);
+        stage_values(lse_tiles + stage * BR, lseb, start, BR, length);
+        stage_values(delta_tiles + stage * BR, deltab, start, BR, length);
+    };
+    stage_rows<T, kDim>(k_tile, RS, k + batch * keys * kDim, k0, BC, keys, vec);
+    stage_rows<T, kDim>(v_tile, RS, v + batch * keys * kDim, k0, BC, keys, vec);
+    if (tiles > 0)
+        stage_queries(0, first_tile * BR);
+    async_commit();
+
+    T dk_acc[KI][NO] = {}, dv_acc[KI][NO] = {};
+    for (int64_t t = 0; t < tiles; ++t) {
+        const int s = (int)(t & 1);
+        const int64_t i0 = (first_tile + t) * BR;
+        if (t + 1 < tiles)
+            stage_queries(s ^ 1, i0 + BR);
+        async_commit();
+        async_wait<1>();
+        __syncthreads();
+        const T *qt = q_tiles + s * BR * RS, *dot = do_tiles + s * BR * RS;
+
+        /* S = Q K^T and dP = dO V^T of this query tile and the block's keys,
+         * then the weights P and dS = P * (dP - D), each written twice:
+         * transposed for dV and dK (keys x queries), plain for dQ. */
+        T sc[RI][NJ] = {}, dp[RI][NJ] = {};
+        product_abt<T, kDim>(sc, qt, k_tile, RS, ty, tx);
+        product_abt<T, kDim>(dp, dot, v_tile, RS, ty, tx);
+        MT_UNROLL for (int i = 0; i < RI; ++i) {
+            const int r = ty + 16 * i;
+            const int64_t row = i0 + r;
+            const T row_lse = lse_tiles[s * BR + r], row_delta = delta_tiles[s * BR + r];
+            MT_UNROLL for (int j = 0; j < NJ; ++j) {
+                const int c = tx + 8 * j;
+                const int64_t key = k0 + c;
+                const bool seen = row < length && key < keys && !(causal && key > row);
+                const T p = seen ? mt_exp(sc[i][j] * scale - row_lse) : T(0);
+                const T ds = p * (dp[i][j] - row_delta);
+                pt_tile[c * TS + r] = p;
+                dst_tile[c * TS + r] = ds;
+                ds_tile[r * SS + c] = ds;
+            }
+        }
+        __syncthreads(); /* dV and dK read every warp's weights */
+
+        product_ab<T, kDim, BR>(dv_acc, pt_tile, TS, dot, RS, ty, tx);
+        product_ab<T, kDim, BR>(dk_acc, dst_tile, TS, qt, RS, ty, tx);
+        T dq_acc[RI][NO] = {};
+        product_ab<T, kDim, BC>(dq_acc, ds_tile, SS, k_tile, RS, ty, tx);
+        /* Other key blocks add to the same dQ rows: atomics (dq starts at 0). */
+        MT_UNROLL for (int i = 0; i < RI; ++i) {
+            const int64_t row = i0 + ty + 16 * i;
+            if (row < length)
+                MT_UNROLL for (int g = 0; g < kDim / 32; ++g)
+                    MT_UNROLL for (int w = 0; w < 4; ++w)
+                        atomicAdd(dq + (batch * length + row) * kDim + tx * 4 + 32 * g + w,
+                                  dq_acc[i][4 * g + w] * scale);
+        }
+        __syncthreads(); /* everyone is done with stage s and the weights before they are overwritten */
+    }
+    async_wait<0>();
+
+    MT_UNROLL for (int i = 0; i < KI; ++i) {
+        const int64_t key = k0 + ty + 16 * i;
+        if (key < keys)
+            MT_UNROLL for (int g = 0; g < kDim / 32; ++g)
+                MT_UNROLL for (int w = 0; w < 4; ++w) {
+                    const int64_t at = (batch * keys + key) * kDim + tx * 4 + 32 * g + w;
+                    dk[at] = dk_acc[i][4 * g + w] * scale;
+                    dv[at] = dv_acc[i][4 * g + w];
+                }
+    }
+}
+
+template <typename T>
+static T *first_of(const mt_tensor &t)
+{
+    return static_cast<T *>(t.data) + t.offset;
+}
+
+/* The warp rung's head dims: 32, 64 or 128, the same for q and v. */
+static mt_status check_warp_dims(const char *func, const mt_tensor &q, const mt_tensor &v)
+{
+    const int64_t d = q.shape[2];
+    if (d != v.shape[2] || (d != 32 && d != 64 && d != 128))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "head dims %lld (q) and %lld (v): the warp rung takes "
+                       "32, 64 or 128, the same for both", (long long)d, (long long)v.shape[2]);
+    return MT_OK;
+}
+
+/* Runs launch(std::integral_constant<int, kDim>) with the head dim as a
+ * compile-time constant (check_warp_dims has passed). */
+template <typename Launch>
+static mt_status with_warp_dim(int64_t d, Launch launch)
+{
+    switch (d) {
+    case 32: return launch(std::integral_constant<int, 32>{});
+    case 64: return launch(std::integral_constant<int, 64>{});
+    default: return launch(std::integral_constant<int, 128>{});
+    }
+}
+
+template <typename T, int kDim>
+static mt_status launch_warp_forward(const mt_tensor &out, const mt_tensor &lse, const mt_tensor &q,
+                                     const mt_tensor &k, const mt_tensor &v, double scale, int causal)
+{
+    using Tiles = WarpTiles<T, kDim>;
+    const int64_t b = q.shape[0], length = q.shape[1];
+    const int64_t row_tiles = (length + Tiles::kQueries - 1) / Tiles::kQueries;
+    if (b * row_tiles > INT32_MAX)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_attention_warp", "more blocks than a grid holds");
+    const size_t bytes = Tiles::forward_bytes();
+    CUDA_CHECK(cudaFuncSetAttribute(attention_warp_forward<T, kDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+    const bool vec = aligned16(first_of<T>(q)) && aligned16(first_of<T>(k)) && aligned16(first_of<T>(v));
+    attention_warp_forward<T, kDim><<<(unsigned int)(b * row_tiles), kWarpThreads, bytes, mt_stream()>>>(
+        first_of<T>(out), first_of<T>(lse), first_of<T>(q), first_of<T>(k), first_of<T>(v), length, k.shape[1],
+        (T)scale, causal != 0, row_tiles, vec);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+mt_status mt_attention_warp(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,
+                            int causal)
+{
+    const char *func = "mt_attention_warp";
+    MT_TRY(check_attention_forward(func, out, lse, q, k, v, kWarpMaxDim));
+    MT_TRY(check_warp_dims(func, q, v));
+    if (tensor_numel(lse) == 0)
+        return MT_OK; /* no query (a head dim of 0 is not taken) */
+    return with_warp_dim(q.shape[2], [&](auto dim) {
+        constexpr int kDim = decltype(dim)::value;
+        return q.dtype == MT_FLOAT32 ? launch_warp_forward<float, kDim>(out, lse, q, k, v, scale, causal)
+                                     : launch_warp_forward<double, kDim>(out, lse, q, k, v, scale, causal);
+    });
+}
+
+template <typename T, int kDim>
+static mt_status launch_warp_backward(const mt_tensor &dq, const mt_tensor &dk, const mt_tensor &dv,
+                                      const mt_tensor &dout, const mt_tensor &q, const mt_tensor &k,
+                                      const mt_tensor &v, const mt_tensor &out, const mt_tensor &lse, double scale,
+                                      int causal)
+{
+    using Tiles = WarpTiles<T, kDim>;
+    const int64_t b = q.shape[0], length = q.shape[1], keys = k.shape[1];
+    const int64_t key_tiles = (keys + Tiles::kBackKeys - 1) / Tiles::kBackKeys;
+    if (b * key_tiles > INT32_MAX || b * length / (kWarpThreads / 8) + 1 > INT32_MAX)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_attention_warp_backward", "more blocks than a grid holds");
+    if (b * length > 0) /* dQ is a sum of atomic additions, one per key tile */
+        CUDA_CHECK(cudaMemsetAsync(first_of<T>(dq), 0, sizeof(T) * (size_t)(b * length * kDim), mt_stream()));
+    if (b * key_tiles == 0)
+        return MT_OK;
+    DeviceScratch delta; /* D_i = dO_i . O_i */
+    CUDA_CHECK(delta.allocate(sizeof(T) * (size_t)(b * length > 0 ? b * length : 1)));
+    if (b * length > 0) {
+        const int64_t rows_per_block = kWarpThreads / 8;
+        attention_warp_delta<T, kDim><<<(unsigned int)((b * length + rows_per_block - 1) / rows_per_block),
+                                        kWarpThreads, 0, mt_stream()>>>(delta.as<T>(), first_of<T>(dout),
+                                                                        first_of<T>(out), b * length);
+        CUDA_CHECK(mt_launch_status());
+    }
+    const size_t bytes = Tiles::backward_bytes();
+    CUDA_CHECK(cudaFuncSetAttribute(attention_warp_backward<T, kDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+    const bool vec = aligned16(first_of<T>(q)) && aligned16(first_of<T>(k)) && aligned16(first_of<T>(v)) &&
+                     aligned16(first_of<T>(dout));
+    attention_warp_backward<T, kDim><<<(unsigned int)(b * key_tiles), kWarpThreads, bytes, mt_stream()>>>(
+        first_of<T>(dq), first_of<T>(dk), first_of<T>(dv), first_of<T>(dout), delta.as<T>(), first_of<T>(lse),
+        first_of<T>(q), first_of<T>(k), first_of<T>(v), length, keys, (T)scale, causal != 0, key_tiles, vec);
+    CUDA_CHECK(mt_launch_status());
+    CUDA_CHECK(delta.release());
+    return MT_OK;
+}
+
+mt_status mt_attention_warp_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q,
+                                     mt_tensor k, mt_tensor v, mt_tensor out, mt_tensor lse, double scale, int causal)
+{
+    const char *func = "mt_attention_warp_backward";
+    MT_TRY(check_attention_backward(func, dq, dk, dv, dout, q, k, v, out, lse, kWarpMaxDim));
+    MT_TRY(check_warp_dims(func, q, v));
+    return with_warp_dim(q.shape[2], [&](auto dim) {
+        constexpr int kDim = decltype(dim)::value;
+        return q.dtype == MT_FLOAT32
+                   ? launch_warp_backward<float, kDim>(dq, dk, dv, dout, q, k, v, out, lse, scale, causal)
+                   : launch_warp_backward<double, kDim>(dq, dk, dv, dout, q, k, v, out, lse, scale, causal);
+    });
+}
