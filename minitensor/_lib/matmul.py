@@ -77,7 +77,7 @@ def matmul_epilogue(out: Any, a: Any, b: Any, bias: Any = None, residual: Any = 
              | (EPILOGUE_PRE if pre is not None else 0))
     out_d = out.descriptor()
     check(
-        lib().mt_matmul_epilogue(out_d, a.descriptor(), b.descriptor(),
+        C.mt_matmul_epilogue(out_d, a.descriptor(), b.descriptor(),
                                  out_d if bias is None else bias.descriptor(),
                                  out_d if residual is None else residual.descriptor(),
                                  out_d if pre is None else pre.descriptor(),

@@ -84,7 +84,7 @@ class LinearFused(Function):
             dres = unbroadcast(grad, ctx.residual_shape)
         if not (needs[0] or needs[1] or needs[2]):  # only the residual: z was not saved
             return dx, dw, db, dres, None, None
-        dz = grad if ctx.act == "none" else ops.activation_backward(grad, saved[2], ctx.act)  # ..., N
+        dz = grad if ctx.act == "none" else ops.epilogue_activation_backward(grad, saved[2], ctx.act)  # ..., N
         if needs[0]:  # ..., K
             dx = ops.matmul(dz, weight)
         if needs[1] or needs[2]:

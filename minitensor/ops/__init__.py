@@ -170,7 +170,7 @@ from .matmul import (  # noqa: F401
     matmul,
     linear_fused,
     linear_fusable,
-    activation_backward,
+    epilogue_activation_backward,
     epilogue_acts,
     TF32_RUNGS,
     matmul_configs,

@@ -14,7 +14,7 @@ from .._dtype import float32, promote
 from .._errors import DTypeError, ShapeError
 from .._shape import broadcast_shapes, check_new_shape
 from .core import check_out, _require_array, fill_, cast, fast_kernels, reshape
-from .elementwise import map_, mul, add, relu_backward
+from .elementwise import activation_backward, relu_backward
 
 
 # ---- matmul ----------------------------------------------------------------------------
@@ -194,31 +194,17 @@ def linear_fused(x: Array, weight: Array, bias: Any = None, residual: Any = None
     return out, pre
 
 
-def activation_backward(grad: Array, pre: Array, act: str) -> Array:
+def epilogue_activation_backward(grad: Array, pre: Array, act: str) -> Array:
     """grad * act'(pre): the gradient through linear_fused's activation, from the
-    saved pre-activation z (a chain of elementwise kernels).
-
-    gelu:       Phi(z) + z * phi(z), Phi the normal CDF, phi its density;
-    gelu_tanh:  (1 + t) / 2 + z (1 - t^2) c (1 + 3 * 0.044715 z^2) / 2,
-                t = tanh(c (z + 0.044715 z^3)), c = sqrt(2 / pi).
-    """
+    saved pre-activation z, in one zip kernel (relu_backward, or the
+    activation family's gelu_backward / gelu_tanh_backward)."""
     if act == "none":
         return grad
     if act == "relu":
         return relu_backward(grad, pre)
-    z2 = mul(pre, pre)
-    if act == "gelu":
-        cdf = mul(add(map_("erf", mul(pre, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
-        pdf = mul(map_("exp", mul(z2, -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
-        return mul(grad, add(cdf, mul(pre, pdf)))
-    if act == "gelu_tanh":
-        c = math.sqrt(2.0 / math.pi)
-        t = map_("tanh", mul(mul(add(mul(z2, 0.044715), 1.0), pre), c))
-        d_inner = mul(add(mul(z2, 3.0 * 0.044715), 1.0), c)  # du/dz
-        sech2 = add(mul(mul(t, t), -1.0), 1.0)  # 1 - t^2
-        slope = add(mul(add(t, 1.0), 0.5), mul(mul(mul(pre, sech2), d_inner), 0.5))
-        return mul(grad, slope)
-    raise ValueError(f"activation_backward(): unknown activation {act!r}; one of {epilogue_acts()}")
+    if act in ("gelu", "gelu_tanh"):
+        return activation_backward(act, grad, pre)
+    raise ValueError(f"epilogue_activation_backward(): unknown activation {act!r}; one of {epilogue_acts()}")
 
 
 # The TF32 rungs by name ("tf32_simple", "tf32"), for minitensor.kernels.
