@@ -11,13 +11,17 @@ the same process:
             algo="im2col")).
     tiled   the kernel of src/conv.cu (algo="tiled"): a block computes a
             16 x 16 tile of one output channel with the tile's input patch,
-            halo included, in shared memory. Its backward is im2col's.
+            halo included, in shared memory. Its backward is im2col's, or
+            on depthwise layers the depthwise gradient kernels
+            (src/conv_depthwise_backward.cu).
     igemm   the implicit GEMM of src/conv_implicit_gemm.cu
             (algo="implicit_gemm", what F.conv2d runs on all but depthwise
             layers): warptile's 128 x 128 (or 64 x 128) tiles with the
             windows gathered into shared memory, never written; its backward
             is two more implicit GEMMs (input gradient, weight gradient with
-            K split over blocks).
+            K split over blocks), except where ops.conv2d_grad_rungs says
+            otherwise: the input gradient by im2col below 16 input channels
+            a group (the stem), the depthwise kernels on depthwise layers.
     torch   torch.nn.functional.conv2d (cuDNN), with TF32 off
             (torch.backends.cudnn.allow_tf32 = False) so that all three
             compute in float32.
