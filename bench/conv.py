@@ -67,6 +67,7 @@ def main() -> int:
     print("| layer | pass | im2col (mt) | tiled (mt) | igemm (mt) | torch | igemm vs im2col | igemm vs torch |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     problems: list[str] = []
+    rungs: list[str] = []  # which rung computed each gradient, printed after the table
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     for name, shape, (c_out, k), stride, padding, groups in LAYERS:
@@ -76,6 +77,9 @@ def main() -> int:
             np.float32)
         b = rng.standard_normal(c_out).astype(np.float32)
         mx, mw, mb = (mt.tensor(a, requires_grad=True) for a in (x, w, b))
+        per_forward = (f"{fwd}: dx {dx}, dw {dw}" for fwd in ("tiled", "implicit_gemm")
+                       for dx, dw in [mt.ops.conv2d_grad_rungs(shape, w.shape, groups, fwd)])
+        rungs.append(f"{name}: " + "; ".join(per_forward))
         tx, tw, tb = (torch.tensor(a, device="cuda", requires_grad=True) for a in (x, w, b))
 
         def rung(algo):
@@ -114,6 +118,9 @@ def main() -> int:
                 ref_ms = median_ms(fns[3], *t_events)
             print(f"| {name} | {pass_name} | {i:.3f} | {t:.3f} | {g:.3f} | {ref_ms:.3f} | {i / g:.2f}x "
                   f"| {ref_ms / g:.2f}x |", flush=True)
+    print("\nGradient rungs (ops.conv2d_grad_rungs) after each forward:")
+    for line in rungs:
+        print("  " + line)
     for problem in problems:
         print("GRADIENT CHECK FAILED:", problem)
     return 1 if problems else 0
