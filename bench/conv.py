@@ -11,13 +11,17 @@ the same process:
             algo="im2col")).
     tiled   the kernel of src/conv.cu (algo="tiled"): a block computes a
             16 x 16 tile of one output channel with the tile's input patch,
-            halo included, in shared memory. Its backward is im2col's.
+            halo included, in shared memory. Its backward is im2col's, or
+            on depthwise layers the depthwise gradient kernels
+            (src/conv_depthwise_backward.cu).
     igemm   the implicit GEMM of src/conv_implicit_gemm.cu
             (algo="implicit_gemm", what F.conv2d runs on all but depthwise
             layers): warptile's 128 x 128 (or 64 x 128) tiles with the
             windows gathered into shared memory, never written; its backward
             is two more implicit GEMMs (input gradient, weight gradient with
-            K split over blocks).
+            K split over blocks), except where ops.conv2d_grad_rungs says
+            otherwise: the input gradient by im2col below 16 input channels
+            a group (the stem), the depthwise kernels on depthwise layers.
     torch   torch.nn.functional.conv2d (cuDNN), with TF32 off
             (torch.backends.cudnn.allow_tf32 = False) so that all three
             compute in float32.
@@ -63,6 +67,7 @@ def main() -> int:
     print("| layer | pass | im2col (mt) | tiled (mt) | igemm (mt) | torch | igemm vs im2col | igemm vs torch |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     problems: list[str] = []
+    rungs: list[str] = []  # which rung computed each gradient, printed after the table
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     for name, shape, (c_out, k), stride, padding, groups in LAYERS:
@@ -72,6 +77,9 @@ def main() -> int:
             np.float32)
         b = rng.standard_normal(c_out).astype(np.float32)
         mx, mw, mb = (mt.tensor(a, requires_grad=True) for a in (x, w, b))
+        per_forward = (f"{fwd}: dx {dx}, dw {dw}" for fwd in ("tiled", "implicit_gemm")
+                       for dx, dw in [mt.ops.conv2d_grad_rungs(shape, w.shape, groups, fwd)])
+        rungs.append(f"{name}: " + "; ".join(per_forward))
         tx, tw, tb = (torch.tensor(a, device="cuda", requires_grad=True) for a in (x, w, b))
 
         def rung(algo):
@@ -110,6 +118,9 @@ def main() -> int:
                 ref_ms = median_ms(fns[3], *t_events)
             print(f"| {name} | {pass_name} | {i:.3f} | {t:.3f} | {g:.3f} | {ref_ms:.3f} | {i / g:.2f}x "
                   f"| {ref_ms / g:.2f}x |", flush=True)
+    print("\nGradient rungs (ops.conv2d_grad_rungs) after each forward:")
+    for line in rungs:
+        print("  " + line)
     for problem in problems:
         print("GRADIENT CHECK FAILED:", problem)
     return 1 if problems else 0

@@ -372,18 +372,6 @@ static bool same_shape4(const mt_tensor &t, int64_t a, int64_t b, int64_t c, int
     return t.shape[0] == a && t.shape[1] == b && t.shape[2] == c && t.shape[3] == d;
 }
 
-template <typename T>
-static const T *first(const mt_tensor &t)
-{
-    return static_cast<const T *>(t.data) + t.offset;
-}
-
-template <typename T>
-static T *first_out(const mt_tensor &t)
-{
-    return static_cast<T *>(t.data) + t.offset;
-}
-
 mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
                           int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups)
 {

@@ -3,7 +3,8 @@
  * (src/conv_implicit_gemm.cu): FastDiv, the sizes (ConvDims), and the three
  * matrix products the kernel there computes, each a Problem that says where
  * element (m, k) of A and (k, n) of B are gathered from and where output
- * (m, n) goes.
+ * (m, n) goes; and first / first_out, the entry points' data pointers,
+ * which src/conv_depthwise_backward.cu uses too.
  *
  * Compiled as it is by nvcc and the emulator (not passed through
  * minitensor/cuda/_cu2emu.py), so it declares no __shared__ arrays and
@@ -227,5 +228,20 @@ struct WeightGradProblem {
     MT_DEVICE int64_t out_col(int, int q) const { return q; }
     MT_DEVICE T row_bias(int, int) const { return T(0); }
 };
+
+/* The first element of a tensor's data, to read (first) or write (first_out);
+ * the convolution entry points (this rung's and the depthwise gradients') pass
+ * it to a kernel with the tensor's dense index arithmetic. */
+template <typename T>
+inline const T *first(const mt_tensor &t)
+{
+    return static_cast<const T *>(t.data) + t.offset;
+}
+
+template <typename T>
+inline T *first_out(const mt_tensor &t)
+{
+    return static_cast<T *>(t.data) + t.offset;
+}
 
 #endif /* MT_CONV_IMPLICIT_GEMM_H */

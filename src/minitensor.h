@@ -76,7 +76,7 @@
  *     mt_cross_entropy (+ backward)  float32 or float64; targets int64 or
  *                              the logits' dtype.
  *     mt_matmul (all forms), mt_softmax, mt_logsumexp (+ backward), mt_layer_norm (+
- *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d (+ igemm), the
+ *     backward), mt_sgd_step, mt_adam_step, mt_attention, mt_conv2d (+ igemm, depthwise), the
  *     pooling entry points (their indices: int64):
  *     float32 or float64 only.
  *   A dtype an entry point (or an op) does not take is MT_ERR_DTYPE, before
@@ -498,6 +498,15 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
 mt_status mt_conv2d_igemm_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
                                       int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+/* The gradients of a depthwise convolution (groups = C = C_out, weight (C, 1,
+ * KH, KW); src/conv_depthwise_backward.cu): grad_in (N, C, H, W), one thread
+ * per element gathering its output neighbours; grad_weight (C, 1, KH, KW),
+ * one block per tap summing over N OH OW in a fixed order. Operands as for
+ * mt_conv2d_igemm_input_grad / _weight_grad, sizes below 2^31. */
+mt_status mt_conv2d_depthwise_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, int stride_h,
+                                         int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w);
+mt_status mt_conv2d_depthwise_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
+                                          int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w);
 /* 2-D pooling (src/pool.cu), one kernel each way. in (N, C, H, W) and out
  * (N, C, OH, OW), any strides, one float dtype; OH is torch's output size,
  * floor((H + 2 pad_h - dilation_h (kernel_h - 1) - 1) / stride_h) + 1, or

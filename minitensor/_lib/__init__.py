@@ -188,6 +188,8 @@ from .conv import (  # noqa: F401
     conv2d_igemm,
     conv2d_igemm_input_grad,
     conv2d_igemm_weight_grad,
+    conv2d_depthwise_input_grad,
+    conv2d_depthwise_weight_grad,
 )
 from .cross_entropy import (  # noqa: F401
     cross_entropy,

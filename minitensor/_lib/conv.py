@@ -1,5 +1,6 @@
-"""The convolution kernels: the tiled rung (src/conv.cu) and the implicit-GEMM rung
-with its two gradients (src/conv_implicit_gemm.cu)."""
+"""The convolution kernels: the tiled rung (src/conv.cu), the implicit-GEMM rung
+with its two gradients (src/conv_implicit_gemm.cu) and the depthwise gradients
+(src/conv_depthwise_backward.cu)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                            c_int]),
     "mt_conv2d_igemm_weight_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
                                             c_int]),
+    "mt_conv2d_depthwise_input_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int,
+                                               c_int]),
+    "mt_conv2d_depthwise_weight_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int,
+                                                c_int]),
 }
 declare(SIGNATURES)
 
@@ -62,3 +67,23 @@ def conv2d_igemm_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stride: 
     check(lib().mt_conv2d_igemm_weight_grad(grad_weight.descriptor(), grad_out.descriptor(), inp.descriptor(),
                                             *_conv_args(stride, padding, dilation, groups)),
           "mt_conv2d_igemm_weight_grad")
+
+
+def conv2d_depthwise_input_grad(grad_in: Any, grad_out: Any, weight: Any, stride: tuple[int, int],
+                                padding: tuple[int, int], dilation: tuple[int, int]) -> None:
+    """grad_in (N, C, H, W) = the input's gradient of a depthwise convolution (weight
+    (C, 1, KH, KW), groups = C = C_out) for grad_out (N, C, OH, OW)
+    (mt_conv2d_depthwise_input_grad); contiguous."""
+    check(lib().mt_conv2d_depthwise_input_grad(grad_in.descriptor(), grad_out.descriptor(), weight.descriptor(),
+                                               *_conv_args(stride, padding, dilation, 1)[:6]),
+          "mt_conv2d_depthwise_input_grad")
+
+
+def conv2d_depthwise_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stride: tuple[int, int],
+                                 padding: tuple[int, int], dilation: tuple[int, int]) -> None:
+    """grad_weight (C, 1, KH, KW) = the weight's gradient of a depthwise convolution for
+    grad_out (N, C, OH, OW) and the input inp (N, C, H, W), summed over the batch
+    (mt_conv2d_depthwise_weight_grad); contiguous."""
+    check(lib().mt_conv2d_depthwise_weight_grad(grad_weight.descriptor(), grad_out.descriptor(), inp.descriptor(),
+                                                *_conv_args(stride, padding, dilation, 1)[:6]),
+          "mt_conv2d_depthwise_weight_grad")

@@ -51,7 +51,10 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     algo="implicit_gemm")``): per group one matrix product of the weights
     (C_out / groups, C / groups * KH * KW) with the input's windows, gathered
     tile by tile into shared memory and never written to memory, its backward
-    two more such products. A depthwise convolution (groups = C > 1: each
+    two more such products (each gradient's rung is ops.conv2d_grad_rungs's:
+    with fewer than 16 input channels a group the input gradient runs im2col,
+    and a depthwise layer's gradients run the depthwise kernels of
+    src/conv_depthwise_backward.cu). A depthwise convolution (groups = C > 1: each
     output channel reads one input channel) runs the tiled rung instead (one
     kernel, shared-memory tiles: src/conv.cu), whose patch must fit in shared
     memory; the H100 measured it 27x faster forward than im2col there

@@ -50,7 +50,7 @@ only from the modules before it (tests/test_layers.py checks it):
     norm           layer_norm and its gradient                (src/layernorm.cu)
     attention      attention, masked_softmax                  (src/attention.cu, src/masked_softmax.cu)
     matmul         matmul, with autotune.py's configuration   (src/matmul*.cu)
-    conv           im2col, col2im, conv2d_tiled, conv2d_igemm (src/conv*.cu)
+    conv           im2col, col2im, conv2d_tiled, conv2d_igemm, the depthwise gradients (src/conv*.cu)
     pool           max, average and adaptive pooling          (src/pool.cu)
     optim          the optimizers' fused updates              (src/optim.cu)
 
@@ -187,6 +187,10 @@ from .conv import (  # noqa: F401
     conv2d_igemm,
     conv2d_igemm_input_grad,
     conv2d_igemm_weight_grad,
+    conv2d_depthwise_input_grad,
+    conv2d_depthwise_weight_grad,
+    IGEMM_INPUT_GRAD_MIN_CHANNELS,
+    conv2d_grad_rungs,
 )
 from .pool import (  # noqa: F401
     pool_output_size,

@@ -1,6 +1,7 @@
 """Sliding windows: im2col/col2im (convolution as a matmul, and pooling), the
-tiled convolution kernel (src/conv.cu) and the implicit-GEMM convolution with its
-two gradients (src/conv_implicit_gemm.cu)."""
+tiled convolution kernel (src/conv.cu), the implicit-GEMM convolution with its
+two gradients (src/conv_implicit_gemm.cu), the depthwise gradients
+(src/conv_depthwise_backward.cu) and the rule that picks each gradient's rung."""
 
 from __future__ import annotations
 
@@ -153,3 +154,59 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
     out = empty(tuple(weight_shape), grad.dtype)
     _lib.conv2d_igemm_weight_grad(out, contiguous(grad), contiguous(x), stride, padding, dilation, groups)
     return out
+
+
+# ---- the depthwise gradients (src/conv_depthwise_backward.cu) -------------------------------------
+
+
+def conv2d_depthwise_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...], stride: tuple[int, int],
+                                padding: tuple[int, int], dilation: tuple[int, int]) -> Array:
+    """The gradient of a depthwise convolution's input (groups = C = C_out, weight (C, 1,
+    KH, KW)), of input_shape (N, C, H, W), for the output's gradient grad: each input
+    pixel gathers the KH x KW elements of grad that its value fed, times their taps
+    (one thread per pixel, no atomics)."""
+    out = empty(tuple(input_shape), grad.dtype)
+    _lib.conv2d_depthwise_input_grad(out, contiguous(grad), contiguous(weight), stride, padding, dilation)
+    return out
+
+
+def conv2d_depthwise_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...], stride: tuple[int, int],
+                                 padding: tuple[int, int], dilation: tuple[int, int]) -> Array:
+    """The gradient of a depthwise convolution's weight (of weight_shape, (C, 1, KH, KW))
+    for grad and the input x: per channel and tap, the sum over (N, OH, OW) of grad
+    times the input that tap read (one block each, a fixed order)."""
+    out = empty(tuple(weight_shape), grad.dtype)
+    _lib.conv2d_depthwise_weight_grad(out, contiguous(grad), contiguous(x), stride, padding, dilation)
+    return out
+
+
+# Below this many input channels a group, the implicit GEMM's input gradient is left to im2col.
+IGEMM_INPUT_GRAD_MIN_CHANNELS = 16
+
+
+def conv2d_grad_rungs(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], groups: int,
+                      forward: str) -> tuple[str, str]:
+    """The rungs (input gradient, weight gradient) of a convolution whose forward ran
+    on `forward` ("tiled" or "implicit_gemm"); each is "depthwise", "im2col" (the
+    window gradients W^T G, then col2im; G im2col(x)^T) or "implicit_gemm".
+
+    - depthwise (groups = C = C_out, one weight channel a group): "depthwise" for
+      both, whichever forward: as a GEMM each group's product has one row (M = 1)
+      in a tile of 64, so 63/64 of the multiply-adds would be on zeros;
+    - the implicit GEMM with fewer than 16 input channels a group (the 7 x 7
+      stem's C = 3): its input gradient's product has M = C / groups rows, 3 of
+      the narrow tile's 64 (the block still runs all K = C_out KH KW of them,
+      and at stride 2 three taps in four are gathered as zeros): the lead
+      measured the stem's forward + backward at 33 ms against im2col's 5.9 on
+      an H200 (bench/conv.py). im2col's backward is a dense batched matmul
+      (K = C_out) and col2im; the weight gradient stays an implicit GEMM
+      (M = C_out, its K split over blocks);
+    - else the forward's own: the tiled rung's backward is im2col's."""
+    c, c_out, c_group = input_shape[1], weight_shape[0], weight_shape[1]
+    if c_group == 1 and groups == c == c_out:
+        return "depthwise", "depthwise"
+    if forward == "tiled":
+        return "im2col", "im2col"
+    if c_group < IGEMM_INPUT_GRAD_MIN_CHANNELS:
+        return "im2col", "implicit_gemm"
+    return "implicit_gemm", "implicit_gemm"

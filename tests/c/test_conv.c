@@ -13,7 +13,11 @@
  * its 64 / 128 x 128 tiles, strides the tiled patch cannot hold), and its two
  * gradients, mt_conv2d_igemm_input_grad and mt_conv2d_igemm_weight_grad,
  * against their sums (stride > 1, dilation, groups, a weight gradient split
- * over blocks, an empty batch), with their refusals.
+ * over blocks, an empty batch), with their refusals. The depthwise rung's
+ * backward, mt_conv2d_depthwise_input_grad and _weight_grad, against the same
+ * sums (groups = C = C_out: stride, padding, dilation, per-dim arguments,
+ * planes off the 256-thread block, a 7 x 7 stem-like kernel at stride 2, an
+ * empty batch, random cases), with their refusals.
  *
  *   make check-c T=test_conv
  */
@@ -165,8 +169,28 @@ static tt_expect ref_weight_grad(const tt_tensor *grad_out, const tt_tensor *in,
     return tt_sum(sum, sumsq, a->n * oh * ow);
 }
 
+static int use_depthwise = 0; /* grad_case calls mt_conv2d_depthwise_* (a.groups = a.c = a.c_out) */
+
+static mt_status input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, const conv_args *a)
+{
+    if (use_depthwise)
+        return mt_conv2d_depthwise_input_grad(grad_in, grad_out, weight, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw);
+    return mt_conv2d_igemm_input_grad(grad_in, grad_out, weight, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
+                                      a->groups);
+}
+
+static mt_status weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, const conv_args *a)
+{
+    if (use_depthwise)
+        return mt_conv2d_depthwise_weight_grad(grad_weight, grad_out, in, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw);
+    return mt_conv2d_igemm_weight_grad(grad_weight, grad_out, in, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
+                                       a->groups);
+}
+
 static void grad_case(int dtype, conv_args a)
 {
+    const char *in_func = use_depthwise ? "mt_conv2d_depthwise_input_grad" : "mt_conv2d_igemm_input_grad";
+    const char *w_func = use_depthwise ? "mt_conv2d_depthwise_weight_grad" : "mt_conv2d_igemm_weight_grad";
     const int64_t oh = out_size(a.h, a.kh, a.sh, a.ph, a.dh), ow = out_size(a.w, a.kw, a.sw, a.pw, a.dw);
     int64_t is[4] = {a.n, a.c, a.h, a.w}, ws[4] = {a.c_out, a.c / a.groups, a.kh, a.kw};
     int64_t os[4] = {a.n, a.c_out, oh, ow};
@@ -177,8 +201,8 @@ static void grad_case(int dtype, conv_args a)
     tt_fill(&weight, -1, 1, 0);
     tt_fill(&grad_out, -1, 1, 0);
 
-    tt_case("mt_conv2d_igemm_input_grad %s: grad_in %s, grad_out %s, weight %s, stride (%d, %d), padding (%d, %d), "
-            "dilation (%d, %d), groups %d", tt_dtype_name(dtype), tt_str(&grad_in), tt_str(&grad_out),
+    tt_case("%s %s: grad_in %s, grad_out %s, weight %s, stride (%d, %d), padding (%d, %d), "
+            "dilation (%d, %d), groups %d", in_func, tt_dtype_name(dtype), tt_str(&grad_in), tt_str(&grad_out),
             tt_str(&weight), a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups);
     tt_expect *expect = tt_expect_alloc(&grad_in);
     for (int64_t e = 0; e < tt_numel(&grad_in.t); ++e) {
@@ -186,16 +210,15 @@ static void grad_case(int dtype, conv_args a)
         to_index(e, grad_in.t.shape, 4, index);
         expect[e] = ref_input_grad(&grad_out, &weight, &a, oh, ow, index[0], index[1], index[2], index[3]);
     }
-    if (tt_expect_ok(mt_conv2d_igemm_input_grad(grad_in.t, grad_out.t, weight.t, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw,
-                                                a.groups), "mt_conv2d_igemm_input_grad")) {
+    if (tt_expect_ok(input_grad(grad_in.t, grad_out.t, weight.t, &a), in_func)) {
         tt_check_output(&grad_in, expect);
         tt_expect_unchanged(&grad_out, "grad_out");
         tt_expect_unchanged(&weight, "weight");
     }
     free(expect);
 
-    tt_case("mt_conv2d_igemm_weight_grad %s: grad_weight %s, grad_out %s, in %s, stride (%d, %d), padding (%d, %d), "
-            "dilation (%d, %d), groups %d", tt_dtype_name(dtype), tt_str(&grad_w), tt_str(&grad_out), tt_str(&in),
+    tt_case("%s %s: grad_weight %s, grad_out %s, in %s, stride (%d, %d), padding (%d, %d), "
+            "dilation (%d, %d), groups %d", w_func, tt_dtype_name(dtype), tt_str(&grad_w), tt_str(&grad_out), tt_str(&in),
             a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups);
     expect = tt_expect_alloc(&grad_w);
     for (int64_t e = 0; e < tt_numel(&grad_w.t); ++e) {
@@ -203,8 +226,7 @@ static void grad_case(int dtype, conv_args a)
         to_index(e, grad_w.t.shape, 4, index);
         expect[e] = ref_weight_grad(&grad_out, &in, &a, oh, ow, index[0], index[1], index[2], index[3]);
     }
-    if (tt_expect_ok(mt_conv2d_igemm_weight_grad(grad_w.t, grad_out.t, in.t, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw,
-                                                 a.groups), "mt_conv2d_igemm_weight_grad")) {
+    if (tt_expect_ok(weight_grad(grad_w.t, grad_out.t, in.t, &a), w_func)) {
         tt_check_output(&grad_w, expect);
         tt_expect_unchanged(&grad_out, "grad_out");
         tt_expect_unchanged(&in, "in");
@@ -282,8 +304,29 @@ int main(void)
             grad_case(dtype, (conv_args){2, 2, 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
             grad_case(dtype, (conv_args){0, 2, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no batch: a zero weight gradient */
             grad_case(dtype, (conv_args){2, 2, 6, 6, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0}); /* no output channel: a zero input gradient */
+            /* The stem's shape, small: C = 3, 7 x 7, stride 2, padding 3. */
+            grad_case(dtype, (conv_args){2, 3, 19, 18, 5, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0});
             for (int r = 0; r < 8; ++r)
                 grad_case(dtype, random_args());
+        }
+        TT_GROUP("conv2d depthwise gradients %s", tt_dtype_name(dtype)) {
+            use_depthwise = 1;
+            /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
+            grad_case(dtype, (conv_args){2, 3, 9, 10, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0});   /* 3 x 3, padding 1 */
+            grad_case(dtype, (conv_args){1, 2, 17, 13, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, 0});  /* stride 2 */
+            grad_case(dtype, (conv_args){1, 2, 16, 19, 2, 3, 2, 3, 2, 0, 1, 2, 3, 2, 0});  /* per-dim stride, dilation */
+            grad_case(dtype, (conv_args){1, 2, 19, 18, 2, 7, 7, 2, 2, 3, 3, 1, 1, 2, 0});  /* 7 x 7, stride 2 */
+            grad_case(dtype, (conv_args){1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});    /* one pixel */
+            grad_case(dtype, (conv_args){2, 1, 2, 2, 1, 5, 5, 1, 1, 2, 2, 1, 1, 1, 0});    /* mostly padding */
+            /* 2 * 23 * 19 = 874 products a tap: several per thread of the 256. */
+            grad_case(dtype, (conv_args){2, 2, 23, 19, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0});
+            grad_case(dtype, (conv_args){0, 2, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 0});    /* no batch: a zero weight gradient */
+            for (int r = 0; r < 6; ++r) {
+                conv_args a = random_args();
+                a.c = a.c_out = a.groups;
+                grad_case(dtype, a);
+            }
+            use_depthwise = 0;
         }
     }
     TT_GROUP("refused") {
@@ -411,6 +454,29 @@ int main(void)
         tt_case("mt_conv2d_igemm_weight_grad: no window fits (dilation 3)");
         tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 1, 1, 0, 0, 3, 3, 1), MT_ERR_SHAPE,
                         "mt_conv2d_igemm_weight_grad", &weight);
+        /* The depthwise gradients' checks: weight (2, 2, 3, 3) is not depthwise for C = 2. */
+        tt_case("mt_conv2d_depthwise_input_grad: a weight of 2 channels a group");
+        if (tt_expect_error(mt_conv2d_depthwise_input_grad(in.t, out.t, weight.t, 1, 1, 0, 0, 1, 1), MT_ERR_SHAPE,
+                            "mt_conv2d_depthwise_input_grad", &in) &&
+            !strstr(mt_last_error(), "(C, 1, KH, KW)"))
+            tt_fail("the message does not name the weight's shape: \"%s\"", mt_last_error());
+        tt_case("mt_conv2d_depthwise_input_grad: grad_out 4 x 4 where padding 1 makes the output 6 x 6");
+        tt_expect_error(mt_conv2d_depthwise_input_grad(in.t, out.t, wg.t, 1, 1, 1, 1, 1, 1), MT_ERR_SHAPE,
+                        "mt_conv2d_depthwise_input_grad", &in);
+        tt_case("mt_conv2d_depthwise_input_grad: grad_in is grad_out");
+        tt_expect_error(mt_conv2d_depthwise_input_grad(out_same.t, out_same.t, wg.t, 1, 1, 1, 1, 1, 1), TT_ANY_ERROR,
+                        "mt_conv2d_depthwise_input_grad", NULL);
+        tt_case("mt_conv2d_depthwise_input_grad: a transposed grad_out");
+        tt_expect_error(mt_conv2d_depthwise_input_grad(in.t, out_t, wg.t, 1, 1, 0, 0, 1, 1), MT_ERR_INVALID_ARGUMENT,
+                        "mt_conv2d_depthwise_input_grad", &in);
+        tt_case("mt_conv2d_depthwise_weight_grad: an int64 input");
+        tt_expect_error(mt_conv2d_depthwise_weight_grad(wg.t, out.t, in_i.t, 1, 1, 0, 0, 1, 1), MT_ERR_DTYPE,
+                        "mt_conv2d_depthwise_weight_grad", &wg);
+        tt_case("mt_conv2d_depthwise_weight_grad: stride 0, then no window fits (dilation 3)");
+        tt_expect_error(mt_conv2d_depthwise_weight_grad(wg.t, out.t, in.t, 0, 1, 0, 0, 1, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d_depthwise_weight_grad", &wg);
+        tt_expect_error(mt_conv2d_depthwise_weight_grad(wg.t, out.t, in.t, 1, 1, 0, 0, 3, 3), MT_ERR_SHAPE,
+                        "mt_conv2d_depthwise_weight_grad", &wg);
         tt_tensor *all[] = {&in, &weight, &out, &bias, &bias3, &wg, &out_same, &in_i, &w_i, &out_i, &w_d,
                             &in1, &w1, &out1, &in_big, &out_big, &w_big};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
