@@ -646,10 +646,11 @@ def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_pa
 # run_autograder grades a submission in which one task crashes, one hangs and one races.
 
 AG_TASKS = ["map_zip", "matmul_tiled", "softmax", "ladder_rung"]
-# Per item, whole grade; the test's bound on the run. The hang costs its task's items up to its
-# share of the budget, so both are as short as the solved items' times allow on a busy 2-core
-# machine (map_zip's tests/test_elementwise.py: about 25 s there under the full checks).
-AG_TIMEOUT, AG_BUDGET, AG_BOUND = 30, 240, 360
+# Per item, whole grade; the test's bound on the run. The item limit is as short as the solved
+# items' times allow on a busy 2-core machine (map_zip's tests/test_elementwise.py: about 25 s
+# there under the full checks). The budget counts the grade's build of the submission's five
+# kernels too: 240 s ran out during that build at a load of 12 to 19 (docs/testing.md).
+AG_TIMEOUT, AG_BUDGET, AG_BOUND = 30, 300, 420
 HIDDEN_TEST = ("import minitensor as mt\n\n\n"
                "def test_a_hidden_map_of_a_strided_view():\n"
                "    x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]).T\n"
