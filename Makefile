@@ -172,27 +172,40 @@ test-py: $(LIBS) $(VENV)/.ok
 test-py-teaching: $(LIBS) $(VENV)/.ok
 	MINITENSOR_KERNELS=teaching $(VPY) -m pytest -q tests
 
-# The C tests first, whose output is short, then the Python suite under each
-# policy. On a machine whose nvcc has no GPU, the compile check runs beside
-# the Python suite, one compile at a time (pytest keeps one core busy, nvcc
-# the other), into build/cuda-check.log, shown at the end if it failed.
-# Every part runs; the target fails at the end if any part failed.
-# The Python suite runs with the emulator's full checks (docs/emulator.md),
-# as the C tests do, so that CI finds no false positive in them either.
+# make test keeps both cores of a 2-core CI machine busy (docs/testing.md,
+# "How long make test takes"): nvcc's compile check (where nvcc has no GPU)
+# runs beside everything from the start, one compile at a time; once the
+# libraries and the C test programs are built, the course kit's tests (a
+# pytest of their own: they build and grade copies of the repository, and
+# write nothing here but under build/) run beside the C tests and the rest
+# of the Python suite. Their output goes to build/cuda-check.log and
+# build/course-tests.log, whose tail is shown at the end (all of it when
+# they failed). Every part runs; the target fails at the end if any part
+# failed. The Python suite runs with the emulator's full checks
+# (docs/emulator.md), as the C tests do, so that CI finds no false positive
+# in them either; its second pass runs under the teaching kernel policy.
 CUDA_CHECK_IN_TEST := $(if $(NVCC),$(if $(HAVE_GPU),,yes))
+COURSE_TESTS       := tests/test_course_kit.py tests/test_course_grade.py
 test:
-	@$(MAKE) --no-print-directory test-c
 	@status=0; \
+	mkdir -p $(BUILD); rm -f $(BUILD)/cuda-check.status $(BUILD)/course-tests.status; \
 	if [ -n "$(CUDA_CHECK_IN_TEST)" ]; then \
-	    mkdir -p $(BUILD); rm -f $(BUILD)/cuda-check.status; \
-	    echo "cuda-check: nvcc compiles the kernels for sm_$(CHECK_ARCH) beside the Python suite ($(BUILD)/cuda-check.log)"; \
+	    echo "cuda-check: nvcc compiles the kernels for sm_$(CHECK_ARCH) beside the tests ($(BUILD)/cuda-check.log)"; \
 	    ( $(MAKE) --no-print-directory -j1 cuda-check > $(BUILD)/cuda-check.log 2>&1; \
 	      echo $$? > $(BUILD)/cuda-check.status ) & \
 	fi; \
-	MINITENSOR_EMU_CHECK=full $(MAKE) --no-print-directory test-py || status=1; \
+	$(MAKE) --no-print-directory $(LIBS) $(DIST_LIBS) $(VENV)/.ok test-c-build || status=1; \
+	echo "course kit: $(COURSE_TESTS) run beside the other tests ($(BUILD)/course-tests.log)"; \
+	( MINITENSOR_EMU_CHECK=full $(VPY) -m pytest -q $(COURSE_TESTS) > $(BUILD)/course-tests.log 2>&1; \
+	  echo $$? > $(BUILD)/course-tests.status ) & \
+	$(MAKE) --no-print-directory test-c || status=1; \
+	MINITENSOR_EMU_CHECK=full $(VPY) -m pytest -q tests $(COURSE_TESTS:%=--ignore=%) || status=1; \
 	$(MAKE) --no-print-directory test-py-teaching || status=1; \
+	wait; \
+	if [ "$$(cat $(BUILD)/course-tests.status 2>/dev/null)" = 0 ]; then \
+	    echo "course kit ($(COURSE_TESTS)):"; tail -n 1 $(BUILD)/course-tests.log; \
+	else echo "course kit ($(COURSE_TESTS)) FAILED:"; cat $(BUILD)/course-tests.log; status=1; fi; \
 	if [ -n "$(CUDA_CHECK_IN_TEST)" ]; then \
-	    wait; \
 	    if [ "$$(cat $(BUILD)/cuda-check.status 2>/dev/null)" = 0 ]; then tail -n 1 $(BUILD)/cuda-check.log; \
 	    else echo "cuda-check FAILED:"; tail -n 60 $(BUILD)/cuda-check.log; status=1; fi; \
 	fi; \

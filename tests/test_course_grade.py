@@ -338,13 +338,23 @@ def check_gradescope_format(results: dict) -> None:
     assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]), abs=0.05)
 
 
-def test_the_solved_repository_gets_full_marks(tmp_path: Path) -> None:
-    results, xml, stdout = grade_cli(tmp_path, "--tasks", "softmax")
+@pytest.fixture(scope="module")
+def softmax_and_crasher(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, ET.Element, str]:
+    """One real grade of the solved repository's softmax and of a hidden task whose test crashes
+    (hidden_task below): both tests below read it, so that softmax is graded once."""
+    tmp_path = tmp_path_factory.mktemp("grade")
+    hidden = hidden_task(tmp_path, "crasher", 5, "def test_segfault():\n    os.kill(os.getpid(), signal.SIGSEGV)")
+    return grade_cli(tmp_path, "--tasks", "softmax,crasher", "--hidden", str(hidden))
+
+
+def test_the_solved_repository_gets_full_marks(softmax_and_crasher: tuple[dict, ET.Element, str]) -> None:
+    results, xml, stdout = softmax_and_crasher
     check_gradescope_format(results)
-    assert results["score"] == 10
-    assert all(t["score"] == t["max_score"] for t in results["tests"])
-    suite = xml.find("testsuite")
-    assert suite.get("name") == "softmax" and suite.get("failures") == "0" and suite.get("errors") == "0"
+    softmax = [t for t in results["tests"] if t["name"].startswith("softmax: ")]
+    assert softmax and sum(t["max_score"] for t in softmax) == 10
+    assert all(t["score"] == t["max_score"] for t in softmax)
+    suite = xml.find("testsuite[@name='softmax']")
+    assert suite is not None and suite.get("failures") == "0" and suite.get("errors") == "0"
     assert re.search(r"^softmax\s+10\s+\d+\s+0\s+10\.00$", stdout, re.MULTILINE), stdout
     assert "grade: warning" not in stdout, stdout  # course/c_cases.json counts softmax's groups right
 
@@ -365,9 +375,8 @@ def hidden_task(tmp_path: Path, task_id: str, points: int, middle: str) -> Path:
     return hidden
 
 
-def test_a_crashing_hidden_test_costs_its_own_task_only(tmp_path: Path) -> None:
-    hidden = hidden_task(tmp_path, "crasher", 5, "def test_segfault():\n    os.kill(os.getpid(), signal.SIGSEGV)")
-    results, xml, stdout = grade_cli(tmp_path, "--tasks", "softmax,crasher", "--hidden", str(hidden))
+def test_a_crashing_hidden_test_costs_its_own_task_only(softmax_and_crasher: tuple[dict, ET.Element, str]) -> None:
+    results, xml, stdout = softmax_and_crasher
     check_gradescope_format(results)
     by_name = {t["name"]: t for t in results["tests"]}
     crash = by_name["crasher: hidden: test_crasher.py"]
