@@ -33,6 +33,9 @@
  *                  (each warp, then warp 0: two barriers). Each thread now
  *                  adds 4 neighbouring elements at a time, so the order of
  *                  the additions, and the last bits of a sum, differ.
+ *                  mt_reduce's default for max, min and the arg reductions
+ *                  (whose result does not depend on the order) over
+ *                  contiguous rows of whole Packs that warp_rows leaves.
  *   warp_rows      no block-wide step at all: each warp reduces rows of its
  *                  own (the loads of vectorized, then five shuffles), and a
  *                  grid sized to the GPU keeps every warp streaming rows
@@ -199,8 +202,15 @@ __global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t
  * group's width (lane 0 of a group only ever reads lanes of its own group).
  * No shared memory and no barrier: the warps of a block never wait for each
  * other, so a slow warp delays only its own rows. */
+/* Blocks of warp_rows resident per SM, and so its grid (a grid-stride loop
+ * over rows: every block gets the same share). The bound makes ptxas fit a
+ * thread in 65536 / (6 * 256) = 40 registers; without it ptxas used 42-54
+ * (sm_90), only 5 blocks of the 8 the grid had per SM were resident, and
+ * the other 3 ran their whole share after them: up to twice the time. */
+constexpr int kWarpRowsBlocksPerSM = 6;
+
 template <typename T, typename R>
-__global__ void reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec,
+__global__ void __launch_bounds__(kBlockSize, kWarpRowsBlocksPerSM) reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec,
                                       int group, R reducer)
 {
     constexpr int W = Pack<T>::kWidth;
@@ -267,11 +277,12 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
         int group = 1;
         while (group < 32 && group < loads)
             group *= 2;
-        /* 8 warps a block; enough blocks for 8 per SM (64 warps, the H100's
-         * most), fewer when there are fewer rows. */
+        /* 8 warps a block; as many blocks as are resident at once
+         * (kWarpRowsBlocksPerSM per SM: 48 warps of the H100's 64), fewer
+         * when there are fewer rows. */
         const int64_t rows_per_block = kBlockSize / 32 * (32 / group);
         const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-        const int64_t resident = (int64_t)mt_sm_count() * 8;
+        const int64_t resident = (int64_t)mt_sm_count() * kWarpRowsBlocksPerSM;
         const unsigned int grid = (unsigned int)(blocks < resident ? blocks : resident);
         reduce_rows_warp_rows<T, R><<<grid, kBlockSize, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, group,
                                                                          reducer);

@@ -298,7 +298,8 @@ def test_max_with_indices_refuses_empty_dims_and_tuples() -> None:
         mt.ops.reduce_with_indices("max", mt.ones(2, 3), (0, 1))
 
 
-ROW_KERNELS = ("reduce_rows_warp", "reduce_rows_first_add", "reduce_rows_warp_rows", "reduce_columns")
+ROW_KERNELS = ("reduce_rows_warp", "reduce_rows_first_add", "reduce_rows_warp_rows", "reduce_rows_vectorized",
+               "reduce_columns")
 
 
 @pytest.mark.parametrize("shape, dim", [((40, 3000), 1), ((3000, 40), 0)])
