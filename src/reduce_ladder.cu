@@ -163,12 +163,12 @@ MT_DEVICE typename R::Acc accumulate_packs(const Pack<T> *packs, int64_t c, int6
             p[u] = packs[c + u * B];
         MT_UNROLL for (int u = 0; u < 4; ++u)
             MT_UNROLL for (int w = 0; w < W; ++w)
-                acc = reducer(acc, reducer.lift(p[u].v[w], (c + u * B) * W + w));
+                acc = fold_next(reducer, acc, p[u].v[w], (c + u * B) * W + w);
     }
     for (; c < count; c += B) {
         const Pack<T> p = packs[c];
         MT_UNROLL for (int w = 0; w < W; ++w)
-            acc = reducer(acc, reducer.lift(p.v[w], c * W + w));
+            acc = fold_next(reducer, acc, p.v[w], c * W + w);
     }
     return acc;
 }
