@@ -336,6 +336,17 @@ def norm_cases(res: Results, quick: bool) -> None:
         print("  rows: A.max(dim=1): the values or the indices differ from torch's", flush=True)
     bench_case(res, "rows", "A.max(dim=1) values only (amax)", lambda: mA.amax(dim=1), lambda: A.amax(dim=1),
                bytes_moved=rows * n * F32, quick=quick, tol=0.0)
+    # The same rows on three rungs of the reduction ladder, for the choice of
+    # default: max (values) and argmax (the (value, index) pass of max(dim)).
+    for algo in ("warp_shuffle", "vectorized", "warp_rows"):
+        bench_case(res, "rows", f"A.amax(dim=1), rung {algo}", lambda a=algo: mt.kernels.reduce(mA, "max", 1, a),
+                   lambda: A.amax(dim=1), bytes_moved=rows * n * F32, quick=quick, tol=0.0)
+        row = bench_case(res, "rows", f"A.argmax(dim=1), rung {algo}",
+                         lambda a=algo: mt.kernels.reduce(mA, "argmax", 1, a), lambda: A.argmax(dim=1),
+                         bytes_moved=rows * n * F32, quick=quick, check=False)
+        if not torch.equal(to_torch(mt.kernels.reduce(mA, "argmax", 1, algo).double()).long(), A.argmax(dim=1)):
+            row["ok"] = False
+            print(f"  rows: A.argmax(dim=1) on rung {algo}: the indices differ from torch's", flush=True)
     del A, mA, got, want
 
     # logsumexp and cross-entropy over rows of 4096 (16384 rows; torch's

@@ -12,6 +12,11 @@
  *   reduce_rows_warp_rows  (many contiguous rows of at most 2048 elements)
  *                        one warp, or a group of lanes, per row: the
  *                        warp_rows rung.
+ *   reduce_rows_vectorized  (max, min, argmax, argmin and max/min with
+ *                        indices over other contiguous rows of whole 16-byte
+ *                        Packs from an aligned start) one block per row, four
+ *                        16-byte loads in flight per thread: the vectorized
+ *                        rung. Sums keep warp_shuffle's order of additions.
  *   reduce_columns       (a contiguous input reduced over a dim that is not
  *                        the last, e.g. sum over dim 0 of a matrix) a row
  *                        kernel would have each block walk down one column,
@@ -313,12 +318,32 @@ static mt_status check_arg_not_empty(const char *func, int op, const mt_tensor &
 
 /* mt_reduce's choice for the layout: walking columns (kWalkColumns) for a
  * contiguous input reduced over a dim that is not the last; one warp per row
- * (the warp_rows rung) for many short contiguous rows; else the
- * warp_shuffle rung. Under the teaching policy (policy.h), the first_add
+ * (the warp_rows rung) for many short contiguous rows; the vectorized rung
+ * for other contiguous rows of whole Packs when the op is order_free; else
+ * the warp_shuffle rung. Under the teaching policy (policy.h), the first_add
  * rung for every layout. */
 constexpr int kWalkColumns = -1;
 
-static int default_rung(const mt_tensor &out, const mt_tensor &in, int dim)
+/* Ops whose result does not depend on the order the tree combines in:
+ * max and min (NaN wins wherever it is), and the arg reductions, whose
+ * combine picks the first best index (ReduceArg, reduce.h). A float sum
+ * does depend on it: notebook 02 mirrors warp_shuffle's order bit for bit. */
+static bool is_order_free(int op)
+{
+    return op == MT_REDUCE_MAX || op == MT_REDUCE_MIN || is_arg_op(op);
+}
+
+/* Contiguous rows along the last dim, a whole number of 16-byte Packs each,
+ * the first from a 16-byte aligned address: every row start is aligned, so
+ * the vectorized rung reads them with 16-byte loads (its own test). */
+static bool rows_take_packs(const mt_tensor &in, int dim)
+{
+    const int64_t width = 16 / dtype_size(in.dtype);
+    const char *first = static_cast<const char *>(in.data) + in.offset * dtype_size(in.dtype);
+    return dim == in.ndim - 1 && is_contiguous(in) && in.shape[dim] % width == 0 && aligned16(first);
+}
+
+static int default_rung(const mt_tensor &out, const mt_tensor &in, int dim, bool order_free)
 {
     if (!mt_fast_kernels())
         return MT_REDUCE_ALGO_FIRST_ADD;
@@ -335,13 +360,20 @@ static int default_rung(const mt_tensor &out, const mt_tensor &in, int dim)
     const int64_t len = in.shape[dim], rows = tensor_numel(out);
     if (dim == in.ndim - 1 && is_contiguous(in) && len <= 2048 && rows >= (int64_t)mt_sm_count() * 64)
         return MT_REDUCE_ALGO_WARP_ROWS;
+    /* Longer (or fewer) rows: one block per row, each thread with four
+     * 16-byte loads in flight (16 floats) before it combines any, where
+     * warp_shuffle has eight 4-byte ones and a 64-bit address computation
+     * per element. max(dim) with indices on 16384 x 4096 floats ran at 2.3
+     * TB/s on warp_shuffle (H200, bench/run.py --only norm), amax at 3.1. */
+    if (order_free && rows_take_packs(in, dim))
+        return MT_REDUCE_ALGO_VECTORIZED;
     return MT_REDUCE_ALGO_WARP_SHUFFLE;
 }
 
 template <typename T>
 static mt_status reduce_default(const char *func, int op, const mt_tensor &out, const mt_tensor &in, int dim)
 {
-    const int rung = default_rung(out, in, dim);
+    const int rung = default_rung(out, in, dim, is_order_free(op));
     if (rung != kWalkColumns)
         return reduce_rows_variant(func, rung, op, out, in, dim);
     return with_reducer<T>(func, op, [&](auto reducer) { return launch_reduce_columns<T>(out, in, dim, reducer); });
@@ -426,7 +458,7 @@ mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt
     if (tensor_numel(indices) == 0)
         return MT_OK;
 
-    const int rung = default_rung(indices, in, dim);
+    const int rung = default_rung(indices, in, dim, true);
     if (rung != kWalkColumns)
         return reduce_rows_with_index_variant(func, rung, max, values, indices, in, dim);
     return with_dtype(func, in.dtype, [&](auto tag) {

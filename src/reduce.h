@@ -134,6 +134,27 @@ using reduce_argmax = ReduceArg<T, true>;
 template <typename T>
 using reduce_argmin = ReduceArg<T, false>;
 
+/* acc combined with x, element k of the row, when every index acc holds is
+ * smaller than k (a thread walking its share of a row in order, from the
+ * identity). The arg reducers' last rule (the smaller index wins a tie) then
+ * always keeps acc, so x wins only when it is strictly better, or the first
+ * NaN, or acc is still the identity (index INT64_MAX, which every element
+ * beats): fewer instructions per element than the full, order-free combine
+ * in the loops that read the row. Other reducers: the combine itself. */
+template <typename T, typename R>
+MT_DEVICE typename R::Acc fold_next(const R &reducer, typename R::Acc acc, T x, int64_t k)
+{
+    constexpr bool kArgMax = std::is_base_of<ReduceArg<T, true>, R>::value;
+    constexpr bool kArgMin = std::is_base_of<ReduceArg<T, false>, R>::value;
+    if constexpr (kArgMax || kArgMin) {
+        const bool better = kArgMax ? x > acc.value : x < acc.value;
+        const bool take = mt_isnan(x) ? !mt_isnan(acc.value) : better || acc.index == INT64_MAX;
+        return take ? typename R::Acc{x, k} : acc;
+    } else {
+        return reducer(acc, reducer.lift(x, k));
+    }
+}
+
 /* ---- where a row's result goes ----------------------------------------------
  *
  * Every kernel writes a row's result with store_result(reducer, out, pos,
@@ -223,10 +244,10 @@ MT_DEVICE typename R::Acc accumulate_strided(const T *row, int64_t first_k, int6
         MT_UNROLL for (int u = 0; u < kBatch; ++u)
             x[u] = row[(k + u * step) * stride];
         MT_UNROLL for (int u = 0; u < kBatch; ++u)
-            acc = reducer(acc, reducer.lift(x[u], k + u * step));
+            acc = fold_next(reducer, acc, x[u], k + u * step);
     }
     for (; k < len; k += step)
-        acc = reducer(acc, reducer.lift(row[k * stride], k));
+        acc = fold_next(reducer, acc, row[k * stride], k);
     return acc;
 }
 

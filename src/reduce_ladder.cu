@@ -33,6 +33,9 @@
  *                  (each warp, then warp 0: two barriers). Each thread now
  *                  adds 4 neighbouring elements at a time, so the order of
  *                  the additions, and the last bits of a sum, differ.
+ *                  mt_reduce's default for max, min and the arg reductions
+ *                  (whose result does not depend on the order) over
+ *                  contiguous rows of whole Packs that warp_rows leaves.
  *   warp_rows      no block-wide step at all: each warp reduces rows of its
  *                  own (the loads of vectorized, then five shuffles), and a
  *                  grid sized to the GPU keeps every warp streaming rows
@@ -141,6 +144,14 @@ __global__ void reduce_rows_warp(mt_tensor out, mt_tensor in_rows, int64_t len, 
     }
 }
 
+/* Blocks of 256 threads of rungs 5 and 6 resident per SM, and so warp_rows'
+ * grid (a grid-stride loop over rows: every block gets the same share).
+ * The bound (__launch_bounds__(kBlockSize, kRowBlocksPerSM)) makes ptxas fit a
+ * thread in 65536 / (6 * 256) = 40 registers; without it ptxas used 42-54
+ * (sm_90), only 5 blocks of the 8 the grid had per SM were resident, and
+ * the other 3 ran their whole share after them: up to twice the time. */
+constexpr int kRowBlocksPerSM = 6;
+
 /* Rung 5: every load moves a 16-byte Pack (when `vec`: stride 1, every row
  * start aligned, len a multiple of the Pack width; else single elements),
  * and the finish is shuffles only (block_reduce_warps: each warp reduces its
@@ -160,18 +171,20 @@ MT_DEVICE typename R::Acc accumulate_packs(const Pack<T> *packs, int64_t c, int6
             p[u] = packs[c + u * B];
         MT_UNROLL for (int u = 0; u < 4; ++u)
             MT_UNROLL for (int w = 0; w < W; ++w)
-                acc = reducer(acc, reducer.lift(p[u].v[w], (c + u * B) * W + w));
+                acc = fold_next(reducer, acc, p[u].v[w], (c + u * B) * W + w);
     }
     for (; c < count; c += B) {
         const Pack<T> p = packs[c];
         MT_UNROLL for (int w = 0; w < W; ++w)
-            acc = reducer(acc, reducer.lift(p.v[w], c * W + w));
+            acc = fold_next(reducer, acc, p.v[w], c * W + w);
     }
     return acc;
 }
 
+/* (Without the bound ptxas gave max(dim) with indices 44 registers here:
+ * 5 blocks per SM; 40 let a sixth in.) */
 template <typename T, typename R>
-__global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec, R reducer)
+__global__ void __launch_bounds__(kBlockSize, kRowBlocksPerSM) reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec, R reducer)
 {
     __shared__ BlockScratch<typename R::Acc> scratch;
     constexpr int W = Pack<T>::kWidth;
@@ -200,7 +213,7 @@ __global__ void reduce_rows_vectorized(mt_tensor out, mt_tensor in_rows, int64_t
  * No shared memory and no barrier: the warps of a block never wait for each
  * other, so a slow warp delays only its own rows. */
 template <typename T, typename R>
-__global__ void reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec,
+__global__ void __launch_bounds__(kBlockSize, kRowBlocksPerSM) reduce_rows_warp_rows(mt_tensor out, mt_tensor in_rows, int64_t len, int64_t stride, int64_t rows, bool vec,
                                       int group, R reducer)
 {
     constexpr int W = Pack<T>::kWidth;
@@ -267,11 +280,12 @@ static mt_status launch_reduce_rows(int algo, const mt_tensor &out, const mt_ten
         int group = 1;
         while (group < 32 && group < loads)
             group *= 2;
-        /* 8 warps a block; enough blocks for 8 per SM (64 warps, the H100's
-         * most), fewer when there are fewer rows. */
+        /* 8 warps a block; as many blocks as are resident at once
+         * (kRowBlocksPerSM per SM: 48 warps of the H100's 64), fewer
+         * when there are fewer rows. */
         const int64_t rows_per_block = kBlockSize / 32 * (32 / group);
         const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-        const int64_t resident = (int64_t)mt_sm_count() * 8;
+        const int64_t resident = (int64_t)mt_sm_count() * kRowBlocksPerSM;
         const unsigned int grid = (unsigned int)(blocks < resident ? blocks : resident);
         reduce_rows_warp_rows<T, R><<<grid, kBlockSize, 0, mt_stream()>>>(out, in_rows, len, stride, rows, vec, group,
                                                                          reducer);

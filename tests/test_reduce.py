@@ -298,7 +298,8 @@ def test_max_with_indices_refuses_empty_dims_and_tuples() -> None:
         mt.ops.reduce_with_indices("max", mt.ones(2, 3), (0, 1))
 
 
-ROW_KERNELS = ("reduce_rows_warp", "reduce_rows_first_add", "reduce_rows_warp_rows", "reduce_columns")
+ROW_KERNELS = ("reduce_rows_warp", "reduce_rows_first_add", "reduce_rows_warp_rows", "reduce_rows_vectorized",
+               "reduce_columns")
 
 
 @pytest.mark.parametrize("shape, dim", [((40, 3000), 1), ((3000, 40), 0)])
@@ -314,3 +315,17 @@ def test_max_with_indices_reads_the_input_once(shape: tuple, dim: int) -> None:
     values, indices = t.max(dim)
     assert sum(_lib.launch_count(k) for k in ROW_KERNELS) == 1
     np.testing.assert_array_equal(indices.numpy(), t.numpy().argmax(dim))
+
+
+@pytest.mark.parametrize("value, dtype", [(-np.inf, np.float32), (np.inf, np.float64),
+                                          (np.iinfo(np.int64).min, np.int64), (np.iinfo(np.int64).max, np.int64)])
+@pytest.mark.parametrize("length", [7, 4096])
+def test_arg_of_rows_of_the_identity_value(value: float, dtype: type, length: int) -> None:
+    """A row whose every element equals a reducer's identity value (-inf for max,
+    INT64_MAX for min, ...) still points at its first element: the loops that read
+    a row in order let an element replace the identity even when they tie."""
+    a = np.full((3, length), value, dtype=dtype)
+    t = mt.tensor(a)
+    for got in (t.argmax(1), t.argmin(1), t.max(1).indices, t.min(1).indices):
+        np.testing.assert_array_equal(got.numpy(), np.zeros(3, dtype=np.int64))
+    np.testing.assert_array_equal(t.max(1).values.numpy(), a[:, 0])

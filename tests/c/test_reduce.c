@@ -177,6 +177,30 @@ static int g_algo = -1;
 static int g_in_role = TT_INPUT;
 static int g_out_role = TT_OUTPUT;
 
+/* With g_shift, reduce_case and with_indices_case take a contiguous input
+ * that starts one element into its buffer: rows of whole Packs whose
+ * starts are not 16-byte aligned, which must take the element-wise loads. */
+static int g_shift = 0;
+
+/* A row-major view of `shape` at offset 1 of a buffer one element longer. */
+static tt_tensor new_shifted(int dtype, int ndim, const int64_t *shape)
+{
+    int64_t total = 1;
+    for (int d = 0; d < ndim; ++d)
+        total *= shape[d];
+    total += 1;
+    tt_tensor x = tt_new(dtype, 1, &total, TT_CONTIGUOUS);
+    x.t.ndim = ndim;
+    int64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        x.t.shape[d] = shape[d];
+        x.t.strides[d] = stride;
+        stride *= shape[d];
+    }
+    x.t.offset = 1;
+    return x;
+}
+
 /* The device's SM count, from mt_device_key ("<name>|sm_<cc>|<SMs>sm"). */
 static int64_t device_sms(void)
 {
@@ -194,7 +218,7 @@ static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int d
     int64_t out_shape[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
-    tt_tensor in = tt_new(dtype, ndim, shape, g_in_role);
+    tt_tensor in = g_shift ? new_shifted(dtype, ndim, shape) : tt_new(dtype, ndim, shape, g_in_role);
     tt_tensor out = tt_new(out_dtype_of(op, dtype), ndim, out_shape, g_out_role);
     fill_domain(op, &in);
     if (dtype != MT_FLOAT32 && dtype != MT_FLOAT64)
@@ -251,7 +275,7 @@ static void with_indices_case(int op, int dtype, int ndim, const int64_t *shape,
     int64_t out_shape[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
-    tt_tensor in = tt_new(dtype, ndim, shape, g_in_role);
+    tt_tensor in = g_shift ? new_shifted(dtype, ndim, shape) : tt_new(dtype, ndim, shape, g_in_role);
     tt_tensor values = tt_new(dtype, ndim, out_shape, g_out_role);
     tt_tensor indices = new_with_layout(MT_INT64, &values);
     fill_domain(op, &in);
@@ -568,6 +592,34 @@ int main(void)
                 g_out_role = TT_OUTPUT;
             }
         }
+    /* Contiguous rows, as mt_reduce and mt_reduce_with_indices take them
+     * for max, min, argmax and argmin: 16-byte Packs (the vectorized rung)
+     * when the length is a whole number of Packs and the rows start aligned,
+     * else element by element; lengths 0..5000 around the Pack widths and
+     * the block size, rows from an aligned start and one element past it
+     * (g_shift), NaNs and ties. */
+    static const int64_t pack_lengths[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 63, 64, 65, 255, 256, 257,
+                                           1023, 1024, 1025, 1028, 2047, 2048, 2052, 4092, 4096, 4097, 4100, 5000};
+    static const int row_ops[] = {MT_REDUCE_MAX, MT_REDUCE_MIN, MT_REDUCE_ARGMAX, MT_REDUCE_ARGMIN, MT_REDUCE_SUM};
+    for (int t = 0; t < 4; ++t)
+        TT_GROUP("rows as packs %s", tt_dtype_name(dtypes[t])) {
+            g_in_role = TT_CONTIGUOUS;
+            g_out_role = TT_CONTIGUOUS;
+            for (g_shift = 0; g_shift < 2; ++g_shift)
+                for (size_t l = 0; l < sizeof pack_lengths / sizeof pack_lengths[0]; ++l) {
+                    const int64_t s_rows3[] = {3, pack_lengths[l]};
+                    const int nans = (int)(l % 2);
+                    for (size_t o = 0; o < sizeof row_ops / sizeof row_ops[0]; ++o)
+                        if (reduce_takes(row_ops[o], dtypes[t]))
+                            reduce_case(row_ops[o], dtypes[t], 2, s_rows3, 1, nans);
+                    with_indices_case(MT_REDUCE_MAX, dtypes[t], 2, s_rows3, 1, nans);
+                    with_indices_case(MT_REDUCE_MIN, dtypes[t], 2, s_rows3, 1, !nans);
+                }
+            g_shift = 0;
+            g_in_role = TT_INPUT;
+            g_out_role = TT_OUTPUT;
+        }
+
     TT_GROUP("with indices refusals")
         with_indices_refusals();
 
