@@ -78,7 +78,7 @@ def main() -> int:
         b = rng.standard_normal(c_out).astype(np.float32)
         mx, mw, mb = (mt.tensor(a, requires_grad=True) for a in (x, w, b))
         per_forward = (f"{fwd}: dx {dx}, dw {dw}" for fwd in ("tiled", "implicit_gemm")
-                       for dx, dw in [mt.ops.conv2d_grad_rungs(shape, w.shape, groups, fwd)])
+                       for dx, dw in [mt.kernels.conv2d_grad_rungs(shape, w.shape, groups, fwd)])
         rungs.append(f"{name}: " + "; ".join(per_forward))
         tx, tw, tb = (torch.tensor(a, device="cuda", requires_grad=True) for a in (x, w, b))
 

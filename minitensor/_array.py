@@ -160,11 +160,24 @@ def empty(shape: tuple[int, ...], dtype: DType, func: str = "empty()") -> Array:
     The last check before memory is asked for: every size and the byte count
     must fit an int64 (ShapeError naming func and the shape otherwise).
     """
-    count = check_new_shape(shape, func, dtype.itemsize)
-    strides = contiguous_strides(shape)
-    if strides and strides[0] >= INT64_LIMIT:  # only with no elements: (2**62, 2**62, 0)
-        check_layout(shape, strides, 0, dtype.itemsize, func)
+    # Every result asks this, mostly for shapes the program made before: the
+    # checked count and strides of a (shape, itemsize) come from a small cache,
+    # one dict lookup instead of two calls that loop over the dims.
+    key = (tuple(shape), dtype.itemsize)
+    layout = _NEW_LAYOUTS.get(key)
+    if layout is None:
+        count = check_new_shape(shape, func, dtype.itemsize)
+        strides = contiguous_strides(shape)
+        if strides and strides[0] >= INT64_LIMIT:  # only with no elements: (2**62, 2**62, 0)
+            check_layout(shape, strides, 0, dtype.itemsize, func)
+        if len(_NEW_LAYOUTS) >= 512:
+            _NEW_LAYOUTS.clear()
+        layout = _NEW_LAYOUTS[key] = (count, strides)
+    count, strides = layout
     return Array(Storage(count * dtype.itemsize), shape, strides, 0, dtype)
+
+
+_NEW_LAYOUTS: dict[tuple[tuple[int, ...], int], tuple[int, tuple[int, ...]]] = {}
 
 
 def adopt(ptr: int, desc: _lib.MtTensor, shape: tuple[int, ...], strides: tuple[int, ...], dtype: DType,

@@ -10,17 +10,15 @@ The engine has several kernels for the same operation, each one step (a
   warp_shuffle, vectorized), for every reduction op along one dim;
 - ``copy``: the transpose-copy ladder (naive, tiled, tiled_padded), for
   ``A.T.contiguous()``;
-
 - ``conv2d``: the convolution ladder (im2col: the windows copied, then one
   matmul; tiled: one kernel with each output tile's input patch in shared
-  memory, src/conv.cu; implicit_gemm: src/conv_implicit_gemm.cu);
+  memory, src/conv.cu; implicit_gemm: src/conv_implicit_gemm.cu), and
+  ``conv2d_grad_rungs``, the rungs its backward runs for a layer;
 
-plus the fused softmax kernel, which has one rung, and ``attention``: the
-naive rung (each step one op), the fused masked softmax (src/masked_softmax.cu,
-what ``F.scaled_dot_product_attention`` runs) and the flash rung (one kernel,
-no score stored; src/attention.cu). ``"default"``
-is always what the library itself runs (``a @ b``, ``x.sum(dim)``,
-``x.contiguous()``, ``F.conv2d``).
+plus the fused softmax kernel, which has one rung, and ``attention``: naive
+(each step one op), fused (the masked softmax, src/masked_softmax.cu), flash
+and warp (one kernel, no score stored; src/attention*.cu). ``"default"`` is
+always what the library runs (``a @ b``, ``x.sum(dim)``, ``F.conv2d``).
 
 These functions are for studying and timing the kernels: each takes
 minitensor Tensors, checks its arguments, and runs exactly the kernel you
@@ -49,8 +47,7 @@ here run under either policy. ::
 
 Beside the ladders: the tile configurations the autotuner chooses from
 (``matmul_configs``, ``matmul_config_rung``, ``autotune_stats``,
-``autotune_reset``), the elementwise
-``add`` for measuring what one kernel call costs on the host, and raw
+``autotune_reset``), the elementwise ``add`` for measuring what one kernel call costs on the host, and raw
 device-to-device copies for exchanging data with another GPU library in the
 same process (``from_device_pointer``, ``to_device_pointer``).
 """
@@ -66,6 +63,7 @@ from ._creation import empty
 from ._dtype import DType, int64
 from ._errors import DimError
 from .nn import functional_conv
+from .ops.conv import conv2d_grad_rungs  # noqa: F401 - public: the rungs of a layer's backward
 from .tensor import Tensor
 
 __all__ = [

@@ -154,8 +154,8 @@ def linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activat
         raise TypeError(f"linear(): input and weight must be Tensors, got {type(x).__name__} and "
                         f"{type(weight).__name__}")
     if ops.linear_fusable(x.dtype):
-        grads = autograd.is_grad_enabled() and any(
-            t is not None and t.requires_grad for t in (x, weight, bias))
+        grads = autograd.is_grad_enabled() and (
+            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
         return autograd.LinearFused.apply(x, weight, bias, residual, activation, grads)
     out = linear_chain(x, weight, bias)
     if activation == "relu":

@@ -169,9 +169,10 @@ def linear_fused(x: Array, weight: Array, bias: Any = None, residual: Any = None
         if not fits:
             raise ShapeError(f"linear(): the residual of shape {residual.shape} does not broadcast to the "
                              f"result's shape {shape}")
-    operands = [t for t in (x, weight, bias, residual) if t is not None]
-    dtype = operands[0].dtype
-    if any(t.dtype is not dtype for t in operands) or not dtype.is_floating_point:
+    dtype = x.dtype
+    if (weight.dtype is not dtype or (bias is not None and bias.dtype is not dtype)
+            or (residual is not None and residual.dtype is not dtype) or not dtype.is_floating_point):
+        operands = [t for t in (x, weight, bias, residual) if t is not None]
         raise DTypeError(f"linear(): input, weight, bias and residual must share a float dtype, got "
                          f"{', '.join(t.dtype.name for t in operands)}")
     check_new_shape(shape, "linear()", dtype.itemsize)

@@ -39,8 +39,9 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
             return fill_(empty((), int64), 0)
         return clone(x)
     kept = keepdim_shape(x.shape, dims)
-    final = kept if keepdim else tuple(n for d, n in enumerate(x.shape) if d not in dims)
-    reduced = numel(x.shape[d] for d in dims)
+    # (lists, not generators: a generator is a Python call per element)
+    final = kept if keepdim else tuple([n for d, n in enumerate(x.shape) if d not in dims])
+    reduced = numel([x.shape[d] for d in dims])
     if reduced == 0 and op not in _IDENTITY:
         raise DimError(
             f"{func}: cannot reduce over zero elements (dims {dims} of a tensor of shape {x.shape}); "
