@@ -32,10 +32,18 @@ def ref_attention(q, k, v, dout, scale, causal):
     return out, ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale, np.swapaxes(p, -1, -2) @ dout
 
 
+# (dtype, head dim, queries) that run on the emulator: a partial block and tile,
+# the largest head dim, float64.
+EMULATOR_CASES = {(mt.float32, 32, 70), (mt.float32, 128, 1), (mt.float64, 64, 1)}
+
+
 @pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
 @pytest.mark.parametrize("d", [32, 64, 128])
 @pytest.mark.parametrize("length, keys", [(1, 1), (70, 45), (37, 130)])
 def test_warp_rung_matches_numpy(dtype, d, length, keys) -> None:
+    if mt.backend() != "cuda" and (dtype, d, length) not in EMULATOR_CASES:
+        pytest.skip("the emulator's checks cost seconds per block of this kernel: it runs a few of "
+                    "these cases (tests/c/test_attention.c more); the GPU runs them all")
     rng = np.random.default_rng(d + length)
     q, k, v = (rng.standard_normal((2, n, d)) for n in (length, keys, keys))
     dout = rng.standard_normal((2, length, d))
@@ -57,9 +65,9 @@ def test_sdpa_takes_the_warp_rung_on_views_and_broadcast_batches(monkeypatch) ->
     warp = F._warp_attention
     monkeypatch.setattr(F, "_warp_attention", lambda *a: chosen.append(True) or warp(*a))
     rng = np.random.default_rng(3)
-    qa, ka, va = rng.standard_normal((2, 40, 3, 64)), rng.standard_normal((1, 3, 50, 64)), \
-        rng.standard_normal((1, 3, 50, 64))
-    dout = rng.standard_normal((2, 3, 40, 64))
+    qa, ka, va = rng.standard_normal((2, 20, 2, 32)), rng.standard_normal((1, 2, 24, 32)), \
+        rng.standard_normal((1, 2, 24, 32))
+    dout = rng.standard_normal((2, 2, 20, 32))
     for causal in (False, True):
         chosen.clear()
         base = mt.tensor(qa, dtype=mt.float32, requires_grad=True)
@@ -69,12 +77,12 @@ def test_sdpa_takes_the_warp_rung_on_views_and_broadcast_batches(monkeypatch) ->
             out.backward(mt.tensor(dout, dtype=mt.float32))
         assert chosen == [True]
         q_np = np.swapaxes(qa, 1, 2)
-        want = ref_attention(q_np, np.broadcast_to(ka, (2, 3, 50, 64)), np.broadcast_to(va, (2, 3, 50, 64)), dout,
-                             1 / 8, causal)
-        assert_close(out, want[0], mt.float32, n=50 * 64)
-        assert_close(base.grad, np.swapaxes(want[1], 1, 2), mt.float32, n=50 * 64 * 64)
-        assert_close(k.grad, want[2].sum(0, keepdims=True), mt.float32, n=2 * 40 * 64 * 64)
-        assert_close(v.grad, want[3].sum(0, keepdims=True), mt.float32, n=2 * 40 * 64)
+        want = ref_attention(q_np, np.broadcast_to(ka, (2, 2, 24, 32)), np.broadcast_to(va, (2, 2, 24, 32)), dout,
+                             1 / math.sqrt(32), causal)
+        assert_close(out, want[0], mt.float32, n=24 * 32)
+        assert_close(base.grad, np.swapaxes(want[1], 1, 2), mt.float32, n=24 * 32 * 32)
+        assert_close(k.grad, want[2].sum(0, keepdims=True), mt.float32, n=2 * 20 * 32 * 32)
+        assert_close(v.grad, want[3].sum(0, keepdims=True), mt.float32, n=2 * 20 * 32)
 
 
 def test_sdpa_keeps_the_other_rungs_where_the_warp_rung_does_not_fit(monkeypatch) -> None:
