@@ -19,6 +19,10 @@ road call by call. The cases:
     MLP Adam step          zero_grad, forward, cross-entropy, backward, Adam's
                            step of a 784-H-H-10 MLP (H = 32 here: the count
                            does not depend on the sizes), under the fast policy
+    GPT step               one training step of examples/train_gpt.py's model
+                           (2 pre-LN layers; width 16 here, the count does not
+                           depend on it): zero_grad, forward, cross-entropy,
+                           backward, clip_grad_norm_, AdamW, fast policy
 
 **Microseconds per call** of `a + b` and of one layer at a time below it
 (mt.kernels.add is the op without the Tensor and autograd layers), and
@@ -30,7 +34,13 @@ torch's `a + b` on the GPU beside it when torch and a GPU are there:
     kernels.add(a, b)             promotion, broadcasting, the output's allocation
     kernels.add(a, b, out=out)    the binding: descriptors, the op table, the status
     mt.empty(16) + free           one allocation and free, and the Tensor around it
-    MLP Adam step (H = 2048)      the whole step, per step (--hidden)
+    tiny backward                 (w * 2).sum().backward(), w of 16 x 16
+    MLP Adam step (H = 2048)      the whole step, per step (--hidden), batch 64
+    MLP step, one graph           the same MLP at batch --graph-batch (1024), the
+                                  whole step (zero_grad, forward, backward, Adam
+                                  with capturable=True) captured once as one CUDA
+                                  graph and replayed: minitensor's mt.cuda.graph,
+                                  torch's torch.cuda.graph, per replay
     torch ...                     the same cases in torch, when importable (GPU)
 
 Each number is the median over --repeats loops of --loops calls, in
@@ -42,6 +52,7 @@ and the layers without a kernel mean much there; on a GPU both do.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import time
@@ -115,6 +126,27 @@ def train_step(model: nn.Module, opt: optim.Optimizer, x: mt.Tensor, y: mt.Tenso
     return loss
 
 
+def gpt_step() -> Callable[[], Any]:
+    """One training step of the GPT demo's model (examples/train_gpt.py, loaded
+    by path: an example, not part of the package), small enough for the emulator."""
+    spec = importlib.util.spec_from_file_location("train_gpt", REPO / "examples" / "train_gpt.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    mt.manual_seed(0)
+    vocab, context, batch = 11, 8, 2
+    model = demo.GPT(vocab, context, width=16, heads=2, layers=2)
+    optimizer = optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    train_step = demo.make_train_step(model, optimizer)
+    x = mt.randint(0, vocab, (batch, context))
+    y = mt.randint(0, vocab, (batch, context))
+
+    def step() -> None:
+        with mt.kernels.policy("fast"):
+            train_step(x, y)
+
+    return step
+
+
 def count_cases() -> dict[str, Callable[[], Any]]:
     """The counted cases, by name (see the module's docstring)."""
     a, b = mt.randn(16), mt.randn(16)
@@ -134,6 +166,7 @@ def count_cases() -> dict[str, Callable[[], Any]]:
         "a * 2.0": lambda: a * 2.0,
         "tiny backward": tiny_backward,
         "MLP Adam step": mlp_step,
+        "GPT step": gpt_step(),
     }
 
 
@@ -154,16 +187,53 @@ def per_call_us(fn: Callable[[], object], sync: Callable[[], None], loops: int, 
     return statistics.median(times) * 1e6
 
 
-def minitensor_timings(hidden: int) -> list[tuple[str, Callable[[], object], int]]:
-    """(case, fn, loops divisor) for minitensor: the layers of `a + b`, and the MLP step."""
+def graphed_step(model: Any, opt: Any, x: Any, y: Any, cross_entropy: Callable[..., Any]) -> None:
+    """One whole training step (written once for both libraries): zero_grad,
+    forward, cross-entropy, backward, the optimizer's step."""
+    opt.zero_grad()
+    cross_entropy(model(x), y).backward()
+    opt.step()
+
+
+def minitensor_graph_replay(hidden: int, batch: int) -> Callable[[], None]:
+    """The MLP's whole step (Adam with capturable=True) captured as one graph
+    after two eager steps (first-time work, such as the autotuner's timing,
+    must not be captured); returns the replay."""
+    model, _, _, _ = mlp(hidden)
+    opt = optim.Adam(model.parameters(), lr=1e-3, capturable=True)
+    x = mt.randn(batch, 784)
+    y = mt.randint(0, 10, (batch,))
+    with mt.kernels.policy("fast"):  # the teaching chain's cross-entropy checks targets on the device
+        for _ in range(2):
+            graphed_step(model, opt, x, y, F.cross_entropy)
+        graph = mt.cuda.CUDAGraph()
+        with mt.cuda.graph(graph):
+            graphed_step(model, opt, x, y, F.cross_entropy)
+    kept = (model, opt, x, y)  # the buffers the graph reads: alive as long as the replay is
+
+    def replay() -> None:
+        graph.replay()
+        assert kept
+
+    return replay
+
+
+def minitensor_timings(hidden: int, batch: int) -> list[tuple[str, Callable[[], object], int]]:
+    """(case, fn, loops divisor) for minitensor: the layers of `a + b`, the
+    tiny backward, the MLP step eagerly and as one replayed graph."""
     a, b = mt.randn(16), mt.randn(16)
     w = mt.randn(16, requires_grad=True)
+    w2 = mt.randn(16, 16, requires_grad=True)
     out = mt.empty_like(a)
     model, opt, x, y = mlp(hidden)
+    replay = minitensor_graph_replay(hidden, batch)
 
     def no_grad_add() -> object:
         with mt.no_grad():
             return a + b
+
+    def tiny_backward() -> None:
+        (w2 * 2).sum().backward()
 
     return [
         ("Tensor a + b", lambda: a + b, 1),
@@ -172,11 +242,13 @@ def minitensor_timings(hidden: int) -> list[tuple[str, Callable[[], object], int
         ("kernels.add(a, b)", lambda: mt.kernels.add(a, b), 1),
         ("kernels.add(a, b, out=out)", lambda: mt.kernels.add(a, b, out=out), 1),
         ("mt.empty(16) + free", lambda: mt.empty(16), 1),
-        (f"MLP Adam step (H = {hidden})", lambda: train_step(model, opt, x, y), 100),
+        ("tiny backward (w * 2).sum().backward(), 16 x 16", tiny_backward, 10),
+        (f"MLP Adam step (H = {hidden}, batch 64)", lambda: train_step(model, opt, x, y), 100),
+        (f"MLP step, one graph (H = {hidden}, batch {batch}, capturable Adam)", replay, 100),
     ]
 
 
-def torch_timings(hidden: int) -> dict[str, tuple[Callable[[], object], Callable[[], None]]]:
+def torch_timings(hidden: int, batch: int) -> dict[str, tuple[Callable[[], object], Callable[[], None]]]:
     """The same cases in torch on the GPU, by minitensor's case name; {} without torch or a GPU."""
     try:
         import torch
@@ -186,21 +258,47 @@ def torch_timings(hidden: int) -> dict[str, tuple[Callable[[], object], Callable
         return {}
     ta, tb = torch.randn(16, device="cuda"), torch.randn(16, device="cuda")
     tw = torch.randn(16, device="cuda", requires_grad=True)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
-                                torch.nn.ReLU(), torch.nn.Linear(hidden, 10)).cuda()
+    tw2 = torch.randn(16, 16, device="cuda", requires_grad=True)
+    cross_entropy = torch.nn.functional.cross_entropy
+
+    def torch_mlp() -> Any:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                                   torch.nn.ReLU(), torch.nn.Linear(hidden, 10)).cuda()
+
+    model = torch_mlp()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(64, 784, device="cuda")
     y = torch.randint(0, 10, (64,), device="cuda")
 
-    def step() -> None:
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
+    # The whole step as one graph, as torch's CUDA Graphs documentation
+    # captures a whole network: warm-up on a side stream, then the capture,
+    # with capturable Adam (its step count on the device).
+    gmodel = torch_mlp()
+    gopt = torch.optim.Adam(gmodel.parameters(), lr=1e-3, capturable=True)
+    gx = torch.randn(batch, 784, device="cuda")
+    gy = torch.randint(0, 10, (batch,), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            graphed_step(gmodel, gopt, gx, gy, cross_entropy)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graphed_step(gmodel, gopt, gx, gy, cross_entropy)
+    kept = (gmodel, gopt, gx, gy)  # as minitensor_graph_replay's
+
+    def replay() -> None:
+        graph.replay()
+        assert kept
 
     def no_grad_add() -> object:
         with torch.no_grad():
             return ta + tb
+
+    def tiny_backward() -> None:
+        (tw2 * 2).sum().backward()
 
     sync = torch.cuda.synchronize
     return {
@@ -208,7 +306,9 @@ def torch_timings(hidden: int) -> dict[str, tuple[Callable[[], object], Callable
         "Tensor a + b (requires_grad)": (lambda: tw + ta, sync),
         "no_grad a + b": (no_grad_add, sync),
         "mt.empty(16) + free": (lambda: torch.empty(16, device="cuda"), sync),
-        f"MLP Adam step (H = {hidden})": (step, sync),
+        "tiny backward (w * 2).sum().backward(), 16 x 16": (tiny_backward, sync),
+        f"MLP Adam step (H = {hidden}, batch 64)": (lambda: graphed_step(model, opt, x, y, cross_entropy), sync),
+        f"MLP step, one graph (H = {hidden}, batch {batch}, capturable Adam)": (replay, sync),
     }
 
 
@@ -216,7 +316,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loops", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--hidden", type=int, default=2048, help="the MLP's hidden width for the timed step")
+    parser.add_argument("--hidden", type=int, default=2048, help="the MLP's hidden width for the timed steps")
+    parser.add_argument("--graph-batch", type=int, default=1024, help="the batch of the graphed MLP step")
     parser.add_argument("--counts-only", action="store_true", help="only the Python call counts")
     parser.add_argument("--list", metavar="CASE", help="print every Python call of one counted case")
     args = parser.parse_args()
@@ -237,15 +338,19 @@ def main() -> None:
     if args.counts_only:
         return
 
-    theirs = torch_timings(args.hidden)
-    print(f"\nmicroseconds per call (median of {args.repeats} x {args.loops}; the MLP step: of "
-          f"{args.repeats} x {max(args.loops // 100, 1)})")
-    print("| case | minitensor us | torch us |\n| --- | ---: | ---: |")
-    for name, fn, divisor in minitensor_timings(args.hidden):
+    theirs = torch_timings(args.hidden, args.graph_batch)
+    print(f"\nmicroseconds per call (median of {args.repeats} loops of {args.loops} calls, "
+          f"{args.loops // 10} for the tiny backward, {max(args.loops // 100, 1)} for the MLP steps); "
+          f"torch / minitensor above 1: minitensor is faster")
+    print("| case | minitensor us | torch us | torch / minitensor |\n| --- | ---: | ---: | ---: |")
+    for name, fn, divisor in minitensor_timings(args.hidden, args.graph_batch):
         loops = max(args.loops // divisor, 1)
         ours = per_call_us(fn, mt.synchronize, loops, args.repeats)
-        torch_us = "" if name not in theirs else f"{per_call_us(*theirs[name], loops, args.repeats):.2f}"
-        print(f"| {name} | {ours:.2f} | {torch_us} |")
+        if name in theirs:
+            torch_us = per_call_us(*theirs[name], loops, args.repeats)
+            print(f"| {name} | {ours:.2f} | {torch_us:.2f} | {torch_us / ours:.2f}x |")
+        else:
+            print(f"| {name} | {ours:.2f} | | |")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ class Storage:
         self.nbytes = nbytes
         if nbytes > 0:
             self.ptr = _lib.malloc(nbytes)
-            owner = getattr(_lib.stream_state, "owner", None)
+            owner = _lib.stream_state.owner
             if owner is not None:
                 # Allocated on another library's stream, freed on it later:
                 # the stream must outlive this storage (CuPy destroys a
@@ -60,7 +60,7 @@ class Storage:
         storage = cls.__new__(cls)
         storage.ptr = ptr
         storage.nbytes = nbytes
-        owner = getattr(_lib.stream_state, "owner", None)
+        owner = _lib.stream_state.owner
         if owner is not None:
             storage.stream_owner = owner  # as in __init__
         return storage

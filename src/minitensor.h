@@ -105,7 +105,7 @@ extern "C" {
 /* Bumped only when something that exists changes: a struct, a signature, or
  * an existing number (an op id, an enum value, a constant). Appending an op
  * to the end of an op list, or adding a function, needs no bump. */
-#define MT_ABI_VERSION 21
+#define MT_ABI_VERSION 22
 
 /* Largest rank a tensor may have. */
 #define MT_MAX_DIMS 8
@@ -275,12 +275,13 @@ mt_status mt_fill(mt_tensor out, double value);
  * a and b share a dtype; out has it too, or is bool for a comparison. */
 mt_status mt_zip(int op, mt_tensor out, mt_tensor a, mt_tensor b);
 /* mt_map and mt_zip into a new result, in one call (src/new_output.cu): the
- * result's memory comes from the pool, as mt_malloc's, and *data is set to
- * it (the caller frees it with mt_free; NULL when out has no element). out
- * gives the result's dtype, shape and row-major strides; its data and offset
- * are ignored. On failure nothing stays allocated and *data is NULL. */
-mt_status mt_map_new(int op, mt_tensor out, mt_tensor in, double scalar, void **data);
-mt_status mt_zip_new(int op, mt_tensor out, mt_tensor a, mt_tensor b, void **data);
+ * result's memory comes from the pool, as mt_malloc's. *out gives the
+ * result's dtype, shape and row-major strides; on success out->data is the
+ * new memory and out->offset 0 (the caller frees it with mt_free; NULL when
+ * out has no element). On failure nothing stays allocated and out->data is
+ * NULL. The descriptors come by pointer (the short road of a small op). */
+mt_status mt_map_new(int op, mt_tensor *out, const mt_tensor *in, double scalar);
+mt_status mt_zip_new(int op, mt_tensor *out, const mt_tensor *a, const mt_tensor *b);
 /* mt_map and mt_zip with two scalars, s and t, cast to the op's dtype: the
  * parameters of the ops that take them (MT_MAP_OPS, MT_ZIP_OPS: elu's alpha,
  * hardtanh's min and max, ...); the other ops ignore them. mt_map(op, out,

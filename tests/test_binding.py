@@ -51,6 +51,8 @@ C_TO_CTYPES = {
     "int *": POINTER(c_int),
     "float *": POINTER(c_float),
     "mt_tensor": _lib.MtTensor,
+    "mt_tensor *": POINTER(_lib.MtTensor),
+    "const mt_tensor *": POINTER(_lib.MtTensor),
 }
 
 

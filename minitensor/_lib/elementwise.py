@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctypes import POINTER, byref, c_double, c_int, c_void_p
+from ctypes import POINTER, c_double, c_int
 from typing import Any
 
 from .loader import MT_OK, C, MtTensor, declare, check, _op_id, _OP_IDS
@@ -13,8 +13,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_fill": (c_int, [MtTensor, c_double]),
     "mt_zip": (c_int, [c_int, MtTensor, MtTensor, MtTensor]),
     "mt_copy_variant": (c_int, [MtTensor, MtTensor, c_int]),
-    "mt_map_new": (c_int, [c_int, MtTensor, MtTensor, c_double, POINTER(c_void_p)]),
-    "mt_zip_new": (c_int, [c_int, MtTensor, MtTensor, MtTensor, POINTER(c_void_p)]),
+    # By pointer: ctypes passes a descriptor it holds faster than it copies one (src/new_output.cu).
+    "mt_map_new": (c_int, [c_int, POINTER(MtTensor), POINTER(MtTensor), c_double]),
+    "mt_zip_new": (c_int, [c_int, POINTER(MtTensor), POINTER(MtTensor), POINTER(MtTensor)]),
     "mt_map_scalars": (c_int, [c_int, MtTensor, MtTensor, c_double, c_double]),
     "mt_zip_scalars": (c_int, [c_int, MtTensor, MtTensor, MtTensor, c_double, c_double]),
 }
@@ -51,14 +52,13 @@ def map_new(op: str, out: MtTensor, inp: Any, scalar: float) -> int:
     (mt_map_new): out describes it (dtype, shape, row-major strides) and gets
     its address; the address is returned, for the caller to own (0 when out
     has no element)."""
-    function = C.mt_map_new
+    function = C.mt_map_new  # first: it loads the library, which fills the op tables
     op_id = _OP_IDS["map"].get(op)
-    data = c_void_p()
-    status = function(_op_id("map", op) if op_id is None else op_id, out, inp.descriptor(), scalar, byref(data))
+    # inp._desc: the descriptor an Array keeps once built (descriptor() builds it).
+    status = function(_op_id("map", op) if op_id is None else op_id, out, inp._desc or inp.descriptor(), scalar)
     if status != MT_OK:
         check(status, f"mt_map_new({op})")
-    ptr = out.data = data.value or 0
-    return ptr
+    return out.data or 0
 
 
 def zip_new(op: str, out: MtTensor, a: Any, b: Any) -> int:
@@ -66,13 +66,11 @@ def zip_new(op: str, out: MtTensor, a: Any, b: Any) -> int:
     out and the address returned as map_new's."""
     function = C.mt_zip_new
     op_id = _OP_IDS["zip"].get(op)
-    data = c_void_p()
-    status = function(_op_id("zip", op) if op_id is None else op_id, out, a.descriptor(), b.descriptor(),
-                      byref(data))
+    status = function(_op_id("zip", op) if op_id is None else op_id, out, a._desc or a.descriptor(),
+                      b._desc or b.descriptor())
     if status != MT_OK:
         check(status, f"mt_zip_new({op})")
-    ptr = out.data = data.value or 0
-    return ptr
+    return out.data or 0
 
 
 def copy_variant(out: Any, inp: Any, algo: str) -> None:

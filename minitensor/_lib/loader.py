@@ -23,7 +23,7 @@ from .._errors import (
 
 # ---- what this binding was written against (checked at load) -------------
 
-ABI_VERSION = 21
+ABI_VERSION = 22
 MAX_DIMS = 8
 
 # mt_status values -> exception class. MT_OK (0) is success.
@@ -90,8 +90,10 @@ def make_descriptor(ptr: int, offset: int, dtype_code: int, shape: tuple[int, ..
             _DESCRIPTOR_BYTES.clear()
         raw = _DESCRIPTOR_BYTES[key] = bytes(MtTensor(0, 0, dtype_code, len(shape), shape, strides))
     d = MtTensor.from_buffer_copy(raw)
-    d.data = ptr
-    d.offset = offset
+    if ptr:  # the cached bytes hold 0 for both (a new result's: the engine sets its address)
+        d.data = ptr
+    if offset:
+        d.offset = offset
     return d
 
 

@@ -54,12 +54,19 @@ from .._errors import ShapeError
 
 # ---- gradient mode -----------------------------------------------------------------------
 
-_state = threading.local()
+class _GradState(threading.local):
+    """The gradient mode of one thread; on by default (a class-level default,
+    so that a read is a plain field read, not a getattr with a fallback)."""
+
+    enabled = True
+
+
+_state = _GradState()
 
 
 def is_grad_enabled() -> bool:
     """Whether ops record the graph (False inside ``no_grad()``)."""
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def _set_grad_enabled(mode: bool) -> None:
@@ -221,7 +228,7 @@ class Function:
         # than the raw op. The loops below are plain for loops, not generator
         # expressions: each of those is a Python call per element, and this
         # runs for every op.
-        grad_enabled = getattr(_state, "enabled", True)
+        grad_enabled = _state.enabled
         like = None
         record = False
         for a in args:
@@ -364,7 +371,7 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
     if t.grad_fn is None:
         _accumulate(t, gradient)
         return
-    previous = getattr(_state, "enabled", True)
+    previous = _state.enabled
     _state.enabled = False  # as `with no_grad():`, without its calls (see apply)
     try:
         _queued_callbacks.clear()  # left over from a pass that raised

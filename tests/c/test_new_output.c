@@ -3,7 +3,7 @@
  * ops that allocate their result and compute it in one call. Each result is
  * checked against a plain C loop, its buffer is one the library knows (it
  * frees with mt_free, and mt_memory_in_use is back where it was), and every
- * refused call leaves nothing allocated and *data NULL.
+ * refused call leaves nothing allocated and out.data NULL.
  *
  *   make build/tests/emu/test_new_output && build/tests/emu/test_new_output
  *   MT_TEST_SEED=42 build/tests/emu/test_new_output     (replay a run)
@@ -66,13 +66,16 @@ static void new_case(int map, int op, int dtype, double scalar, double (*ref)(do
     }
     const int64_t before = in_use();
     mt_tensor out = result_of(dtype, ndim, shape);
-    void *data = (void *)1;
-    mt_status st = map ? mt_map_new(op, out, a.t, scalar, &data) : mt_zip_new(op, out, a.t, b.t, &data);
+    out.data = (void *)1; /* ignored, overwritten */
+    out.offset = 7;
+    mt_status st = map ? mt_map_new(op, &out, &a.t, scalar) : mt_zip_new(op, &out, &a.t, &b.t);
+    void *data = out.data;
     if (tt_expect_ok(st, map ? "mt_map_new" : "mt_zip_new")) {
         const int64_t n = tt_numel(&out);
         if (n == 0 && data != NULL)
             tt_fail("a result with no element got memory %p", data);
-        out.data = data;
+        if (out.offset != 0)
+            tt_fail("the result's offset is %lld, expected 0", (long long)out.offset);
         double *got = read_result(&out, n);
         int64_t index[MT_MAX_DIMS];
         for (int64_t i = 0; i < n; ++i) {
@@ -102,12 +105,12 @@ static void refused(const char *what, int want, int map, int op, mt_tensor out, 
 {
     tt_case("%s", what);
     const int64_t before = in_use();
-    void *data = (void *)1;
-    const mt_status st = map ? mt_map_new(op, out, a, 2.0, &data) : mt_zip_new(op, out, a, b, &data);
+    out.data = (void *)1;
+    const mt_status st = map ? mt_map_new(op, &out, &a, 2.0) : mt_zip_new(op, &out, &a, &b);
     if ((int)st != want)
         tt_fail("status %s, expected %s", tt_status_name(st), tt_status_name(want));
-    if (data != NULL)
-        tt_fail("*data is %p after a refused call, expected NULL", data);
+    if (out.data != NULL)
+        tt_fail("out.data is %p after a refused call, expected NULL", out.data);
     if (in_use() != before)
         tt_fail("memory in use went from %lld to %lld bytes", (long long)before, (long long)in_use());
 }
@@ -150,9 +153,13 @@ int main(void)
         mt_tensor wide = out;
         wide.dtype = MT_FLOAT64;
         refused("a result of another dtype", MT_ERR_DTYPE, 1, MT_MAP_EXP, wide, a.t, a.t);
-        tt_case("a null data pointer");
-        if (mt_zip_new(MT_ZIP_ADD, out, a.t, a.t, NULL) != MT_ERR_INVALID_ARGUMENT)
-            tt_fail("a null data pointer was accepted");
+        tt_case("null descriptors");
+        if (mt_zip_new(MT_ZIP_ADD, NULL, &a.t, &a.t) != MT_ERR_INVALID_ARGUMENT)
+            tt_fail("a null out was accepted");
+        if (mt_zip_new(MT_ZIP_ADD, &out, &a.t, NULL) != MT_ERR_INVALID_ARGUMENT)
+            tt_fail("a null b was accepted");
+        if (mt_map_new(MT_MAP_EXP, &out, NULL, 0.0) != MT_ERR_INVALID_ARGUMENT)
+            tt_fail("a null input was accepted");
         tt_free(&a);
         tt_free(&b);
     }
