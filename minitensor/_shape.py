@@ -267,6 +267,26 @@ def infer_shape(shape: Shape, count: int, func: str, old_shape: Shape) -> Shape:
     return shape
 
 
+def view_layout(old_shape: Shape, old_strides: Shape, shape: Shape, func: str) -> tuple[Shape, Optional[Shape]]:
+    """(shape with its -1 resolved, its strides over the old memory or None)
+    for a view or reshape of an array of old_shape and old_strides to shape (a
+    tuple of ints): infer_shape, then view_strides. Cached by the three: a
+    program views the same layouts again every step (attention's heads, a
+    layer norm's rows), and the two cost several calls each."""
+    key = (old_shape, old_strides, shape)
+    layout = _VIEW_LAYOUTS.get(key)
+    if layout is None:
+        new_shape = infer_shape(shape, numel(old_shape), func, old_shape)  # raises for a bad shape
+        layout = (new_shape, view_strides(old_shape, old_strides, new_shape))
+        if len(_VIEW_LAYOUTS) >= 1024:
+            _VIEW_LAYOUTS.clear()
+        _VIEW_LAYOUTS[key] = layout
+    return layout
+
+
+_VIEW_LAYOUTS: dict[tuple[Shape, Shape, Shape], tuple[Shape, Optional[Shape]]] = {}
+
+
 def view_strides(old_shape: Shape, old_strides: Shape, new_shape: Shape) -> Optional[Shape]:
     """Strides that show old memory with new_shape without a copy, or None.
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._array import Array, alias, same_elements
 from ._errors import DimError, ShapeError
-from ._shape import INT64_LIMIT, as_shape, check_layout, check_new_shape, infer_shape, normalize_dim, view_strides
+from ._shape import INT64_LIMIT, as_shape, check_layout, check_new_shape, normalize_dim, view_layout
 
 
 def as_strided(x: Array, shape: Sequence[int], strides: Sequence[int], offset: Optional[int] = None) -> Array:
@@ -48,8 +48,7 @@ def as_strided(x: Array, shape: Sequence[int], strides: Sequence[int], offset: O
 
 def view(x: Array, shape: Sequence[int]) -> Array:
     """A view with a new shape (one -1 is inferred); error if the strides do not allow it."""
-    shape = infer_shape(as_shape(shape, "view()"), x.numel(), "view()", x.shape)
-    strides = view_strides(x.shape, x.strides, shape)
+    shape, strides = view_layout(x._shape, x._strides, as_shape(shape, "view()"), "view()")
     if strides is None:
         raise ShapeError(
             f"view(): view size {shape} is not compatible with the size {x.shape} and strides "

@@ -39,6 +39,8 @@ from ._indexing import _assign_rows, _has_index_array, _select
 from ._nograd_ops import NoGradOps
 from ._inplace import _check_leaf, _inplace, _overwrite, _previous, _rebase, _records
 
+_NUMBERS = (int, float)  # the operands, beside Tensors, of the arithmetic operators' short road
+
 # ---- the Tensor class ------------------------------------------------------------------
 
 
@@ -445,28 +447,49 @@ class Tensor(NoGradOps, Variable):
     def __abs__(self) -> Tensor:
         return autograd.Abs.apply(self)
 
+    # The arithmetic operators' short road: where no operand requires a gradient
+    # (a Tensor that does not, or a Python number), no node is recorded, so the
+    # op runs without Function.apply's work (0.9 us of a + b's host time). The
+    # condition is written out in each: a helper's call costs what it saves.
+
     def __add__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.add(self, other))
         return autograd.Add.apply(self, other)
 
     def __radd__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.add(other, self))
         return autograd.Add.apply(other, self)
 
     def __sub__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.sub(self, other))
         return autograd.Sub.apply(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.sub(other, self))
         return autograd.Sub.apply(other, self)
 
     def __mul__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.mul(self, other))
         return autograd.Mul.apply(self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.mul(other, self))
         return autograd.Mul.apply(other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.div(self, other))
         return autograd.Div.apply(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
+        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
+            return self._wrap(ops.div(other, self))
         return autograd.Div.apply(other, self)
 
     def __pow__(self, other: Any) -> Tensor:

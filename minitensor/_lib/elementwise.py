@@ -34,7 +34,9 @@ def map_(op: str, out: Any, inp: Any, scalar: float = 0.0) -> None:
 
 def fill(out: Any, value: float) -> None:
     """out = value everywhere (mt_fill)."""
-    check(C.mt_fill(out.descriptor(), float(value)), "mt_fill")
+    status = C.mt_fill(out.descriptor(), float(value))
+    if status != MT_OK:
+        check(status, "mt_fill")
 
 
 def zip_(op: str, out: Any, a: Any, b: Any) -> None:

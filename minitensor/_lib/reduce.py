@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_int
 from typing import Any
 
-from .loader import MtTensor, declare, lib, check, _op_id
+from .loader import MT_OK, C, MtTensor, declare, lib, check, _op_id, _OP_IDS
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -24,7 +24,12 @@ def reduce_(op: str, out: Any, inp: Any, dim: int) -> None:
 
 def reduce_all(op: str, out: Any, inp: Any) -> None:
     """Reduces every element of inp into the one element of out (mt_reduce_all)."""
-    check(lib().mt_reduce_all(_op_id("reduce", op), out.descriptor(), inp.descriptor()), f"mt_reduce_all({op})")
+    function = C.mt_reduce_all  # first: it loads the library, which fills the op tables
+    op_id = _OP_IDS["reduce"].get(op)
+    status = function(_op_id("reduce", op) if op_id is None else op_id, out._desc or out.descriptor(),
+                      inp._desc or inp.descriptor())
+    if status != MT_OK:
+        check(status, f"mt_reduce_all({op})")
 
 
 def reduce_with_indices(op: str, values: Any, indices: Any, inp: Any, dim: int) -> None:

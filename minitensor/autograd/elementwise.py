@@ -22,7 +22,8 @@ from .helpers import scalar_like, scalars_of, unbroadcast, zeros
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+        if ctx.records:  # only backward needs them
+            ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
         return ops.add(a, b)
 
     @staticmethod
@@ -61,7 +62,8 @@ class InPlace(Function):
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+        if ctx.records:  # only backward needs them
+            ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
         return ops.sub(a, b)
 
     @staticmethod
@@ -74,9 +76,10 @@ class Sub(Function):
 class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
-        if ctx.records:  # only backward needs them
-            ctx.save_for_backward(a if ops.is_array(a) else None, b if ops.is_array(b) else None)
-            ctx.scalars = scalars_of(a, b)
+        if ctx.records:  # only backward needs them (isinstance: a call less than ops.is_array)
+            a_array, b_array = isinstance(a, Array), isinstance(b, Array)
+            ctx.save_for_backward(a if a_array else None, b if b_array else None)
+            ctx.scalars = (None if a_array else a, None if b_array else b)  # scalars_of(a, b), inline
         return ops.mul(a, b)
 
     @staticmethod

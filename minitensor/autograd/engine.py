@@ -367,7 +367,8 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
         raise ShapeError(
             f"backward(): gradient of shape {gradient.shape} does not match the tensor's shape {t.shape}"
         )
-    gradient = ops.cast(gradient, t.dtype)
+    if gradient._dtype is not t._dtype:
+        gradient = ops.cast(gradient, t.dtype)
     if t.grad_fn is None:
         _accumulate(t, gradient)
         return

@@ -42,6 +42,8 @@ def unbroadcast(grad: Array, shape: Sequence[int]) -> Array:
 
 def expand_reduced(grad: Array, shape: Sequence[int], dims: Sequence[int]) -> Array:
     """The gradient of a reduction's result, viewed with keepdim and expanded to the input's shape."""
+    if grad.ndim == 0:  # every dim reduced, none kept: a 0-d gradient expands to any shape as it is
+        return ops.expand(grad, tuple(shape))
     return ops.expand(ops.reshape(grad, keepdim_shape(shape, dims)), tuple(shape))
 
 

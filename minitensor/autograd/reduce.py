@@ -24,8 +24,9 @@ class Sum(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
         out = ops.reduce_("sum", x, dim, keepdim)
-        ctx.in_shape = x.shape
-        ctx.dims = reduce_dims(dim, x.ndim, "reduction")
+        if ctx.records:  # only backward needs them
+            ctx.in_shape = x.shape
+            ctx.dims = reduce_dims(dim, x.ndim, "reduction")
         return out
 
     @staticmethod

@@ -20,7 +20,7 @@ from .._array import Array, adopt, bump_version, empty, empty_like, same_element
 from .._views import expand, index, narrow, unsqueeze, view
 from .._dtype import DType, bool_, int64, promote, promote_scalar, to_dtype
 from .._errors import DimError, DTypeError, InvalidArgumentError, MinitensorError, ShapeError
-from .._shape import INT64_LIMIT, as_shape, contiguous_layout, infer_shape, normalize_dim, numel, view_strides
+from .._shape import INT64_LIMIT, as_shape, contiguous_layout, normalize_dim, numel, view_layout
 
 
 Scalar = Union[int, float]
@@ -36,9 +36,10 @@ def is_array(x: Any) -> bool:
 
 def is_scalar(x: Any) -> bool:
     """Whether x is a Python or NumPy real number (bool included, as in torch)."""
-    # Python's own numbers first: isinstance against numbers.Real runs the
-    # ABC machinery, several Python calls, and a small op asks this often.
-    return isinstance(x, (int, float)) or isinstance(x, numbers.Real)
+    # Python's own numbers first, then tensors: isinstance against
+    # numbers.Real runs the ABC machinery, a Python call, and a small op asks
+    # this often.
+    return isinstance(x, (int, float)) or not isinstance(x, Array) and isinstance(x, numbers.Real)
 
 
 def check_writable(out: Array, func: str) -> None:
@@ -64,7 +65,7 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: Any, func: str) -> None:
 
 
 def _require_array(x: Any, func: str, name: str = "input") -> None:
-    if not is_array(x):
+    if not isinstance(x, Array):  # is_array(x), without its call
         raise TypeError(f"{func}: {name} must be a Tensor, got {type(x).__name__}")
 
 
@@ -150,28 +151,44 @@ def _promote_pair(a: Any, b: Any, func: str) -> tuple[Array, Array]:
 # launches into it; the engine checks every argument again, as always.
 
 
+# (shape, dtype) -> (row-major strides, bytes, the bytes of its descriptor
+# with no address yet) of a new result, the same for every result of that
+# shape and dtype: one lookup per result. Bytes 0 where it gets no memory: no
+# element (no launch either), or more bytes than an int64 counts (empty()
+# then raises its ShapeError).
+_NEW_RESULTS: dict[tuple[tuple[int, ...], DType], tuple[tuple[int, ...], int, bytes]] = {}
+
+
+def _new_result(shape: tuple[int, ...], dtype: DType) -> tuple[tuple[int, ...], int, bytes]:
+    strides, count = contiguous_layout(shape)
+    nbytes = count * dtype.itemsize
+    if nbytes == 0 or nbytes >= INT64_LIMIT:
+        return strides, 0, b""
+    if len(_NEW_RESULTS) >= 512:
+        _NEW_RESULTS.clear()
+    layout = _NEW_RESULTS[shape, dtype] = (strides, nbytes, bytes(_lib.make_descriptor(0, 0, dtype.code, shape,
+                                                                                         strides)))
+    return layout
+
+
 def new_map(op: str, x: Array, scalar: float, dtype: Optional[DType] = None) -> Array:
     """A new contiguous tensor op(x, scalar), of x's shape, in x's dtype or
     dtype (the "copy" op casts)."""
     shape = x._shape
     dtype = x._dtype if dtype is None else dtype
-    strides, count = contiguous_layout(shape)
-    nbytes = count * dtype.itemsize
-    if nbytes == 0 or nbytes >= INT64_LIMIT:
-        # No element: no memory, no launch. Or an expanded view of more
-        # elements than an int64 counts bytes of: empty's ShapeError.
+    strides, nbytes, raw = _NEW_RESULTS.get((shape, dtype)) or _new_result(shape, dtype)
+    if not nbytes:
         return empty(shape, dtype, "allocating a result")
-    desc = _lib.make_descriptor(0, 0, dtype.code, shape, strides)
+    desc = _lib.MtTensor.from_buffer_copy(raw)
     return adopt(_lib.map_new(op, desc, x, scalar), desc, shape, strides, dtype, nbytes)
 
 
 def new_zip(op: str, shape: tuple[int, ...], dtype: DType, a: Array, b: Array) -> Array:
     """A new contiguous tensor op(a, b) of shape and dtype (the broadcast shape, op's result dtype)."""
-    strides, count = contiguous_layout(shape)
-    nbytes = count * dtype.itemsize
-    if nbytes == 0 or nbytes >= INT64_LIMIT:
+    strides, nbytes, raw = _NEW_RESULTS.get((shape, dtype)) or _new_result(shape, dtype)
+    if not nbytes:
         return empty(shape, dtype, "allocating a result")  # as in new_map
-    desc = _lib.make_descriptor(0, 0, dtype.code, shape, strides)
+    desc = _lib.MtTensor.from_buffer_copy(raw)
     return adopt(_lib.zip_new(op, desc, a, b), desc, shape, strides, dtype, nbytes)
 
 
@@ -182,8 +199,7 @@ def reshape(x: Array, shape: Sequence[int]) -> Array:
     """Like view(), but copies (once) when the strides do not allow a view."""
     if shape == x._shape and type(shape) is tuple:
         return x  # nothing to change (gradient rules ask this often); an Array never changes
-    shape = infer_shape(as_shape(shape, "reshape()"), x.numel(), "reshape()", x.shape)
-    strides = view_strides(x.shape, x.strides, shape)
+    shape, strides = view_layout(x._shape, x._strides, as_shape(shape, "reshape()"), "reshape()")
     if strides is None:
         return view(clone(x), shape)
     return same_elements(x, shape, strides, x._offset)
@@ -209,7 +225,8 @@ def fill_(out: Array, value: Scalar) -> Array:
     if not is_scalar(value):
         raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
     check_writable(out, "fill_()")
-    value = engine_scalar(value, out.dtype, "fill_()")
+    if type(value) is not float:  # a float is the double the engine takes already
+        value = engine_scalar(value, out.dtype, "fill_()")
     bump_version(out)
     if out.numel() > 0:
         _lib.fill(out, value)
@@ -223,7 +240,8 @@ def copy_(dst: Array, src: Any) -> Array:
     _require_array(src, "copy_()", "src")
     check_writable(dst, "copy_()")
     try:
-        src = expand(src, dst.shape)
+        if src._shape != dst._shape:  # one shape (the common copy) needs no expanded view
+            src = expand(src, dst.shape)
     except ShapeError:
         raise ShapeError(
             f"copy_(): a tensor of shape {src.shape} cannot be broadcast to the destination shape {dst.shape}"
@@ -274,8 +292,9 @@ def fast_kernels() -> bool:
 # ---- joining ---------------------------------------------------------------------------------
 
 
-def cat(tensors: Sequence[Array], dim: int = 0) -> Array:
-    """Concatenates tensors along an existing dim (all other sizes must match)."""
+def cat(tensors: Sequence[Array], dim: int = 0, dtype: Optional[DType] = None) -> Array:
+    """Concatenates tensors along an existing dim (all other sizes must match),
+    into their promoted dtype or dtype (each cast as it is copied in)."""
     if not isinstance(tensors, (list, tuple)) or len(tensors) == 0:
         raise ValueError("cat(): expected a non-empty list or tuple of tensors")
     for t in tensors:
@@ -284,7 +303,7 @@ def cat(tensors: Sequence[Array], dim: int = 0) -> Array:
     if first.ndim == 0:
         raise ShapeError("cat(): zero-dimensional tensors cannot be concatenated; use stack()")
     d = normalize_dim(dim, first.ndim, "cat()")
-    dtype = first.dtype
+    result = first.dtype
     for t in tensors:
         if t.ndim != first.ndim or any(
             t.shape[k] != first.shape[k] for k in range(first.ndim) if k != d
@@ -292,9 +311,9 @@ def cat(tensors: Sequence[Array], dim: int = 0) -> Array:
             raise ShapeError(
                 f"cat(): shapes {first.shape} and {t.shape} do not match outside dim {d}"
             )
-        dtype = promote(dtype, t.dtype)
+        result = promote(result, t.dtype)
     total = sum(t.shape[d] for t in tensors)
-    out = empty(first.shape[:d] + (total,) + first.shape[d + 1 :], dtype)
+    out = empty(first.shape[:d] + (total,) + first.shape[d + 1 :], result if dtype is None else dtype)
     start = 0
     for t in tensors:
         copy_(narrow(out, d, start, t.shape[d]), t)

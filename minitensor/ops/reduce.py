@@ -17,6 +17,7 @@ from .core import _require_array, require_float, fill_, cast, clone, op_takes, o
 # ---- reductions ------------------------------------------------------------------
 
 _IDENTITY = {"sum": 0.0, "prod": 1.0}
+_IDENTITY_OR_EXTREME = ("sum", "prod", "max", "min")  # the reductions whose float result keeps the dtype
 
 
 def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
@@ -27,6 +28,15 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     indices; with dim=None, the index into the flattened tensor. sum and prod
     of bool tensors count in int64, as torch's.
     """
+    if dim is None and not keepdim and op in _IDENTITY_OR_EXTREME and isinstance(x, Array) and x._ndim \
+            and x._dtype.is_floating_point:
+        # The common full reduction (a loss's sum, a norm): a float result of
+        # x's dtype and shape (), reduced straight into it.
+        n = x.numel()
+        if n:
+            out = empty((), x._dtype)
+            _lib.reduce_all(op, out, x)
+            return out
     func = f"{op}()"
     _require_array(x, func)
     arg = op in ("argmax", "argmin")
