@@ -41,9 +41,12 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     _require_array(x, func)
     arg = op in ("argmax", "argmin")
     dims = reduce_dims(dim, x.ndim, func, not arg)
-    if not op_takes("reduce", op, x.dtype):
-        x = cast(x, int64)  # sum and prod of bools count in int64, as torch's
-    out_dtype = op_result_dtype("reduce", op, x.dtype)
+    if x._dtype.is_floating_point and op in _IDENTITY_OR_EXTREME:
+        out_dtype = x._dtype  # their dtype rules, for a float x, without the two lookups
+    else:
+        if not op_takes("reduce", op, x.dtype):
+            x = cast(x, int64)  # sum and prod of bools count in int64, as torch's
+        out_dtype = op_result_dtype("reduce", op, x.dtype)
     if x.ndim == 0:
         if arg:
             return fill_(empty((), int64), 0)
