@@ -110,6 +110,7 @@ class MultiheadAttention(Module):
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = True, attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+        packed = self.in_proj_weight is not None and query is key and key is value  # self-attention
         if self.batch_first:
             query, key, value = (t.transpose(0, 1) if isinstance(t, Tensor) else t for t in (query, key, value))
         self._check(query, key, value)
@@ -122,13 +123,20 @@ class MultiheadAttention(Module):
         self._check_masks(attn_mask, key_padding_mask, length, source, batch)
         h, d = self.num_heads, e // self.num_heads
         b = self.in_proj_bias
-        if self.in_proj_weight is not None:
-            w = self.in_proj_weight
-            weights_in = [w[i * e:(i + 1) * e] for i in range(3)]
+        if packed:
+            # One input for all three: one product of 3 E outputs, cut into q, k
+            # and v (torch's packed in-projection), where three products of
+            # sliced weights took three kernels and six slices forward and back.
+            qkv = F.linear(query, self.in_proj_weight, b)
+            parts = [qkv.narrow(2, i * e, e) for i in range(3)]
         else:
-            weights_in = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
-        parts = [F.linear(x, weights_in[i], None if b is None else b[i * e:(i + 1) * e])
-                 for i, x in enumerate((query, key, value))]
+            if self.in_proj_weight is not None:
+                w = self.in_proj_weight
+                weights_in = [w[i * e:(i + 1) * e] for i in range(3)]
+            else:
+                weights_in = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
+            parts = [F.linear(x, weights_in[i], None if b is None else b[i * e:(i + 1) * e])
+                     for i, x in enumerate((query, key, value))]
         # (L, N, E) -> (N, heads, L, d): each head attends over its own d features.
         q, k, v = (p.reshape(p.shape[0], batch, h, d).permute(1, 2, 0, 3) for p in parts)
         if not need_weights and key_padding_mask is None and (attn_mask is None or is_causal) and (
