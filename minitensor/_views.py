@@ -48,6 +48,8 @@ def as_strided(x: Array, shape: Sequence[int], strides: Sequence[int], offset: O
 
 def view(x: Array, shape: Sequence[int]) -> Array:
     """A view with a new shape (one -1 is inferred); error if the strides do not allow it."""
+    if type(shape) is tuple and shape == x._shape:
+        return x  # nothing to change (an Array never changes), as reshape
     shape, strides = view_layout(x._shape, x._strides, as_shape(shape, "view()"), "view()")
     if strides is None:
         raise ShapeError(
