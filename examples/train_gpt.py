@@ -60,8 +60,9 @@ class GPT(nn.Module):
 
     def forward(self, idx: mt.Tensor) -> mt.Tensor:
         t = idx.shape[1]
-        x = self.tokens(idx) + self.positions(self.position_ids[:t])
-        future = self.future[:t, :t]
+        full = t == self.context  # every training window: the buffers as they are, no slice
+        x = self.tokens(idx) + self.positions(self.position_ids if full else self.position_ids[:t])
+        future = self.future if full else self.future[:t, :t]
         for block in self.blocks:
             x = block(x, src_mask=future, is_causal=True)
         return self.head(self.norm(x))

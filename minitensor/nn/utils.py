@@ -38,5 +38,5 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) ->
         for g in grads:
             if g.dtype not in factors:
                 factors[g.dtype] = factor.to(g.dtype)
-            g.mul_(factors[g.dtype])
+            ops.inplace_("mul", g, factors[g.dtype])  # g.mul_(...): no graph to record under no_grad
     return total.to(grads[0].dtype)
