@@ -303,16 +303,17 @@ def cat(tensors: Sequence[Array], dim: int = 0, dtype: Optional[DType] = None) -
     if first.ndim == 0:
         raise ShapeError("cat(): zero-dimensional tensors cannot be concatenated; use stack()")
     d = normalize_dim(dim, first.ndim, "cat()")
+    before, after = first.shape[:d], first.shape[d + 1:]
     result = first.dtype
-    for t in tensors:
-        if t.ndim != first.ndim or any(
-            t.shape[k] != first.shape[k] for k in range(first.ndim) if k != d
-        ):
+    total = 0
+    for t in tensors:  # slices and a loop, no generator per tensor (clip_grad_norm_ cats every gradient)
+        if t.ndim != first.ndim or t.shape[:d] != before or t.shape[d + 1:] != after:
             raise ShapeError(
                 f"cat(): shapes {first.shape} and {t.shape} do not match outside dim {d}"
             )
-        result = promote(result, t.dtype)
-    total = sum(t.shape[d] for t in tensors)
+        if t.dtype is not result:
+            result = promote(result, t.dtype)
+        total += t.shape[d]
     out = empty(first.shape[:d] + (total,) + first.shape[d + 1 :], result if dtype is None else dtype)
     start = 0
     for t in tensors:
