@@ -130,7 +130,8 @@ class Module:
                 continue
             seen.add(id(module))
             yield name, module
-            children = [(f"{name}.{n}" if name else n, m) for n, m in module.named_children()]
+            # module._modules read directly (named_children's filter): a generator resumes per child
+            children = [(f"{name}.{n}" if name else n, m) for n, m in module._modules.items() if m is not None]
             stack.extend(reversed(children))
 
     def modules(self) -> Iterator[Module]:
