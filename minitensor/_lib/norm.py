@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_double, c_int
 from typing import Any
 
-from .loader import MtTensor, declare, lib, check, _desc
+from .loader import MT_OK, C, MtTensor, declare, check, _desc
 
 # The functions of src/minitensor.h that these wrappers call: name -> (restype, argtypes).
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -23,8 +23,10 @@ def layer_norm(out: Any, mean: Any, rstd: Any, inp: Any, weight: Any, bias: Any,
     """Normalizes the rows of a contiguous (rows, n) inp into out, saving each row's
     mean and rstd; weight and bias (n,) may be None (mt_layer_norm)."""
     affine = (LAYER_NORM_WEIGHT if weight is not None else 0) | (LAYER_NORM_BIAS if bias is not None else 0)
-    check(lib().mt_layer_norm(out.descriptor(), mean.descriptor(), rstd.descriptor(), inp.descriptor(),
-                              _desc(weight), _desc(bias), affine, float(eps)), "mt_layer_norm")
+    status = C.mt_layer_norm(out.descriptor(), mean.descriptor(), rstd.descriptor(), inp.descriptor(),
+                             _desc(weight), _desc(bias), affine, float(eps))
+    if status != MT_OK:  # checked here: check() is a call more on every success
+        check(status, "mt_layer_norm")
 
 
 def layer_norm_backward(grad_in: Any, grad_weight: Any, grad_bias: Any, grad_out: Any, inp: Any, mean: Any,
@@ -33,6 +35,8 @@ def layer_norm_backward(grad_in: Any, grad_weight: Any, grad_bias: Any, grad_out
     want = ((LAYER_NORM_GRAD_IN if grad_in is not None else 0) | (LAYER_NORM_WEIGHT if grad_weight is not None else 0)
             | (LAYER_NORM_BIAS if grad_bias is not None else 0))
     affine = (LAYER_NORM_WEIGHT if weight is not None else 0) | (LAYER_NORM_BIAS if has_bias else 0)
-    check(lib().mt_layer_norm_backward(_desc(grad_in), _desc(grad_weight), _desc(grad_bias), grad_out.descriptor(),
-                                       inp.descriptor(), mean.descriptor(), rstd.descriptor(), _desc(weight),
-                                       want, affine), "mt_layer_norm_backward")
+    status = C.mt_layer_norm_backward(_desc(grad_in), _desc(grad_weight), _desc(grad_bias), grad_out.descriptor(),
+                                      inp.descriptor(), mean.descriptor(), rstd.descriptor(), _desc(weight),
+                                      want, affine)
+    if status != MT_OK:
+        check(status, "mt_layer_norm_backward")

@@ -19,7 +19,11 @@ declare(SIGNATURES)
 
 def reduce_(op: str, out: Any, inp: Any, dim: int) -> None:
     """Reduces inp along dim into out (keepdim shape) (mt_reduce)."""
-    check(lib().mt_reduce(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim), f"mt_reduce({op})")
+    function = C.mt_reduce  # first: it loads the library, which fills the op tables
+    op_id = _OP_IDS["reduce"].get(op)
+    status = function(_op_id("reduce", op) if op_id is None else op_id, out.descriptor(), inp.descriptor(), dim)
+    if status != MT_OK:
+        check(status, f"mt_reduce({op})")
 
 
 def reduce_all(op: str, out: Any, inp: Any) -> None:
