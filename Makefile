@@ -174,7 +174,9 @@ test-py-teaching: $(LIBS) $(VENV)/.ok
 
 # make test keeps both cores of a 2-core CI machine busy (docs/testing.md,
 # "How long make test takes"): nvcc's compile check (where nvcc has no GPU)
-# runs beside everything from the start, one compile at a time; once the
+# runs beside everything from the start, one compile at a time and at a
+# lower priority (nice), so that it takes only the CPU the build and the
+# tests leave (nothing waits for it before the end); once the
 # libraries and the C test programs are built, the course kit's tests (a
 # pytest of their own: they build and grade copies of the repository, and
 # write nothing here but under build/) run beside the C tests and the rest
@@ -191,7 +193,7 @@ test:
 	mkdir -p $(BUILD); rm -f $(BUILD)/cuda-check.status $(BUILD)/course-tests.status; \
 	if [ -n "$(CUDA_CHECK_IN_TEST)" ]; then \
 	    echo "cuda-check: nvcc compiles the kernels for sm_$(CHECK_ARCH) beside the tests ($(BUILD)/cuda-check.log)"; \
-	    ( $(MAKE) --no-print-directory -j1 cuda-check > $(BUILD)/cuda-check.log 2>&1; \
+	    ( nice -n 10 $(MAKE) --no-print-directory -j1 cuda-check > $(BUILD)/cuda-check.log 2>&1; \
 	      echo $$? > $(BUILD)/cuda-check.status ) & \
 	fi; \
 	$(MAKE) --no-print-directory $(LIBS) $(DIST_LIBS) $(VENV)/.ok test-c-build || status=1; \

@@ -266,12 +266,31 @@ def test_stubs_are_found_before_anything_runs_and_each_task_names_its_own(tmp_pa
 
 # ---- task isolation ------------------------------------------------------------------------------
 
-def collect(selection: PyTest) -> list[str]:
-    """The test ids a pytest selection collects."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           *selection.args()], cwd=ROOT, capture_output=True, text=True, timeout=300)
+# One process collects every selection, one pytest.main() each: the package and the test
+# modules are imported once, not once per selection (a few seconds each on the emulator).
+COLLECT_ALL = """
+import json, sys
+import pytest
+for args in json.loads(sys.argv[1]):
+    print("== selection", flush=True)
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args])
+    print(f"== exit status {int(code)}", flush=True)
+"""
+
+
+def collect_all(selections: list[PyTest]) -> dict[tuple[str, ...], list[str]]:
+    """The test ids each pytest selection collects (pytest --collect-only), by its arguments."""
+    argv = [selection.args() for selection in selections]
+    proc = subprocess.run([sys.executable, "-c", COLLECT_ALL, json.dumps(argv)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return [line for line in proc.stdout.splitlines() if "::" in line]
+    parts = proc.stdout.split("== selection\n")[1:]
+    assert len(parts) == len(argv), proc.stdout[-3000:]
+    found = {}
+    for args, part in zip(argv, parts):
+        assert part.rstrip().endswith("== exit status 0"), f"pytest --collect-only {args}:\n{part[-3000:]}"
+        found[tuple(args)] = [line for line in part.splitlines() if "::" in line]
+    return found
 
 
 def test_an_item_with_a_memory_error_or_a_race_earns_nothing() -> None:
@@ -309,10 +328,12 @@ def test_each_tasks_selections_reach_only_the_tasks_it_requires() -> None:
     if not emulator_buildable():
         pytest.skip("collecting the tests imports the library, which this machine cannot build")
     manifest = load_manifest(ROOT / "course" / "tasks.toml")
-    assert isolation_problems(manifest, collect) == []
-    # and the check does see a breach: matmul_tiled graded by the whole of tests/test_matmul.py
     whole = PyTest("tests/test_matmul.py")
-    problems = isolation_problems(manifest, lambda s: collect(whole) if s.path == whole.path else [])
+    ids = collect_all([selection for task in manifest.tasks for selection in task.pytest] + [whole])
+    assert all(ids.values()), {args: len(found) for args, found in ids.items()}
+    assert isolation_problems(manifest, lambda s: ids[tuple(s.args())]) == []
+    # and the check does see a breach: matmul_tiled graded by the whole of tests/test_matmul.py
+    problems = isolation_problems(manifest, lambda s: ids[tuple(whole.args())] if s.path == whole.path else [])
     assert any("blocktile_1d of task ladder_rung" in p for p in problems), problems
 
 

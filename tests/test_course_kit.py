@@ -11,12 +11,13 @@ those that build:
 - one scratch copy of the solved sources, broken by exact text replacements one test at a
   time and put back after each (its build too): two tasks broken at once cost their own
   points only, in one pass over every task; bugs students write (a read-modify-write race,
-  an out-of-bounds write, an endless loop) planted and graded by the grader: each costs its
-  own task, a task that does not require it keeps full marks, and a grade with an endless
-  loop still ends with its report;
+  an out-of-bounds write) planted and graded by the grader: each costs its own task, whose
+  report quotes what the emulator caught, and a task that does not require it keeps full
+  marks;
 - the Gradescope path: `make autograder`'s zip unpacked into Gradescope's layout, its handout
   built as setup.sh builds it, and run_autograder grading a submission whose tasks crash
-  (the planted stack overflow), hang and race.
+  (the planted stack overflow), hang (an endless loop, cut at the item's limit: the grade
+  still ends, with its report) and race.
 
 The handouts' builds recompile the whole emulator library (every kernel includes a file of
 regions); the scratch copy starts from this repository's build and recompiles only what a
@@ -513,11 +514,20 @@ def test_a_stubbed_softmax_fails_with_its_own_message(solved: tuple[Path, dict])
 # ---- planted bugs, graded: each costs its own task, and the grade ends ---------------------
 #
 # Bugs that students write, planted in the solved copy one at a time and graded by the
-# grader (tools/course.py grade, the defaults of `make grade`) on the task they break and
-# one task that does not require it. Each plant touches one file; the header plants
-# (block_reduce.h) rebuild the kernels that include it. The stack overflow is graded by the
-# Gradescope test below (its submission plants it in softmax.cu, beside a task that keeps
-# full marks), so it is not graded here a second time.
+# grader (tools/course.py grade) on the task they break and one task that does not require
+# it. Each plant touches one file; the header plant (block_reduce.h) rebuilds the kernels
+# that include it. Two bugs are graded by the Gradescope test below only, so that no bug
+# class is graded twice: the stack overflow (its submission plants it in softmax.cu) and the
+# endless loop (matmul_tiled's tile loop that never advances), each beside a task that keeps
+# full marks.
+#
+# What these grades change from the defaults of `make grade`, for time (docs/testing.md):
+# the kernels of the planted file are compiled at -O0 (the emulator's checks, which catch
+# these bugs, work the same at any level), and each item is cut at PLANT_TIMEOUT seconds
+# instead of 60: an item of the broken task reports its first memory error or race within
+# a second, then goes on failing case after case until its limit, and scores 0 from that
+# first report on (the test checks that its report quotes it), while the task that keeps
+# full marks needs a few seconds per item.
 
 
 class Plant(NamedTuple):
@@ -527,12 +537,7 @@ class Plant(NamedTuple):
     task: str        # the task it breaks
     other: str       # a task that does not require it: keeps full marks
     kept: float      # the broken task loses points, and keeps at most this share of them
-    # Grader options other than the defaults of `make grade`, and the make variables of its build.
-    # The endless loop's: every item of its task hangs until the item's limit, so a short limit
-    # (the mechanism is the same at 60 s), and its kernels compiled at -O0 (what they compute
-    # never matters: they hang; the task that keeps full marks runs none of them).
-    grade_args: tuple[str, ...] = ()
-    make_vars: tuple[tuple[str, str], ...] = ()
+    caught: str      # what the emulator's checks report for it, quoted in the broken task's report
 
 
 _LOOP = "    for (unsigned int stride = blockDim.x / 2; stride > 0; stride /= 2) {\n"
@@ -545,17 +550,14 @@ PLANTS = {
                   "         * s[tid + stride] of the next level was written in this one by\n"
                   "         * another thread. */\n        __syncthreads();\n    }\n",
                   "    if (tid != 0)\n        s[0] = combine(s[0], value);\n    __syncthreads();\n",
-                  "reductions", "ladder_rung", 0.5),
+                  "reductions", "ladder_rung", 0.5, "shared-memory race in kernel"),
     # i <= n: one element read and written past the end of each tensor.
     "out_of_bounds": Plant("src/map.cu",
                            "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)\n"
                            "        out[i] = (TOut)op(in[i]);\n",
                            "    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i <= n; i += step)\n"
                            "        out[i] = (TOut)op(in[i]);\n",
-                           "map_zip", "indexing", 0.5),
-    # stride >= 0 of an unsigned stride: the tree never ends.
-    "endless_loop": Plant("src/block_reduce.h", _LOOP, _LOOP.replace("stride > 0", "stride >= 0"),
-                          "reductions", "indexing", 1.0, ("--timeout", "8"), (("EMU_OPT", "-O0"),)),
+                           "map_zip", "indexing", 0.5, "illegal memory access in kernel"),
     # A 128 KiB array on each emulated thread's stack.
     "stack_overflow": Plant("src/softmax.cu",
                             "    __shared__ BlockScratch<T> scratch;\n"
@@ -564,14 +566,18 @@ PLANTS = {
                             "    volatile char row_cache[128 * 1024];\n"
                             "    row_cache[threadIdx.x] = 0;\n"
                             "    T *out_data = static_cast<T *>(out_rows.data);\n",
-                            "softmax", "ladder_rung", 1.0),
+                            "softmax", "ladder_rung", 1.0, "stack"),
 }
+PLANT_TIMEOUT = 20  # seconds per item of a planted bug's grade (above)
+PLANT_MAKE_VARS = {"EMU_OPT": "-O0"}
+
+
 def _env_without_make() -> dict[str, str]:
     """This environment without the variables of a make that runs the suite (make test)."""
     return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
 
 
-GRADE_BOUND = 300  # seconds: a grade with an endless loop in it still ends, with its report
+GRADE_BOUND = 300  # seconds: a grade of two tasks ends well within it
 
 
 def _grade(folder: Path, out: Path, tasks: list[str], bound: float, args: tuple[str, ...] = (),
@@ -614,7 +620,8 @@ def test_every_planted_change_still_applies() -> None:
             f"{name}:{first + 1}: the planted change is outside every task's solution"
 
 
-@pytest.mark.parametrize("kind", [kind for kind in PLANTS if kind != "stack_overflow"])
+# The stack overflow and the endless loop: graded by the Gradescope test only (below).
+@pytest.mark.parametrize("kind", ["race", "out_of_bounds"])
 def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_path: Path, kind: str) -> None:
     copy, edits = solved
     plant = PLANTS[kind]
@@ -622,21 +629,18 @@ def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_pa
     edits[plant.file] = ""
     (copy / plant.file).write_text(_replace(plant.file, plant.old, plant.new))
     results, seconds, output = _grade(copy, tmp_path / "grade", [plant.task, plant.other], GRADE_BOUND,
-                                      plant.grade_args, plant.make_vars)
+                                      ("--timeout", str(PLANT_TIMEOUT)), tuple(PLANT_MAKE_VARS.items()))
     scores = _task_scores(results)
     assert set(scores) == {plant.task, plant.other}, output[-3000:]
     score, most, text = scores[plant.task]
     assert score < most and score <= plant.kept * most, (
         f"{kind} in {plant.file}: {plant.task} keeps {score} of {most} (less than {most} and at most "
         f"{plant.kept * most} expected)\n{text[-3000:]}")
+    # It is the bug that costs the points: the emulator's checks caught it, and the report says so.
+    assert "the emulator's checks found a memory error or a race" in text and plant.caught in text, text[-3000:]
     score, most, text = scores[plant.other]
     assert score == most, f"{kind} in {plant.file} costs {plant.other} points: {score} of {most}\n{text[-3000:]}"
     assert seconds <= GRADE_BOUND, f"the grade took {seconds:.0f} s (bound {GRADE_BOUND} s)"
-    if kind == "endless_loop":
-        assert "timed out after 8 s" in scores[plant.task][2], scores[plant.task][2][-3000:]
-        # With the defaults of `make grade` the same grade ends too: no item outlives its task's share
-        # of the budget, counted from the start of the build (tests/test_course_grade.py checks it).
-        assert DEFAULT_BUDGET < GRADE_BOUND
 
 
 # ---- the Gradescope path, end to end -------------------------------------------------------
@@ -711,27 +715,28 @@ def test_the_gradescope_autograder_end_to_end(tmp_path: Path) -> None:
     assert not [p for p in source.rglob("*") if p.is_file() and "test_a_hidden_map" in p.read_text(errors="replace")]
     assert "TODO (task softmax" in (source / "src/softmax.cu").read_text()
 
-    # setup.sh's build step, on the build of this repository: a file of the handout that is
-    # this repository's, or differs from it only by the task markers the handout takes out
-    # (comments), gets the repository's time, so that only the stubbed kernels compile (a
-    # shortcut of this test: Gradescope builds the whole handout once).
+    # setup.sh's build step, on the build of this repository (a shortcut of this test: Gradescope
+    # builds the whole handout once). A file of the handout that is this repository's, or differs
+    # from it only by the task markers the handout takes out (comments), gets the repository's
+    # time, so that make finds its objects up to date. So do the stubbed task files: their stubs
+    # never run here, since the submission gives every one of them (checked below, and the grade
+    # recompiles each file it takes), and that stubs compile and fail with their message is the
+    # test of the handout of every task above.
+    assert set(SUBMISSION) == {f for t in AG_TASKS for f in MANIFEST.task(t).files if f.startswith("src/")}
     for path in source.rglob("*"):
         name = path.relative_to(source).as_posix()
         if path.is_file() and (ROOT / name).is_file():
             solved = (ROOT / name).read_bytes()
             if path.suffix in (".cu", ".h", ".c", ".py") and find_regions(solved.decode(), name):
                 solved = render(solved.decode(), name, set()).encode()
-            if path.read_bytes() == solved:
+            if path.read_bytes() == solved or name in SUBMISSION:
                 stamp = (ROOT / name).stat().st_mtime_ns
                 os.utime(path, ns=(stamp, stamp))
     shutil.copytree(ROOT / "build", source / "build", symlinks=True, ignore=SCRATCH_IGNORE)
     _prepare(source)
     setup = (ag / "source" / "setup.sh").read_text()
     assert "\nmake autograder-build\n" in setup
-    # Another shortcut: the stubbed kernels at -O0, as the handout of every task is built above;
-    # the submission replaces each of their files, so the grade recompiles them all (at -O2).
-    assert set(SUBMISSION) == {f for t in AG_TASKS for f in MANIFEST.task(t).files if f.startswith("src/")}
-    _make(source, "EMU_OPT=-O0", "autograder-build")
+    _make(source, "autograder-build")
 
     submission = ag / "submission" / "my-minitensor"
     for name, change in SUBMISSION.items():
@@ -743,7 +748,8 @@ def test_the_gradescope_autograder_end_to_end(tmp_path: Path) -> None:
     assert code is not None, f"run_autograder did not end within {AG_BOUND + 120} s:\n{log[-3000:]}"
     assert code == 0, log[-3000:]
     assert f"--timeout {AG_TIMEOUT}" in log and f"--budget {AG_BUDGET}" in log, log[-3000:]
-    assert "taken    src/softmax.cu <- my-minitensor/src/softmax.cu" in log
+    for name in SUBMISSION:  # every task file: none of the handout's objects is graded as it was built
+        assert f"taken    {name} <- my-minitensor/{name}" in log, log[-3000:]
     results = json.loads((ag / "results" / "results.json").read_text())
     scores = _task_scores(results)
     assert set(scores) == set(AG_TASKS), log[-3000:]
@@ -755,4 +761,11 @@ def test_the_gradescope_autograder_end_to_end(tmp_path: Path) -> None:
         score, most, text = scores[task]
         assert score <= most / 2, f"{task} keeps {score} of {most}\n{text[-3000:]}"
         assert what in text.lower(), f"{task}: its report does not say '{what}'\n{text[-3000:]}"
+    # The endless loop: each hung item is cut at the item's limit (or sooner, where its task's share of
+    # the budget runs out), and the grade goes on to the tasks after it and ends with its report.
+    cuts = [int(n) for n in re.findall(r"timed out after (\d+) s", scores["matmul_tiled"][2])]
+    assert cuts and max(cuts) <= AG_TIMEOUT, scores["matmul_tiled"][2][-3000:]
     assert seconds <= AG_BOUND, f"run_autograder took {seconds:.0f} s (bound {AG_BOUND} s)"
+    # With the defaults of `make grade` such a grade ends too: no item outlives its task's share of
+    # the budget, counted from the start of the build (tests/test_course_grade.py checks it).
+    assert DEFAULT_BUDGET < AG_BOUND

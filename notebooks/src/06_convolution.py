@@ -7,9 +7,10 @@
 # window into a column* of a matrix (im2col), after which the whole
 # convolution is one matmul, the kernel this library spends most care on.
 # This notebook draws the windows, shows that the copy is a single strided
-# copy of a view, checks the matmul against the loops, draws the next rung
-# (a direct convolution that keeps tiles of the input in shared memory), and
-# looks at what the backward pass must do where windows overlap.
+# copy of a view, checks the matmul against the loops, draws the next rungs
+# (a direct convolution that keeps tiles of the input in shared memory, and
+# the implicit GEMM that runs im2col's matmul on tiles gathered from the
+# image), and looks at what the backward pass must do where windows overlap.
 
 # %%
 # Make the repository's minitensor importable when the notebook runs from notebooks/.
@@ -198,6 +199,91 @@ grad_tiled = x.grad.numpy().copy()
 x.grad = None
 im2col.sum().backward()
 print("input gradients, largest difference:", float(np.abs(grad_tiled - x.grad.numpy()).max()))
+
+# %% [markdown]
+# ## The implicit-GEMM rung: im2col's matmul, without the matrix
+# Under the fast kernel policy `F.conv2d` runs `src/conv_implicit_gemm.cu`.
+# It computes the product im2col sets up, out[co, p] = sum over k of
+# W[co, k] X[k, p], with the M = C_out output channels as rows, the
+# N = batch * OH * OW output pixels as columns and the K = C * KH * KW taps
+# as the inner dim, but it never writes X. The kernel is the matmul ladder's
+# warptile rung (`src/matmul_warptile.cu`): a block computes a BM x BN tile
+# of the output, BK values of K at a time, each of its warps a WM x WN piece
+# of the tile. Where warptile loads a BK x BN tile of B from a matrix, this
+# kernel *gathers* it from the image: column p is split into (n, oy, ox),
+# row k into (c, i, j), and the element is read where that tap of that
+# window lies; a tap in the padding, or a row or column past the matrix's
+# end (the edge tiles), is stored in shared memory as 0, so the inner loop
+# needs no bounds test. What depends only on a thread's column (its image
+# and window) is worked out once, before the loop over K-tiles.
+#
+# The tile shapes below are read from the kernel's source: a product of at
+# most BM rows of the narrow tile (64 output channels or fewer) takes it,
+# wider ones the wide tile. For a layer of 16 -> 32 channels, 3 x 3, on two
+# 28 x 28 images: the output matrix and its block tiles (left, one block's
+# warp pieces drawn), and the windows whose columns that block gathers
+# (right: BN consecutive output pixels, each the window of one 3 x 3 patch).
+
+# %%
+import re
+
+source = (repo / "src" / "conv_implicit_gemm.cu").read_text()
+configs = {name: tuple(int(v) for v in args.split(","))
+           for name, args in re.findall(r"using (Igemm\w+) = IgemmConfig<([\d, ]+)>;", source)}
+print("tiles in src/conv_implicit_gemm.cu (BM, BN, BK, WM, WN, blocks per SM):", configs)
+
+batch_n, c_in, c_out, k, pad, size = 2, 16, 32, 3, 1, 28
+M, N, K = c_out, batch_n * size * size, c_in * k * k
+BM, BN, BK, WM, WN, _ = configs["IgemmNarrow"] if M <= configs["IgemmNarrow"][0] else configs["IgemmWide"]
+grid = (-(-M // BM), -(-N // BN))
+print(f"GEMM M = C_out = {M}, N = N * OH * OW = {N}, K = C * KH * KW = {K}")
+print(f"tile {BM} x {BN}: {grid[0]} x {grid[1]} blocks, each {(BM // WM) * (BN // WN)} warps of a "
+      f"{WM} x {WN} piece, {-(-K // BK)} K-tiles of {BK}")
+print("the taps (c, i, j) of the first K-tile:", [(kk // (k * k), kk // k % k, kk % k) for kk in range(BK)])
+
+block = 3  # the block whose tile and windows are drawn
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+for bx in range(grid[1]):
+    axes[0].add_patch(Rectangle((bx * BN, 0), BN, BM, fill=bx == block, fc="tab:orange",
+                                alpha=0.5 if bx == block else 1.0, ec="gray"))
+axes[0].add_patch(Rectangle((0, 0), N, M, fill=False, ec="black", lw=2))
+for wy in range(BM // WM):
+    for wx in range(BN // WN):
+        axes[0].add_patch(Rectangle((block * BN + wx * WN, wy * WM), WN, WM, fill=False, ec="tab:red", lw=1))
+axes[0].set_xlim(-20, grid[1] * BN + 20)
+axes[0].set_ylim(BM + 4, -4)
+axes[0].set_xlabel("output pixel p = (n, oy, ox)")
+axes[0].set_ylabel("output channel co")
+axes[0].set_title(f"output {M} x {N} (black), {grid[1]} block tiles of {BM} x {BN}", fontsize=9)
+pixels = np.arange(block * BN, min((block + 1) * BN, N))
+covered = np.zeros((size, size))
+first = pixels[pixels // (size * size) == pixels[0] // (size * size)]
+for p in first:
+    oy, ox = p % (size * size) // size, p % size
+    covered[max(oy - pad, 0):oy - pad + k, max(ox - pad, 0):ox - pad + k] += 1
+axes[1].imshow(covered, cmap="Oranges")
+axes[1].set_title(f"image {pixels[0] // (size * size)}: the windows of block {block}'s columns\n"
+                  f"(taps read per pixel, over the {len(first)} windows in this image)")
+axes[1].axis("off")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The implicit-GEMM rung gives im2col's numbers, forward and backward (its
+# gradients are two more implicit GEMMs on the same kernel):
+
+# %%
+x = mt.randn(batch_n, c_in, size, size, requires_grad=True)
+weight = mt.randn(c_out, c_in, k, k, requires_grad=True)
+igemm = mt.kernels.conv2d(x, weight, padding=pad, algo="implicit_gemm")
+im2col = mt.kernels.conv2d(x, weight, padding=pad, algo="im2col")
+print("implicit_gemm vs im2col, largest difference:", float((igemm - im2col).abs().max()))
+igemm.sum().backward()
+grads = x.grad.numpy().copy(), weight.grad.numpy().copy()
+x.grad = weight.grad = None
+im2col.sum().backward()
+print("input gradients, largest difference:", float(np.abs(grads[0] - x.grad.numpy()).max()))
+print("weight gradients, largest difference:", float(np.abs(grads[1] - weight.grad.numpy()).max()))
 
 # %% [markdown]
 # ## Backward: overlapping windows add up

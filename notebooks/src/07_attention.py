@@ -10,7 +10,8 @@
 # stores a score. What makes that possible is the *online softmax*: a
 # softmax computed in one pass, with a running maximum and a running sum.
 # This notebook draws the scores, replays the online softmax tile by tile,
-# and shows which tiles a causal block can skip.
+# shows which tiles a causal block can skip, and draws how the warp rung
+# (`src/attention_warp.cu`) shares a block's scores among its threads.
 
 # %%
 # Make the repository's minitensor importable when the notebook runs from notebooks/.
@@ -131,3 +132,73 @@ flash = mt.kernels.attention(*big, "flash", causal=True)
 print("largest difference, fused vs naive:", float((fused - naive).abs().max()))
 print("largest difference, flash vs naive:", float((flash - naive).abs().max()))
 print(f"scores the naive rung writes: {4 * 300 * 300 * 4 / 1e6:.2f} MB; the flash rung: 0")
+
+# %% [markdown]
+# ## The warp rung: a query row over 8 lanes
+# In the flash rung each thread owns a query row and reads, per key, the D
+# values of a K row from shared memory for D multiply-adds: one load per
+# multiply-add, and a head dim of at most 64, or the row and its output no
+# longer fit in a thread's registers. The warp rung (`src/attention_warp.cu`,
+# `mt.kernels.attention(..., "warp")`, what `F.scaled_dot_product_attention`
+# runs under the fast kernel policy for head dims 32, 64 and 128 when no
+# mask tensor or dropout is asked for) treats each step as a small matrix
+# product, as the matmul ladder's register-tiled rungs do. A block of 128
+# threads, 16 x 8 of them as (ty, tx), takes 64 queries and tiles of BC keys
+# (64, or 32 for a head dim of 128 or float64): thread (ty, tx) computes the
+# scores S[ty + 16 i][tx + 8 j] for i < 4 and j < BC / 8, reading 4 values
+# of a Q row and of a K row per 16-byte load, so that a load feeds 4 *
+# BC / 8 multiply-adds instead of one.
+#
+# Which thread computes which score of the block's 64 x 64 tile (left), and
+# which warp (right): thread (ty, tx) is lane 8 * (ty % 4) + tx of warp
+# ty // 4, so the 8 threads of a query row are 8 consecutive lanes of one
+# warp. The online softmax's row maximum and row sum then take 3 shuffles
+# within the warp, and the warp that owns a row owns all of it: no barrier
+# between warps for the softmax (FlashAttention-2's split: queries across
+# warps, never keys). For P V, the weights P of a warp's own rows go
+# through shared memory, and thread (ty, tx) accumulates the outputs
+# O[ty + 16 i][4 tx + 32 g + 0..3]: the 8 lanes of a row read 8 consecutive
+# 16-byte pieces of a V row.
+
+# %%
+QUERIES, KEYS = 64, 64  # a float32 block of head dim 32 or 64
+owner = np.zeros((QUERIES, KEYS), dtype=int)
+warp_of = np.zeros((QUERIES, KEYS), dtype=int)
+for thread in range(128):
+    lane = thread % 32
+    ty, tx = thread // 32 * 4 + lane // 8, lane % 8  # as in the kernel
+    for i in range(QUERIES // 16):
+        for j in range(KEYS // 8):
+            owner[ty + 16 * i, tx + 8 * j] = ty * 8 + tx
+            warp_of[ty + 16 * i, tx + 8 * j] = thread // 32
+mine = owner == 0
+print(f"thread (0, 0) computes {mine.sum()} scores: rows {sorted({int(r) for r in np.nonzero(mine)[0]})}, "
+      f"columns {sorted({int(c) for c in np.nonzero(mine)[1]})}")
+print("the warps of query rows 0..19:", [int(w) for w in warp_of[:20, 0]])
+fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+axes[0].imshow(np.zeros_like(owner), cmap="Greys", vmin=0, vmax=1)
+for (ty, tx), color in (((0, 0), "black"), ((0, 1), "tab:red"), ((5, 3), "tab:blue")):
+    rows, cols = np.nonzero(owner == ty * 8 + tx)
+    axes[0].scatter(cols, rows, s=14, c=color, marker="s", label=f"thread (ty, tx) = ({ty}, {tx})")
+axes[0].legend(loc="lower right", fontsize=8)
+axes[0].set_title("scores S of one tile: three threads' scores")
+axes[1].imshow(warp_of, cmap="Pastel1", vmin=0, vmax=8, interpolation="nearest")
+axes[1].set_title("the warp of each score: whole rows per warp")
+for ax in axes:
+    ax.set_xlabel("key of the tile")
+    ax.set_ylabel("query of the block")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The warp rung gives the flash rung's numbers, the causal mask included
+# (head dims 32, 64 and 128 are compiled in; on the H200, causal at length
+# 1024 and head dim 64, its forward runs at 0.82x the speed of torch's fused
+# kernel: docs/performance.md):
+
+# %%
+for dim in (32, 64):
+    q, k, v = (mt.tensor(rng.standard_normal((2, 150, dim)).astype(np.float32)) for _ in range(3))
+    warp = mt.kernels.attention(q, k, v, "warp", causal=True)
+    flash = mt.kernels.attention(q, k, v, "flash", causal=True)
+    print(f"head dim {dim}: largest difference, warp vs flash:", float((warp - flash).abs().max()))
