@@ -38,7 +38,7 @@
  * One header for nvcc, the emulator build (a plain C++17 compiler) and
  * kernels compiled at run time by NVRTC, which has no C++ standard library:
  * so this header includes only <stdint.h> (src/rtc/ provides it to NVRTC)
- * and spells the one trait it needs (IsSame) itself.
+ * and spells the two traits it needs (IsSame, IsInteger) itself.
  */
 #ifndef MT_TYPED_DIMS_H
 #define MT_TYPED_DIMS_H
