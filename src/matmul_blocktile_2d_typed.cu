@@ -34,10 +34,17 @@
 #include "matmul_internal.h"
 #include "typed_dims.h"
 
-/* The three dimensions of out (M x N) = A (M x K) @ B (K x N). */
+/* The three dimensions of out (M x N) = A (M x K) @ B (K x N), in a
+ * namespace of this file's own: another file's I would be another type of
+ * the same name in the same library. */
+namespace matmul_dims {
 TD_DIMENSION(I); /* rows of A and of out     */
 TD_DIMENSION(J); /* columns of B and of out  */
 TD_DIMENSION(K); /* the dimension summed over */
+} /* namespace matmul_dims */
+using matmul_dims::I;
+using matmul_dims::J;
+using matmul_dims::K;
 
 /* A batch's matrix as a typed view, rows along R and columns along Cl. */
 template <class R, class Cl, typename T>
