@@ -5,7 +5,7 @@ The engine has several kernels for the same operation, each one step (a
 
 - ``matmul``: naive, coalesced, tiled, blocktile_1d, blocktile_2d,
   vectorized, warptile, pipelined (the last two in several tile
-  configurations);
+  configurations), blocktile_2d_typed (rung 5 with typed dimensions);
 - ``reduce``: the reduction ladder (interleaved, sequential, first_add,
   warp_shuffle, vectorized), for every reduction op along one dim;
 - ``copy``: the transpose-copy ladder (naive, tiled, tiled_padded), for

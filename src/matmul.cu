@@ -156,6 +156,8 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
         return launch_blocktile_1d<T>(out, a, b);
     case MT_MATMUL_BLOCKTILE_2D:
         return launch_blocktile_2d<T>(out, a, b);
+    case MT_MATMUL_BLOCKTILE_2D_TYPED:
+        return launch_blocktile_2d_typed<T>(out, a, b);
     default:
         break;
     }

@@ -7,18 +7,6 @@
  */
 #include "matmul_internal.h"
 
-/* A block computes a 128 x 128 tile with 256 threads, each an 8 x 8 block:
- * thread t owns rows (t / 16) * 8 ... + 7 and columns (t % 16) * 8 ... + 7. */
-struct Blocktile2dTiles {
-    static constexpr int BM = 128;
-    static constexpr int BN = 128;
-    static constexpr int BK = 8;
-    static constexpr int TM = 8;
-    static constexpr int TN = 8;
-    static constexpr int kThreads = (BM / TM) * (BN / TN); /* 256 */
-    static_assert((BM * BK) % kThreads == 0 && (BK * BN) % kThreads == 0, "whole loads per thread");
-};
-
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads) matmul_blocktile_2d(mt_tensor out, mt_tensor a, mt_tensor b, int64_t row_tile_start, int64_t batch_start)
 {

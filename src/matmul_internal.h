@@ -43,6 +43,19 @@ struct SimpleTiles {
     static constexpr int kThreads = BM * BN;
 };
 
+/* Tiles of rung 5 (blocktile_2d) and its typed twin (blocktile_2d_typed).
+ * A block computes a 128 x 128 tile with 256 threads, each an 8 x 8 block:
+ * thread t owns rows (t / 16) * 8 ... + 7 and columns (t % 16) * 8 ... + 7. */
+struct Blocktile2dTiles {
+    static constexpr int BM = 128;
+    static constexpr int BN = 128;
+    static constexpr int BK = 8;
+    static constexpr int TM = 8;
+    static constexpr int TN = 8;
+    static constexpr int kThreads = (BM / TM) * (BN / TN); /* 256 */
+    static_assert((BM * BK) % kThreads == 0 && (BK * BN) % kThreads == 0, "whole loads per thread");
+};
+
 /* The plain product's epilogue (see src/matmul_epilogue.h for the idea): a
  * kernel that takes an epilogue Epi calls epi.at_batch(z) once after its
  * main loop and batch.apply(values, row, col) on each run of outputs before
@@ -72,6 +85,9 @@ template <typename T>
 mt_status launch_blocktile_1d(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
 mt_status launch_blocktile_2d(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+/* blocktile_2d written with typed dimensions (src/typed_dims.h). */
+template <typename T>
+mt_status launch_blocktile_2d_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>
 mt_status launch_vectorized(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 template <typename T>

@@ -130,7 +130,8 @@
     X(BLOCKTILE_2D, blocktile_2d) /* 8 x 8 outputs per thread              */ \
     X(VECTORIZED, vectorized)     /* + 16-byte loads and stores            */ \
     X(WARPTILE, warptile)         /* + warp tiles, double buffering, tunable */ \
-    X(PIPELINED, pipelined)       /* + cp.async stages, fragments a step ahead */
+    X(PIPELINED, pipelined)       /* + cp.async stages, fragments a step ahead */ \
+    X(BLOCKTILE_2D_TYPED, blocktile_2d_typed) /* 5 with typed dimensions */
 
 /* The activations of mt_matmul_epilogue (src/matmul_epilogue.h), applied
  * to the product plus bias as it is stored.                                */
