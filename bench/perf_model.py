@@ -1,0 +1,256 @@
+"""The performance model's measurements and its evaluation (minitensor/ops/perf_model.py).
+
+    python3 bench/perf_model.py collect --out DIR       # on the GPU: time every configuration
+    python3 bench/perf_model.py evaluate [--data FILE]  # anywhere: held-out regret table
+    python3 bench/perf_model.py train [--data FILE]     # save the learned model for FILE's device
+
+collect times, on a list of problems, every configuration of the two tuned
+rungs: the matmul tile configurations (warptile's and pipelined's, numbered
+as ``mt.kernels.matmul_configs()``) and the convolution's forward rungs
+(im2col, tiled, implicit GEMM: what ``mt.kernels.conv2d(algo=...)`` runs).
+Each time is the median of CUDA-event timings after a warm-up; the problems
+come in a seeded random order and the collection stops at ``--budget``
+seconds, so a cut leaves a random subset. It writes DIR/measurements.json:
+the device's properties and, per problem, the milliseconds of every
+configuration (null where one cannot run).
+
+evaluate splits the problems of a measurement file into training and held
+out (every ``--holdout``-th problem in a fixed shuffled order), trains the
+learned model on the training part, and prints for the held-out problems the
+regret of each way to choose (the chosen configuration's measured time over
+the best one's): the roofline model, the learned model, the learned model
+with its sweep fallback, and the sweep; then predicted against measured time.
+Without ``--data`` it reads the newest committed file under
+data/perf_model/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+# The configurations are chosen here, never by the autotuner (im2col's matmul
+# runs the library's fixed choice): set before minitensor reads it.
+os.environ.setdefault("MINITENSOR_AUTOTUNE", "0")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import numpy as np  # noqa: E402
+
+DATA_DIR = ROOT / "data" / "perf_model"
+
+
+# ---- the problems ---------------------------------------------------------------------------
+
+
+def matmul_problems(rng: np.random.Generator, count: int, max_work: float) -> list[dict[str, Any]]:
+    """Random products: M, N, K log-uniform over [32, 8192] (most off the tile
+    grid), a batch dim on one in six, a transposed operand on one in four,
+    float64 on one in eight; at most max_work multiply-adds each."""
+    problems = []
+    while len(problems) < count:
+        m, n, k = (int(round(2 ** rng.uniform(5, 13))) for _ in range(3))
+        batches = int(2 ** rng.integers(1, 6)) if rng.random() < 1 / 6 else 1
+        if m * n * k * batches > max_work:
+            continue
+        if rng.random() < 0.5:  # half the problems on multiples of 64, as layers often are
+            m, n, k = (max(64, 64 * round(s / 64)) for s in (m, n, k))
+        layout = str(rng.choice(["NT", "TN"])) if rng.random() < 0.25 else "NN"
+        dtype = "float64" if rng.random() < 1 / 8 else "float32"
+        problems.append({"m": m, "n": n, "k": k, "batches": batches, "layout": layout, "dtype": dtype})
+    return problems
+
+
+def conv_problems(rng: np.random.Generator, count: int, max_cols_bytes: float) -> list[dict[str, Any]]:
+    """Random layers of a small ResNet: 1x1, 3x3 (and a 7x7 stem or a 5x5) convolutions,
+    stride 1 or 2, a depthwise layer on one in five; im2col's column matrix at
+    most max_cols_bytes (it is one of the configurations timed)."""
+    problems = []
+    while len(problems) < count:
+        batch = int(2 ** rng.integers(2, 8))
+        c_in = int(rng.choice([3, 16, 32, 64, 128, 256]))
+        hw = int(rng.choice([7, 8, 14, 16, 28, 32, 56]))
+        kernel = int(rng.choice([1, 3, 3, 3, 5, 7]))
+        stride = int(rng.choice([1, 1, 2]))
+        depthwise = c_in > 3 and rng.random() < 0.2
+        c_out = c_in if depthwise else int(rng.choice([16, 32, 64, 128, 256]))
+        groups = c_in if depthwise else 1
+        padding = kernel // 2
+        out_hw = (hw + 2 * padding - kernel) // stride + 1
+        cols = batch * (c_in // groups) * groups * kernel * kernel * out_hw * out_hw * 4
+        if out_hw < 1 or cols > max_cols_bytes:
+            continue
+        problems.append({"n": batch, "c_in": c_in, "h": hw, "w": hw, "c_out": c_out, "kernel": [kernel, kernel],
+                         "stride": [stride, stride], "padding": [padding, padding], "dilation": [1, 1],
+                         "groups": groups, "dtype": "float32"})
+    return problems
+
+
+# ---- collect (on the GPU) ---------------------------------------------------------------------
+
+
+def device_properties() -> dict[str, Any]:
+    """What the runtime says of the device: minitensor's key, and where cupy is
+    installed, the properties a roofline needs (clocks, bus width, shared
+    memory, registers); the model fills what is missing from its table."""
+    from minitensor import _lib
+
+    props: dict[str, Any] = {"key": _lib.device_key(), "info": _lib.device_info()}
+    try:
+        import cupy
+
+        raw = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+        for field in ("name", "multiProcessorCount", "clockRate", "memoryClockRate", "memoryBusWidth",
+                      "sharedMemPerMultiprocessor", "sharedMemPerBlockOptin", "regsPerMultiprocessor",
+                      "maxThreadsPerMultiProcessor", "l2CacheSize", "totalGlobalMem", "major", "minor"):
+            if field in raw:
+                value = raw[field]
+                props[field] = value.decode() if isinstance(value, bytes) else int(value)
+    except Exception as e:  # noqa: BLE001 - cupy is optional: the table has the values
+        props["cupy"] = f"unavailable ({type(e).__name__})"
+    return props
+
+
+def time_ms(fn: Callable[[], Any], events: tuple[Any, Any], target_ms: float = 12.0) -> float:
+    """The median CUDA-event time of fn() in ms: one warm-up, then as many
+    timed calls (3 to 15) as fit in about target_ms."""
+    start, end = events
+    fn()
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    first = start.elapsed_time(end)
+    times = [first]
+    for _ in range(int(min(14, max(2, target_ms / max(first, 1e-3))))):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _timed_or_none(fn: Callable[[], Any], events: tuple[Any, Any]) -> Optional[float]:
+    import minitensor as mt
+
+    try:
+        return round(time_ms(fn, events), 5)
+    except (mt.MinitensorError, ValueError):
+        return None  # a configuration that cannot run this problem
+
+
+def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any]) -> list[Optional[float]]:
+    import minitensor as mt
+
+    dtype = getattr(mt, problem["dtype"])
+    m, n, k, batches = problem["m"], problem["n"], problem["k"], problem["batches"]
+    lead = (batches,) if batches > 1 else ()
+    # A transposed operand is a view: the (K, M) tensor's transpose is an M x K with strides (1, M).
+    a = mt.randn(*lead, k, m, dtype=dtype).transpose(-1, -2) if problem["layout"][0] == "T" else \
+        mt.randn(*lead, m, k, dtype=dtype)
+    b = mt.randn(*lead, n, k, dtype=dtype).transpose(-1, -2) if problem["layout"][1] == "T" else \
+        mt.randn(*lead, k, n, dtype=dtype)
+    out = mt.empty(*lead, m, n, dtype=dtype)
+    return [_timed_or_none(lambda c=c: mt.kernels.matmul(a, b, mt.kernels.matmul_config_rung(c), c, out=out), events)
+            for c in range(configs)]
+
+
+CONV_CONFIGS = ("im2col", "tiled", "implicit_gemm")
+
+
+def collect_conv(problem: dict[str, Any], events: tuple[Any, Any]) -> list[Optional[float]]:
+    import minitensor as mt
+
+    x = mt.randn(problem["n"], problem["c_in"], problem["h"], problem["w"])
+    w = mt.randn(problem["c_out"], problem["c_in"] // problem["groups"], *problem["kernel"])
+    args = (tuple(problem["stride"]), tuple(problem["padding"]), tuple(problem["dilation"]), problem["groups"])
+    return [_timed_or_none(lambda algo=algo: mt.kernels.conv2d(x, w, None, *args, algo=algo), events)
+            for algo in CONV_CONFIGS]
+
+
+def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
+    import minitensor as mt
+
+    began = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    if quick:  # the emulator: a few tiny problems, to check the script runs
+        matmuls = matmul_problems(rng, 3, 64**3)
+        convs = conv_problems(rng, 200, 4e5)[:2]
+    else:
+        matmuls = matmul_problems(rng, 400, 2**35)
+        convs = conv_problems(rng, 150, 2**28)
+    names = list(mt.kernels.matmul_configs())
+    data: dict[str, Any] = {"version": 1, "device": device_properties(), "backend": mt.backend(),
+                            "configs": {"matmul": names, "conv": list(CONV_CONFIGS)}, "matmul": [], "conv": []}
+    events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
+    if not quick:  # out of idle clocks before the first timing
+        warm = mt.randn(2048, 2048)
+        for _ in range(20):
+            warm @ warm
+        mt.cuda.synchronize()
+    # Matmul gets about two thirds of the budget, convolution the rest.
+    for kind, problems, share in (("matmul", matmuls, 0.68), ("conv", convs, 1.0)):
+        for problem in problems:
+            if time.perf_counter() - began > budget_s * share:
+                break
+            ms = collect_matmul(problem, len(names), events) if kind == "matmul" else collect_conv(problem, events)
+            data[kind].append({**problem, "ms": ms})
+            mt.cuda.synchronize()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "measurements.json"
+    path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+    elapsed = time.perf_counter() - began
+    print(f"perf_model collect: {len(data['matmul'])} matmul and {len(data['conv'])} conv problems on "
+          f"{data['device']['key']} in {elapsed:.1f} s -> {path}")
+    for kind in ("matmul", "conv"):
+        wins = [0] * len(data["configs"][kind])
+        for row in data[kind]:
+            timed = [(t, c) for c, t in enumerate(row["ms"]) if t is not None]
+            if timed:
+                wins[min(timed)[1]] += 1
+        print(f"  {kind}: wins per configuration {wins}")
+    return 0
+
+
+# ---- train and evaluate (anywhere) --------------------------------------------------------------
+
+
+def newest_data() -> Path:
+    files = sorted(DATA_DIR.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        raise SystemExit(f"no measurement file under {DATA_DIR}; pass --data")
+    return files[-1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("collect", help="time every configuration on the GPU")
+    p.add_argument("--out", type=Path, required=True, help="folder for measurements.json")
+    p.add_argument("--budget", type=float, default=40.0, help="seconds of collection at most")
+    p.add_argument("--seed", type=int, default=31)
+    p.add_argument("--quick", action="store_true", help="a few tiny problems (the emulator)")
+    for name in ("evaluate", "train"):
+        p = sub.add_parser(name)
+        p.add_argument("--data", type=Path, default=None, help="a measurements.json (default: data/perf_model/)")
+        p.add_argument("--holdout", type=int, default=4, help="hold out every n-th problem (evaluate)")
+    args = parser.parse_args()
+    if args.command == "collect":
+        return collect(args.out, args.budget, args.seed, args.quick)
+    from perf_model_eval import evaluate, train
+
+    data = args.data or newest_data()
+    return evaluate(data, args.holdout) if args.command == "evaluate" else train(data)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
