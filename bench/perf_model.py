@@ -197,7 +197,10 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
         for _ in range(20):
             warm @ warm
         mt.cuda.synchronize()
-    # Matmul gets about two thirds of the budget, convolution the rest.
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "measurements.json"
+    # Matmul gets about two thirds of the budget, convolution the rest; the
+    # file is rewritten every 20 problems, so a run cut short keeps its data.
     for kind, problems, share in (("matmul", matmuls, 0.68), ("conv", convs, 1.0)):
         for problem in problems:
             if time.perf_counter() - began > budget_s * share:
@@ -205,9 +208,9 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
             ms = collect_matmul(problem, len(names), events) if kind == "matmul" else collect_conv(problem, events)
             data[kind].append({**problem, "ms": ms})
             mt.cuda.synchronize()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "measurements.json"
-    path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+            if len(data[kind]) % 20 == 0:
+                path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     elapsed = time.perf_counter() - began
     print(f"perf_model collect: {len(data['matmul'])} matmul and {len(data['conv'])} conv problems on "
           f"{data['device']['key']} in {elapsed:.1f} s -> {path}")
