@@ -228,10 +228,116 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
 
 
 def newest_data() -> Path:
-    files = sorted(DATA_DIR.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    files = sorted(DATA_DIR.glob("*.json"))
     if not files:
         raise SystemExit(f"no measurement file under {DATA_DIR}; pass --data")
     return files[-1]
+
+
+def split(count: int, holdout: int) -> tuple[list[int], list[int]]:
+    """(training, held-out) indices: every holdout-th of a fixed shuffle."""
+    order = np.random.default_rng(0).permutation(count)
+    return sorted(int(i) for i in np.delete(order, np.s_[::holdout])), sorted(int(i) for i in order[::holdout])
+
+
+def regrets(measured: list[Any], pick: Callable[[Any, list[int]], Optional[int]]) -> tuple[list[float], int]:
+    """The regret of pick(problem, runnable configs) on each problem (None from
+    pick: a sweep, regret 1 by definition), and how many sweeps it asked."""
+    out, sweeps = [], 0
+    for m in measured:
+        valid = [i for i, t in enumerate(m.seconds) if t is not None]
+        best = min(m.seconds[i] for i in valid)
+        chosen = pick(m, valid)
+        if chosen is None:
+            sweeps += 1
+            chosen = min(valid, key=lambda i: m.seconds[i])
+        out.append(m.seconds[chosen] / best)
+    return out, sweeps
+
+
+def evaluate(path: Path, holdout: int) -> int:
+    from minitensor.ops import perf_model as pm
+
+    data = json.loads(path.read_text())
+    device, measured = pm.read_measurements(data)
+    train_idx, test_idx = split(len(measured), holdout)
+    began = time.perf_counter()
+    model = pm.train_on(device, [measured[i] for i in train_idx], data["configs"])
+    print(f"data: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} ({data['device']['key']}); "
+          f"device model: {device.name}, {device.sms} SMs, {device.peak_flops(4) / 1e12:.1f} FP32 TFLOP/s, "
+          f"{device.dram_bytes_s / 1e12:.2f} TB/s")
+    print(f"trained on {len(train_idx)} problems in {time.perf_counter() - began:.1f} s; "
+          f"{len(test_idx)} held out (every {holdout}th of a fixed shuffle)\n")
+
+    def roofline(m: Any, valid: list[int]) -> int:
+        return valid[pm.choose_roofline(m.problem, [m.configs[i] for i in valid], device)]
+
+    def learned(m: Any, valid: list[int]) -> int:
+        return valid[int(np.argmin(model.predict_s(m.problem, [m.configs[i] for i in valid])))]
+
+    def with_fallback(m: Any, valid: list[int]) -> Optional[int]:
+        choice = pm.choose(model, m.problem, [m.configs[i] for i in valid])
+        return None if choice.config is None else valid[choice.config]
+
+    def random_pick(m: Any, valid: list[int]) -> Optional[int]:
+        return valid[int(rng.integers(len(valid)))]
+
+    print("| rung | how the configuration is chosen | median regret | worst regret | sweeps at run time |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for kind in ("matmul", "conv"):
+        test = [measured[i] for i in test_idx if measured[i].kind == kind]
+        if not test:
+            continue
+        rng = np.random.default_rng(1)
+        for label, pick in (("random configuration", random_pick), ("roofline model", roofline),
+                            ("learned model, no sweep", learned), ("learned model, sweep when unsure", with_fallback),
+                            ("sweep (times every configuration)", lambda m, v: None)):
+            r, sweeps = regrets(test, pick)
+            print(f"| {kind} ({len(test)} problems) | {label} | {np.median(r):.3f} | {max(r):.3f} | "
+                  f"{sweeps} of {len(test)} |")
+    print("\npredicted against measured time, held-out problems (every runnable configuration):")
+    print("| rung | model | median abs(predicted / measured - 1) | 90th percentile |")
+    print("| --- | --- | ---: | ---: |")
+    for kind in ("matmul", "conv"):
+        test = [measured[i] for i in test_idx if measured[i].kind == kind]
+        for label in ("roofline", "learned"):
+            errors = []
+            for m in test:
+                valid = [i for i, t in enumerate(m.seconds) if t is not None]
+                configs = [m.configs[i] for i in valid]
+                predicted = (model.predict_s(m.problem, configs) if label == "learned" else
+                             np.array([pm.roofline_s(m.problem, c, device).time for c in configs]))
+                errors.extend(abs(p / m.seconds[i] - 1) for p, i in zip(predicted, valid))
+            if errors:
+                print(f"| {kind} | {label} | {np.median(errors):.1%} | {np.quantile(errors, 0.9):.1%} |")
+    print("\nworst held-out picks of the learned model (ms):")
+    worst = sorted(((learned_regret(model, m), m) for m in (measured[i] for i in test_idx)),
+                   key=lambda x: -x[0][0])[:5]
+    for (reg, chosen, best), m in worst:
+        print(f"  {m.kind} {m.problem}: chose {chosen} ({m.seconds[chosen] * 1e3:.3f}), best {best} "
+              f"({m.seconds[best] * 1e3:.3f}): regret {reg:.3f}")
+    return 0
+
+
+def learned_regret(model: Any, m: Any) -> tuple[float, int, int]:
+    valid = [i for i, t in enumerate(m.seconds) if t is not None]
+    chosen = valid[int(np.argmin(model.predict_s(m.problem, [m.configs[i] for i in valid])))]
+    best = min(valid, key=lambda i: m.seconds[i])
+    return m.seconds[chosen] / m.seconds[best], chosen, best
+
+
+def train(path: Path) -> int:
+    """Trains on every problem of the file and saves the model where the
+    autotuner of the file's device looks for it (MINITENSOR_CACHE_DIR...)."""
+    from minitensor.ops import autotune
+    from minitensor.ops import perf_model as pm
+
+    data = json.loads(path.read_text())
+    device, measured = pm.read_measurements(data)
+    model = pm.train_on(device, measured, data["configs"])
+    saved = pm.save(model, autotune.cache_path().parent, data["device"]["key"])
+    print(f"trained on {len(measured)} problems of {data['device']['key']}: saved {saved}")
+    return 0
 
 
 def main() -> int:
@@ -249,8 +355,6 @@ def main() -> int:
     args = parser.parse_args()
     if args.command == "collect":
         return collect(args.out, args.budget, args.seed, args.quick)
-    from perf_model_eval import evaluate, train
-
     data = args.data or newest_data()
     return evaluate(data, args.holdout) if args.command == "evaluate" else train(data)
 

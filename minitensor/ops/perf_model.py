@@ -323,3 +323,46 @@ def train_from_autotune_cache(cache_file: Path, device_key: str, names: Sequence
     model = LearnedModel.train(device_from_key(device_key), rows, {"matmul": list(names)})
     forget()
     return save(model, cache_file.parent, device_key)
+
+
+# ---- bench/perf_model.py's measurement files ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One problem of a measurement file: its kind ("matmul" or "conv"), the
+    configurations timed (TileConfig or a conv rung's name) and their
+    seconds (None: could not run)."""
+
+    kind: str
+    problem: Any
+    configs: tuple[Any, ...]
+    seconds: tuple[Optional[float], ...]
+
+
+def read_measurements(data: dict[str, Any]) -> tuple[Device, list[Measured]]:
+    """The device and the problems of a bench/perf_model.py measurement file (parsed JSON)."""
+    device = device_from_key(data["device"]["key"], data["device"])
+    matmul_configs = tuple(parse_config(n) for n in data["configs"]["matmul"])
+    conv_configs = tuple(data["configs"]["conv"])
+    out = []
+    for row in data.get("matmul", []):
+        problem = MatmulProblem(row["m"], row["n"], row["k"], row["batches"], row["dtype"], row["layout"])
+        out.append(Measured("matmul", problem, matmul_configs, tuple(_seconds(t) for t in row["ms"])))
+    for row in data.get("conv", []):
+        problem = ConvProblem(row["n"], row["c_in"], row["h"], row["w"], row["c_out"], tuple(row["kernel"]),
+                              tuple(row["stride"]), tuple(row["padding"]), tuple(row["dilation"]), row["groups"],
+                              row["dtype"])
+        out.append(Measured("conv", problem, conv_configs, tuple(_seconds(t) for t in row["ms"])))
+    return device, out
+
+
+def _seconds(ms: Any) -> Optional[float]:
+    return float(ms) / 1e3 if isinstance(ms, (int, float)) and ms > 0 else None
+
+
+def train_on(device: Device, measured: Sequence[Measured], names: dict[str, list[str]],
+             **booster_args: Any) -> LearnedModel:
+    """A LearnedModel fitted on every timed (problem, configuration) of `measured`."""
+    rows = [(m.problem, c, t) for m in measured for c, t in zip(m.configs, m.seconds) if t is not None]
+    return LearnedModel.train(device, rows, names, **booster_args)
