@@ -8,7 +8,8 @@ collect times, on a list of problems, every configuration of the two tuned
 rungs: the matmul tile configurations (warptile's and pipelined's, numbered
 as ``mt.kernels.matmul_configs()``) and the convolution's forward rungs
 (im2col, tiled, implicit GEMM: what ``mt.kernels.conv2d(algo=...)`` runs).
-Each time is the median of CUDA-event timings after a warm-up; the problems
+Each time is the median of CUDA-event timings after a warm-up (and the
+medians of the even and of the odd calls, two independent halves); the problems
 come in a seeded random order and the collection stops at ``--budget``
 seconds, so a cut leaves a random subset. It writes DIR/measurements.json:
 the device's properties and, per problem, the milliseconds of every
@@ -119,36 +120,37 @@ def device_properties() -> dict[str, Any]:
     return props
 
 
-def time_ms(fn: Callable[[], Any], events: tuple[Any, Any], target_ms: float = 12.0) -> float:
-    """The median CUDA-event time of fn() in ms: one warm-up, then as many
-    timed calls (3 to 15) as fit in about target_ms."""
+def time_ms(fn: Callable[[], Any], events: tuple[Any, Any], target_ms: float = 12.0) -> tuple[float, float, float]:
+    """CUDA-event times of fn() in ms after one warm-up, as many timed calls
+    (4 to 16) as fit in about target_ms: the median of all, and the medians
+    of the even and of the odd calls (two independent measurements, for the
+    sweep's own regret in evaluate)."""
     start, end = events
     fn()
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    first = start.elapsed_time(end)
-    times = [first]
-    for _ in range(int(min(14, max(2, target_ms / max(first, 1e-3))))):
+    times = []
+    while True:
         start.record()
         fn()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        if len(times) >= 16 or (len(times) >= 4 and sum(times) >= target_ms):
+            break
+    return statistics.median(times), statistics.median(times[0::2]), statistics.median(times[1::2])
 
 
-def _timed_or_none(fn: Callable[[], Any], events: tuple[Any, Any]) -> Optional[float]:
+def _timed_or_none(fn: Callable[[], Any], events: tuple[Any, Any]) -> list[Optional[float]]:
+    """[median, even median, odd median] in ms, or three None where the
+    configuration cannot run this problem."""
     import minitensor as mt
 
     try:
-        return round(time_ms(fn, events), 5)
+        return [round(t, 5) for t in time_ms(fn, events)]
     except (mt.MinitensorError, ValueError):
-        return None  # a configuration that cannot run this problem
+        return [None, None, None]
 
 
-def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any]) -> list[Optional[float]]:
+def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any]) -> list[list[Optional[float]]]:
     import minitensor as mt
 
     dtype = getattr(mt, problem["dtype"])
@@ -167,7 +169,7 @@ def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any
 CONV_CONFIGS = ("im2col", "tiled", "implicit_gemm")
 
 
-def collect_conv(problem: dict[str, Any], events: tuple[Any, Any]) -> list[Optional[float]]:
+def collect_conv(problem: dict[str, Any], events: tuple[Any, Any]) -> list[list[Optional[float]]]:
     import minitensor as mt
 
     x = mt.randn(problem["n"], problem["c_in"], problem["h"], problem["w"])
@@ -206,7 +208,8 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
             if time.perf_counter() - began > budget_s * share:
                 break
             ms = collect_matmul(problem, len(names), events) if kind == "matmul" else collect_conv(problem, events)
-            data[kind].append({**problem, "ms": ms})
+            data[kind].append({**problem, "ms": [t[0] for t in ms], "ms_even": [t[1] for t in ms],
+                               "ms_odd": [t[2] for t in ms]})
             mt.cuda.synchronize()
             if len(data[kind]) % 20 == 0:
                 path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
@@ -279,22 +282,27 @@ def evaluate(path: Path, holdout: int) -> int:
         choice = pm.choose(model, m.problem, [m.configs[i] for i in valid])
         return None if choice.config is None else valid[choice.config]
 
-    def random_pick(m: Any, valid: list[int]) -> Optional[int]:
-        return valid[int(rng.integers(len(valid)))]
-
     print("| rung | how the configuration is chosen | median regret | worst regret | sweeps at run time |")
     print("| --- | --- | ---: | ---: | ---: |")
     for kind in ("matmul", "conv"):
         test = [measured[i] for i in test_idx if measured[i].kind == kind]
         if not test:
             continue
-        rng = np.random.default_rng(1)
-        for label, pick in (("random configuration", random_pick), ("roofline model", roofline),
+        r = [expected_random_regret(m) for m in test]
+        print(f"| {kind} ({len(test)} problems) | a random configuration (expected regret) | {np.median(r):.3f} | "
+              f"{max(r):.3f} | 0 of {len(test)} |")
+        for label, pick in (("roofline model", roofline),
                             ("learned model, no sweep", learned), ("learned model, sweep when unsure", with_fallback),
                             ("sweep (times every configuration)", lambda m, v: None)):
             r, sweeps = regrets(test, pick)
             print(f"| {kind} ({len(test)} problems) | {label} | {np.median(r):.3f} | {max(r):.3f} | "
                   f"{sweeps} of {len(test)} |")
+        if all(m.halves for m in test):
+            # The sweep chooses by its own (noisy) timing: by one half of the
+            # timed calls, judged by the other half.
+            r = [sweep_regret(m) for m in test]
+            print(f"| {kind} ({len(test)} problems) | sweep, choosing by half the calls, judged by the other half | "
+                  f"{np.median(r):.3f} | {max(r):.3f} | {len(test)} of {len(test)} |")
     print("\npredicted against measured time, held-out problems (every runnable configuration):")
     print("| rung | model | median abs(predicted / measured - 1) | 90th percentile |")
     print("| --- | --- | ---: | ---: |")
@@ -317,6 +325,18 @@ def evaluate(path: Path, holdout: int) -> int:
         print(f"  {m.kind} {m.problem}: chose {chosen} ({m.seconds[chosen] * 1e3:.3f}), best {best} "
               f"({m.seconds[best] * 1e3:.3f}): regret {reg:.3f}")
     return 0
+
+
+def expected_random_regret(m: Any) -> float:
+    times = np.array([t for t in m.seconds if t is not None])
+    return float(np.mean(times / times.min()))
+
+
+def sweep_regret(m: Any) -> float:
+    first, second = m.halves
+    valid = [i for i in range(len(first)) if first[i] is not None and second[i] is not None]
+    chosen = min(valid, key=lambda i: first[i])
+    return second[chosen] / min(second[i] for i in valid)
 
 
 def learned_regret(model: Any, m: Any) -> tuple[float, int, int]:

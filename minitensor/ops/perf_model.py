@@ -332,12 +332,15 @@ def train_from_autotune_cache(cache_file: Path, device_key: str, names: Sequence
 class Measured:
     """One problem of a measurement file: its kind ("matmul" or "conv"), the
     configurations timed (TileConfig or a conv rung's name) and their
-    seconds (None: could not run)."""
+    seconds (None: could not run); `halves`, where the file has them, two
+    independent measurements of the same (the even and the odd timed calls):
+    a sweep chooses by one, and is judged by the other."""
 
     kind: str
     problem: Any
     configs: tuple[Any, ...]
     seconds: tuple[Optional[float], ...]
+    halves: Optional[tuple[tuple[Optional[float], ...], tuple[Optional[float], ...]]] = None
 
 
 def read_measurements(data: dict[str, Any]) -> tuple[Device, list[Measured]]:
@@ -348,13 +351,19 @@ def read_measurements(data: dict[str, Any]) -> tuple[Device, list[Measured]]:
     out = []
     for row in data.get("matmul", []):
         problem = MatmulProblem(row["m"], row["n"], row["k"], row["batches"], row["dtype"], row["layout"])
-        out.append(Measured("matmul", problem, matmul_configs, tuple(_seconds(t) for t in row["ms"])))
+        out.append(Measured("matmul", problem, matmul_configs, tuple(_seconds(t) for t in row["ms"]), _halves(row)))
     for row in data.get("conv", []):
         problem = ConvProblem(row["n"], row["c_in"], row["h"], row["w"], row["c_out"], tuple(row["kernel"]),
                               tuple(row["stride"]), tuple(row["padding"]), tuple(row["dilation"]), row["groups"],
                               row["dtype"])
-        out.append(Measured("conv", problem, conv_configs, tuple(_seconds(t) for t in row["ms"])))
+        out.append(Measured("conv", problem, conv_configs, tuple(_seconds(t) for t in row["ms"]), _halves(row)))
     return device, out
+
+
+def _halves(row: dict[str, Any]) -> Optional[tuple[tuple[Optional[float], ...], tuple[Optional[float], ...]]]:
+    if "ms_even" not in row or "ms_odd" not in row:
+        return None
+    return tuple(_seconds(t) for t in row["ms_even"]), tuple(_seconds(t) for t in row["ms_odd"])
 
 
 def _seconds(ms: Any) -> Optional[float]:
