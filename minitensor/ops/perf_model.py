@@ -16,9 +16,11 @@ times instead, in two layers:
      (stages x BK x (BM + BN) elements), its registers (the accumulators,
      the fragments, a fixed overhead) and its threads; the blocks held hide
      each other's barriers and global-memory latency;
-   - *the inner loop*: per k a warp reads WM + WN elements of shared memory
-     (broadcast within the warp) for WM x WN multiply-adds; the slower of
-     the FMA pipes and the shared-memory banks sets the pace;
+   - *the inner loop*: per k a thread does (WM / 8) x (WN / 4) FMAs and
+     a few 16-byte shared-memory loads for its fragments, all through the
+     same issue slots (one warp instruction a cycle per scheduler); the
+     warp's WM + WN elements per k also pass the shared-memory banks (128
+     bytes a cycle); the slower of the two sets the pace;
    - *memory*: every block loads (BM + BN) x K elements (through L2), and
      DRAM sees at least the operands and the result once.
    Time = launch + max(compute, memory): the roofline, with the
@@ -138,7 +140,7 @@ def features(problem: Any, config: Any, device: Device) -> list[float]:
 
 # The learned model is unsure beyond this distance (in log2 units of M, N, K,
 # batches together) from the nearest problem it was trained on.
-MAX_DISTANCE = 1.5
+MAX_DISTANCE = 2.0
 
 
 class LearnedModel:

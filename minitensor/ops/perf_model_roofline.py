@@ -173,9 +173,19 @@ def gemm_roofline(m: int, n: int, k: int, batches: int, itemsize: int, cfg: Tile
     lanes = device.fp32_lanes if itemsize <= 4 else device.fp64_lanes
     # One k-tile of one block on a whole SM: the FMA pipes against the shared-memory banks.
     warps = cfg.threads // 32
-    fma_cycles = cfg.bm * cfg.bn * bk / lanes
+    # Issue slots: a scheduler (4 an SM) issues one warp instruction a cycle,
+    # FMAs and the rest alike. Per k a thread of a WM x WN warp tile does
+    # (WM / 8) x (WN / 4) FMAs and loads its fragments with 16-byte shared
+    # loads, and once per k-tile copies its share of the next tile (a global
+    # load and a shared store per 16 bytes), plus a little loop arithmetic.
+    fmas = (cfg.wm // 8) * (cfg.wn // 4)
+    vector = 16 // itemsize
+    others = (cfg.wm // 8 + cfg.wn // 4) / vector + 2 * (cfg.bm + cfg.bn) * bk / cfg.threads / vector / bk + 2
+    # An FMA occupies the pipe 128 / lanes cycles (2 for float64 on an H100): the other instructions fit between.
+    per_warp_k = max(fmas * 128 / lanes, fmas + others)
+    issue_cycles = warps * per_warp_k * bk / 4
     smem_cycles = warps * (cfg.wm + cfg.wn) * bk * itemsize / SMEM_BYTES_PER_CYCLE
-    tile_cycles = max(fma_cycles, smem_cycles) / inner_efficiency
+    tile_cycles = max(issue_cycles, smem_cycles) / inner_efficiency
 
     def wave_cycles(resident: int) -> float:
         """An SM running `resident` blocks through all their k-tiles: their
