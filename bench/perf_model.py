@@ -188,7 +188,7 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
         matmuls = matmul_problems(rng, 3, 64**3)
         convs = conv_problems(rng, 200, 4e5)[:2]
     else:
-        matmuls = matmul_problems(rng, 400, 2**35)
+        matmuls = matmul_problems(rng, 400, 2**36)
         convs = conv_problems(rng, 150, 2**28)
     names = list(mt.kernels.matmul_configs())
     data: dict[str, Any] = {"version": 1, "device": device_properties(), "backend": mt.backend(),
