@@ -120,38 +120,55 @@ def device_properties() -> dict[str, Any]:
     return props
 
 
-def time_ms(fn: Callable[[], Any], events: tuple[Any, Any], target_ms: float = 12.0) -> tuple[float, float, float]:
-    """CUDA-event times of fn() in ms after one warm-up, as many timed calls
-    (4 to 16) as fit in about target_ms: the median of all, and the medians
-    of the even and of the odd calls (two independent measurements, for the
-    sweep's own regret in evaluate)."""
+def time_ms(fn: Callable[[], Any], events: tuple[Any, Any], prime: Optional[Callable[[], Any]] = None,
+            target_ms: float = 12.0) -> tuple[float, float, float]:
+    """CUDA-event times of fn() in ms after a warm-up: the median of several
+    timings (4 to 16, about target_ms in all), and the medians of the even
+    and of the odd ones (two independent measurements, for the sweep's own
+    regret in evaluate). A call shorter than 50 us is timed 10 at a time
+    behind prime(), a longer kernel that keeps the GPU busy while the host
+    enqueues the ten: the host's launch overhead then leaves no gaps between
+    them, and the time is the kernel's, not the launch's."""
     start, end = events
     fn()
-    times = []
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    batch = 10 if prime is not None and start.elapsed_time(end) < 0.05 else 1
+    times: list[float] = []
     while True:
+        if batch > 1:
+            prime()
         start.record()
-        fn()
+        for _ in range(batch):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
-        if len(times) >= 16 or (len(times) >= 4 and sum(times) >= target_ms):
+        times.append(start.elapsed_time(end) / batch)
+        if len(times) >= (6 if batch > 1 else 16) or (len(times) >= 4 and sum(times) * batch >= target_ms):
             break
     return statistics.median(times), statistics.median(times[0::2]), statistics.median(times[1::2])
 
 
-def _timed_or_none(fn: Callable[[], Any], events: tuple[Any, Any]) -> list[Optional[float]]:
+def _timed_or_none(fn: Callable[[], Any], events: tuple[Any, Any],
+                   prime: Optional[Callable[[], Any]] = None) -> list[Optional[float]]:
     """[median, even median, odd median] in ms, or three None where the
     configuration cannot run this problem."""
     import minitensor as mt
 
     try:
-        return [round(t, 5) for t in time_ms(fn, events)]
+        return [round(t, 5) for t in time_ms(fn, events, prime)]
     except (mt.MinitensorError, ValueError):
         return [None, None, None]
 
 
-def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any]) -> list[list[Optional[float]]]:
+def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any],
+                   prime: Callable[[], Any]) -> list[list[Optional[float]]]:
+    """Every configuration's times on the problem (mt_matmul with the
+    configuration named: _lib.matmul, without ops.matmul's Python checks)."""
     import minitensor as mt
+    from minitensor import _lib
 
     dtype = getattr(mt, problem["dtype"])
     m, n, k, batches = problem["m"], problem["n"], problem["k"], problem["batches"]
@@ -162,7 +179,8 @@ def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any
     b = mt.randn(*lead, n, k, dtype=dtype).transpose(-1, -2) if problem["layout"][1] == "T" else \
         mt.randn(*lead, k, n, dtype=dtype)
     out = mt.empty(*lead, m, n, dtype=dtype)
-    return [_timed_or_none(lambda c=c: mt.kernels.matmul(a, b, mt.kernels.matmul_config_rung(c), c, out=out), events)
+    mt.kernels.matmul(a, b, out=out)  # checks the operands once; the timed calls go straight to the engine
+    return [_timed_or_none(lambda c=c: _lib.matmul(out, a, b, mt.kernels.matmul_config_rung(c), c), events, prime)
             for c in range(configs)]
 
 
@@ -189,16 +207,22 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
         convs = conv_problems(rng, 200, 4e5)[:2]
     else:
         matmuls = matmul_problems(rng, 400, 2**36)
-        convs = conv_problems(rng, 150, 2**28)
+        convs = conv_problems(rng, 250, 2**28)
     names = list(mt.kernels.matmul_configs())
     data: dict[str, Any] = {"version": 1, "device": device_properties(), "backend": mt.backend(),
                             "configs": {"matmul": names, "conv": list(CONV_CONFIGS)}, "matmul": [], "conv": []}
     events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
-    if not quick:  # out of idle clocks before the first timing
-        warm = mt.randn(2048, 2048)
-        for _ in range(20):
-            warm @ warm
-        mt.cuda.synchronize()
+    # The priming kernel of time_ms (about 0.2 ms on an H100), which also
+    # brings the GPU out of idle clocks before the first timing.
+    side = 64 if quick else 1536
+    warm, warm_out = mt.randn(side, side), mt.empty(side, side)
+
+    def prime() -> None:
+        mt.kernels.matmul(warm, warm, "warptile", 1, out=warm_out)
+
+    for _ in range(1 if quick else 30):
+        prime()
+    mt.cuda.synchronize()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "measurements.json"
     # Matmul gets about two thirds of the budget, convolution the rest; the
@@ -207,7 +231,7 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
         for problem in problems:
             if time.perf_counter() - began > budget_s * share:
                 break
-            ms = collect_matmul(problem, len(names), events) if kind == "matmul" else collect_conv(problem, events)
+            ms = collect_matmul(problem, len(names), events, prime) if kind == "matmul" else collect_conv(problem, events)
             data[kind].append({**problem, "ms": [t[0] for t in ms], "ms_even": [t[1] for t in ms],
                                "ms_odd": [t[2] for t in ms]})
             mt.cuda.synchronize()
