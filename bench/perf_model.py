@@ -231,7 +231,10 @@ def collect(out_dir: Path, budget_s: float, seed: int, quick: bool) -> int:
         for problem in problems:
             if time.perf_counter() - began > budget_s * share:
                 break
-            ms = collect_matmul(problem, len(names), events, prime) if kind == "matmul" else collect_conv(problem, events)
+            if kind == "matmul":
+                ms = collect_matmul(problem, len(names), events, prime)
+            else:
+                ms = collect_conv(problem, events)
             data[kind].append({**problem, "ms": [t[0] for t in ms], "ms_even": [t[1] for t in ms],
                                "ms_odd": [t[2] for t in ms]})
             mt.cuda.synchronize()
