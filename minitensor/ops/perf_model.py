@@ -37,7 +37,7 @@ Selection (``choose``): the configuration of least predicted time, with an
 *unsure* verdict -- fall back to the sweep -- when no model was trained for
 this device, when the problem is far from every trained problem (its
 log2 (M, N, K, batches) more than ``MAX_DISTANCE`` from the nearest, or a
-dtype, layout or rung the model never saw), or when ``margin`` > 0 and the
+dtype or kind of problem the model never saw), or when ``margin`` > 0 and the
 runner-up is predicted within that fraction of the winner.
 
 A configuration is described by the name the library gives it
@@ -100,8 +100,6 @@ def operand_copies_s(problem: MatmulProblem, device: Device) -> float:
     return total
 
 
-
-
 # ---- features and the learned model -------------------------------------------------------------
 
 RUNGS = ("warptile", "pipelined", "im2col", "tiled", "implicit_gemm")
@@ -130,6 +128,7 @@ def features(problem: Any, config: Any, device: Device) -> list[float]:
         m, n, k, batches = problem.gemm()
         conv = (float(problem.kernel[0]), float(problem.stride[0]), math.log2(problem.groups))
         layout = "NN"
+    # Output tiles (a conv rung's counted in 64 x 64 tiles: a size, not its grid).
     bm, bn = (config.bm, config.bn) if isinstance(config, TileConfig) else (64, 64)
     tiles = math.ceil(m / bm) * math.ceil(n / bn) * batches
     return [math.log2(m), math.log2(n), math.log2(k), math.log2(batches), problem.itemsize,
@@ -150,7 +149,7 @@ class LearnedModel:
                  configs: dict[str, list[str]]) -> None:
         self.device = device
         self.booster = booster
-        self.seen = seen  # category ("matmul float32 NN", "conv float32") -> the trained problems' keys
+        self.seen = seen  # category ("matmul float32", "conv float32") -> the trained problems' keys
         self.configs = configs  # "matmul" / "conv" -> the configuration names it was trained with
 
     @classmethod
@@ -175,7 +174,7 @@ class LearnedModel:
 
     def distance(self, problem: Any) -> float:
         """log2 distance from the problem to the nearest trained one of its
-        category (dtype, layout, kind); infinite if none."""
+        category (kind and dtype); infinite if none."""
         keys = self.seen.get(problem.category())
         if not keys:
             return math.inf
