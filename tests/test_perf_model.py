@@ -3,9 +3,10 @@
 The roofline's monotonic properties (more work or a slower device never
 predicts less time; a shape off the tile grid or an extra wave costs time),
 the configuration names it parses, the boosted tree, the learned model's
-save and load per device, the selection and its fallback to a sweep, the
-autotuner's hook (on the emulator, with a fake timer and synthetic
-measurements), and a model trained on the committed H100 measurements
+save and load per device, the selection and its fallback to a sweep, what
+the autotuner asks (perf_model.matmul_entry: trained on cache entries as its
+sweeps write them, with synthetic times, on the emulator as on a GPU), and a
+model trained on the committed H100 measurements
 (data/perf_model/) choosing better than a random configuration on held-out
 problems.
 """
@@ -16,14 +17,13 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
 
 import minitensor as mt
 from minitensor import _lib
-from minitensor.ops import autotune
 from minitensor.ops import perf_model as pm
 from minitensor.ops.perf_model_conv import CONV_RUNGS, ConvProblem
 from minitensor.ops.perf_model_tree import Booster
@@ -206,83 +206,69 @@ def test_a_model_is_saved_and_loaded_per_device(tmp_path: Path, synthetic_model:
     pm.forget()
 
 
-# ---- the autotuner's hook, on any backend (a fake timer) -----------------------------------------------
+# ---- what the autotuner asks (perf_model.matmul_entry), on any backend ------------------------------------
 
 
 @pytest.fixture
-def tuning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("MINITENSOR_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("MINITENSOR_AUTOTUNE", "force")
-    autotune.reset()
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.delenv("MINITENSOR_PERF_MODEL", raising=False)
     pm.forget()
-    with mt.kernels.policy("fast"):
-        yield tmp_path
-    autotune.set_timer(None)
-    autotune.reset()
+    yield tmp_path
     pm.forget()
 
 
-def roofline_timer(shape: Callable[[], tuple[int, int, int]]) -> Callable[[Callable[[], None], int], float]:
-    """A timer that runs each configuration and reports the synthetic time of
-    the current problem's shape (the emulator's own times say nothing of a GPU)."""
-    rng = np.random.default_rng(3)
+def sweep_entries(shapes: list[tuple[int, int, int]], rng: np.random.Generator) -> dict[str, Any]:
+    """Cache entries as the autotuner's sweeps write them: every configuration's
+    ms and the exact problem (the synthetic GPU's times)."""
     configs = library_configs()
+    entries = {}
+    for m, n, k in shapes:
+        problem = pm.MatmulProblem(m, n, k)
+        entries[f"float32 NN M{m} N{n} K{k} B1"] = {
+            "config": 0, "name": "", "problem": problem.__dict__,
+            "ms": [round(synthetic_seconds(problem, c, rng) * 1e3, 6) for c in configs]}
+    return entries
 
-    def timer(run: Callable[[], None], config: int) -> float:
-        run()
-        return synthetic_seconds(pm.MatmulProblem(*shape()), configs[config], rng)
 
-    return timer
-
-
-def test_the_autotuner_trains_on_its_sweeps_then_chooses_without_sweeping(tuning: Path) -> None:
+def test_the_model_trains_on_the_autotuners_sweeps_then_chooses_for_it(cache_dir: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(4)
-    current: list[tuple[int, int, int]] = []
-    autotune.set_timer(roofline_timer(lambda: current[-1]))
-    # Sweeps of a few shapes, one per shape class: each entry keeps its problem.
-    for m, k, n in ((9, 12, 10), (20, 40, 33), (70, 17, 40), (40, 70, 90), (130, 33, 20), (33, 130, 65)):
-        current.append((m, n, k))
-        a, b = mt.tensor(rng.standard_normal((m, k)).astype(np.float32)), mt.randn(k, n)
-        np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-4, atol=1e-4)
-    assert autotune.stats()["sweeps"] == 6
-    cache = json.loads((tuning / "autotune.json").read_text())
-    (entries,) = cache["devices"].values()
-    assert all("problem" in e and len(e["ms"]) == _lib.matmul_config_count() for e in entries.values())
-
+    key = _lib.device_key()  # the emulator's own key on the emulator: the model runs there as anywhere
     names = list(mt.kernels.matmul_configs())
-    saved = pm.train_from_autotune_cache(tuning / "autotune.json", _lib.device_key(), names)
-    assert saved is not None and saved.is_file()
-    assert len(pm.rows_from_autotune_cache(cache["devices"], _lib.device_key(), names)) == 6 * len(names)
-
-    # A shape class never swept, near the trained shapes: the model chooses, nothing is timed.
-    def no_timing(run: Callable[[], None], config: int) -> float:
-        raise AssertionError("swept although the model was sure")
-
-    autotune.set_timer(no_timing)
+    shapes = [tuple(int(2 ** rng.uniform(5, 9)) for _ in range(3)) for _ in range(40)]
+    cache_file = cache_dir / "autotune.json"
+    cache_file.write_text(json.dumps({"version": 2, "devices": {key: sweep_entries(shapes, rng)}}))
     a, b = mt.randn(60, 50), mt.randn(50, 70)
-    np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-4, atol=1e-4)
-    assert autotune.stats()["sweeps"] == 6
-    entry = json.loads((tuning / "autotune.json").read_text())["devices"][_lib.device_key()]
-    (by_model,) = [e for e in entry.values() if e.get("by") == "perf_model"]
-    assert 0 <= by_model["config"] < _lib.matmul_config_count() and by_model["predicted_ms"] > 0
+    assert pm.matmul_entry(cache_dir, key, a, b, names) is None  # no model yet: sweep
 
+    saved = pm.train_from_autotune_cache(cache_file, key, names)
+    assert saved == pm.model_path(cache_dir, key) and saved.is_file()
+    entry = pm.matmul_entry(cache_dir, key, a, b, names)
+    assert entry is not None and entry["by"] == "perf_model" and entry["predicted_ms"] > 0
+    assert entry["name"] == names[entry["config"]]
+    # The product runs with the chosen configuration.
+    out = mt.kernels.matmul(a, b, mt.kernels.matmul_config_rung(entry["config"]), entry["config"])
+    np.testing.assert_allclose(out.numpy(), a.numpy() @ b.numpy(), rtol=1e-4, atol=1e-4)
 
-def test_the_autotuner_sweeps_a_problem_far_from_the_models_data(tuning: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = np.random.default_rng(5)
-    configs = library_configs()
-    rows = [(p, c, synthetic_seconds(p, c, rng)) for p in synthetic_problems(rng, 30) for c in configs]
-    model = pm.LearnedModel.train(H100, rows, {"matmul": list(mt.kernels.matmul_configs())}, trees=30)
-    pm.save(model, tuning, _lib.device_key())
-    autotune.set_timer(roofline_timer(lambda: (3, 5, 2)))
-    a, b = mt.randn(3, 2), mt.randn(2, 5)  # far below every trained shape (64 and up)
-    np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-5)
-    assert autotune.stats()["sweeps"] == 1
-    # MINITENSOR_PERF_MODEL=0: the model is not asked even where it would be sure.
+    far_a, far_b = mt.randn(3, 2), mt.randn(2, 5)  # far below every trained shape (32 and up)
+    assert pm.matmul_entry(cache_dir, key, far_a, far_b, names) is None
+    assert pm.matmul_entry(cache_dir, key, a, b, names[:-1]) is None  # trained on another list of configurations
     monkeypatch.setenv("MINITENSOR_PERF_MODEL", "0")
-    autotune.set_timer(roofline_timer(lambda: (300, 500, 200)))
-    mt.randn(300, 200) @ mt.randn(200, 500)
-    assert autotune.stats()["sweeps"] == 2
+    assert pm.matmul_entry(cache_dir, key, a, b, names) is None
+
+
+def test_the_problem_of_a_product_reads_the_layout_and_the_batches() -> None:
+    a, b = mt.randn(4, 30, 20), mt.randn(4, 40, 20).transpose(-1, -2)
+    assert pm.matmul_problem(a, b) == pm.MatmulProblem(30, 40, 20, 4, "float32", "NT")
+    at = mt.randn(20, 30, dtype=mt.float64).t()
+    assert pm.matmul_problem(at, mt.randn(20, 10, dtype=mt.float64)) == pm.MatmulProblem(30, 10, 20, 1, "float64", "TN")
+
+
+def test_without_sweeps_that_kept_their_problem_there_is_nothing_to_train_on(cache_dir: Path) -> None:
+    cache_file = cache_dir / "autotune.json"
+    old_entry = {"config": 3, "name": "x", "ms": [1.0] * _lib.matmul_config_count()}  # no "problem"
+    cache_file.write_text(json.dumps({"version": 2, "devices": {_lib.device_key(): {"k": old_entry}}}))
+    assert pm.train_from_autotune_cache(cache_file, _lib.device_key(), list(mt.kernels.matmul_configs())) is None
 
 
 # ---- the committed H100 measurements -------------------------------------------------------------------

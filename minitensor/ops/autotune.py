@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .. import _lib
-from . import perf_model
 
 # Products with fewer multiply-adds (M * N * K * batches) are not tuned.
 MIN_WORK = 1 << 24
@@ -313,14 +312,7 @@ def matmul_config(out: Any, a: Any, b: Any) -> int:
         if isinstance(config, int) and -1 <= config < _lib.matmul_config_count():
             return config
         # A stale or mangled entry (fewer configurations now): tune again.
-    # The performance model's pick (perf_model.py), if one is saved for this
-    # device and sure of itself; else the sweep, which keeps the problem so
-    # that the model can be trained on it (perf_model.train_from_autotune_cache).
-    names = [_lib.matmul_config_name(i) for i in range(_lib.matmul_config_count())]
-    entry = perf_model.matmul_entry(cache_path().parent, device, a, b, names)
-    if entry is None:
-        entry = _sweep(out, a, b)
-        entry["problem"] = perf_model.matmul_problem(a, b).__dict__
+    entry = _sweep(out, a, b)
     table[key] = entry
     _write_file(device, key, entry)
     return int(entry["config"])

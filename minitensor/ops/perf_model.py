@@ -262,7 +262,12 @@ def forget() -> None:
     _loaded.clear()
 
 
-# ---- the autotuner's hook (autotune.matmul_config) ------------------------------------------------------
+# ---- what the autotuner asks before it sweeps ---------------------------------------------------------------
+#
+# The hook (autotune.py, where a shape class has no cache entry yet): ask
+# matmul_entry first; sweep only if it returns None, and keep the sweep's
+# problem in its entry (entry["problem"] = matmul_problem(a, b).__dict__) so
+# that train_from_autotune_cache can train on it.
 
 # Set to a fraction (0.03: 3%) to sweep also when the runner-up is predicted that close to the winner.
 SWEEP_MARGIN = 0.0
