@@ -154,13 +154,19 @@ def time_ms(fn: Callable[[], Any], events: tuple[Any, Any], prime: Optional[Call
 def _timed_or_none(fn: Callable[[], Any], events: tuple[Any, Any],
                    prime: Optional[Callable[[], Any]] = None) -> list[Optional[float]]:
     """[median, even median, odd median] in ms, or three None where the
-    configuration cannot run this problem."""
-    import minitensor as mt
-
+    configuration cannot run this problem (the first such error of each
+    kind is printed: one failing configuration does not end the collection)."""
     try:
         return [round(t, 5) for t in time_ms(fn, events, prime)]
-    except (mt.MinitensorError, ValueError):
+    except Exception as e:  # noqa: BLE001 - recorded as "cannot run", never fatal
+        message = f"{type(e).__name__}: {str(e)[:160]}"
+        if type(e).__name__ not in _errors_seen:
+            _errors_seen.add(type(e).__name__)
+            print(f"  (a configuration cannot run: {message})", file=sys.stderr)
         return [None, None, None]
+
+
+_errors_seen: set[str] = set()
 
 
 def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any],
