@@ -330,6 +330,16 @@ def evaluate(path: Path, holdout: int) -> int:
             r, sweeps = regrets(test, pick)
             print(f"| {kind} ({len(test)} problems) | {label} | {np.median(r):.3f} | {max(r):.3f} | "
                   f"{sweeps} of {len(test)} |")
+        for top in (2, 3):
+            # A short sweep: time only the `top` configurations predicted fastest.
+            r = []
+            for m in test:
+                valid = [i for i, t in enumerate(m.seconds) if t is not None]
+                predicted = model.predict_s(m.problem, [m.configs[i] for i in valid])
+                short = [valid[i] for i in np.argsort(predicted)[:top]]
+                r.append(min(m.seconds[i] for i in short) / min(m.seconds[i] for i in valid))
+            print(f"| {kind} ({len(test)} problems) | learned model, then a sweep of its {top} best predicted | "
+                  f"{np.median(r):.3f} | {max(r):.3f} | {len(test)} short sweeps |")
         if all(m.halves for m in test):
             # The sweep chooses by its own (noisy) timing: by one half of the
             # timed calls, judged by the other half.
