@@ -92,9 +92,11 @@ plt.show()
 # Small problems sit far below the roof: they have too few tiles to fill
 # 132 SMs, and a launch costs microseconds. Large products climb towards the
 # FP32 ceiling but stop short of it: the kernels issue loads, barriers and
-# address arithmetic besides their FMAs. The convolution rungs below the
-# matmuls' cloud are the im2col copy (it writes and reads every window) and
-# the tiled rung (one multiply-add per shared-memory load).
+# address arithmetic besides their FMAs. The convolutions sit lower still: a
+# convolution was timed as `mt.kernels.conv2d` runs it, host path included,
+# which a small layer cannot hide; among the rungs, im2col writes and reads
+# every window, and the tiled rung does one multiply-add per shared-memory
+# load.
 #
 # ## One problem, every configuration
 # The roofline of a *configuration* adds what the tile changes: the blocks
