@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,6 +45,7 @@ import torch.nn.functional as TF  # noqa: E402
 import minitensor as mt  # noqa: E402
 import minitensor.nn.functional as F  # noqa: E402
 import minitensor.torch_ops as mtops  # noqa: E402
+import host_path  # noqa: E402
 
 DEVICE = "cuda" if mt.backend() == "cuda" else "cpu"
 if DEVICE == "cpu":
@@ -60,18 +59,9 @@ def sync() -> None:
 
 
 def per_call_us(fn: Callable[[], object], loops: int, repeats: int) -> float:
-    """Median host microseconds per call of fn over `repeats` loops of `loops` calls."""
-    for _ in range(min(loops, 20)):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(loops):
-            fn()
-        sync()
-        times.append((time.perf_counter() - start) / loops)
-    return statistics.median(times) * 1e6
+    """Median host microseconds per call of fn over `repeats` loops of `loops` calls
+    (host_path.py's timer, each loop ending in a synchronize of both libraries)."""
+    return host_path.per_call_us(fn, sync, loops, repeats)
 
 
 def leaves(*tensors: Any) -> tuple[list[Any], list[Any]]:
