@@ -1,30 +1,32 @@
 """_bridge: torch tensors in and out of minitensor's Arrays, without a copy.
 
 The custom ops of this package compute on minitensor's Arrays (the ops
-layer, minitensor/ops/) and take and return torch tensors. Both ways go
-through DLPack, minitensor's zero-copy exchange (minitensor/_interop.py):
+layer, minitensor/ops/) and take and return torch tensors. Neither way
+copies (minitensor/_interop.py does the exchange):
 
-- in, ``to_array``: the torch tensor's memory is imported as a
-  ``ForeignStorage`` (its range registered with the engine for as long as
-  the Array lives, the tensor kept alive), its shape, strides and storage
-  offset kept: a transposed or sliced torch view reaches the kernels as the
-  same strided view;
+- in, ``to_array``: the torch tensor's memory, described as the array
+  interfaces describe memory (its first element's address, shape, strides
+  and dtype, from torch's metadata), is imported as a ``ForeignStorage``
+  (its range registered with the engine for as long as the Array lives,
+  the tensor kept alive); its shape, strides and storage offset are kept,
+  so a transposed or sliced torch view reaches the kernels as the same
+  strided view;
 - out, ``to_torch``: the Array's memory, freshly allocated by minitensor,
-  is lent to torch by a DLPack capsule that keeps the Array alive until
-  torch frees the tensor.
+  is lent to torch by a DLPack capsule (``torch.utils.dlpack.from_dlpack``)
+  that keeps the Array alive until torch frees the tensor.
 
-Which memory: on the CUDA build, torch CUDA tensors of minitensor's GPU;
-on the emulator, whose kernels run on the host, torch CPU tensors (kDLCPU).
-Anything else (a CPU tensor on the CUDA build, a CUDA tensor under the
-emulator, float16) is refused by the importer with a message naming what
+Which memory: on the CUDA build, torch CUDA tensors of minitensor's GPU
+(kDLCUDA); on the emulator, whose kernels run on the host, torch CPU
+tensors (kDLCPU). Anything else (a CPU tensor on the CUDA build, a CUDA
+tensor under the emulator, float16) is refused with a message naming what
 is wrong; nothing is copied silently.
 
 Streams: minitensor queues its work on its current stream, torch on its
 own. ``on_torch_stream`` makes torch's current stream minitensor's for the
 length of one op, so that the kernels run in order with the torch work
 before and after them and neither side has to wait for the other: the
-capsules are exchanged with no stream to synchronise (``-1`` for an export,
-and torch's ``to_dlpack``, which synchronises nothing, for an import).
+capsule of an export asks for no synchronisation (stream ``-1``), and an
+import, which has no stream to name, needs none.
 
 torch is imported here, and this package is imported only by its users:
 ``import minitensor`` never imports torch.
@@ -46,31 +48,36 @@ from .. import _interop, _lib
 from .._array import Array
 
 WHAT = "minitensor.torch_ops"  # how import errors name the caller
+_DEVICE_TYPE = "cuda" if _lib.backend_name() == "cuda" else "cpu"  # where minitensor's kernels read
 
 
-class _Lent:
-    """A torch tensor offered to minitensor's DLPack importer.
-
-    The importer asks ``__dlpack__(stream=..., max_version=...)`` so that a
-    producer on another stream can make the consumer's stream wait for it.
-    Here both sides run on torch's current stream (``on_torch_stream``), so
-    there is nothing to wait for: torch's ``to_dlpack`` makes the capsule
-    directly, without the stream objects ``Tensor.__dlpack__`` builds, and
-    without its refusal of a tensor that requires a gradient (a custom op's
-    inputs may; the op only reads their values)."""
-
-    __slots__ = ("tensor",)
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-    def __dlpack__(self, stream: Any = None, max_version: Any = None) -> Any:
-        return torch.utils.dlpack.to_dlpack(self.tensor)
+# The array interfaces' typestr of each torch dtype minitensor has.
+_TYPESTR = {torch.float32: "<f4", torch.float64: "<f8", torch.int64: "<i8", torch.bool: "<b1"}
 
 
 def to_array(t: torch.Tensor) -> Array:
-    """A minitensor Array viewing t's memory (no copy): same shape, strides and offset."""
-    return Array(*_interop.from_dlpack(_Lent(t), WHAT))
+    """A minitensor Array viewing t's memory (no copy): same shape, strides and offset.
+
+    t describes its memory as an array interface does: the address of its
+    first element, its shape, its strides and its dtype, read from torch's
+    metadata, and minitensor imports it as it imports a
+    ``__cuda_array_interface__`` (or, on the emulator, an
+    ``__array_interface__``): the range is registered with the engine and t
+    kept alive while the Array lives. The DLPack capsule (``__dlpack__``)
+    says the same thing, but opening one costs about as much again through
+    ctypes as the rest of the import (docs/torch_ops.md); a tensor that
+    requires a gradient is read as it is (a custom op's inputs may).
+    """
+    if t.device.type != _DEVICE_TYPE or (_DEVICE_TYPE == "cuda" and t.device.index != _lib.get_device()):
+        device_type, device_id = t.__dlpack_device__()
+        _interop._refuse_device(int(device_type), int(device_id), WHAT)  # raises, naming both devices
+    typestr = _TYPESTR.get(t.dtype)
+    if typestr is None:
+        raise TypeError(f"{WHAT}: a {t.dtype} tensor; minitensor's kernels take float32, float64, int64 and bool")
+    size = t.element_size()
+    interface = {"typestr": typestr, "data": (t.data_ptr(), False), "shape": tuple(t.shape),
+                 "strides": tuple(s * size for s in t.stride())}
+    return Array(*_interop._from_interface(WHAT, interface, t))
 
 
 def maybe_array(t: Any) -> Any:
