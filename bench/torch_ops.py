@@ -17,9 +17,11 @@ either way, so the difference between
 is the custom op's overhead. Beside them: ``torch``, torch's own op on the
 same tensors, and for each case the forward + backward of both (inputs that
 require a gradient, ``y.backward(g)``: minitensor's autograd, or torch's
-autograd running the custom ops' backward ops). ``DLPack round trip`` is the
-bridge alone: mt.from_dlpack of a torch tensor and torch.from_dlpack of a
-minitensor tensor.
+autograd running the custom ops' backward ops). Two parts of the overhead alone:
+``DLPack round trip``, mt.from_dlpack of a torch tensor and torch.from_dlpack
+of a minitensor tensor (the public spelling of what each op does per tensor),
+and ``empty custom op``, a Python custom op of two tensors that does nothing
+(torch's dispatch, no minitensor).
 
 Each number is the median over --repeats loops of --loops calls, in
 microseconds of host time per call, after a warm-up; each loop ends with a
@@ -131,6 +133,20 @@ def round_trip(loops: int, repeats: int) -> float:
     return per_call_us(lambda: (mt.from_dlpack(t), torch.from_dlpack(m)), loops, repeats)
 
 
+@torch.library.custom_op("bench_torch_ops::first", mutates_args=(), schema="(Tensor a, Tensor b) -> Tensor")
+def _first(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A custom op that does nothing but return a new tensor: torch's dispatch of a
+    Python custom op alone, with none of minitensor's work."""
+    return a.new_empty(())
+
+
+def dispatch_only(loops: int, repeats: int) -> float:
+    """Microseconds of a call of a do-nothing custom op of two tensors."""
+    a, b = torch.randn(8, 8, device=DEVICE), torch.randn(8, 8, device=DEVICE)
+    with torch.no_grad():
+        return per_call_us(lambda: _first(a, b), loops, repeats)
+
+
 COLUMNS = ["minitensor", "custom op", "overhead", "torch", "minitensor fwd+bwd", "custom op fwd+bwd",
            "overhead fwd+bwd", "torch fwd+bwd"]
 
@@ -158,6 +174,8 @@ def main() -> int:
                               "loops": loops, "repeats": repeats}
     result["dlpack round trip"] = round_trip(loops * 4, repeats)
     print(f"DLPack round trip (mt.from_dlpack + torch.from_dlpack): {result['dlpack round trip']:.1f} us")
+    result["empty custom op"] = dispatch_only(loops * 4, repeats)
+    print(f"a custom op that does nothing (torch's dispatch alone): {result['empty custom op']:.1f} us")
     print("\nsmall shapes (host-bound on a GPU):\n" + HEADER, flush=True)
     result["small"] = measure(True, loops, repeats)
     if args.large and not args.quick:
