@@ -405,3 +405,16 @@ def test_ops_run_on_torch_current_stream() -> None:
     assert a[0, 0].item() == 20.0
     torch.testing.assert_close(out, torch.full((2, 8), 1 / 8, device="cuda"))
     assert mt.cuda.current_stream().cuda_stream == 0
+
+
+# ---- the docs' example --------------------------------------------------------------------------------
+
+def test_the_docs_example() -> None:
+    """docs/torch_ops.md's example (a ```py block: tests/test_docs.py runs only
+    ```python blocks, and without torch) runs here, where torch is."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "torch_ops.md").read_text()
+    blocks = page.split("```py\n")[1:]
+    assert len(blocks) == 1, "docs/torch_ops.md should hold one ```py example"
+    exec(compile(blocks[0].split("```")[0], "docs/torch_ops.md", "exec"), {"__name__": "docs_torch_ops"})  # noqa: S102
