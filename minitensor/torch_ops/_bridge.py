@@ -48,7 +48,9 @@ from .. import _interop, _lib
 from .._array import Array
 
 WHAT = "minitensor.torch_ops"  # how import errors name the caller
-_DEVICE_TYPE = "cuda" if _lib.backend_name() == "cuda" else "cpu"  # where minitensor's kernels read
+# Where minitensor's kernels read: the one GPU of this process (CUDA build), or the host.
+_DEVICE_TYPE = "cuda" if _lib.backend_name() == "cuda" else "cpu"
+_DEVICE_INDEX = _lib.get_device() if _DEVICE_TYPE == "cuda" else None
 
 
 # The array interfaces' typestr of each torch dtype minitensor has.
@@ -68,7 +70,7 @@ def to_array(t: torch.Tensor) -> Array:
     ctypes as the rest of the import (docs/torch_ops.md); a tensor that
     requires a gradient is read as it is (a custom op's inputs may).
     """
-    if t.device.type != _DEVICE_TYPE or (_DEVICE_TYPE == "cuda" and t.device.index != _lib.get_device()):
+    if t.device.type != _DEVICE_TYPE or t.device.index != _DEVICE_INDEX:
         device_type, device_id = t.__dlpack_device__()
         _interop._refuse_device(int(device_type), int(device_id), WHAT)  # raises, naming both devices
     typestr = _TYPESTR.get(t.dtype)
