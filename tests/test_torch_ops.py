@@ -269,6 +269,8 @@ def test_bad_inputs_are_refused_with_a_message() -> None:
         mtops.conv2d(rand(1, 4, 5, 5), rand(2, 4, 3, 3), groups=3)
     with pytest.raises(ValueError, match="normalized shape"):
         mtops.layer_norm(rand(3, 4), (5,))
+    with pytest.raises(ValueError, match=r"weight has shape \(3,\), expected the normalized shape \(4,\)"):
+        mtops.layer_norm(rand(3, 4), (4,), rand(3))
 
 
 # ---- torch.compile: opaque ops ---------------------------------------------------------------------

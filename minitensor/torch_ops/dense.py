@@ -169,12 +169,18 @@ def log_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
 # ---- layer_norm ------------------------------------------------------------------------------
 
 
-def _layer_norm_stats_shape(x: torch.Tensor, normalized_shape: Sequence[int]) -> tuple[int, ...]:
-    """The shape of the per-row mean and rstd: x's shape without the normalized dims."""
-    k = len(normalized_shape)
-    if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k:]) != tuple(normalized_shape):
+def _layer_norm_stats_shape(x: torch.Tensor, normalized_shape: Sequence[int], weight: Optional[torch.Tensor],
+                            bias: Optional[torch.Tensor]) -> tuple[int, ...]:
+    """The shape of the per-row mean and rstd: x's shape without the normalized dims
+    (after the checks ops.layer_norm makes, so that the fake refuses what the op does)."""
+    k, shape = len(normalized_shape), tuple(normalized_shape)
+    if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k:]) != shape:
         raise ValueError(f"minitensor::layer_norm: the last dims of the input of shape {tuple(x.shape)} "
-                         f"must be the normalized shape {tuple(normalized_shape)}")
+                         f"must be the normalized shape {shape}")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != shape:
+            raise ValueError(f"minitensor::layer_norm: {name} has shape {tuple(p.shape)}, expected the "
+                             f"normalized shape {shape}")
     return tuple(x.shape[: x.ndim - k])
 
 
@@ -184,6 +190,7 @@ def _layer_norm_stats_shape(x: torch.Tensor, normalized_shape: Sequence[int]) ->
 def _layer_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: Optional[torch.Tensor],
                 bias: Optional[torch.Tensor], eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     check_float("minitensor::layer_norm", x=x, weight=weight, bias=bias)
+    _layer_norm_stats_shape(x, normalized_shape, weight, bias)
     with on_torch_stream(x):
         out, mean, rstd = ops.layer_norm(to_array(x), normalized_shape, maybe_array(weight), maybe_array(bias), eps)
         return to_torch(out), to_torch(mean), to_torch(rstd)
@@ -193,7 +200,7 @@ def _layer_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: Option
 def _layer_norm_fake(x: torch.Tensor, normalized_shape: Sequence[int], weight: Optional[torch.Tensor],
                      bias: Optional[torch.Tensor], eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     check_float("minitensor::layer_norm", x=x, weight=weight, bias=bias)
-    lead = _layer_norm_stats_shape(x, normalized_shape)
+    lead = _layer_norm_stats_shape(x, normalized_shape, weight, bias)
     return x.new_empty(x.shape), x.new_empty(lead), x.new_empty(lead)
 
 
