@@ -88,6 +88,9 @@ def cases(small: bool) -> list[tuple[str, tuple[Any, ...], Callable[..., Any], C
     else:
         n, rows, img, seq = 1024, (4096, 1024), (32, 64, 32, 32), (8, 8, 256, 64)
     return [
+        # No element, no kernel: the two columns differ by the custom op's overhead alone.
+        ("softmax 4x0 (no kernel)", (rand(4, 0),), lambda x: F.softmax(x, -1), lambda x: mtops.softmax(x, -1),
+         lambda x: torch.softmax(x, -1)),
         (f"matmul {n}x{n}", (rand(n, n), rand(n, n)), mt.matmul, mtops.matmul, torch.matmul),
         (f"softmax {rows[0]}x{rows[1]}", (rand(*rows),), lambda x: F.softmax(x, -1),
          lambda x: mtops.softmax(x, -1), lambda x: torch.softmax(x, -1)),

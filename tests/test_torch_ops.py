@@ -233,6 +233,10 @@ def test_tensors_cross_without_a_copy() -> None:
     assert back.data_ptr() == t.data_ptr() and back.stride() == t.stride()
     t.fill_(2.5)  # a write through one is seen through the other
     assert back.eq(2.5).all()
+    # minitensor's own DLPack both ways: kDLCPU (1) under the emulator, kDLCUDA (2) on the CUDA build
+    m = mt.from_dlpack(t)
+    assert m.data_ptr() == t.data_ptr() and m.__dlpack_device__()[0] == (2 if DEVICE == "cuda" else 1)
+    assert torch.from_dlpack(m).data_ptr() == t.data_ptr() and torch.from_dlpack(m).device.type == DEVICE
 
 
 def test_an_op_leaves_no_registration_behind() -> None:
