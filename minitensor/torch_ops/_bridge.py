@@ -89,7 +89,7 @@ def maybe_array(t: Any) -> Any:
 
 def to_torch(x: Array) -> torch.Tensor:
     """A torch tensor viewing x's memory (no copy), which keeps x alive."""
-    stream = -1 if _lib.backend_name() == "cuda" else None  # same stream: nothing to synchronise
+    stream = -1 if _DEVICE_TYPE == "cuda" else None  # one stream on both sides: nothing to synchronise
     return torch.utils.dlpack.from_dlpack(_interop.to_dlpack(x, stream=stream))
 
 
