@@ -25,8 +25,7 @@ Streams: minitensor queues its work on its current stream, torch on its
 own. ``on_torch_stream`` makes torch's current stream minitensor's for the
 length of one op, so that the kernels run in order with the torch work
 before and after them and neither side has to wait for the other: the
-capsule of an export asks for no synchronisation (stream ``-1``), and an
-import, which has no stream to name, needs none.
+exchange in either direction names no stream and synchronises nothing.
 
 torch is imported here, and this package is imported only by its users:
 ``import minitensor`` never imports torch.
@@ -44,42 +43,49 @@ except ImportError as e:  # pragma: no cover - the message is the point
         "minitensor.torch_ops needs PyTorch (pip install torch); minitensor itself does not depend on it"
     ) from e
 
-from .. import _interop, _lib
+from .. import _dlpack, _interop, _lib
 from .._array import Array
+from .._dtype import bool_, float32, float64, int64
+from .._foreign import ForeignStorage
+from .._storage import Storage
 
 WHAT = "minitensor.torch_ops"  # how import errors name the caller
 # Where minitensor's kernels read: the one GPU of this process (CUDA build), or the host.
 _DEVICE_TYPE = "cuda" if _lib.backend_name() == "cuda" else "cpu"
 _DEVICE_INDEX = _lib.get_device() if _DEVICE_TYPE == "cuda" else None
+_DLPACK_DEVICE = (_dlpack.CUDA, _DEVICE_INDEX) if _DEVICE_TYPE == "cuda" else (_dlpack.CPU, 0)
 
 
-# The array interfaces' typestr of each torch dtype minitensor has.
-_TYPESTR = {torch.float32: "<f4", torch.float64: "<f8", torch.int64: "<i8", torch.bool: "<b1"}
+# minitensor's dtype of each torch dtype it has.
+_DTYPES = {torch.float32: float32, torch.float64: float64, torch.int64: int64, torch.bool: bool_}
 
 
 def to_array(t: torch.Tensor) -> Array:
     """A minitensor Array viewing t's memory (no copy): same shape, strides and offset.
 
-    t describes its memory as an array interface does: the address of its
-    first element, its shape, its strides and its dtype, read from torch's
-    metadata, and minitensor imports it as it imports a
-    ``__cuda_array_interface__`` (or, on the emulator, an
-    ``__array_interface__``): the range is registered with the engine and t
-    kept alive while the Array lives. The DLPack capsule (``__dlpack__``)
-    says the same thing, but opening one costs about as much again through
-    ctypes as the rest of the import (docs/torch_ops.md); a tensor that
-    requires a gradient is read as it is (a custom op's inputs may).
+    t describes its memory as the array interfaces do: the address of its
+    first element, its shape, its strides (in elements) and its dtype, read
+    from torch's metadata. The Array's storage is a ``ForeignStorage`` over
+    the bytes the view can reach, from its first element on: registered
+    with the engine and keeping t alive while the Array lives, as any import
+    (minitensor/_foreign.py). Nothing else needs checking: torch's strides
+    are never negative, are counted in elements, and fit in int64 bytes.
+    The DLPack capsule (``__dlpack__``) would say the same, but opening one
+    through ctypes and going through the general importer's checks cost
+    more than the rest (docs/torch_ops.md). A tensor that requires a
+    gradient is read as it is (a custom op's inputs may).
     """
     if t.device.type != _DEVICE_TYPE or t.device.index != _DEVICE_INDEX:
         device_type, device_id = t.__dlpack_device__()
         _interop._refuse_device(int(device_type), int(device_id), WHAT)  # raises, naming both devices
-    typestr = _TYPESTR.get(t.dtype)
-    if typestr is None:
+    dtype = _DTYPES.get(t.dtype)
+    if dtype is None:
         raise TypeError(f"{WHAT}: a {t.dtype} tensor; minitensor's kernels take float32, float64, int64 and bool")
-    size = t.element_size()
-    interface = {"typestr": typestr, "data": (t.data_ptr(), False), "shape": tuple(t.shape),
-                 "strides": tuple(s * size for s in t.stride())}
-    return Array(*_interop._from_interface(WHAT, interface, t))
+    shape, strides = tuple(t.shape), t.stride()
+    if t.numel() == 0:
+        return Array(Storage(0), shape, strides, 0, dtype)
+    last = sum((n - 1) * s for n, s in zip(shape, strides))  # the farthest element from the first
+    return Array(ForeignStorage(t.data_ptr(), (last + 1) * dtype.itemsize, t), shape, strides, 0, dtype)
 
 
 def maybe_array(t: Any) -> Any:
@@ -88,9 +94,15 @@ def maybe_array(t: Any) -> Any:
 
 
 def to_torch(x: Array) -> torch.Tensor:
-    """A torch tensor viewing x's memory (no copy), which keeps x alive."""
-    stream = -1 if _DEVICE_TYPE == "cuda" else None  # one stream on both sides: nothing to synchronise
-    return torch.utils.dlpack.from_dlpack(_interop.to_dlpack(x, stream=stream))
+    """A torch tensor viewing x's memory (no copy), which keeps x alive.
+
+    The capsule is what ``x.__dlpack__()`` makes, less the checks a result
+    of an op never needs (it is new, on this device, and its stream is
+    torch's: nothing to synchronise)."""
+    code, bits = _interop._DLPACK[x.dtype]  # DLPack's (type code, bits) of the dtype
+    capsule = _dlpack.export(x.data_ptr() if x.numel() else 0, _DLPACK_DEVICE, bits, x.shape, x.strides, x,
+                             False, code=code)
+    return torch.utils.dlpack.from_dlpack(capsule)
 
 
 class on_torch_stream:
