@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("tensor", ["minitensor.tensor", "minitensor._nograd_ops", "minitensor._inplace", "minitensor._indexing",
                 "minitensor._creation", "minitensor._functions"]),
     ("nn, optim, kernels", ["minitensor.nn", "minitensor.optim", "minitensor.kernels", "minitensor.utils",
-                                   "minitensor.cuda", "minitensor.serialization"]),
+                                   "minitensor.cuda", "minitensor.serialization",
+                                   "minitensor.torch_ops"]),
     ("distributed", ["minitensor.distributed"]),
     ("package", ["minitensor"]),
 ]
