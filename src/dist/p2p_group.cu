@@ -393,17 +393,21 @@ mt_status mtp_all_reduce(mtp_group *g, const mt_tensor *tensors, int n, int rung
         return MT_OK;
     const size_t bytes = (size_t)count * dtype_bytes(dtype);
     DeviceGuard guard;
+    if (guard.saved < 0)
+        return mt_fail(MT_ERR_CUDA, func, "cudaGetDevice failed: the tensors' device is unknown");
     MT_TRY(ensure_capacity(g, padded_bytes(dtype, count)));
     for (int r = 0; r < n; ++r) {
         const char *src = (const char *)tensors[r].data + tensors[r].offset * (int64_t)dtype_bytes(dtype);
-        CUDA_CHECK(cudaSetDevice(g->devices[r]));
+        /* With the tensors' device current: their memory comes from its
+         * stream-ordered pool, which that device can always read. */
+        CUDA_CHECK(cudaSetDevice(guard.saved));
         CUDA_CHECK(cudaMemcpy(g->in[r], src, bytes, cudaMemcpyDefault));
     }
     MT_TRY(run_rung(g, rung, dtype, count));
     MT_TRY(sync_all(g));
     for (int r = 0; r < n; ++r) {
         char *dst = (char *)tensors[r].data + tensors[r].offset * (int64_t)dtype_bytes(dtype);
-        CUDA_CHECK(cudaSetDevice(g->devices[r]));
+        CUDA_CHECK(cudaSetDevice(guard.saved));
         CUDA_CHECK(cudaMemcpy(dst, g->out[r], bytes, cudaMemcpyDefault));
     }
     return MT_OK;
