@@ -392,6 +392,10 @@ mt_status mtp_all_reduce(mtp_group *g, const mt_tensor *tensors, int n, int rung
     if (count == 0)
         return MT_OK;
     const size_t bytes = (size_t)count * dtype_bytes(dtype);
+    /* The tensors may still be being written by work on the library's
+     * stream, which the copies below (on the default stream) would not wait for. */
+    MT_TRY(mt_synchronize());
+    mt_set_current_call(func);
     DeviceGuard guard;
     if (guard.saved < 0)
         return mt_fail(MT_ERR_CUDA, func, "cudaGetDevice failed: the tensors' device is unknown");
@@ -403,6 +407,10 @@ mt_status mtp_all_reduce(mtp_group *g, const mt_tensor *tensors, int n, int rung
         CUDA_CHECK(cudaSetDevice(guard.saved));
         CUDA_CHECK(cudaMemcpy(g->in[r], src, bytes, cudaMemcpyDefault));
     }
+    /* A device-to-device cudaMemcpy does not wait for its copy: the copies
+     * are queued on the tensors' device, which may not be in the group, so
+     * nothing would order the group's kernels after them. */
+    CUDA_CHECK(cudaStreamSynchronize(0));
     MT_TRY(run_rung(g, rung, dtype, count));
     MT_TRY(sync_all(g));
     for (int r = 0; r < n; ++r) {
@@ -410,6 +418,7 @@ mt_status mtp_all_reduce(mtp_group *g, const mt_tensor *tensors, int n, int rung
         CUDA_CHECK(cudaSetDevice(guard.saved));
         CUDA_CHECK(cudaMemcpy(dst, g->out[r], bytes, cudaMemcpyDefault));
     }
+    CUDA_CHECK(cudaStreamSynchronize(0)); /* the results are in place on return */
     return MT_OK;
 }
 
@@ -428,7 +437,11 @@ mt_status mtp_bench(mtp_group *g, int rung, int dtype, int64_t count, int warmup
     DeviceGuard guard;
     MT_TRY(ensure_capacity(g, padded_bytes(dtype, count)));
     for (int i = 0; i < warmup; ++i)
-        MT_TRY(run_rung(g, rung, dtype, count));
+        /* A device-to-device cudaMemcpy does not wait for its copy: the copies
+     * are queued on the tensors' device, which may not be in the group, so
+     * nothing would order the group's kernels after them. */
+    CUDA_CHECK(cudaStreamSynchronize(0));
+    MT_TRY(run_rung(g, rung, dtype, count));
     MT_TRY(sync_all(g));
     cudaEvent_t start[MTP_MAX_DEVICES] = {}, stop[MTP_MAX_DEVICES] = {};
     mt_status st = MT_OK;
