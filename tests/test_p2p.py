@@ -90,7 +90,7 @@ def test_views_empty_tensors_and_a_subset_of_devices(devices: int) -> None:
 
 @pytest.mark.parametrize("devices", [2], indirect=True)
 def test_bad_arguments_are_refused_with_a_message(devices: int) -> None:
-    with PeerGroup() as group:
+    with PeerGroup([0, 1]) as group:
         a, b = mt.zeros(4), mt.zeros(4)
         with pytest.raises(ValueError, match="3 tensors for a group of 2"):
             group.all_reduce([a, b, a])
@@ -104,13 +104,13 @@ def test_bad_arguments_are_refused_with_a_message(devices: int) -> None:
         group.all_reduce([a, b])
     with pytest.raises(mt.MinitensorError, match="listed twice"):
         PeerGroup([1, 1])
-    with pytest.raises(mt.MinitensorError, match=r"device 7 does not exist"):
-        PeerGroup([0, 7])
+    with pytest.raises(mt.MinitensorError, match=r"device 64 does not exist"):
+        PeerGroup([0, 64])
 
 
 @pytest.mark.parametrize("devices", [2], indirect=True)
 def test_bench_times_every_call(devices: int) -> None:
-    with PeerGroup() as group:
+    with PeerGroup(range(devices)) as group:
         for rung in RUNGS:
             ms = group.bench(1000, "float64", rung=rung, warmup=1, iters=3)
             assert len(ms) == 3 and all(t > 0 for t in ms)
