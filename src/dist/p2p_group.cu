@@ -48,6 +48,8 @@ struct DeviceGuard {
     }
     ~DeviceGuard()
     {
+        /* Cannot fail in practice (the device was current a moment ago),
+         * and a destructor has nobody to report to. */
         if (saved >= 0)
             (void)cudaSetDevice(saved);
     }
@@ -78,6 +80,16 @@ struct LaunchGroup {
     cudaError_t end() { return cudaSuccess; }
 #endif
 };
+
+/* Clean-up paths go on after a failed call (to free the rest), keeping the
+ * first failure's status and message: `status` is updated and returned. */
+mt_status keep_first(mt_status *status, cudaError_t err, const char *expr, int line)
+{
+    if (err != cudaSuccess && *status == MT_OK)
+        *status = mt_fail_cuda(err, expr, __FILE__, line);
+    return *status;
+}
+#define KEEP_FIRST(status, call) keep_first(&(status), (call), #call, __LINE__)
 
 size_t dtype_bytes(int dtype) { return dtype == MT_FLOAT32 ? 4 : 8; }
 
@@ -339,23 +351,23 @@ mt_status mtp_group_destroy(mtp_group *g)
     {
         DeviceGuard guard;
         for (int r = 0; r < g->world; ++r) {
-            if (cudaSetDevice(g->devices[r]) != cudaSuccess)
+            if (g->streams[r] == nullptr)
                 continue;
-            if (g->streams[r] != nullptr)
-                (void)cudaStreamSynchronize(g->streams[r]);
+            KEEP_FIRST(first, cudaSetDevice(g->devices[r]));
+            KEEP_FIRST(first, cudaStreamSynchronize(g->streams[r]));
         }
-        first = free_buffers(g);
+        mt_status freed = free_buffers(g);
+        first = first == MT_OK ? freed : first;
         for (int r = 0; r < g->world; ++r) {
-            (void)cudaSetDevice(g->devices[r]);
+            KEEP_FIRST(first, cudaSetDevice(g->devices[r]));
             if (g->flags[r] != nullptr)
-                (void)cudaFree(g->flags[r]);
+                KEEP_FIRST(first, cudaFree(g->flags[r]));
             if (g->streams[r] != nullptr)
-                (void)cudaStreamDestroy(g->streams[r]);
+                KEEP_FIRST(first, cudaStreamDestroy(g->streams[r]));
         }
         /* Peer access stays enabled: it belongs to the device, and another
          * group may use it. */
     }
-    (void)cudaGetLastError();
     --g_live_groups;
     free(g);
     return first;
@@ -481,11 +493,11 @@ mt_status mtp_bench(mtp_group *g, int rung, int dtype, int64_t count, int warmup
             ms[i] = longest;
     }
     for (int r = 0; r < g->world; ++r) {
-        (void)cudaSetDevice(g->devices[r]);
+        KEEP_FIRST(st, cudaSetDevice(g->devices[r]));
         if (start[r] != nullptr)
-            (void)cudaEventDestroy(start[r]);
+            KEEP_FIRST(st, cudaEventDestroy(start[r]));
         if (stop[r] != nullptr)
-            (void)cudaEventDestroy(stop[r]);
+            KEEP_FIRST(st, cudaEventDestroy(stop[r]));
     }
     return st;
 }
