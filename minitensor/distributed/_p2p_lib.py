@@ -36,26 +36,20 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mtp_bench": (c_int, [c_void_p, c_int, c_int, c_int64, c_int, c_int, POINTER(c_float)]),
 }
 
-LIB_PATHS = {
-    "cuda": _lib.BUILD_DIR / "libminitensor_p2p_cuda.so",
-    "emulator": _lib.BUILD_DIR / "libminitensor_p2p_emu.so",
-}
-
 _PLIB: Optional[ctypes.CDLL] = None
-
-
-def path_for(core_backend: str) -> Path:
-    override = os.environ.get("MINITENSOR_P2P_LIB")
-    return Path(override) if override else LIB_PATHS[core_backend]
 
 
 def load() -> ctypes.CDLL:
     """The p2p library matching the core backend (loaded on first use)."""
     global _PLIB
-    if _PLIB is not None:
-        return _PLIB
-    core = _lib.backend_name()  # loads the core first: the p2p library links it
-    path = path_for(core)
+    if _PLIB is None:
+        _PLIB = _open(_lib.backend_name())  # loads the core first: the p2p library links it
+    return _PLIB
+
+
+def _open(core_backend: str) -> ctypes.CDLL:
+    suffix = "emu" if core_backend == "emulator" else "cuda"
+    path = Path(os.environ.get("MINITENSOR_P2P_LIB") or _lib.BUILD_DIR / f"libminitensor_p2p_{suffix}.so")
     if not path.is_file():
         raise ImportError(f"minitensor.distributed.PeerGroup: {path} is not built; run `make p2p` in {_lib.REPO_ROOT}")
     plib = _lib.load_library(path, SIGNATURES, "minitensor.distributed.PeerGroup")
@@ -63,7 +57,6 @@ def load() -> ctypes.CDLL:
     names = _lib.read_names(plib.mtp_rung_name, plib.mtp_rung_count())
     if names != RUNGS:
         raise ImportError(f"minitensor.distributed.PeerGroup: {path} has rungs {names}, expected {RUNGS}")
-    _PLIB = plib
     return plib
 
 
