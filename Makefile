@@ -388,8 +388,8 @@ $(CUDA_CHECK_DIR)/p2p/%.o: src/dist/%.cu $(P2P_HEADERS)
 	$(NVCC) $(CUDA_CHECK_FLAGS) -Isrc/dist -c $< -o $@
 cuda-check: $(P2P_CHECK_OBJS)
 
-# The Python suite includes tests/test_p2p.py.
-test-py: $(P2P_LIBS)
+# The Python suite includes tests/test_p2p.py; notebook 10 runs the ladder.
+test-py notebooks: $(P2P_LIBS)
 
 clean:
 	rm -rf $(BUILD)
