@@ -194,7 +194,7 @@ test:
 	    ( $(MAKE) --no-print-directory -j1 cuda-check > $(BUILD)/cuda-check.log 2>&1; \
 	      echo $$? > $(BUILD)/cuda-check.status ) & \
 	fi; \
-	$(MAKE) --no-print-directory $(LIBS) $(DIST_LIBS) $(VENV)/.ok test-c-build || status=1; \
+	$(MAKE) --no-print-directory $(LIBS) $(DIST_LIBS) $(P2P_LIBS) $(VENV)/.ok test-c-build || status=1; \
 	echo "course kit: $(COURSE_TESTS) run beside the other tests ($(BUILD)/course-tests.log)"; \
 	( MINITENSOR_EMU_CHECK=full $(VPY) -m pytest -q $(COURSE_TESTS) > $(BUILD)/course-tests.log 2>&1; \
 	  echo $$? > $(BUILD)/course-tests.status ) & \
@@ -389,7 +389,7 @@ $(CUDA_CHECK_DIR)/p2p/%.o: src/dist/%.cu $(P2P_HEADERS)
 cuda-check: $(P2P_CHECK_OBJS)
 
 # The Python suite includes tests/test_p2p.py; notebook 10 runs the ladder.
-test-py notebooks: $(P2P_LIBS)
+test-py test-py-teaching notebooks: $(P2P_LIBS)
 
 clean:
 	rm -rf $(BUILD)
