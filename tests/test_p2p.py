@@ -68,8 +68,11 @@ def test_every_rung_equals_the_plain_sum(devices: int, rung: str) -> None:
 def test_calls_repeat_and_sizes_change(devices: int) -> None:
     """The barrier count carries over from call to call (flags are never reset)."""
     with PeerGroup(range(devices)) as group:
+        # the large sizes fill every block of a GPU launch (32 x 512 threads) several times over
         for i, (rung, n) in enumerate([("ring", 40), ("twoshot", 9), ("naive", 300), ("oneshot", 40),
-                                       ("ring", 2), ("twoshot", 5000), ("auto", 17)]):
+                                       ("ring", 2), ("twoshot", 5000), ("auto", 17), ("ring", 300_001),
+                                       ("twoshot", 300_000), ("oneshot", 100_003), ("naive", 70_000),
+                                       ("auto", 1 << 17)]):
             reduce_and_check(group, (n,), mt.float32, rung, seed=i)
 
 
