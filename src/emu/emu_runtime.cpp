@@ -1,12 +1,15 @@
 /*
  * emu_runtime.cpp: the CUDA runtime API of the CPU emulator (see emu.h):
  * the functions host code calls (cudaMalloc, cudaMemcpy, cudaGetLastError,
- * cudaGetDeviceProperties, events, ...), the settings read from the
- * environment, and the per-thread error state they report through.
- * "Device" memory is host memory; the emulator has one device, 0.
+ * streams, graphs, events, ...), the settings read from the environment,
+ * and the per-thread error state they report through. "Device" memory is
+ * host memory.
  *
- * Device memory is emu_memory.cpp's; running kernels is the block
- * scheduler's job (emu_launch.cpp and the files emu_block.h lists).
+ * The error texts are emu_errors.cpp's; the devices (how many, the current
+ * one, their properties, peer access) emu_devices.cpp's; device memory is
+ * emu_memory.cpp's; running kernels is the block scheduler's job
+ * (emu_launch.cpp and the files emu_block.h lists; launch groups over
+ * several devices: emu_group.cpp).
  */
 #include "emu_internal.h"
 
