@@ -36,7 +36,6 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 import minitensor as mt  # noqa: E402
-from minitensor import _lib  # noqa: E402
 from minitensor.distributed import PeerGroup, device_count, emulate_devices  # noqa: E402
 
 RUNGS = ["naive", "ring", "oneshot", "twoshot"]
@@ -111,7 +110,7 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="folder for p2p_allreduce.md and .json")
     args = parser.parse_args()
 
-    emulator = _lib.backend_name() == "emulator"
+    emulator = mt.backend() == "emulator"
     if emulator:
         emulate_devices(args.devices or 4)
         args.max_mb = min(args.max_mb, 1 / 16)
@@ -122,7 +121,7 @@ def main() -> int:
     devices = list(range(n))
     group = PeerGroup(devices)
     check_rungs(group, 4099)
-    device = _lib.device_info()
+    device = mt.device_info()
     print(f"# p2p all-reduce vs NCCL, {n} devices, float32 ({device})", flush=True)
 
     rows = []
