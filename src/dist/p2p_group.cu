@@ -12,7 +12,12 @@
  *     would wait at its first barrier for rank 1's, not launched yet;
  *   - on the emulator, whose launches run to their end, the launches are
  *     made inside a launch group (src/emu/emu_group.cpp), which runs every
- *     block of every rank at once when it ends.
+ *     block of every rank at once when it ends;
+ *   - a launch refused after earlier ranks' launches were accepted leaves
+ *     those waiting at their first barrier for a rank that never comes: on
+ *     a GPU they trap after 10 s (p2p_flag_wait), on the emulator nothing
+ *     of the group runs. Every rank's launch has the same configuration,
+ *     so in practice the first is refused when any is.
  * The barrier count (mtp_group::epoch) goes up by what each launch uses, so
  * the flags only grow and are never reset (p2p_internal.h).
  */
