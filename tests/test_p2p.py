@@ -64,7 +64,7 @@ def test_every_rung_equals_the_plain_sum(devices: int, rung: str) -> None:
                 reduce_and_check(group, shape, dtype, rung, seed=100 * i)
 
 
-@pytest.mark.parametrize("devices", [2], indirect=True)
+@pytest.mark.parametrize("devices", [1, 2], indirect=True)
 def test_calls_repeat_and_sizes_change(devices: int) -> None:
     """The barrier count carries over from call to call (flags are never reset)."""
     with PeerGroup(range(devices)) as group:
