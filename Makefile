@@ -63,7 +63,7 @@ ifeq ($(shell uname -m),x86_64)
 EMU_CXXFLAGS += -mtls-dialect=gnu2
 endif
 EMU_LIBS     := -lboost_context -pthread
-EMU_RT_NAMES := emu_runtime emu_memory emu_launch_count emu_launch emu_block emu_fibers emu_switch emu_shared emu_faults emu_async
+EMU_RT_NAMES := emu_runtime emu_memory emu_launch_count emu_launch emu_block emu_fibers emu_switch emu_shared emu_faults emu_async emu_errors emu_devices emu_group
 EMU_RT_OBJS  := $(EMU_RT_NAMES:%=$(BUILD)/emu/%.o)
 EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
@@ -196,7 +196,7 @@ test:
 	    ( nice -n 10 $(MAKE) --no-print-directory -j1 cuda-check > $(BUILD)/cuda-check.log 2>&1; \
 	      echo $$? > $(BUILD)/cuda-check.status ) & \
 	fi; \
-	$(MAKE) --no-print-directory $(LIBS) $(DIST_LIBS) $(VENV)/.ok test-c-build || status=1; \
+	$(MAKE) --no-print-directory $(LIBS) $(DIST_LIBS) $(P2P_LIBS) $(VENV)/.ok test-c-build || status=1; \
 	echo "course kit: $(COURSE_TESTS) run beside the other tests ($(BUILD)/course-tests.log)"; \
 	( MINITENSOR_EMU_CHECK=full $(VPY) -m pytest -q $(COURSE_TESTS) > $(BUILD)/course-tests.log 2>&1; \
 	  echo $$? > $(BUILD)/course-tests.status ) & \
@@ -346,6 +346,52 @@ test-dist: $(LIBS) $(DIST_LIBS) $(VENV)/.ok
 
 # The Python suite includes tests/test_distributed.py.
 test-py: $(DIST_LIBS)
+
+# ---- one process, several GPUs: the p2p all-reduce ladder ------------------
+# src/dist/p2p_*.cu (docs/distributed.md, "One kernel over several GPUs"): a
+# library of its own, linked with the core, no MPI or NCCL:
+#   build/libminitensor_p2p_emu.so    through cu2emu.py and g++ (several
+#                                     emulated devices: MINITENSOR_EMU_DEVICES)
+#   build/libminitensor_p2p_cuda.so   nvcc, CUDA_ARCHS as the core
+#   make p2p        what this machine can build
+P2P_NAMES     := p2p_group p2p_naive p2p_ring p2p_shot
+P2P_HEADERS   := src/dist/minitensor_p2p.h src/dist/p2p_internal.h src/minitensor.h src/check.h src/launch.h
+P2P_EMU_OBJS  := $(P2P_NAMES:%=$(BUILD)/p2p/emu/%.o)
+P2P_CUDA_OBJS := $(P2P_NAMES:%=$(BUILD)/p2p/cuda/%.o)
+P2P_CHECK_OBJS := $(P2P_NAMES:%=$(CUDA_CHECK_DIR)/p2p/%.o)
+.SECONDARY: $(P2P_EMU_OBJS:.o=.cpp)
+P2P_EMU_LIB   := $(BUILD)/libminitensor_p2p_emu.so
+P2P_CUDA_LIB  := $(BUILD)/libminitensor_p2p_cuda.so
+P2P_LIBS      := $(P2P_EMU_LIB) $(if $(HAVE_GPU),$(P2P_CUDA_LIB))
+
+.PHONY: p2p
+p2p: $(P2P_LIBS)
+
+$(BUILD)/p2p/emu/%.cpp: src/dist/%.cu minitensor/cuda/_cu2emu.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) minitensor/cuda/_cu2emu.py $< $@
+
+$(BUILD)/p2p/emu/%.o: $(BUILD)/p2p/emu/%.cpp $(P2P_HEADERS) $(BUILD)/.deps-ok
+	$(CXX) $(EMU_CXXFLAGS) -Isrc/dist -c $< -o $@
+
+$(P2P_EMU_LIB): $(P2P_EMU_OBJS) $(EMU_LIB)
+	$(CXX) -shared -o $@ $(P2P_EMU_OBJS) -L$(BUILD) -Wl,--no-as-needed -lminitensor_emu -Wl,--as-needed -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/p2p/cuda/%.o: src/dist/%.cu $(P2P_HEADERS) $(BUILD)/cuda/.archs
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Isrc/dist -c $< -o $@
+
+$(P2P_CUDA_LIB): $(P2P_CUDA_OBJS) $(CUDA_LIB)
+	$(NVCC) -shared $(GENCODE) -o $@ $(P2P_CUDA_OBJS) -L$(BUILD) -lminitensor_cuda -Xlinker -rpath -Xlinker '$$ORIGIN'
+
+# cuda-check compiles the p2p kernels too.
+$(CUDA_CHECK_DIR)/p2p/%.o: src/dist/%.cu $(P2P_HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_CHECK_FLAGS) -Isrc/dist -c $< -o $@
+cuda-check: $(P2P_CHECK_OBJS)
+
+# The Python suite includes tests/test_p2p.py; notebook 10 runs the ladder.
+test-py test-py-teaching notebooks: $(P2P_LIBS)
 
 clean:
 	rm -rf $(BUILD)

@@ -27,6 +27,9 @@ bound in _comm_lib.py); each waits for completion with a timeout
 rank makes the others fail with DistributedTimeoutError instead of hanging.
 An uncaught exception in a rank prints its traceback and aborts the whole
 job (MPI_Abort / ncclCommAbort).
+
+The other path, one process over several GPUs: ``PeerGroup`` (peer.py),
+whose all-reduce kernels read the other GPUs' memory directly.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from .collectives import (  # noqa: F401 - the package's API
 from ._comm_lib import DistributedError, DistributedTimeoutError
 from .ddp import DistributedDataParallel
 from .sampler import DistributedSampler
+from .peer import PeerGroup, device_count, emulate_devices, oneshot_max_bytes
 
 __all__ = [
     "init_process_group",
@@ -69,4 +73,8 @@ __all__ = [
     "DistributedSampler",
     "DistributedError",
     "DistributedTimeoutError",
+    "PeerGroup",
+    "device_count",
+    "emulate_devices",
+    "oneshot_max_bytes",
 ]

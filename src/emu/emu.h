@@ -39,6 +39,9 @@
  *   MINITENSOR_EMU_INTERLEAVE=1  a thread yields after each read of a
  *                              checked __shared__ element, so an unguarded
  *                              read-modify-write loses updates
+ *   MINITENSOR_EMU_DEVICES=n   emulated devices (default 1; emu_devices.cpp)
+ *   MINITENSOR_EMU_WAIT=s      how long a kernel of a launch group waits at a
+ *                              flag before it fails (default 30; emu_group.cpp)
  */
 #ifndef MT_EMU_H
 #define MT_EMU_H
@@ -87,6 +90,9 @@ enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorPeerAccessUnsupported = 217,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
+    cudaErrorPeerAccessNotEnabled = 705,
     cudaErrorNotReady = 600,
     /* Faults inside a running kernel. The emulator reports its own kernel
      * errors as cudaErrorLaunchFailure; the others exist so host code can
@@ -190,9 +196,18 @@ cudaError_t cudaGetLastError(void);
 cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t err);
 const char *cudaGetErrorName(cudaError_t err);
+/* Devices (src/emu/emu_devices.cpp): MINITENSOR_EMU_DEVICES (default 1)
+ * emulated devices, or mt_emu::set_devices. They share the host's one
+ * address space, so any device's pointer works in any kernel; peer access
+ * must still be enabled as on a GPU (cudaDeviceCanAccessPeer says 1 unless
+ * set_devices said no), but the emulator does not check that a kernel keeps
+ * to the peers enabled. The current device is per host thread. */
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDeviceCanAccessPeer(int *can_access, int device, int peer);
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags);
+cudaError_t cudaDeviceDisablePeerAccess(int peer);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDriverGetVersion(int *version);
@@ -266,6 +281,34 @@ bool capturing(cudaStream_t stream);
 void record_work(cudaStream_t stream, std::function<void()> work);
 cudaError_t set_function_max_dynamic_shared(const void *kernel, int bytes);
 
+/* Launch groups (emu_group.cpp): one kernel over several emulated devices.
+ * On a GPU, launches on different devices run at the same time, and a
+ * kernel may spin on a flag that another device's kernel sets. The
+ * emulator runs launches one after another, and a block to its end, so
+ * such a kernel would wait forever for a launch that has not started.
+ * Between begin_launch_group() and end_launch_group() on one host thread,
+ * launches are held instead of run; end_launch_group() runs all of them
+ * together, every block of every launch on an OS thread of its own (all
+ * co-resident, as the blocks of a GPU grid that fits its SMs are), and
+ * returns the first error. Kernels wait for flags with wait_flag_at_least
+ * (below), never a bare spin loop. */
+void begin_launch_group();
+cudaError_t end_launch_group();
+/* Closes the open group without running what it holds (host code that
+ * failed half-way through its launches). */
+void abandon_launch_group();
+bool in_launch_group();
+void add_to_launch_group(const LaunchConfig &cfg, void (*body)(void *), std::shared_ptr<void> ctx);
+/* Inside a kernel of a launch group: waits until *flag >= value (an acquire
+ * load), yielding the CPU between looks; a KernelError after
+ * MINITENSOR_EMU_WAIT seconds (default 30) naming `what`, or as soon as
+ * another block of the group has failed (a barrier it will never reach). */
+void wait_flag_at_least(const unsigned *flag, unsigned value, const char *what);
+/* count emulated devices (1..64); peer_access false makes every pair
+ * answer cudaDeviceCanAccessPeer 0 (to test the refusal). Refused while
+ * a launch group is open. */
+cudaError_t set_devices(int count, bool peer_access);
+
 template <typename... Params>
 struct Launcher {
     LaunchConfig cfg;
@@ -286,6 +329,12 @@ struct Launcher {
             Call *c = static_cast<Call *>(p);
             std::apply(c->kernel, c->args);
         };
+        if (in_launch_group()) {
+            /* Held, with its own copy of the arguments, until the group ends
+             * and runs every launch of it at once (emu_group.cpp). */
+            add_to_launch_group(cfg, body, std::make_shared<Call>(call));
+            return;
+        }
         if (cfg.stream != nullptr && capturing(cfg.stream)) {
             /* Recorded with its own copy of the arguments, as a CUDA graph's
              * kernel node keeps the values the capture saw. */
@@ -367,6 +416,9 @@ inline void __syncwarp(unsigned mask = 0xffffffffu)
 }
 inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* Orders this thread's writes for every observer, other devices and the
+ * host included; one host address space makes all fences one fence here. */
+inline void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 /* ---- warp shuffles: lane arithmetic as in the CUDA programming guide ------ */
 template <typename T>

@@ -5,6 +5,9 @@
  *   emu_runtime.cpp    the runtime API twins host code calls (cudaMalloc,
  *                      cudaMemcpy, cudaGetLastError, ...), the settings read
  *                      from the environment, and the per-thread error state;
+ *   emu_errors.cpp     the error texts and record_error;
+ *   emu_devices.cpp    the emulated devices, the current one, peer access;
+ *   emu_group.cpp      launch groups: one kernel over several devices;
  *   emu_memory.cpp     device memory: mappings, guard pages, quarantine,
  *                      and the pages nothing has written yet (full mode);
  *   emu_launch.cpp     the block scheduler: launching a kernel, and the
@@ -77,6 +80,14 @@ bool fault_was_write(const void *uctx);
 
 /* The SIGSEGV/SIGBUS handler (emu_faults.cpp), installed once. */
 void install_fault_handler();
+
+/* The current device of this host thread (emu_devices.cpp). */
+int current_device();
+
+/* Checks a launch's configuration (grid, block, dynamic shared memory) and
+ * counts it; false, with the error recorded, when CUDA would refuse it
+ * (emu_launch.cpp; the launch groups of emu_group.cpp use it too). */
+bool accept_launch(const LaunchConfig &cfg);
 
 /* Counts an accepted launch (emu_launch_count.cpp). */
 void count_launch(const void *kernel);

@@ -75,7 +75,7 @@ size_t dynamic_shared_limit(const void *kernel)
 
 /* ---- launching ------------------------------------------------------------ */
 
-void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
+bool accept_launch(const LaunchConfig &cfg)
 {
     const dim3 g = cfg.grid, b = cfg.block;
     uint64_t per_block = (uint64_t)b.x * b.y * b.z;
@@ -88,17 +88,26 @@ void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
                      format("bad launch configuration: kernel '%s' launched with grid (%u, %u, %u) and block (%u, %u, %u); a block "
                             "has 1 to 1024 threads (z at most 64), and no grid or block dimension may be 0",
                             cfg.name, g.x, g.y, g.z, b.x, b.y, b.z));
-        return;
+        return false;
     }
     size_t limit = dynamic_shared_limit(cfg.kernel);
     if (cfg.shared_bytes > limit) {
         record_error(cudaErrorInvalidValue,
                      format("kernel '%s' launched with %zu bytes of dynamic shared memory; its limit is %zu "
                             "(raise it with cudaFuncSetAttribute)", cfg.name, cfg.shared_bytes, limit));
-        return;
+        return false;
     }
     /* An accepted launch: tests ask which kernels an entry point ran. */
     count_launch(cfg.kernel);
+    return true;
+}
+
+void run_kernel(const LaunchConfig &cfg, void (*body)(void *), void *kctx)
+{
+    if (!accept_launch(cfg))
+        return;
+    const dim3 g = cfg.grid, b = cfg.block;
+    uint64_t per_block = (uint64_t)b.x * b.y * b.z;
 
     /* Ctrl-C: a handler of our own while the launch runs (see on_sigint);
      * only on the main thread, whose signal handlers Python runs, and only

@@ -1,12 +1,15 @@
 /*
  * emu_runtime.cpp: the CUDA runtime API of the CPU emulator (see emu.h):
  * the functions host code calls (cudaMalloc, cudaMemcpy, cudaGetLastError,
- * cudaGetDeviceProperties, events, ...), the settings read from the
- * environment, and the per-thread error state they report through.
- * "Device" memory is host memory; the emulator has one device, 0.
+ * streams, graphs, events, ...), the settings read from the environment,
+ * and the per-thread error state they report through. "Device" memory is
+ * host memory.
  *
- * Device memory is emu_memory.cpp's; running kernels is the block
- * scheduler's job (emu_launch.cpp and the files emu_block.h lists).
+ * The error texts are emu_errors.cpp's; the devices (how many, the current
+ * one, their properties, peer access) emu_devices.cpp's; device memory is
+ * emu_memory.cpp's; running kernels is the block scheduler's job
+ * (emu_launch.cpp and the files emu_block.h lists; launch groups over
+ * several devices: emu_group.cpp).
  */
 #include "emu_internal.h"
 
@@ -77,46 +80,6 @@ thread_local cudaError_t last_error = cudaSuccess;
 thread_local cudaError_t detail_code = cudaSuccess;
 thread_local std::string detail_text;
 
-namespace {
-
-const char *plain_error_string(cudaError_t err)
-{
-    switch (err) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInitializationError: return "initialization error";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
-    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
-    case cudaErrorStreamCaptureUnmatched: return "capture was not initiated in this stream";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorMisalignedAddress: return "misaligned address";
-    case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
-    case cudaErrorHardwareStackError: return "hardware stack error";
-    case cudaErrorInvalidAddressSpace: return "operation not supported on global/shared address space";
-    case cudaErrorAssert: return "device-side assert triggered";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorInterrupted: return "interrupted (Ctrl-C)";
-    default: return "unknown error";
-    }
-}
-
-} /* namespace */
-
-cudaError_t record_error(cudaError_t err, const std::string &detail)
-{
-    last_error = err;
-    detail_code = err;
-    detail_text = std::string(plain_error_string(err)) + " [emulator: " + detail + "]";
-    return err;
-}
 
 /* A kernel that failed while running: its error is also pending until the
  * host reports it, by the next synchronize (device, stream or event) or by
@@ -381,143 +344,6 @@ cudaError_t cudaGetLastError(void)
 }
 
 cudaError_t cudaPeekAtLastError(void) { return mt_emu::last_error; }
-
-const char *cudaGetErrorString(cudaError_t err)
-{
-    if (err == mt_emu::detail_code && !mt_emu::detail_text.empty())
-        return mt_emu::detail_text.c_str();
-    return mt_emu::plain_error_string(err);
-}
-
-const char *cudaGetErrorName(cudaError_t err)
-{
-    switch (err) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInitializationError: return "cudaErrorInitializationError";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
-    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
-    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
-    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
-    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
-    case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
-    case cudaErrorHardwareStackError: return "cudaErrorHardwareStackError";
-    case cudaErrorInvalidAddressSpace: return "cudaErrorInvalidAddressSpace";
-    case cudaErrorAssert: return "cudaErrorAssert";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorInterrupted: return "cudaErrorInterrupted";
-    default: return "cudaErrorUnknown";
-    }
-}
-
-cudaError_t cudaGetDeviceCount(int *count)
-{
-    if (!count)
-        return record_error(cudaErrorInvalidValue, "cudaGetDeviceCount: null pointer");
-    *count = 1;
-    return cudaSuccess;
-}
-
-cudaError_t cudaGetDevice(int *device)
-{
-    if (!device)
-        return record_error(cudaErrorInvalidValue, "cudaGetDevice: null pointer");
-    *device = 0;
-    return cudaSuccess;
-}
-
-cudaError_t cudaSetDevice(int device)
-{
-    if (device != 0)
-        return record_error(cudaErrorInvalidDevice,
-                            mt_emu::format("cudaSetDevice: the emulator has one device, not %d", device));
-    return cudaSuccess;
-}
-
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
-{
-    if (!prop || device != 0)
-        return record_error(cudaErrorInvalidValue, "cudaGetDeviceProperties: bad argument");
-    std::memset(prop, 0, sizeof *prop);
-    std::snprintf(prop->name, sizeof prop->name, "minitensor CPU emulator");
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    prop->totalGlobalMem = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-    prop->sharedMemPerBlock = mt_emu::kStaticSharedLimit;
-    prop->sharedMemPerBlockOptin = mt_emu::kSharedOptinLimit;
-    prop->regsPerBlock = 65536;
-    prop->warpSize = 32;
-    prop->maxThreadsPerBlock = 1024;
-    prop->maxThreadsDim[0] = 1024;
-    prop->maxThreadsDim[1] = 1024;
-    prop->maxThreadsDim[2] = 64;
-    prop->maxGridSize[0] = INT_MAX;
-    prop->maxGridSize[1] = 65535;
-    prop->maxGridSize[2] = 65535;
-    prop->multiProcessorCount = mt_emu::settings().os_threads;
-    /* The limits above are those of compute capability 9.0. */
-    prop->major = 9;
-    prop->minor = 0;
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
-{
-    if (!value || device != 0)
-        return record_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: bad argument");
-    cudaDeviceProp prop;
-    (void)cudaGetDeviceProperties(&prop, 0);
-    switch (attr) {
-    case cudaDevAttrMultiProcessorCount: *value = prop.multiProcessorCount; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMajor: *value = prop.major; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *value = prop.minor; return cudaSuccess;
-    }
-    return record_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
-}
-
-/* No driver or runtime: version 0 says so in messages. */
-cudaError_t cudaDriverGetVersion(int *version)
-{
-    if (!version)
-        return record_error(cudaErrorInvalidValue, "cudaDriverGetVersion: null pointer");
-    *version = 0;
-    return cudaSuccess;
-}
-
-cudaError_t cudaRuntimeGetVersion(int *version)
-{
-    if (!version)
-        return record_error(cudaErrorInvalidValue, "cudaRuntimeGetVersion: null pointer");
-    *version = 0;
-    return cudaSuccess;
-}
-
-cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
-{
-    if (!free_bytes || !total_bytes)
-        return record_error(cudaErrorInvalidValue, "cudaMemGetInfo: null pointer");
-    long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    *total_bytes = pages > 0 ? (size_t)pages * (size_t)page : 0;
-    *free_bytes = avail > 0 ? (size_t)avail * (size_t)page : 0;
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
-{
-    if (!pool || device != 0)
-        return record_error(cudaErrorInvalidValue, "cudaDeviceGetDefaultMemPool: bad argument");
-    *pool = nullptr;
-    return cudaSuccess;
-}
-
-cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void *) { return cudaSuccess; }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
 {

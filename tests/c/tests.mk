@@ -22,7 +22,8 @@
 TEST_C_NAMES    := test_indexing test_map test_zip test_reduce test_softmax test_logsumexp test_attention test_conv test_pool test_layernorm test_optim test_where test_gather test_matmul test_matmul_epilogue test_memory_errors \
                    test_hostile test_policy test_graph test_new_output \
                    test_matmul_typed
-TEST_C_EMU_ONLY := test_harness test_emu_checks
+TEST_C_EMU_ONLY := test_harness test_emu_checks \
+                   test_emu_group
 TEST_C_BROKEN   := test_memory_errors test_emu_checks
 TEST_C_CC       := gcc
 # _GNU_SOURCE: the POSIX and Linux calls of the harness (fork, mmap, readlink).
@@ -57,7 +58,8 @@ test-c-build: $(TEST_C_EMU_BINS)
 # that run no library kernel (the harness's own tests, the broken kernels of
 # broken_kernels.cu), whose results the policy cannot change. Each run is
 # complete; the target fails at the end if either failed.
-TEST_C_NO_POLICY := test_harness test_emu_checks
+TEST_C_NO_POLICY := test_harness test_emu_checks \
+                    test_emu_group
 test-c-emu: $(TEST_C_EMU_BINS)
 	@status=0; \
 	MINITENSOR_KERNELS=fast bash tests/c/run_tests.sh emulator $(TEST_C_EMU_BINS) || status=1; \
@@ -108,6 +110,18 @@ $(TEST_C_EMU_DIR)/broken_kernels.o: $(TEST_C_EMU_DIR)/broken_kernels.cpp $(BUILD
 $(addprefix $(TEST_C_EMU_DIR)/,$(TEST_C_BROKEN)): %: %.o $(TEST_C_EMU_DIR)/broken_kernels.o $(EMU_LIB)
 	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm $(TEST_C_RPATH)
 
+# test_emu_group runs the kernels of group_kernels.cu (launch groups of
+# several emulated devices), translated like broken_kernels.cu.
+$(TEST_C_EMU_DIR)/group_kernels.cpp: tests/c/group_kernels.cu minitensor/cuda/_cu2emu.py
+	@mkdir -p $(dir $@)
+	$(PYTHON) minitensor/cuda/_cu2emu.py $< $@
+
+$(TEST_C_EMU_DIR)/group_kernels.o: $(TEST_C_EMU_DIR)/group_kernels.cpp $(BUILD)/.deps-ok
+	$(CXX) $(EMU_CXXFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(TEST_C_EMU_DIR)/test_emu_group: $(TEST_C_EMU_DIR)/test_emu_group.o $(TEST_C_EMU_DIR)/group_kernels.o $(EMU_LIB)
+	$(CXX) -o $@ $(filter %.o,$^) -L$(BUILD) -lminitensor_emu $(EMU_LIBS) -lm $(TEST_C_RPATH)
+
 $(TEST_C_EMU_DIR)/%: $(TEST_C_EMU_DIR)/%.o $(EMU_LIB)
 	$(TEST_C_CC) -o $@ $< -L$(BUILD) -lminitensor_emu -lm $(TEST_C_RPATH)
 
@@ -127,7 +141,7 @@ $(TEST_C_CUDA_DIR)/%: $(TEST_C_CUDA_DIR)/%.o $(CUDA_LIB)
 	$(TEST_C_CC) -o $@ $< -L$(BUILD) -lminitensor_cuda -lm $(TEST_C_RPATH)
 
 # Keep the objects (they are intermediates of pattern rules).
-.SECONDARY: $(TEST_C_OBJS) $(TEST_C_EMU_DIR)/broken_kernels.cpp
+.SECONDARY: $(TEST_C_OBJS) $(TEST_C_EMU_DIR)/broken_kernels.cpp $(TEST_C_EMU_DIR)/group_kernels.cpp
 
 # ---- the bug corpus against compute-sanitizer (tools/sanitizer_compare.sh) ----
 # broken_driver runs one kernel of broken_kernels.cu by name. The CUDA
