@@ -102,9 +102,10 @@ def device_properties() -> dict[str, Any]:
     """What the runtime says of the device: minitensor's key, and where cupy is
     installed, the properties a roofline needs (clocks, bus width, shared
     memory, registers); the model fills what is missing from its table."""
-    from minitensor import _lib
+    import minitensor as mt
+    import minitensor.perf_model as pm
 
-    props: dict[str, Any] = {"key": _lib.device_key(), "info": _lib.device_info()}
+    props: dict[str, Any] = {"key": pm.device_key(), "info": mt.device_info()}
     try:
         import cupy
 
@@ -172,9 +173,8 @@ _errors_seen: set[str] = set()
 def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any],
                    prime: Callable[[], Any]) -> list[list[Optional[float]]]:
     """Every configuration's times on the problem (mt_matmul with the
-    configuration named: _lib.matmul, without ops.matmul's Python checks)."""
+    configuration named: mt.kernels.matmul with the configuration and out=)."""
     import minitensor as mt
-    from minitensor import _lib
 
     dtype = getattr(mt, problem["dtype"])
     m, n, k, batches = problem["m"], problem["n"], problem["k"], problem["batches"]
@@ -185,8 +185,8 @@ def collect_matmul(problem: dict[str, Any], configs: int, events: tuple[Any, Any
     b = mt.randn(*lead, n, k, dtype=dtype).transpose(-1, -2) if problem["layout"][1] == "T" else \
         mt.randn(*lead, k, n, dtype=dtype)
     out = mt.empty(*lead, m, n, dtype=dtype)
-    mt.kernels.matmul(a, b, out=out)  # checks the operands once; the timed calls go straight to the engine
-    return [_timed_or_none(lambda c=c: _lib.matmul(out, a, b, mt.kernels.matmul_config_rung(c), c), events, prime)
+    rungs = [mt.kernels.matmul_config_rung(c) for c in range(configs)]
+    return [_timed_or_none(lambda c=c: mt.kernels.matmul(a, b, rungs[c], c, out=out), events, prime)
             for c in range(configs)]
 
 
@@ -292,7 +292,7 @@ def regrets(measured: list[Any], pick: Callable[[Any, list[int]], Optional[int]]
 
 
 def evaluate(path: Path, holdout: int) -> int:
-    from minitensor.ops import perf_model as pm
+    import minitensor.perf_model as pm
 
     data = json.loads(path.read_text())
     device, measured = pm.read_measurements(data)
@@ -392,13 +392,12 @@ def learned_regret(model: Any, m: Any) -> tuple[float, int, int]:
 def train(path: Path) -> int:
     """Trains on every problem of the file and saves the model where the
     autotuner of the file's device looks for it (MINITENSOR_CACHE_DIR...)."""
-    from minitensor.ops import autotune
-    from minitensor.ops import perf_model as pm
+    import minitensor.perf_model as pm
 
     data = json.loads(path.read_text())
     device, measured = pm.read_measurements(data)
     model = pm.train_on(device, measured, data["configs"])
-    saved = pm.save(model, autotune.cache_path().parent, data["device"]["key"])
+    saved = pm.save(model, pm.cache_dir(), data["device"]["key"])
     print(f"trained on {len(measured)} problems of {data['device']['key']}: saved {saved}")
     return 0
 

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                 "minitensor._creation", "minitensor._functions"]),
     ("nn, optim, kernels", ["minitensor.nn", "minitensor.optim", "minitensor.kernels", "minitensor.utils",
                                    "minitensor.cuda", "minitensor.serialization",
-                                   "minitensor.torch_ops"]),
+                                   "minitensor.torch_ops", "minitensor.perf_model"]),
     ("distributed", ["minitensor.distributed"]),
     ("package", ["minitensor"]),
 ]

@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import minitensor as mt
-from minitensor.ops import perf_model as pm
+import minitensor.perf_model as pm
 
 plt.rcParams.update({"figure.dpi": 100, "font.size": 10})
 path = sorted((repo / "data" / "perf_model").glob("*.json"))[-1]
