@@ -91,7 +91,9 @@ MT_DEVICE void windows_over(I p, int k, int stride, int pad, int dilation, I out
 /* ---- max pooling ---------------------------------------------------------- */
 
 /* out = the maximum of each window, indices = its position y * W + x in its
- * input plane (torch's return_indices). The first maximum wins a tie
+ * input plane (torch's return_indices), unless indices is none (first
+ * NULL: a forward no backward will follow, 4 bytes written an output where
+ * 12 were). The first maximum wins a tie
  * (strict >); a NaN wins over any number, as in torch, so that a NaN in the
  * data is not hidden. A window of -inf only points at its first tap inside
  * the input. */
@@ -121,7 +123,8 @@ __global__ void max_pool2d_forward(View4<T, I> out, View4<int64_t, I> indices, V
             }
         }
         out(n, c, oy, ox) = best;
-        indices(n, c, oy, ox) = best_at;
+        if (indices.first != nullptr) /* the same for every thread: no divergence */
+            indices(n, c, oy, ox) = best_at;
     }
 }
 
@@ -402,17 +405,21 @@ mt_status mt_max_pool2d(mt_tensor out, mt_tensor indices, mt_tensor in, int kern
                         int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w)
 {
     const char *func = "mt_max_pool2d";
-    const mt_tensor *ts[] = {&out, &indices, &in};
-    const char *names[] = {"out", "indices", "in"};
-    MT_TRY(check_pool_tensors(func, 3, ts, names));
-    MT_TRY(mt_check_output(func, "indices", &indices));
+    /* indices none: data NULL and no dims (a zeroed mt_tensor). */
+    const bool with_indices = !(indices.data == nullptr && indices.ndim == 0);
+    const mt_tensor *ts[] = {&out, &in, &indices};
+    const char *names[] = {"out", "in", "indices"};
+    MT_TRY(check_pool_tensors(func, with_indices ? 3 : 2, ts, names));
     MT_TRY(mt_check_float(func, "in", &in));
     MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
-    if (indices.dtype != MT_INT64)
-        return mt_fail(MT_ERR_DTYPE, func, "indices must be int64, got %s", dtype_name(indices.dtype));
-    MT_TRY(mt_check_same_shape(func, &out, "out", &indices, "indices"));
-    if (tensors_overlap(indices, in))
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "indices overlaps in");
+    if (with_indices) {
+        MT_TRY(mt_check_output(func, "indices", &indices));
+        if (indices.dtype != MT_INT64)
+            return mt_fail(MT_ERR_DTYPE, func, "indices must be int64, got %s", dtype_name(indices.dtype));
+        MT_TRY(mt_check_same_shape(func, &out, "out", &indices, "indices"));
+        if (tensors_overlap(indices, in))
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "indices overlaps in");
+    }
     MT_TRY(check_windows(func, in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
                          dilation_w));
     const int64_t count = tensor_numel(out);

@@ -113,6 +113,20 @@ def test_max_pool2d_values_indices_and_gradient(dtype, case) -> None:
     assert_close(t.grad, ref_grad, dtype, n=k[0] * k[1])
 
 
+@pytest.mark.parametrize("case", MAX_CASES)
+def test_max_pool2d_without_gradient_or_indices(case) -> None:
+    """No gradient wanted and no indices asked for: the kernel writes the values
+    alone (mt_max_pool2d with indices none), the same values."""
+    shape, k, s, p, d, ceil_mode = case
+    x = np.round(np.random.default_rng(sum(shape) + 1).standard_normal(shape) * 2)
+    ref = ref_max_pool(x, k, s, p, d, ceil_mode)[0]
+    with mt.no_grad():
+        values = F.max_pool2d(permuted(x, mt.float32).requires_grad_(), k, s, p, d, ceil_mode)
+    assert not values.requires_grad
+    assert_close(values, ref, mt.float32)
+    assert_close(F.max_pool2d(permuted(x, mt.float32), k, s, p, d, ceil_mode), ref, mt.float32)
+
+
 def test_max_pool2d_nan_wins_and_unbatched() -> None:
     x = np.array([[[1.0, np.nan, 3.0, 2.0], [0.0, 5.0, -1.0, 4.0]]])
     values, indices = F.max_pool2d(mt.tensor(x), 2, return_indices=True)

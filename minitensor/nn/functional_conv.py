@@ -201,6 +201,10 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     func = "max_pool2d()"
     x, unbatched = _pool_input(input, func)
     kernel, stride, padding, dilation, size = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode, func)
+    if not return_indices and not (x.requires_grad and autograd.is_grad_enabled()):
+        # No backward and no indices asked for: the kernel writes the values only.
+        values = Tensor._from_array(ops.max_pool2d(x, kernel, stride, padding, dilation, size, False)[0])
+        return values.squeeze(0) if unbatched else values
     pooled = ops.max_pool2d(x, kernel, stride, padding, dilation, size)
     values = autograd.MaxPool2d.apply(x, pooled, kernel, stride, padding, dilation)
     indices = Tensor._from_array(pooled[1])
