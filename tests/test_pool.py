@@ -14,7 +14,7 @@ import pytest
 
 import minitensor as mt
 import minitensor.nn.functional as F
-from minitensor import nn
+from minitensor import _lib, nn
 from gradcheck import gradcheck
 from helpers import assert_close
 
@@ -156,6 +156,25 @@ def test_avg_pool2d_matches_numpy(dtype, case) -> None:
     assert_close(got, ref_avg_pool(x, k, s, p, ceil_mode, include, divisor), dtype, n=k[0] * k[1])
     module = nn.AvgPool2d(k, s, p, ceil_mode, include, divisor)
     assert_close(module(mt.tensor(x, dtype=dtype)), got.numpy(), dtype)
+
+
+@pytest.mark.parametrize("case", AVG_CASES[:6])
+def test_avg_pool2d_with_64_bit_indexing(case) -> None:
+    """A divisor of 2^31 is past what the kernels count in int32 (src/pool.cu's
+    index_fits_int32), so this runs the int64 instantiations, forward and
+    backward; the results are scaled back by 2^31 (exact in float64)."""
+    shape, k, s, p, ceil_mode, include, _ = case
+    x = np.random.default_rng(sum(shape)).standard_normal(shape)
+    t = permuted(x, mt.float64).requires_grad_()
+    _lib.reset_launch_counts()
+    got = F.avg_pool2d(t, k, s, p, ceil_mode, include, 2**31)
+    assert _lib.launch_count("avg_pool2d_forward", "double, long") in (1, -1)  # -1: the CUDA build counts none
+    assert_close(got * 2.0**31, ref_avg_pool(x, k, s, p, ceil_mode, include, 1), mt.float64, n=k[0] * k[1])
+    grad = np.random.default_rng(1).standard_normal(got.shape)
+    got.backward(mt.tensor(grad))
+    ones = mt.tensor(x).requires_grad_()
+    F.avg_pool2d(ones, k, s, p, ceil_mode, include, 1).backward(mt.tensor(grad))
+    assert_close(t.grad * 2.0**31, ones.grad.numpy(), mt.float64, n=k[0] * k[1])
 
 
 @pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
