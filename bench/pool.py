@@ -14,7 +14,10 @@ host runs ahead; bench/activations.py says more). Forward + backward is
 fn(x).sum().backward() from x.grad = None, on both sides: each side's minimum is
 its forward kernel, the sum, the seed's fill and the backward kernel, whose
 result becomes x.grad without a copy (minitensor's engine, as torch's
-AccumulateGrad, keeps a gradient nothing else holds).
+AccumulateGrad, keeps a gradient nothing else holds). A max_pool2d forward
+with no gradient wanted and no indices asked for writes the values alone in
+minitensor, where torch's CUDA kernel writes its int64 indices anyway: the
+"return_indices" row is the like-for-like forward.
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ def gelu_chain(x: Any) -> Any:
 CASES: list[tuple[str, tuple[int, ...], Callable, Any, Callable]] = [
     ("max_pool2d 3x3/2 pad 1, 64 ch, 112x112", (32, 64, 112, 112), lambda x: F.max_pool2d(x, 3, 2, 1),
      lambda x: max_pool_chain(x, 3, 2, 1), lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1)),
+    ("max_pool2d 3x3/2 pad 1, 64 ch, 112x112, return_indices", (32, 64, 112, 112),
+     lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True)[0], None,
+     lambda x: torch.nn.functional.max_pool2d(x, 3, 2, 1, return_indices=True)[0]),
     ("max_pool2d 2x2/2, N256, 64 ch, 32x32 (issue 29's table)", (256, 64, 32, 32), lambda x: F.max_pool2d(x, 2),
      lambda x: max_pool_chain(x, 2, 2, 0), lambda x: torch.nn.functional.max_pool2d(x, 2)),
     ("max_pool2d 2x2/2, 128 ch, 56x56, ceil_mode", (32, 128, 55, 55), lambda x: F.max_pool2d(x, 2, ceil_mode=True),
