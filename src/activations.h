@@ -60,14 +60,29 @@ MT_DEVICE T sqrt_2_over_pi() { return T(0.79788456080286535588); } /* sqrt(2 / p
 template <typename T>
 MT_DEVICE T gelu_kappa() { return T(0.044715); } /* the cubic term of the tanh form */
 
-/* sigmoid(x) without overflow: each branch takes exp of a number <= 0. */
+/* sigmoid(x) and sigmoid(-x) without overflow, from one exp of a number
+ * <= 0: with e = exp(-|x|) and r = 1 / (1 + e), they are r and e * r, in
+ * the order x's sign says. Selects, not branches: a warp whose lanes hold x
+ * of both signs ran both branches of an if, two exps and two divisions per
+ * element, and the activations that take a sigmoid were bound by that. */
+template <typename T>
+struct SigmoidPair {
+    T pos, neg; /* sigmoid(x), sigmoid(-x) */
+};
+
+template <typename T>
+MT_DEVICE SigmoidPair<T> sigmoid_pair(T x)
+{
+    const T e = mt_exp(-mt_fabs(x));
+    const T r = T(1) / (T(1) + e);
+    const T small = e * r; /* the sigmoid of the side of 0 that x is not on */
+    return x >= T(0) ? SigmoidPair<T>{r, small} : SigmoidPair<T>{small, r};
+}
+
 template <typename T>
 MT_DEVICE T stable_sigmoid(T x)
 {
-    if (x >= T(0))
-        return T(1) / (T(1) + mt_exp(-x));
-    const T e = mt_exp(x);
-    return e / (T(1) + e);
+    return sigmoid_pair(x).pos;
 }
 
 /* ---- forward: map ops ----------------------------------------------------- */
@@ -143,7 +158,8 @@ struct zip_gelu_tanh_backward {
     __device__ T operator()(T grad, T x) const
     {
         const T u = gelu_tanh_inner(x);
-        const T s = stable_sigmoid(T(2) * u), s_neg = stable_sigmoid(T(-2) * u);
+        const SigmoidPair<T> sig = sigmoid_pair(T(2) * u);
+        const T s = sig.pos, s_neg = sig.neg;
         const T inner_derivative = sqrt_2_over_pi<T>() * (T(1) + T(3) * gelu_kappa<T>() * x * x);
         return grad * (s + T(2) * x * s * s_neg * inner_derivative);
     }

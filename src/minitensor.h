@@ -515,7 +515,8 @@ mt_status mt_conv2d_depthwise_weight_grad(mt_tensor grad_weight, mt_tensor grad_
  * the input and its left padding); OW likewise. Padding is at most half the
  * kernel, as torch's. Max pooling skips the padding, writes each window's
  * maximum (NaN wins, the first of equal maxima) and its position y * W + x
- * in its input plane to indices (int64, out's shape); its backward adds
+ * in its input plane to indices (int64, out's shape; or none, a zeroed
+ * descriptor: data NULL, ndim 0, for a forward without backward); its backward adds
  * each grad_out element into grad_in at that position (indices as the
  * forward wrote them: a position outside its window is never reached). Average pooling
  * divides each window's sum by divisor when it is non-zero, else by its

@@ -18,11 +18,12 @@
  * of the gradient change from run to run. Here each gradient element is
  * written by one thread, in a fixed order: deterministic, no atomics.
  *
- * Which windows read input row y? Tap i of window oy reads row
- * oy * stride - pad + i * dilation, so for each tap i, window
- * oy = (y + pad - i * dilation) / stride reads it when that division is
- * exact and oy is a real window (0 <= oy < OH). Each tap gives at most one
- * window, so a thread loops over the KH x KW taps, not over the outputs.
+ * Which windows read input row y? Window oy spans rows oy * stride - pad
+ * to oy * stride - pad + (k - 1) * dilation, so those whose span holds y
+ * are a range of oy found with two divisions (windows_over); a thread loops
+ * over that range (about k / stride windows per dim), not over the outputs.
+ *
+ * The index arithmetic is 32-bit whenever the tensors allow (PoolShape).
  *
  * Output sizes are the caller's choice of torch's two formulas (floor, or
  * ceil_mode's, whose last window may hang over the right edge but must start
@@ -31,24 +32,37 @@
  *
  *   make build/tests/emu/test_pool && build/tests/emu/test_pool
  */
+#include <initializer_list>
+
 #include "ops_common.h"
 
+/* The index type I of a launch: int32_t when every ordinal and every
+ * position the launch reaches fits (index_fits_int32, below), else int64_t.
+ * The kernels split each ordinal into (n, c, y, x) and find window ranges
+ * by division; a 32-bit division by a number known only at run time is a
+ * few instructions, a 64-bit one a subroutine of dozens. With 64-bit
+ * indices these kernels were bound by that arithmetic, not by memory. */
+
 /* What the kernels need to know about the shapes (sizes in elements). */
+template <typename I>
 struct PoolShape {
-    int64_t channels, height, width; /* C, H, W of the input */
-    int64_t out_h, out_w;            /* OH, OW */
+    I channels, height, width; /* C, H, W of the input */
+    I out_h, out_w;            /* OH, OW */
     int kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
-/* Position of element (n, c, y, x) of a 4-D view in its storage. */
-MT_DEVICE int64_t at4(const mt_tensor &t, int64_t n, int64_t c, int64_t y, int64_t x)
-{
-    return t.offset + n * t.strides[0] + c * t.strides[1] + y * t.strides[2] + x * t.strides[3];
-}
+/* A 4-D view as the kernels read it: its first element (offset applied)
+ * and its strides in I. v(n, c, y, x) is that element. */
+template <typename T, typename I>
+struct View4 {
+    T *first;
+    I s0, s1, s2, s3;
+    MT_DEVICE T &operator()(I n, I c, I y, I x) const { return first[n * s0 + c * s1 + y * s2 + x * s3]; }
+};
 
 /* Ordinal i of an (N, C, rows, cols) grid as (n, c, y, x), x fastest. */
-MT_DEVICE void split4(int64_t i, int64_t channels, int64_t rows, int64_t cols, int64_t *n, int64_t *c,
-                      int64_t *y, int64_t *x)
+template <typename I>
+MT_DEVICE void split4(I i, I channels, I rows, I cols, I *n, I *c, I *y, I *x)
 {
     *x = i % cols;
     i /= cols;
@@ -58,83 +72,81 @@ MT_DEVICE void split4(int64_t i, int64_t channels, int64_t rows, int64_t cols, i
     *n = i / channels;
 }
 
-/* The window of output row o that covers input row y through tap i, or -1:
- * o * stride - pad + i * dilation == y for a real window 0 <= o < outs. */
-MT_DEVICE int64_t window_through(int64_t y, int i, int stride, int pad, int dilation, int64_t outs)
+/* The windows along one dim whose span [o * stride - pad, o * stride - pad
+ * + (k - 1) * dilation] holds input position p: o from ceil((p + pad -
+ * (k - 1) * dilation) / stride) to floor((p + pad) / stride), kept inside
+ * [0, outs); [*first, *end). Two divisions per dim, where testing each of
+ * the k taps took one each. With dilation 1 every such window reads p;
+ * with more, p may fall between a window's taps (max pooling's index test
+ * then never matches it). */
+template <typename I>
+MT_DEVICE void windows_over(I p, int k, int stride, int pad, int dilation, I outs, I *first, I *end)
 {
-    const int64_t start = y + pad - (int64_t)i * dilation; /* o * stride */
-    if (start < 0 || start % stride != 0)
-        return -1;
-    const int64_t o = start / stride;
-    return o < outs ? o : -1;
+    const I lo = p + pad - (I)(k - 1) * dilation;
+    *first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
+    const I past = (p + pad) / stride + 1;
+    *end = past < outs ? past : outs;
 }
 
 /* ---- max pooling ---------------------------------------------------------- */
 
 /* out = the maximum of each window, indices = its position y * W + x in its
- * input plane (torch's return_indices). The first maximum wins a tie
+ * input plane (torch's return_indices), unless indices is none (first
+ * NULL: a forward no backward will follow, 4 bytes written an output where
+ * 12 were). The first maximum wins a tie
  * (strict >); a NaN wins over any number, as in torch, so that a NaN in the
  * data is not hidden. A window of -inf only points at its first tap inside
  * the input. */
-template <typename T>
-__global__ void max_pool2d_forward(mt_tensor out, mt_tensor indices, mt_tensor in, PoolShape s, int64_t count)
+template <typename T, typename I>
+__global__ void max_pool2d_forward(View4<T, I> out, View4<int64_t, I> indices, View4<const T, I> in, PoolShape<I> s,
+                                   I count)
 {
-    const T *in_data = static_cast<const T *>(in.data);
-    T *out_data = static_cast<T *>(out.data);
-    int64_t *index_data = static_cast<int64_t *>(indices.data);
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
-        int64_t n, c, oy, ox;
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
+        I n, c, oy, ox;
         split4(e, s.channels, s.out_h, s.out_w, &n, &c, &oy, &ox);
         T best = -mt_infinity<T>();
-        int64_t best_at = -1;
+        I best_at = -1;
         for (int i = 0; i < s.kh; ++i) {
-            const int64_t y = oy * s.sh - s.ph + (int64_t)i * s.dh;
+            const I y = oy * s.sh - s.ph + (I)i * s.dh;
             if (y < 0 || y >= s.height)
                 continue; /* padding: never the maximum */
             for (int j = 0; j < s.kw; ++j) {
-                const int64_t x = ox * s.sw - s.pw + (int64_t)j * s.dw;
+                const I x = ox * s.sw - s.pw + (I)j * s.dw;
                 if (x < 0 || x >= s.width)
                     continue;
-                const T v = in_data[at4(in, n, c, y, x)];
+                const T v = in(n, c, y, x);
                 if (best_at < 0 || v > best || mt_isnan(v)) {
                     best = v;
                     best_at = y * s.width + x;
                 }
             }
         }
-        out_data[at4(out, n, c, oy, ox)] = best;
-        index_data[at4(indices, n, c, oy, ox)] = best_at;
+        out(n, c, oy, ox) = best;
+        if (indices.first != nullptr) /* the same for every thread: no divergence */
+            indices(n, c, oy, ox) = best_at;
     }
 }
 
-/* grad_in[y, x] = the sum of grad_out over the windows whose maximum was
- * (y, x): the windows through each tap (window_through) that recorded this
- * position in indices. */
-template <typename T>
-__global__ void max_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, mt_tensor indices, PoolShape s,
-                                    int64_t count)
+/* grad_in[y, x] = the sum of grad_out over the windows over (y, x)
+ * (windows_over) that recorded this position in indices. */
+template <typename T, typename I>
+__global__ void max_pool2d_backward(View4<T, I> grad_in, View4<const T, I> grad_out,
+                                    View4<const int64_t, I> indices, PoolShape<I> s, I count)
 {
-    T *gin = static_cast<T *>(grad_in.data);
-    const T *gout = static_cast<const T *>(grad_out.data);
-    const int64_t *index_data = static_cast<const int64_t *>(indices.data);
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
-        int64_t n, c, y, x;
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
+        I n, c, y, x, oy0, oy1, ox0, ox1;
         split4(e, s.channels, s.height, s.width, &n, &c, &y, &x);
+        windows_over(y, s.kh, s.sh, s.ph, s.dh, s.out_h, &oy0, &oy1);
+        windows_over(x, s.kw, s.sw, s.pw, s.dw, s.out_w, &ox0, &ox1);
         const int64_t here = y * s.width + x;
         T sum = T(0);
-        for (int i = 0; i < s.kh; ++i) {
-            const int64_t oy = window_through(y, i, s.sh, s.ph, s.dh, s.out_h);
-            if (oy < 0)
-                continue;
-            for (int j = 0; j < s.kw; ++j) {
-                const int64_t ox = window_through(x, j, s.sw, s.pw, s.dw, s.out_w);
-                if (ox >= 0 && index_data[at4(indices, n, c, oy, ox)] == here)
-                    sum += gout[at4(grad_out, n, c, oy, ox)];
-            }
-        }
-        gin[at4(grad_in, n, c, y, x)] = sum;
+        for (I oy = oy0; oy < oy1; ++oy)
+            for (I ox = ox0; ox < ox1; ++ox)
+                if (indices(n, c, oy, ox) == here)
+                    sum += grad_out(n, c, oy, ox);
+        grad_in(n, c, y, x) = sum;
     }
 }
 
@@ -144,72 +156,64 @@ __global__ void max_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, mt_te
  * divisor when one is given; else the window's taps inside the input and
  * the padding (count_include_pad), where a ceil_mode window hanging past
  * the padding counts only up to it; else its taps inside the input. */
-MT_DEVICE int64_t avg_divisor(const PoolShape &s, int64_t oy, int64_t ox, int count_include_pad, int64_t divisor)
+template <typename I>
+MT_DEVICE I avg_divisor(const PoolShape<I> &s, I oy, I ox, int count_include_pad, I divisor)
 {
     if (divisor != 0)
         return divisor;
-    const int64_t y0 = oy * s.sh - s.ph, x0 = ox * s.sw - s.pw;
-    int64_t y1 = y0 + s.kh, x1 = x0 + s.kw;
+    const I y0 = oy * s.sh - s.ph, x0 = ox * s.sw - s.pw;
+    I y1 = y0 + s.kh, x1 = x0 + s.kw;
     if (count_include_pad) {
         y1 = y1 < s.height + s.ph ? y1 : s.height + s.ph;
         x1 = x1 < s.width + s.pw ? x1 : s.width + s.pw;
         return (y1 - y0) * (x1 - x0);
     }
-    const int64_t ya = y0 > 0 ? y0 : 0, xa = x0 > 0 ? x0 : 0;
-    const int64_t yb = y1 < s.height ? y1 : s.height, xb = x1 < s.width ? x1 : s.width;
+    const I ya = y0 > 0 ? y0 : 0, xa = x0 > 0 ? x0 : 0;
+    const I yb = y1 < s.height ? y1 : s.height, xb = x1 < s.width ? x1 : s.width;
     return (yb - ya) * (xb - xa);
 }
 
 /* out = the sum of each window's taps inside the input / avg_divisor. */
-template <typename T>
-__global__ void avg_pool2d_forward(mt_tensor out, mt_tensor in, PoolShape s, int count_include_pad,
-                                   int64_t divisor, int64_t count)
+template <typename T, typename I>
+__global__ void avg_pool2d_forward(View4<T, I> out, View4<const T, I> in, PoolShape<I> s, int count_include_pad,
+                                   I divisor, I count)
 {
-    const T *in_data = static_cast<const T *>(in.data);
-    T *out_data = static_cast<T *>(out.data);
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
-        int64_t n, c, oy, ox;
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
+        I n, c, oy, ox;
         split4(e, s.channels, s.out_h, s.out_w, &n, &c, &oy, &ox);
         T sum = T(0);
         for (int i = 0; i < s.kh; ++i) {
-            const int64_t y = oy * s.sh - s.ph + i;
+            const I y = oy * s.sh - s.ph + i;
             if (y < 0 || y >= s.height)
                 continue; /* padding adds 0 */
             for (int j = 0; j < s.kw; ++j) {
-                const int64_t x = ox * s.sw - s.pw + j;
+                const I x = ox * s.sw - s.pw + j;
                 if (x >= 0 && x < s.width)
-                    sum += in_data[at4(in, n, c, y, x)];
+                    sum += in(n, c, y, x);
             }
         }
-        out_data[at4(out, n, c, oy, ox)] = sum / T(avg_divisor(s, oy, ox, count_include_pad, divisor));
+        out(n, c, oy, ox) = sum / T(avg_divisor(s, oy, ox, count_include_pad, divisor));
     }
 }
 
 /* grad_in[y, x] = the sum over the windows that read (y, x) of their
  * gradient / their divisor: each window spreads its gradient evenly. */
-template <typename T>
-__global__ void avg_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, PoolShape s, int count_include_pad,
-                                    int64_t divisor, int64_t count)
+template <typename T, typename I>
+__global__ void avg_pool2d_backward(View4<T, I> grad_in, View4<const T, I> grad_out, PoolShape<I> s,
+                                    int count_include_pad, I divisor, I count)
 {
-    T *gin = static_cast<T *>(grad_in.data);
-    const T *gout = static_cast<const T *>(grad_out.data);
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
-        int64_t n, c, y, x;
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
+        I n, c, y, x, oy0, oy1, ox0, ox1;
         split4(e, s.channels, s.height, s.width, &n, &c, &y, &x);
+        windows_over(y, s.kh, s.sh, s.ph, 1, s.out_h, &oy0, &oy1);
+        windows_over(x, s.kw, s.sw, s.pw, 1, s.out_w, &ox0, &ox1);
         T sum = T(0);
-        for (int i = 0; i < s.kh; ++i) {
-            const int64_t oy = window_through(y, i, s.sh, s.ph, 1, s.out_h);
-            if (oy < 0)
-                continue;
-            for (int j = 0; j < s.kw; ++j) {
-                const int64_t ox = window_through(x, j, s.sw, s.pw, 1, s.out_w);
-                if (ox >= 0)
-                    sum += gout[at4(grad_out, n, c, oy, ox)] / T(avg_divisor(s, oy, ox, count_include_pad, divisor));
-            }
-        }
-        gin[at4(grad_in, n, c, y, x)] = sum;
+        for (I oy = oy0; oy < oy1; ++oy)
+            for (I ox = ox0; ox < ox1; ++ox)
+                sum += grad_out(n, c, oy, ox) / T(avg_divisor(s, oy, ox, count_include_pad, divisor));
+        grad_in(n, c, y, x) = sum;
     }
 }
 
@@ -219,49 +223,48 @@ __global__ void avg_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, PoolS
  * [floor(o * H / OH), ceil((o + 1) * H / OH)), torch's formula. Windows
  * overlap when H is not a multiple of OH. */
 
-MT_DEVICE int64_t adaptive_start(int64_t o, int64_t size, int64_t outs) { return o * size / outs; }
-MT_DEVICE int64_t adaptive_end(int64_t o, int64_t size, int64_t outs) { return ((o + 1) * size + outs - 1) / outs; }
+template <typename I>
+MT_DEVICE I adaptive_start(I o, I size, I outs) { return o * size / outs; }
+template <typename I>
+MT_DEVICE I adaptive_end(I o, I size, I outs) { return ((o + 1) * size + outs - 1) / outs; }
 
-template <typename T>
-__global__ void adaptive_avg_pool2d_forward(mt_tensor out, mt_tensor in, PoolShape s, int64_t count)
+template <typename T, typename I>
+__global__ void adaptive_avg_pool2d_forward(View4<T, I> out, View4<const T, I> in, PoolShape<I> s, I count)
 {
-    const T *in_data = static_cast<const T *>(in.data);
-    T *out_data = static_cast<T *>(out.data);
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
-        int64_t n, c, oy, ox;
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
+        I n, c, oy, ox;
         split4(e, s.channels, s.out_h, s.out_w, &n, &c, &oy, &ox);
-        const int64_t y0 = adaptive_start(oy, s.height, s.out_h), y1 = adaptive_end(oy, s.height, s.out_h);
-        const int64_t x0 = adaptive_start(ox, s.width, s.out_w), x1 = adaptive_end(ox, s.width, s.out_w);
+        const I y0 = adaptive_start(oy, s.height, s.out_h), y1 = adaptive_end(oy, s.height, s.out_h);
+        const I x0 = adaptive_start(ox, s.width, s.out_w), x1 = adaptive_end(ox, s.width, s.out_w);
         T sum = T(0);
-        for (int64_t y = y0; y < y1; ++y)
-            for (int64_t x = x0; x < x1; ++x)
-                sum += in_data[at4(in, n, c, y, x)];
-        out_data[at4(out, n, c, oy, ox)] = sum / T((y1 - y0) * (x1 - x0));
+        for (I y = y0; y < y1; ++y)
+            for (I x = x0; x < x1; ++x)
+                sum += in(n, c, y, x);
+        out(n, c, oy, ox) = sum / T((y1 - y0) * (x1 - x0));
     }
 }
 
 /* The windows that read input row y are o in [floor(y * OH / H),
  * ceil((y + 1) * OH / H)): the first whose end passes y, up to the last
  * whose start does not. */
-template <typename T>
-__global__ void adaptive_avg_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, PoolShape s, int64_t count)
+template <typename T, typename I>
+__global__ void adaptive_avg_pool2d_backward(View4<T, I> grad_in, View4<const T, I> grad_out, PoolShape<I> s,
+                                             I count)
 {
-    T *gin = static_cast<T *>(grad_in.data);
-    const T *gout = static_cast<const T *>(grad_out.data);
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
-        int64_t n, c, y, x;
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
+        I n, c, y, x;
         split4(e, s.channels, s.height, s.width, &n, &c, &y, &x);
         T sum = T(0);
-        for (int64_t oy = y * s.out_h / s.height; oy < adaptive_end(y, s.out_h, s.height); ++oy) {
-            const int64_t rows = adaptive_end(oy, s.height, s.out_h) - adaptive_start(oy, s.height, s.out_h);
-            for (int64_t ox = x * s.out_w / s.width; ox < adaptive_end(x, s.out_w, s.width); ++ox) {
-                const int64_t cols = adaptive_end(ox, s.width, s.out_w) - adaptive_start(ox, s.width, s.out_w);
-                sum += gout[at4(grad_out, n, c, oy, ox)] / T(rows * cols);
+        for (I oy = y * s.out_h / s.height; oy < adaptive_end(y, s.out_h, s.height); ++oy) {
+            const I rows = adaptive_end(oy, s.height, s.out_h) - adaptive_start(oy, s.height, s.out_h);
+            for (I ox = x * s.out_w / s.width; ox < adaptive_end(x, s.out_w, s.width); ++ox) {
+                const I cols = adaptive_end(ox, s.width, s.out_w) - adaptive_start(ox, s.width, s.out_w);
+                sum += grad_out(n, c, oy, ox) / T(rows * cols);
             }
         }
-        gin[at4(grad_in, n, c, y, x)] = sum;
+        grad_in(n, c, y, x) = sum;
     }
 }
 
@@ -335,51 +338,99 @@ static mt_status with_float(int32_t dtype, F f)
     return dtype == MT_FLOAT32 ? f(float{}) : f(double{});
 }
 
+/* a * b <= INT32_MAX, for a, b >= 0. */
+static bool product_fits_int32(int64_t a, int64_t b)
+{
+    return a == 0 || b <= INT32_MAX / a;
+}
+
+/* Can a launch over `count` elements of big (N, C, H, W) and small (N, C,
+ * OH, OW) count in int32 (see PoolShape)? The ordinals its grid-stride loop
+ * reaches (count plus one grid of threads), each tensor's positions counted
+ * from its first element, and the other numbers the kernels form (H * W,
+ * OH * OW; H * OH and W * OW of the adaptive windows; the divisor) all
+ * below 2^31. */
+static bool index_fits_int32(int64_t count, std::initializer_list<const mt_tensor *> ts, const mt_tensor &big,
+                             const mt_tensor &small, int64_t divisor)
+{
+    int64_t most = count + (int64_t)grid_size(count, kBlockSize) * kBlockSize;
+    for (const mt_tensor *t : ts) {
+        int64_t span = 0; /* checked extents: no overflow */
+        for (int d = 0; d < t->ndim; ++d)
+            span += (t->shape[d] > 0 ? t->shape[d] - 1 : 0) * t->strides[d];
+        most = span > most ? span : most;
+    }
+    const int64_t h = big.shape[2], w = big.shape[3], oh = small.shape[2], ow = small.shape[3];
+    return most <= INT32_MAX && divisor <= INT32_MAX && product_fits_int32(h, w) && product_fits_int32(oh, ow) &&
+           product_fits_int32(h, oh) && product_fits_int32(w, ow);
+}
+
 /* Launches one pooling kernel over `count` elements, one thread each in a
- * grid-stride loop: launch(T{}, grid) for the float type of dtype. Nothing
- * for count 0 (an empty batch, no channel). */
+ * grid-stride loop: launch(T{}, I{}, grid) for the float type T of dtype
+ * and the index type I (int32_t when `small_index`). Nothing for count 0
+ * (an empty batch, no channel). */
 template <typename Launch>
-static mt_status launch_pool(int32_t dtype, int64_t count, Launch launch)
+static mt_status launch_pool(int32_t dtype, int64_t count, bool small_index, Launch launch)
 {
     if (count == 0)
         return MT_OK;
+    const unsigned int grid = grid_size(count, kBlockSize);
     return with_float(dtype, [&](auto tag) {
-        launch(tag, grid_size(count, kBlockSize));
+        if (small_index)
+            launch(tag, int32_t{}, grid);
+        else
+            launch(tag, int64_t{}, grid);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
 }
 
-static PoolShape pool_shape(const mt_tensor &big, const mt_tensor &small, int kh, int kw, int sh, int sw, int ph,
-                            int pw, int dh, int dw)
+/* t as the kernels read it (T may be const). */
+template <typename T, typename I>
+static View4<T, I> view4(const mt_tensor &t)
 {
-    return PoolShape{big.shape[1], big.shape[2], big.shape[3], small.shape[2], small.shape[3],
-                     kh, kw, sh, sw, ph, pw, dh, dw};
+    return View4<T, I>{static_cast<T *>(t.data) + t.offset, (I)t.strides[0], (I)t.strides[1], (I)t.strides[2],
+                       (I)t.strides[3]};
+}
+
+template <typename I>
+static PoolShape<I> pool_shape(const mt_tensor &big, const mt_tensor &small, int kh, int kw, int sh, int sw, int ph,
+                               int pw, int dh, int dw)
+{
+    return PoolShape<I>{(I)big.shape[1], (I)big.shape[2], (I)big.shape[3], (I)small.shape[2], (I)small.shape[3],
+                        kh, kw, sh, sw, ph, pw, dh, dw};
 }
 
 mt_status mt_max_pool2d(mt_tensor out, mt_tensor indices, mt_tensor in, int kernel_h, int kernel_w, int stride_h,
                         int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w)
 {
     const char *func = "mt_max_pool2d";
-    const mt_tensor *ts[] = {&out, &indices, &in};
-    const char *names[] = {"out", "indices", "in"};
-    MT_TRY(check_pool_tensors(func, 3, ts, names));
-    MT_TRY(mt_check_output(func, "indices", &indices));
+    /* indices none: data NULL and no dims (a zeroed mt_tensor). */
+    const bool with_indices = !(indices.data == nullptr && indices.ndim == 0);
+    const mt_tensor *ts[] = {&out, &in, &indices};
+    const char *names[] = {"out", "in", "indices"};
+    MT_TRY(check_pool_tensors(func, with_indices ? 3 : 2, ts, names));
     MT_TRY(mt_check_float(func, "in", &in));
     MT_TRY(mt_check_same_dtype(func, &in, "in", &out, "out"));
-    if (indices.dtype != MT_INT64)
-        return mt_fail(MT_ERR_DTYPE, func, "indices must be int64, got %s", dtype_name(indices.dtype));
-    MT_TRY(mt_check_same_shape(func, &out, "out", &indices, "indices"));
-    if (tensors_overlap(indices, in))
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "indices overlaps in");
+    if (with_indices) {
+        MT_TRY(mt_check_output(func, "indices", &indices));
+        if (indices.dtype != MT_INT64)
+            return mt_fail(MT_ERR_DTYPE, func, "indices must be int64, got %s", dtype_name(indices.dtype));
+        MT_TRY(mt_check_same_shape(func, &out, "out", &indices, "indices"));
+        if (tensors_overlap(indices, in))
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "indices overlaps in");
+    }
     MT_TRY(check_windows(func, in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
                          dilation_w));
     const int64_t count = tensor_numel(out);
-    const PoolShape s = pool_shape(in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
-                                   dilation_w);
-    return launch_pool(in.dtype, count, [&](auto tag, unsigned int grid) {
+    const bool small = index_fits_int32(count, {&out, &indices, &in}, in, out, 0);
+    return launch_pool(in.dtype, count, small, [&](auto tag, auto index, unsigned int grid) {
         using T = decltype(tag);
-        max_pool2d_forward<T><<<grid, kBlockSize, 0, mt_stream()>>>(out, indices, in, s, count);
+        using I = decltype(index);
+        max_pool2d_forward<T, I><<<grid, kBlockSize, 0, mt_stream()>>>(
+            view4<T, I>(out), view4<int64_t, I>(indices), view4<const T, I>(in),
+            pool_shape<I>(in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w),
+            (I)count);
     });
 }
 
@@ -398,12 +449,15 @@ mt_status mt_max_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, mt_tenso
     MT_TRY(check_windows(func, grad_in, grad_out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
                          dilation_w));
     const int64_t count = tensor_numel(grad_in);
-    const PoolShape s = pool_shape(grad_in, grad_out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
-                                   dilation_h, dilation_w);
-    return launch_pool(grad_in.dtype, count, [&](auto tag, unsigned int grid) {
+    const bool small = index_fits_int32(count, {&grad_in, &grad_out, &indices}, grad_in, grad_out, 0);
+    return launch_pool(grad_in.dtype, count, small, [&](auto tag, auto index, unsigned int grid) {
         using T = decltype(tag);
-        max_pool2d_backward<T><<<grid, kBlockSize, 0, mt_stream()>>>(
-            grad_in, grad_out, indices, s, count);
+        using I = decltype(index);
+        max_pool2d_backward<T, I><<<grid, kBlockSize, 0, mt_stream()>>>(
+            view4<T, I>(grad_in), view4<const T, I>(grad_out), view4<const int64_t, I>(indices),
+            pool_shape<I>(grad_in, grad_out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h,
+                          dilation_w),
+            (I)count);
     });
 }
 
@@ -431,11 +485,14 @@ mt_status mt_avg_pool2d(mt_tensor out, mt_tensor in, int kernel_h, int kernel_w,
     MT_TRY(check_avg(func, out, "out", in, "in", in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
                      divisor));
     const int64_t count = tensor_numel(out);
-    const PoolShape s = pool_shape(in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, 1, 1);
-    return launch_pool(in.dtype, count, [&](auto tag, unsigned int grid) {
+    const bool small = index_fits_int32(count, {&out, &in}, in, out, divisor);
+    return launch_pool(in.dtype, count, small, [&](auto tag, auto index, unsigned int grid) {
         using T = decltype(tag);
-        avg_pool2d_forward<T><<<grid, kBlockSize, 0, mt_stream()>>>(
-            out, in, s, count_include_pad, divisor, count);
+        using I = decltype(index);
+        avg_pool2d_forward<T, I><<<grid, kBlockSize, 0, mt_stream()>>>(
+            view4<T, I>(out), view4<const T, I>(in),
+            pool_shape<I>(in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, 1, 1), count_include_pad,
+            (I)divisor, (I)count);
     });
 }
 
@@ -446,11 +503,14 @@ mt_status mt_avg_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out, int kern
     MT_TRY(check_avg(func, grad_in, "grad_in", grad_out, "grad_out", grad_in, grad_out, kernel_h, kernel_w,
                      stride_h, stride_w, pad_h, pad_w, divisor));
     const int64_t count = tensor_numel(grad_in);
-    const PoolShape s = pool_shape(grad_in, grad_out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, 1, 1);
-    return launch_pool(grad_in.dtype, count, [&](auto tag, unsigned int grid) {
+    const bool small = index_fits_int32(count, {&grad_in, &grad_out}, grad_in, grad_out, divisor);
+    return launch_pool(grad_in.dtype, count, small, [&](auto tag, auto index, unsigned int grid) {
         using T = decltype(tag);
-        avg_pool2d_backward<T><<<grid, kBlockSize, 0, mt_stream()>>>(
-            grad_in, grad_out, s, count_include_pad, divisor, count);
+        using I = decltype(index);
+        avg_pool2d_backward<T, I><<<grid, kBlockSize, 0, mt_stream()>>>(
+            view4<T, I>(grad_in), view4<const T, I>(grad_out),
+            pool_shape<I>(grad_in, grad_out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, 1, 1),
+            count_include_pad, (I)divisor, (I)count);
     });
 }
 
@@ -476,10 +536,12 @@ mt_status mt_adaptive_avg_pool2d(mt_tensor out, mt_tensor in)
     const char *func = "mt_adaptive_avg_pool2d";
     MT_TRY(check_adaptive(func, out, "out", in, "in", in, out));
     const int64_t count = tensor_numel(out);
-    const PoolShape s = pool_shape(in, out, 1, 1, 1, 1, 0, 0, 1, 1);
-    return launch_pool(in.dtype, count, [&](auto tag, unsigned int grid) {
+    const bool small = index_fits_int32(count, {&out, &in}, in, out, 0);
+    return launch_pool(in.dtype, count, small, [&](auto tag, auto index, unsigned int grid) {
         using T = decltype(tag);
-        adaptive_avg_pool2d_forward<T><<<grid, kBlockSize, 0, mt_stream()>>>(out, in, s, count);
+        using I = decltype(index);
+        adaptive_avg_pool2d_forward<T, I><<<grid, kBlockSize, 0, mt_stream()>>>(
+            view4<T, I>(out), view4<const T, I>(in), pool_shape<I>(in, out, 1, 1, 1, 1, 0, 0, 1, 1), (I)count);
     });
 }
 
@@ -488,10 +550,12 @@ mt_status mt_adaptive_avg_pool2d_backward(mt_tensor grad_in, mt_tensor grad_out)
     const char *func = "mt_adaptive_avg_pool2d_backward";
     MT_TRY(check_adaptive(func, grad_in, "grad_in", grad_out, "grad_out", grad_in, grad_out));
     const int64_t count = tensor_numel(grad_in);
-    const PoolShape s = pool_shape(grad_in, grad_out, 1, 1, 1, 1, 0, 0, 1, 1);
-    return launch_pool(grad_in.dtype, count, [&](auto tag, unsigned int grid) {
+    const bool small = index_fits_int32(count, {&grad_in, &grad_out}, grad_in, grad_out, 0);
+    return launch_pool(grad_in.dtype, count, small, [&](auto tag, auto index, unsigned int grid) {
         using T = decltype(tag);
-        adaptive_avg_pool2d_backward<T><<<grid, kBlockSize, 0, mt_stream()>>>(
-            grad_in, grad_out, s, count);
+        using I = decltype(index);
+        adaptive_avg_pool2d_backward<T, I><<<grid, kBlockSize, 0, mt_stream()>>>(
+            view4<T, I>(grad_in), view4<const T, I>(grad_out), pool_shape<I>(grad_in, grad_out, 1, 1, 1, 1, 0, 0, 1, 1),
+            (I)count);
     });
 }

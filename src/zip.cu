@@ -19,6 +19,8 @@
  *                   (A + row_vector, A * bias): it is read at i % its size,
  *                   stays in cache, and everything else is a contiguous
  *                   stream (Packs when aligned).
+ *   zip_one_value   out and one operand dense, the other one value
+ *                   repeated (the gradient of a sum, expanded, in a backward).
  *   zip_transposed  one operand a transposed view (A + B.T): a block
  *                   stages a 32 x 33 tile of it in shared memory, read
  *                   coalesced along its own rows, and combines it with the
@@ -312,6 +314,28 @@ __global__ void zip_row_broadcast(T *out, const T *full, const T *rep, int64_t n
     }
 }
 
+/* out[i] = op(full[i], *value) (kValueFirst: op(*value, full[i])), out and
+ * full dense: zip_strided would divide per dim to find that one value again;
+ * here each thread reads it once. `vec`: out and full 16-byte aligned. */
+template <typename T, typename Op, bool kValueFirst>
+__global__ void zip_one_value(T *out, const T *full, const T *value, int64_t n, bool vec, Op op)
+{
+    constexpr int W = Pack<T>::kWidth;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const T y = *value;
+    const int64_t packs = vec ? n / W : 0; /* then the elements from packs * W one by one */
+    for (int64_t p = first; p < packs; p += step) {
+        const Pack<T> x = reinterpret_cast<const Pack<T> *>(full)[p];
+        Pack<T> r;
+        MT_UNROLL for (int w = 0; w < W; ++w)
+            r.v[w] = kValueFirst ? op(y, x.v[w]) : op(x.v[w], y);
+        reinterpret_cast<Pack<T> *>(out)[p] = r;
+    }
+    for (int64_t i = packs * W + first; i < n; i += step)
+        out[i] = kValueFirst ? op(y, full[i]) : op(full[i], y);
+}
+
 /* out = op(a, b) where `trans` (b, or a when kTransFirst) is a transposed
  * view of out's shape and `other` (the other operand) and out have
  * contiguous rows; any batch dims. A 32 x 8 block handles a 32 x 32 tile:
@@ -382,6 +406,29 @@ static bool repeats_trailing_block(const mt_tensor &v, const mt_tensor &out)
     return true;
 }
 
+/* Is v one value repeated: every dim of size > 1 of stride 0 (or none)? */
+static bool is_one_value(const mt_tensor &v)
+{
+    for (int d = 0; d < v.ndim; ++d)
+        if (v.shape[d] != 1 && v.strides[d] != 0)
+            return false;
+    return true;
+}
+
+template <typename T, typename Op, bool kValueFirst>
+static mt_status launch_one_value(const mt_tensor &out, const mt_tensor &full, const mt_tensor &value, Op op)
+{
+    const int64_t n = tensor_numel(out);
+    T *out_first = static_cast<T *>(out.data) + out.offset;
+    const T *full_first = static_cast<const T *>(full.data) + full.offset;
+    const bool vec = aligned16(out_first) && aligned16(full_first);
+    const int64_t items = vec ? n / Pack<T>::kWidth : n;
+    zip_one_value<T, Op, kValueFirst><<<grid_size(items > 0 ? items : 1, kBlockSize), kBlockSize, 0, mt_stream()>>>(
+        out_first, full_first, static_cast<const T *>(value.data) + value.offset, n, vec, op);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
 template <typename T, typename Op, bool kRepFirst>
 static mt_status launch_row_broadcast(const mt_tensor &out, const mt_tensor &full, const mt_tensor &rep, Op op)
 {
@@ -449,6 +496,10 @@ static mt_status launch_zip(const mt_tensor &out, const mt_tensor &a, const mt_t
             return MT_OK;
         }
         if constexpr (kSameType) {
+            if (fast && a_dense && is_one_value(b)) /* (row broadcast would read it at i % 1) */
+                return launch_one_value<T, Op, false>(out, a, b, op);
+            if (fast && b_dense && is_one_value(a))
+                return launch_one_value<T, Op, true>(out, b, a, op);
             if (fast && a_dense && repeats_trailing_block(b, out))
                 return launch_row_broadcast<T, Op, false>(out, a, b, op);
             if (fast && b_dense && repeats_trailing_block(a, out))

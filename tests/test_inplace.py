@@ -150,7 +150,7 @@ def test_optimizers_still_update_in_place():
 
 
 KERNELS = ("map_contiguous_vec", "map_contiguous", "map_strided", "zip_contiguous_vec", "zip_contiguous",
-           "zip_strided", "zip_row_broadcast", "copy_contiguous")
+           "zip_strided", "zip_row_broadcast", "zip_one_value", "copy_contiguous")
 
 
 def launches() -> int:

@@ -14,7 +14,7 @@ import pytest
 
 import minitensor as mt
 import minitensor.nn.functional as F
-from minitensor import nn
+from minitensor import _lib, nn
 from gradcheck import gradcheck
 from helpers import assert_close
 
@@ -113,6 +113,20 @@ def test_max_pool2d_values_indices_and_gradient(dtype, case) -> None:
     assert_close(t.grad, ref_grad, dtype, n=k[0] * k[1])
 
 
+@pytest.mark.parametrize("case", MAX_CASES)
+def test_max_pool2d_without_gradient_or_indices(case) -> None:
+    """No gradient wanted and no indices asked for: the kernel writes the values
+    alone (mt_max_pool2d with indices none), the same values."""
+    shape, k, s, p, d, ceil_mode = case
+    x = np.round(np.random.default_rng(sum(shape) + 1).standard_normal(shape) * 2)
+    ref = ref_max_pool(x, k, s, p, d, ceil_mode)[0]
+    with mt.no_grad():
+        values = F.max_pool2d(permuted(x, mt.float32).requires_grad_(), k, s, p, d, ceil_mode)
+    assert not values.requires_grad
+    assert_close(values, ref, mt.float32)
+    assert_close(F.max_pool2d(permuted(x, mt.float32), k, s, p, d, ceil_mode), ref, mt.float32)
+
+
 def test_max_pool2d_nan_wins_and_unbatched() -> None:
     x = np.array([[[1.0, np.nan, 3.0, 2.0], [0.0, 5.0, -1.0, 4.0]]])
     values, indices = F.max_pool2d(mt.tensor(x), 2, return_indices=True)
@@ -142,6 +156,25 @@ def test_avg_pool2d_matches_numpy(dtype, case) -> None:
     assert_close(got, ref_avg_pool(x, k, s, p, ceil_mode, include, divisor), dtype, n=k[0] * k[1])
     module = nn.AvgPool2d(k, s, p, ceil_mode, include, divisor)
     assert_close(module(mt.tensor(x, dtype=dtype)), got.numpy(), dtype)
+
+
+@pytest.mark.parametrize("case", AVG_CASES[:6])
+def test_avg_pool2d_with_64_bit_indexing(case) -> None:
+    """A divisor of 2^31 is past what the kernels count in int32 (src/pool.cu's
+    index_fits_int32), so this runs the int64 instantiations, forward and
+    backward; the results are scaled back by 2^31 (exact in float64)."""
+    shape, k, s, p, ceil_mode, include, _ = case
+    x = np.random.default_rng(sum(shape)).standard_normal(shape)
+    t = permuted(x, mt.float64).requires_grad_()
+    _lib.reset_launch_counts()
+    got = F.avg_pool2d(t, k, s, p, ceil_mode, include, 2**31)
+    assert _lib.launch_count("avg_pool2d_forward", "double, long") in (1, -1)  # -1: the CUDA build counts none
+    assert_close(got * 2.0**31, ref_avg_pool(x, k, s, p, ceil_mode, include, 1), mt.float64, n=k[0] * k[1])
+    grad = np.random.default_rng(1).standard_normal(got.shape)
+    got.backward(mt.tensor(grad))
+    ones = mt.tensor(x).requires_grad_()
+    F.avg_pool2d(ones, k, s, p, ceil_mode, include, 1).backward(mt.tensor(grad))
+    assert_close(t.grad * 2.0**31, ones.grad.numpy(), mt.float64, n=k[0] * k[1])
 
 
 @pytest.mark.parametrize("dtype", [mt.float32, mt.float64])

@@ -24,9 +24,10 @@ Pair = tuple[int, int]
 
 
 def max_pool2d(out: Any, indices: Any, inp: Any, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> None:
-    """out, indices = each window's maximum of inp and its position in its plane (mt_max_pool2d)."""
-    check(lib().mt_max_pool2d(out.descriptor(), indices.descriptor(), inp.descriptor(), *kernel, *stride, *padding,
-                              *dilation), "mt_max_pool2d")
+    """out, indices = each window's maximum of inp and its position in its plane (mt_max_pool2d);
+    indices None: the values only (a zeroed descriptor, the C API's none)."""
+    check(lib().mt_max_pool2d(out.descriptor(), MtTensor() if indices is None else indices.descriptor(),
+                              inp.descriptor(), *kernel, *stride, *padding, *dilation), "mt_max_pool2d")
 
 
 def max_pool2d_backward(grad_in: Any, grad_out: Any, indices: Any, kernel: Pair, stride: Pair, padding: Pair,

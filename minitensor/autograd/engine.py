@@ -43,6 +43,7 @@ freed by reference counting, without waiting for the cycle collector.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import weakref
 from operator import attrgetter
@@ -286,9 +287,32 @@ def retain_grad(t: Variable) -> None:
         t.grad_fn._retained = weakref.ref(t)
 
 
-def _accumulate(t: Variable, grad: Array) -> None:
-    """t.grad += grad (a fresh contiguous tensor the first time, never an alias of grad)."""
-    t.grad = t._wrap(ops.clone(grad) if t.grad is None else ops.add(t.grad, grad))
+def _accumulate(t: Variable, grad: Array, steal: bool = False) -> None:
+    """t.grad += grad (a fresh contiguous tensor the first time, never an alias of
+    a tensor anyone else can see; with steal, grad itself: see _unshared)."""
+    t.grad = t._wrap((grad if steal else ops.clone(grad)) if t.grad is None else ops.add(t.grad, grad))
+
+
+# CPython's reference counts, as sys.getrefcount reports them up to 3.13 (3.14
+# may skip counting some references, which would make a shared tensor look unshared).
+_COUNTS_REFERENCES = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
+
+
+def _unshared(g: Array, results: tuple) -> bool:
+    """Whether only backward()'s loop can see g, a gradient of the rule's `results`,
+    so that a leaf's .grad may be g itself, with no copy (torch's AccumulateGrad
+    steals a gradient whose use count says so too): g dense over its whole storage,
+    no other view of that storage, and no reference to g but the loop's variable,
+    the tuple zip() keeps of its last items, and g's places in results. (A g that
+    _check_grad cast has fewer references than that, and is copied: no matter.)"""
+    if not (_COUNTS_REFERENCES and g._offset == 0 and g.is_contiguous()
+            and g._storage.nbytes == g.numel() * g._dtype.itemsize
+            and sys.getrefcount(g._storage) == 2):  # g's field and the argument
+        return False
+    holders = 4  # the loop's variable, zip()'s tuple, this parameter, the argument
+    for r in results:
+        holders += r is g
+    return sys.getrefcount(g) == holders
 
 
 def _check_grad(node: Function, t: Variable, grad: Any) -> Array:
@@ -402,7 +426,8 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
                 if not (isinstance(g, Array) and g._shape == x._shape and g._dtype is x._dtype):
                     g = _check_grad(node, x, g)  # a wrong shape raises, another dtype is cast
                 if fn is None:
-                    _accumulate(x, g)
+                    steal = g is not grad and _unshared(g, input_grads)  # never the incoming grad
+                    _accumulate(x, g, steal)
                 else:
                     key = id(fn)
                     pending[key] = ops.add(pending[key], g) if key in pending else g

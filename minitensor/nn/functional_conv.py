@@ -15,12 +15,18 @@ from ..tensor import Tensor
 
 
 def _ints(value: Any, n: int, name: str, func: str, minimum: int) -> tuple[int, ...]:
-    """An int or a sequence of n ints (each >= minimum) as a tuple of n ints."""
+    """An int or a sequence of n ints (each >= minimum) as a tuple of n ints.
+    (A plain loop and a list comprehension, no generator expression: each of
+    those is a Python call per element, and a pooling call runs this four times.)"""
     items = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
-    if not isinstance(items, (tuple, list)) or len(items) != n or any(
-            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum for v in items):
+    ok = isinstance(items, (tuple, list)) and len(items) == n
+    if ok:
+        for v in items:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+                ok = False
+    if not ok:
         raise ValueError(f"{func}: {name} must be an int >= {minimum} or a tuple of {n} of them, got {value!r}")
-    return tuple(int(v) for v in items)
+    return tuple([int(v) for v in items])
 
 
 def _check_input(x: Any, dims: int, func: str, what: str) -> None:
@@ -177,12 +183,12 @@ def _pool_args(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilat
         else _ints(stride, 2, "stride", func, 1)
     padding = _ints(padding, 2, "padding", func, 0)
     dilation = _ints(dilation, 2, "dilation", func, 1)
-    if any(2 * padding[d] > kernel[d] for d in (0, 1)):
+    if 2 * padding[0] > kernel[0] or 2 * padding[1] > kernel[1]:
         raise ValueError(f"{func}: padding {padding} must be at most half the kernel size {kernel} (as in torch)")
     if min(input.shape[2:]) < 1:
         raise ops.ShapeError(f"{func}: the input of shape {input.shape} has an empty plane (H and W must be >= 1)")
-    size = tuple(ops.pool_output_size(input.shape[2 + d], kernel[d], stride[d], padding[d], dilation[d],
-                                      bool(ceil_mode)) for d in (0, 1))
+    size = (ops.pool_output_size(input.shape[2], kernel[0], stride[0], padding[0], dilation[0], bool(ceil_mode)),
+            ops.pool_output_size(input.shape[3], kernel[1], stride[1], padding[1], dilation[1], bool(ceil_mode)))
     if min(size) < 1:
         raise ops.ShapeError(f"{func}: the input of shape {input.shape} padded by {padding} is smaller than the "
                              f"kernel {kernel} with dilation {dilation}: the output size {size} is too small")
@@ -201,6 +207,10 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     func = "max_pool2d()"
     x, unbatched = _pool_input(input, func)
     kernel, stride, padding, dilation, size = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode, func)
+    if not return_indices and not (x.requires_grad and autograd.is_grad_enabled()):
+        # No backward and no indices asked for: the kernel writes the values only.
+        values = Tensor._from_array(ops.max_pool2d(x, kernel, stride, padding, dilation, size, False)[0])
+        return values.squeeze(0) if unbatched else values
     pooled = ops.max_pool2d(x, kernel, stride, padding, dilation, size)
     values = autograd.MaxPool2d.apply(x, pooled, kernel, stride, padding, dilation)
     indices = Tensor._from_array(pooled[1])

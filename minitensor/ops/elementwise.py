@@ -285,6 +285,8 @@ def activation(op: str, x: Array, s: float = 0.0, t: float = 0.0) -> Array:
     _require_array(x, f"{op}()")
     if not x.dtype.is_floating_point:
         raise DTypeError(f"{op}() takes a float32 or float64 tensor, got {x.dtype.name}")
+    if t == 0.0:  # mt_map's second scalar is 0: allocate and launch in one call
+        return new_map(op, x, s)
     out = empty(x.shape, x.dtype)
     if out.numel() > 0:
         _lib.map_scalars(op, out, x, s, t)
@@ -295,7 +297,10 @@ def activation_backward(op: str, grad: Array, x: Array, s: float = 0.0, t: float
     """The gradient of activation(op, x, s, t) from the incoming gradient (x's
     shape, or one that broadcasts with it): one zip kernel, op + "_backward"."""
     grad = cast(grad, x.dtype)
-    out = empty(broadcast_shapes(grad.shape, x.shape, f"{op}_backward()"), x.dtype)
+    shape = broadcast_shapes(grad.shape, x.shape, f"{op}_backward()")
+    if s == 0.0 and t == 0.0:  # mt_zip's scalars are 0: allocate and launch in one call
+        return new_zip(op + "_backward", shape, x.dtype, grad, x)
+    out = empty(shape, x.dtype)
     if out.numel() > 0:
         _lib.zip_scalars(op + "_backward", out, grad, x, s, t)
     return out

@@ -3,6 +3,8 @@ allocation, and one kernel call each way."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .. import _lib
 from .._array import Array, empty
 from .._dtype import int64
@@ -24,12 +26,15 @@ def pool_output_size(size: int, kernel: int, stride: int, padding: int, dilation
 
 
 def max_pool2d(x: Array, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
-               out_size: Pair) -> tuple[Array, Array]:
+               out_size: Pair, with_indices: bool = True) -> tuple[Array, Optional[Array]]:
     """Each window's maximum of x (N, C, H, W), and its int64 position y * W + x
-    in its input plane: two (N, C, OH, OW) tensors, out_size = (OH, OW)."""
+    in its input plane: two (N, C, OH, OW) tensors, out_size = (OH, OW). Without
+    with_indices the positions are None: the kernel writes the values only (a
+    forward that no backward follows and that returns no indices)."""
     require_float(x, "max_pool2d()")
     shape = x.shape[:2] + tuple(out_size)
-    out, indices = empty(shape, x.dtype), empty(shape, int64)
+    out = empty(shape, x.dtype)
+    indices = empty(shape, int64) if with_indices else None
     _lib.max_pool2d(out, indices, x, kernel, stride, padding, dilation)
     return out, indices
 

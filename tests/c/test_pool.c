@@ -2,7 +2,8 @@
  * test_pool.c: the pooling kernels of src/pool.cu against plain loops in
  * double, float32 and float64, on random strided views (permuted, sliced,
  * offset; outputs too): max pooling's values and indices (ties go to the
- * first maximum, NaN wins) and its backward from those indices; average
+ * first maximum, NaN wins), the values alone without indices, and its
+ * backward from those indices; average
  * pooling with and without count_include_pad, with a divisor; adaptive
  * average pooling, global and with overlapping windows; floor and ceil_mode
  * output sizes, padding up to half the kernel, strides under, equal to and
@@ -109,6 +110,15 @@ static void max_case(int dtype, pool_args a)
         tt_check_output(&indices, positions);
         tt_expect_unchanged(&in, "in");
     }
+    /* The same values with indices none (a zeroed descriptor): nothing else written. */
+    tt_tensor out_only = new4(dtype, a.n, a.c, oh, ow, TT_OUTPUT);
+    mt_tensor none;
+    memset(&none, 0, sizeof none);
+    tt_case("mt_max_pool2d %s without indices: in %s, out %s", tt_dtype_name(dtype), tt_str(&in), tt_str(&out_only));
+    if (tt_expect_ok(mt_max_pool2d(out_only.t, none, in.t, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw),
+                     "mt_max_pool2d"))
+        tt_check_output(&out_only, values);
+    tt_free(&out_only);
 
     /* The backward, from the reference's indices, each inside its window as
      * a forward's are (a strided layout, no stride 0 that would repeat one
