@@ -66,6 +66,9 @@ struct ConvDims {
  *   Col col(g, n)       what is known of column n of B before k (worked out
  *                       once per thread when kBAlongK is false: each thread
  *                       then loads one column in every K-tile); T b(col, k);
+ *   kARowMajor          whether row m of A is the K elements from a_rows(g)
+ *                       + m * K (the forward's weight): then A may be
+ *                       loaded in 16-byte Packs;
  *   kBAlongK            whether consecutive threads load consecutive k of B
  *                       (true where consecutive k are consecutive pixels);
  *   out_row(g, m, s), out_col(g, n)  where element (m, n) goes: at
@@ -82,6 +85,7 @@ struct ForwardProblem {
 
     struct Row { const T *w; };
     struct Col { const T *x; int iy0, ix0; };
+    static constexpr bool kARowMajor = true;
     static constexpr bool kBAlongK = false;
 
     MT_DEVICE int M() const { return d.c_out_group; }
@@ -93,6 +97,7 @@ struct ForwardProblem {
         return Row{weight + (int64_t)(g * d.c_out_group + m) * K()};
     }
     MT_DEVICE T a(const Row &r, int k) const { return r.w[k]; }
+    MT_DEVICE const T *a_rows(int g) const { return weight + (int64_t)g * d.c_out_group * K(); }
 
     /* Column p = (image, oy, ox): the image's first channel of group g and
      * the corner of the window, negative inside the padding. */
@@ -130,6 +135,7 @@ struct InputGradProblem {
 
     struct Row { const T *w; };
     struct Col { const T *go; int ty, tx; };
+    static constexpr bool kARowMajor = false; /* k = (co, tap) steps co by C / groups * taps */
     static constexpr bool kBAlongK = false;
 
     MT_DEVICE int M() const { return d.c_group; }
@@ -189,6 +195,7 @@ struct WeightGradProblem {
 
     struct Row { const T *go; };
     struct Col { const T *x; int di, dj; };
+    static constexpr bool kARowMajor = false; /* k = the pixels, contiguous only inside one image */
     static constexpr bool kBAlongK = true; /* K is the output pixels: consecutive k, consecutive addresses */
 
     MT_DEVICE int M() const { return d.c_out_group; }
