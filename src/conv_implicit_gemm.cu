@@ -32,10 +32,13 @@
  * the same column of B in every K-tile, so what depends only on that column
  * (which image, which window) is worked out once before the loop (a
  * Problem's Col, in src/conv_implicit_gemm.h with the index maps of all
- * three products); what depends on k is split per element with FastDiv, a
- * division by a run-time constant done as a multiply and a shift (the sizes
- * are only known at launch, and an integer division is dozens of
- * instructions).
+ * three products); what depends on k is split with FastDiv, a division by
+ * a run-time constant done as a multiply and a shift (the sizes are only
+ * known at launch, and an integer division is dozens of instructions). A
+ * thread loads one k of several rows of A in each K-tile, so that k is split
+ * once per K-tile, not per element (a Problem's AK); so is the one k of the
+ * weight gradient's B, whose columns each block works out once into shared
+ * memory (BK, and a table of Cols).
  *
  * The gradients are two more implicit GEMMs on the same kernel, each a
  * Problem of its own (no col2im, no window written):
@@ -124,7 +127,15 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) co
     const int a_k = tid % BK, a_m = tid / BK;
     const int b_k = P::kBAlongK ? tid % BK : tid / BN;
     const int b_n = P::kBAlongK ? tid / BK : tid % BN;
-    const typename P::Col b_col = prob.col(g, n0 + b_n);
+    const typename P::Col b_col = P::kBAlongK ? typename P::Col{} : prob.col(g, n0 + b_n);
+    /* Along K, each thread loads kBLoads columns in every K-tile: the
+     * block's BN columns are worked out once, here, into shared memory. */
+    __shared__ typename P::Col col_table[BN];
+    if constexpr (P::kBAlongK) {
+        for (int n = tid; n < BN; n += kThreads)
+            col_table[n] = prob.col(g, n0 + n < N ? n0 + n : N - 1);
+        __syncthreads(); /* the table is complete before the first K-tile's loads */
+    }
 
     T a_stage[kALoads];
     T b_stage[kBLoads];
@@ -145,19 +156,26 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) co
                 return;
             }
         }
+        /* One k (the thread's) in kALoads rows: what k says is worked out once. */
+        const int k = k0 + a_k;
+        const typename P::AK at = prob.a_k(k < k_end ? k : k_begin);
         MT_UNROLL for (int i = 0; i < kALoads; ++i) {
-            const int m = m0 + a_m + i * kAStep, k = k0 + a_k;
-            a_stage[i] = m < M && k < k_end ? prob.a(prob.row(g, m), k) : T(0);
+            const int m = m0 + a_m + i * kAStep;
+            a_stage[i] = m < M && k < k_end ? prob.a(prob.row(g, m), at) : T(0);
         }
     };
     auto load_tile = [&](int64_t t) {
         const int k0 = k_begin + (int)t * BK;
         load_a(k0);
-        MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
-            if constexpr (P::kBAlongK) {
-                const int n = n0 + b_n + i * kBStep, k = k0 + b_k;
-                b_stage[i] = n < N && k < k_end ? prob.b(prob.col(g, n), k) : T(0);
-            } else {
+        if constexpr (P::kBAlongK) { /* one k (the thread's) in kBLoads columns of the table */
+            const int k = k0 + b_k;
+            const typename P::BK at = prob.b_k(k < k_end ? k : k_begin);
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
+                const int n = b_n + i * kBStep;
+                b_stage[i] = n0 + n < N && k < k_end ? prob.b(col_table[n], at) : T(0);
+            }
+        } else { /* one column (the thread's) at kBLoads k */
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
                 const int k = k0 + b_k + i * kBStep;
                 b_stage[i] = n0 + b_n < N && k < k_end ? prob.b(b_col, k) : T(0);
             }
