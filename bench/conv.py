@@ -51,8 +51,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
-from minitensor import _lib  # noqa: E402
-from minitensor.ops import autotune  # noqa: E402
 from event_timing import median_ms  # noqa: E402
 
 # name, (N, C, H, W), (C_out, K), stride, padding, groups
@@ -156,17 +154,15 @@ def main() -> int:
 def _print_tuned() -> None:
     """The autotuner's convolution entries of this device: the choice, then
     each configuration's time (ms), in configuration order."""
-    path = autotune.cache_path()
+    path = Path(mt.kernels.autotune_stats()["cache_file"])
     if not path.exists():
         print(f"\nno autotune cache at {path} (MINITENSOR_AUTOTUNE={os.environ.get('MINITENSOR_AUTOTUNE', '1')})")
         return
-    print(f"\nThe autotuner's choices ({path}); configurations:")
-    for i in range(_lib.conv2d_igemm_config_count()):
-        print(f"  {i}: {_lib.conv2d_igemm_config_name(i)}")
+    print(f"\nThe autotuner's choices ({path}), each configuration's ms in configuration order:")
     for device, entries in json.loads(path.read_text())["devices"].items():
         for key, entry in sorted(entries.items()):
             if key.startswith("conv2d "):
-                print(f"  {key}: config {entry['config']}, ms {entry['ms']}")
+                print(f"  {key}: config {entry['config']} ({entry['name']}), ms {entry['ms']}")
 
 
 if __name__ == "__main__":

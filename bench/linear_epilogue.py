@@ -43,7 +43,6 @@ import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
 import minitensor.nn.functional as F  # noqa: E402
-from minitensor.ops import autotune  # noqa: E402
 from event_timing import median_ms  # noqa: E402
 
 ROWS = 16384
@@ -110,7 +109,7 @@ def main() -> int:
 def _print_tuned() -> None:
     """The autotuner's float32 entries of this device (the fused products'
     keys start with "epilogue"): the choice and each configuration's ms."""
-    path = autotune.cache_path()
+    path = Path(mt.kernels.autotune_stats()["cache_file"])
     if not path.exists():
         print(f"\nno autotune cache at {path}")
         return
@@ -118,7 +117,7 @@ def _print_tuned() -> None:
     for entries in json.loads(path.read_text())["devices"].values():
         for key, entry in sorted(entries.items()):
             if "float32" in key and not key.startswith("conv2d"):
-                print(f"  {key}: config {entry['config']}, ms {entry['ms']}")
+                print(f"  {key}: config {entry['config']} ({entry['name']}), ms {entry['ms']}")
 
 
 def _backward(fn):
