@@ -250,6 +250,7 @@ using Igemm1 = WarptileConfig<64, 128, 16, 32, 64, 3>;  /* its config 4: 4 x 16,
 using Igemm2 = WarptileConfig<128, 64, 16, 64, 32, 3>;  /* its config 2: 128 threads, 8 x 8 */
 using Igemm3 = WarptileConfig<64, 64, 16, 32, 32, 4>;   /* its config 3: many blocks for small products */
 using Igemm4 = WarptileConfig<128, 128, 8, 64, 32, 2>;  /* its config 5: shorter K-tile, 2 blocks an SM */
+using Igemm5 = WarptileConfig<32, 128, 16, 32, 32, 4>;  /* 32 rows: groups of <= 32 output channels */
 
 static const char *const kIgemmConfigNames[] = {
     "128x128x16 warp 64x32 (256 threads, 1 block/SM)",
@@ -257,6 +258,7 @@ static const char *const kIgemmConfigNames[] = {
     "128x64x16 warp 64x32 (128 threads)",
     "64x64x16 warp 32x32 (128 threads)",
     "128x128x8 warp 64x32 (256 threads, 2 blocks/SM)",
+    "32x128x16 warp 32x32 (128 threads)",
 };
 constexpr int kIgemmConfigs = (int)(sizeof(kIgemmConfigNames) / sizeof(kIgemmConfigNames[0]));
 
@@ -290,6 +292,8 @@ static mt_status with_igemm_config(int config, int64_t M, Launch launch)
         return launch(Igemm3{});
     case 4:
         return launch(Igemm4{});
+    case 5:
+        return launch(Igemm5{});
     default:
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", "implicit-GEMM config %d has no kernel", config);
     }
@@ -300,6 +304,10 @@ static mt_status with_igemm_config(int config, int64_t M, Launch launch)
 template <typename T, typename C, typename P>
 static mt_status launch_igemm_tile(const P &prob, int64_t M, int64_t N, int splits, int k_per_split, bool a_vec)
 {
+    if ((M + C::BM - 1) / C::BM > 65535) /* conv_dims checked this for 64-row tiles, not for narrower ones */
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm",
+                       "%lld rows a group need more than 65535 row tiles of %d: take a config with taller tiles",
+                       (long long)M, C::BM);
     const dim3 grid((unsigned int)((N + C::BN - 1) / C::BN), (unsigned int)((M + C::BM - 1) / C::BM),
                     (unsigned int)(prob.d.groups * splits));
     conv_igemm<T, C, P><<<grid, C::kThreads, 0, mt_stream()>>>(prob, k_per_split, a_vec);
