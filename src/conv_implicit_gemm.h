@@ -147,7 +147,7 @@ struct InputGradProblem {
     ConvDims d;
 
     struct Row { const T *w; };
-    using AK = int; /* k = (co, tap) as an offset from weight[., c, 0, 0]: co * C / groups * taps + tap */
+    using AK = int64_t; /* k = (co, tap) as an offset from weight[., c, 0, 0]: co * C / groups * taps + tap */
     struct Col { const T *go; int ty, tx; };
     static constexpr bool kARowMajor = false; /* k = (co, tap) steps co by C / groups * taps */
     static constexpr bool kBAlongK = false;
@@ -164,7 +164,7 @@ struct InputGradProblem {
     MT_DEVICE AK a_k(int k) const
     {
         const int co = fdiv(k, d.taps_div);
-        return co * d.c_group * d.taps + (k - co * d.taps); /* below C_out / groups * C / groups * taps: an int */
+        return (int64_t)co * d.c_group * d.taps + (k - co * d.taps);
     }
     MT_DEVICE T a(const Row &r, AK at) const { return r.w[at]; }
 

@@ -4,21 +4,21 @@
  * would otherwise run (a matmul, a broadcast add of the bias, an activation,
  * a residual add: four passes over the M x N output where one suffices).
  *
- * There is no new main loop here. The warptile kernel (rung 7,
- * src/matmul_warptile.cu) takes its store as a template parameter; this
- * file launches it with BiasActResidual (src/matmul_epilogue.h) instead of
- * PlainStore, so the same loop ends by adding the bias, applying the
- * activation and adding the residual to each sum while it is still in a
- * register. The extra memory traffic is what the epilogue reads (N bias
+ * There is no new main loop here. The warptile and pipelined kernels
+ * (rungs 7 and 8, src/matmul_warptile.cu, src/matmul_pipelined.cu) take
+ * their store as a template parameter; this file launches them with
+ * BiasActResidual (src/matmul_epilogue.h) instead of PlainStore, so the same
+ * loop ends by adding the bias, applying the activation and adding the
+ * residual to each sum while it is still in a register. The extra memory traffic is what the epilogue reads (N bias
  * values per block row, the residual) and, when asked, the pre-activation
  * it writes for the backward pass.
  *
  * Operands as mt_matmul's warptile (with_prepared_operands, shared with
  * src/matmul.cu): row-major or (float32) column-major, such as the
  * transposed weight of F.linear; any other is copied first. The tile
- * configuration is warptile's, chosen by the caller (the autotuner times
- * them for the fused product, minitensor/ops/autotune.py) or by
- * warptile_default_config.
+ * configuration is one of mt_matmul's (warptile's, then pipelined's),
+ * chosen by the caller (the autotuner times them for the fused product,
+ * minitensor/ops/autotune.py) or, at -1, warptile_default_config's.
  */
 #include "matmul_epilogue.h"
 #include "matmul_internal.h"
@@ -94,14 +94,18 @@ static mt_status launch_epilogue(const mt_tensor &out, const mt_tensor &a, const
         const int64_t M = out.shape[out.ndim - 2];
         const int64_t N = out.shape[out.ndim - 1];
         const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-        const int tile = config >= 0 ? config : warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T));
-        return launch_warptile_epilogue<T>(out, a_view, b_view, tile, epi);
+        if (config < 0)
+            return launch_warptile_epilogue<T>(out, a_view, b_view,
+                                               warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T)), epi);
+        if (config < warptile_config_count())
+            return launch_warptile_epilogue<T>(out, a_view, b_view, config, epi);
+        return launch_pipelined_epilogue<T>(out, a_view, b_view, config - warptile_config_count(), epi);
     });
 }
 
 int mt_matmul_epilogue_config_count(void)
 {
-    return warptile_config_count();
+    return mt_matmul_config_count();
 }
 
 mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
@@ -109,11 +113,11 @@ mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor 
 {
     const char *func = "mt_matmul_epilogue";
     MT_TRY(mt_check_id(func, "epilogue activation", act, MT_EPILOGUE_ACT_COUNT));
-    if (config < -1 || config >= warptile_config_count())
+    if (config < -1 || config >= mt_matmul_config_count())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "unknown epilogue config %d (valid: -1 for the library's choice, or the warptile "
-                       "configurations 0..%d)",
-                       config, warptile_config_count() - 1);
+                       "unknown epilogue config %d (valid: -1 for the library's choice, or a matmul "
+                       "configuration 0..%d)",
+                       config, mt_matmul_config_count() - 1);
     if (flags & ~(MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE))
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "unknown flags 0x%x (MT_EPILOGUE_BIAS 1, MT_EPILOGUE_RESIDUAL 2, MT_EPILOGUE_PRE 4)", flags);

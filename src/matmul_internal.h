@@ -84,6 +84,10 @@ mt_status launch_warptile_epilogue(const mt_tensor &out, const mt_tensor &a, con
                                    const Epi &epi);
 template <typename T>
 mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
+/* The same with an epilogue (as launch_warptile_epilogue). */
+template <typename T, typename Epi>
+mt_status launch_pipelined_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config,
+                                    const Epi &epi);
 /* The tensor-core rungs (float32 operands, TF32 products): the first takes
  * any strides, the pipelined one row-major operands that gemm_operand_ok
  * accepts (without transposed views). */

@@ -1,6 +1,6 @@
 """The autotuner's other kernels (minitensor/ops/autotune.py): the fused matmul
-epilogue (F.linear_act, tuned over warptile's configurations by timing the
-fused kernel itself) and the implicit-GEMM convolution (each of its three
+epilogue (F.linear_act, tuned over the matmul's configurations, warptile's and
+pipelined's, by timing the fused kernel itself) and the implicit-GEMM convolution (each of its three
 products tuned per exact shape), forced on the emulator with a fake timer as
 tests/test_autotune.py does for the plain matmul: every configuration runs
 during the sweep, the winner is used and cached, and the results match the
@@ -65,11 +65,11 @@ def spy(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     return used
 
 
-def test_fused_linear_is_tuned_over_the_warptile_configurations(tuning: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fused_linear_is_tuned_over_the_matmul_configurations(tuning: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     count = _lib.matmul_epilogue_config_count()
-    assert count == sum(1 for i in range(_lib.matmul_config_count())
-                        if mt.kernels.matmul_config_rung(i) == "warptile")
+    assert count == _lib.matmul_config_count()  # warptile's and pipelined's: both take the epilogue
+    assert mt.kernels.matmul_config_rung(count - 1) == "pipelined"
     autotune.set_timer(last_wins(count))
     used = spy(monkeypatch, "matmul_epilogue")
     rng = np.random.default_rng(0)

@@ -70,8 +70,8 @@ EPILOGUE_PRE = 4
 
 
 def matmul_epilogue_config_count() -> int:
-    """How many tile configurations the fused epilogue takes (warptile's: the
-    first of matmul_config_name's; mt_matmul_epilogue_config_count)."""
+    """How many tile configurations the fused epilogue takes: all of matmul's,
+    warptile's and pipelined's (mt_matmul_epilogue_config_count)."""
     return int(C.mt_matmul_epilogue_config_count())
 
 
@@ -80,7 +80,7 @@ def matmul_epilogue(out: Any, a: Any, b: Any, bias: Any = None, residual: Any = 
     """out = act(a @ b + bias) + residual in one kernel (mt_matmul_epilogue); pre, if
     given, receives a @ b + bias before the activation. act is a name of
     op_names("epilogue_act"). An absent bias, residual or pre is not read
-    (out's descriptor stands in for it). config: a warptile tile configuration
+    (out's descriptor stands in for it). config: a tile configuration of matmul's
     (below matmul_epilogue_config_count()), or -1 for the library's choice."""
     flags = ((EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RESIDUAL if residual is not None else 0)
              | (EPILOGUE_PRE if pre is not None else 0))

@@ -21,7 +21,7 @@ anything.
   (name, compute capability, SM count, memory). A file that cannot be read or
   parsed is ignored with a warning (and replaced at the next save), never an
   error.
-- The fused epilogue (``mt_matmul_epilogue``, ops.linear_fused) runs warptile's
+- The fused epilogue (``mt_matmul_epilogue``, ops.linear_fused) runs the same
   configurations: it is tuned the same way, timing the fused kernel itself,
   under the key ``"epilogue " + shape class``. The implicit-GEMM convolution
   (src/conv_implicit_gemm.cu) has configurations of its own, tuned per exact
@@ -338,10 +338,10 @@ def matmul_config(out: Any, a: Any, b: Any) -> int:
 
 
 def epilogue_config(out: Any, a: Any, b: Any, run: Callable[[int], None]) -> int:
-    """The warptile configuration for the fused product out = act(a @ b + bias) +
-    residual (ops.linear_fused): tuned as the plain product is, but by timing
-    run(config), the fused kernel itself, over warptile's configurations (the
-    ones mt_matmul_epilogue takes), under a key of its own."""
+    """The configuration for the fused product out = act(a @ b + bias) +
+    residual (ops.linear_fused): tuned as the plain product is, over the same
+    configurations (warptile's and pipelined's: both take the epilogue), but
+    by timing run(config), the fused kernel itself, under a key of its own."""
     if not _tunable(_product_work(out, a, b)):
         return -1
     return _choose("epilogue " + shape_class(a, b), _lib.matmul_epilogue_config_count(), run,

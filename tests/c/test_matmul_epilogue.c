@@ -9,8 +9,8 @@
  * transposed ones (b as F.linear's weight.T), bias a strided (N,) view,
  * residual a random layout of out's shape (stride 0 where it broadcasts),
  * or out itself; batched products with a broadcast b; K = 0 gives
- * act(bias) + residual. Every warptile tile configuration (what the
- * autotuner chooses from) on a case off its tiles. Then the bad arguments.
+ * act(bias) + residual. Every tile configuration, warptile's and
+ * pipelined's (what the autotuner chooses from), on cases off its tiles. Then the bad arguments.
  *
  *   make check-c T=test_matmul_epilogue FILTER=gelu
  *   MT_TEST_SEED=42 build/tests/emu/test_matmul_epilogue
