@@ -333,7 +333,8 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 #define MT_TF32_SIMPLE 0
 #define MT_TF32_PIPELINED 1
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
-/* out = act(a @ b + bias) + residual in one kernel: the warptile rung with
+/* out = act(a @ b + bias) + residual in one kernel: the warptile (or
+ * pipelined) rung with
  * the bias, the activation (an mt_epilogue_act) and the residual applied as
  * each output is stored (src/matmul_epilogue.cu). a, b and out as
  * mt_matmul; bias (N,), residual (out's shape; it may be out itself) and
@@ -343,10 +344,10 @@ mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)
  * activation) to pre, what the activation's gradient needs; an absent one
  * is not read or written. Under either kernel policy (Python keeps the
  * unfused chain under teaching). config: -1 (the library's warptile tile
- * for the shape) or a warptile configuration, 0 .. (the first
- * configurations of mt_matmul_config_name, those below
- * mt_matmul_epilogue_config_count()), which the autotuner times for the
- * fused product as it does for the plain one. */
+ * for the shape) or any configuration of mt_matmul_with_config (warptile's
+ * or pipelined's, below mt_matmul_epilogue_config_count(), which is
+ * mt_matmul_config_count()): both rungs take the epilogue, and the
+ * autotuner times them for the fused product as it does for the plain one. */
 enum { MT_EPILOGUE_BIAS = 1, MT_EPILOGUE_RESIDUAL = 2, MT_EPILOGUE_PRE = 4 };
 int mt_matmul_epilogue_config_count(void);
 mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
