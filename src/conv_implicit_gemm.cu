@@ -242,9 +242,9 @@ __global__ void conv_igemm_sum_splits(T *out, const T *partial, int64_t count, i
  * M is C_out / groups (or C / groups), often 64 or less, and N the pixels,
  * many; minitensor/ops/autotune.py times each on the first convolution of a
  * shape and keeps the fastest per product (forward, input gradient, weight
- * gradient). The library's own choice (config -1): the narrow tile for at
- * most 64 rows, so that half the block does not multiply zero rows, else
- * the wide one. */
+ * gradient). The library's own choice (config -1, igemm_default_config)
+ * follows what the autotuner picked on an H100 for the dense layers of
+ * bench/conv.py. */
 using Igemm0 = WarptileConfig<128, 128, 16, 64, 32, 1>; /* warptile's config 1: 8 x 8 a thread */
 using Igemm1 = WarptileConfig<64, 128, 16, 32, 64, 3>;  /* its config 4: 4 x 16, for <= 64 rows */
 using Igemm2 = WarptileConfig<128, 64, 16, 64, 32, 3>;  /* its config 2: 128 threads, 8 x 8 */
@@ -272,16 +272,26 @@ const char *mt_conv2d_igemm_config_name(int config)
     return config >= 0 && config < kIgemmConfigs ? kIgemmConfigNames[config] : nullptr;
 }
 
-static int igemm_default_config(int64_t M)
+/* Without a tuned choice: 64 x 64 for at most 64 rows a group (the
+ * autotuner's pick on an H100 for every such product of bench/conv.py);
+ * above, 128 x 64 where that still gives every SM two blocks, or where K is
+ * split over blocks (the weight gradient, whose splits fill the GPU), else
+ * 64 x 64 again (a 256-channel 14 x 14 layer has too few pixels for taller
+ * tiles). */
+static int igemm_default_config(int64_t M, int64_t N, int64_t groups, bool split_k)
 {
-    return M <= Igemm1::BM ? 1 : 0;
+    if (M <= Igemm3::BM)
+        return 3;
+    const int64_t tiles = (M + Igemm2::BM - 1) / Igemm2::BM * ((N + Igemm2::BN - 1) / Igemm2::BN) * groups;
+    return split_k || tiles >= 2 * (int64_t)mt_sm_count() ? 2 : 3;
 }
 
-/* Calls launch(C{}) with config's tile (-1: the library's choice for M rows). */
+/* Calls launch(C{}) with config's tile (-1: the library's choice for the
+ * M x N product of each of `groups`, K split over blocks or not). */
 template <typename Launch>
-static mt_status with_igemm_config(int config, int64_t M, Launch launch)
+static mt_status with_igemm_config(int config, int64_t M, int64_t N, int64_t groups, bool split_k, Launch launch)
 {
-    switch (config < 0 ? igemm_default_config(M) : config) {
+    switch (config < 0 ? igemm_default_config(M, N, groups, split_k) : config) {
     case 0:
         return launch(Igemm0{});
     case 1:
@@ -319,7 +329,7 @@ static mt_status launch_igemm_tile(const P &prob, int64_t M, int64_t N, int spli
 template <typename T, typename P>
 static mt_status launch_igemm(const P &prob, int64_t M, int64_t N, int64_t K, int config, bool a_vec)
 {
-    return with_igemm_config(config, M, [&](auto tile) {
+    return with_igemm_config(config, M, N, prob.d.groups, false, [&](auto tile) {
         return launch_igemm_tile<T, decltype(tile)>(prob, M, N, 1, (int)(K > 0 ? K : 1), a_vec);
     });
 }
@@ -519,7 +529,7 @@ static mt_status weight_grad_typed(const mt_tensor &grad_weight, const mt_tensor
                                    const ConvDims &d, int config)
 {
     const int64_t M = d.c_out_group, N = (int64_t)d.c_group * d.taps, K = (int64_t)d.n * d.ohw;
-    return with_igemm_config(config, M, [&](auto tile) -> mt_status {
+    return with_igemm_config(config, M, N, d.groups, true, [&](auto tile) -> mt_status {
         using C = decltype(tile);
         int splits = 1, k_per_split = 1;
         weight_grad_splits(d, M, N, K, C::BM, C::BN, kWarptileBk<T, C>, &splits, &k_per_split);
