@@ -1,6 +1,7 @@
 """The convolution ladder against PyTorch's conv2d, on the GPU.
 
     python3 bench/conv.py            # on the GPU machine (needs torch)
+    python3 bench/conv.py --layers 0,3 --rungs implicit_gemm   # a few rows, one rung
 
 Forward and forward + backward of float32 2-D convolutions shaped like the
 layers of a small ResNet, each rung of minitensor's ladder against torch in
@@ -16,8 +17,11 @@ the same process:
             (src/conv_depthwise_backward.cu).
     igemm   the implicit GEMM of src/conv_implicit_gemm.cu
             (algo="implicit_gemm", what F.conv2d runs on all but depthwise
-            layers): warptile's 128 x 128 (or 64 x 128) tiles with the
-            windows gathered into shared memory, never written; its backward
+            layers): warptile's main loop with the windows gathered into
+            shared memory, never written, on the tile configuration the
+            autotuner picks per product (timed on the first call, which the
+            correctness check below makes, so the timings see the choice;
+            --tuned prints each choice with every configuration's time); its backward
             is two more implicit GEMMs (input gradient, weight gradient with
             K split over blocks), except where ops.conv2d_grad_rungs says
             otherwise: the input gradient by im2col below 16 input channels
@@ -35,6 +39,9 @@ F.conv2d takes for a shape is decided from this table.
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -56,21 +63,36 @@ LAYERS = [
     ("3x3/2, 64->128, 56x56", (32, 64, 56, 56), (128, 3), 2, 1, 1),
     ("1x1, 256->64, 28x28", (32, 256, 28, 28), (64, 1), 1, 0, 1),
     ("depthwise 3x3, 128 ch, 56x56", (32, 128, 56, 56), (128, 3), 1, 1, 128),
+    ("digits CNN conv1, 1->32, 8x8, N512 (issue 29)", (512, 1, 8, 8), (32, 3), 1, 1, 1),
 ]
 
 
 
+RUNGS = ("im2col", "tiled", "implicit_gemm")
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", default="", help="comma-separated row indices of LAYERS (default: all)")
+    parser.add_argument("--rungs", default=",".join(RUNGS), help="comma-separated rungs to time besides torch "
+                        "(implicit_gemm always runs)")
+    parser.add_argument("--tuned", action="store_true", help="print the autotuner's entries for the "
+                        "convolutions (each product's choice and every configuration's time)")
+    args = parser.parse_args()
+    layers = [LAYERS[int(i)] for i in args.layers.split(",") if i] or LAYERS
+    timed_rungs = [r for r in RUNGS if r in args.rungs.split(",") or r == "implicit_gemm"]
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}; float32, TF32 off")
-    print("| layer | pass | im2col (mt) | tiled (mt) | igemm (mt) | torch | igemm vs im2col | igemm vs torch |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    heads = {"im2col": "im2col (mt)", "tiled": "tiled (mt)", "implicit_gemm": "igemm (mt)"}
+    print("| layer | pass | " + " | ".join(heads[r] for r in timed_rungs) + " | torch | "
+          + ("igemm vs im2col | " if "im2col" in timed_rungs else "") + "igemm vs torch |")
+    print("| --- | --- | " + "---: | " * (len(timed_rungs) + 2 + ("im2col" in timed_rungs)))
     problems: list[str] = []
     rungs: list[str] = []  # which rung computed each gradient, printed after the table
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-    for name, shape, (c_out, k), stride, padding, groups in LAYERS:
+    for name, shape, (c_out, k), stride, padding, groups in layers:
         rng = np.random.default_rng(0)
         x = rng.standard_normal(shape).astype(np.float32)
         w = (rng.standard_normal((c_out, shape[1] // groups, k, k)) / np.sqrt(shape[1] // groups * k * k)).astype(
@@ -92,7 +114,7 @@ def main() -> int:
         ref.backward(torch.ones_like(ref))
         ref_grads = [t.grad.detach().cpu().numpy() for t in (tx, tw, tb)]
         ref = ref.detach().cpu().numpy()
-        for algo in ("im2col", "tiled", "implicit_gemm"):
+        for algo in timed_rungs:
             got = rung(algo)()
             err = np.abs(got.detach().numpy() - ref).max()
             assert err <= 1e-3 * max(1.0, np.abs(ref).max()), f"{name} {algo}: largest difference {err}"
@@ -111,19 +133,37 @@ def main() -> int:
             forward = pass_name == "forward"
             with (mt.no_grad() if forward else mt.enable_grad()), \
                     (torch.no_grad() if forward else torch.enable_grad()):
-                fns = (rung("im2col"), rung("tiled"), rung("implicit_gemm"), theirs)
+                fns = [rung(r) for r in timed_rungs] + [theirs]
                 if not forward:
-                    fns = tuple(both(fn) for fn in fns)
-                i, t, g = (median_ms(fn, *mt_events) for fn in fns[:3])
-                ref_ms = median_ms(fns[3], *t_events)
-            print(f"| {name} | {pass_name} | {i:.3f} | {t:.3f} | {g:.3f} | {ref_ms:.3f} | {i / g:.2f}x "
-                  f"| {ref_ms / g:.2f}x |", flush=True)
+                    fns = [both(fn) for fn in fns]
+                ms = {r: median_ms(fn, *mt_events) for r, fn in zip(timed_rungs, fns)}
+                ref_ms = median_ms(fns[-1], *t_events)
+            g = ms["implicit_gemm"]
+            vs_im2col = f"{ms['im2col'] / g:.2f}x | " if "im2col" in ms else ""
+            print(f"| {name} | {pass_name} | " + " | ".join(f"{ms[r]:.3f}" for r in timed_rungs)
+                  + f" | {ref_ms:.3f} | {vs_im2col}{ref_ms / g:.2f}x |", flush=True)
     print("\nGradient rungs (ops.conv2d_grad_rungs) after each forward:")
     for line in rungs:
         print("  " + line)
+    if args.tuned:
+        _print_tuned()
     for problem in problems:
         print("GRADIENT CHECK FAILED:", problem)
     return 1 if problems else 0
+
+
+def _print_tuned() -> None:
+    """The autotuner's convolution entries of this device: the choice, then
+    each configuration's time (ms), in configuration order."""
+    path = Path(mt.kernels.autotune_stats()["cache_file"])
+    if not path.exists():
+        print(f"\nno autotune cache at {path} (MINITENSOR_AUTOTUNE={os.environ.get('MINITENSOR_AUTOTUNE', '1')})")
+        return
+    print(f"\nThe autotuner's choices ({path}), each configuration's ms in configuration order:")
+    for device, entries in json.loads(path.read_text())["devices"].items():
+        for key, entry in sorted(entries.items()):
+            if key.startswith("conv2d "):
+                print(f"  {key}: config {entry['config']} ({entry['name']}), ms {entry['ms']}")
 
 
 if __name__ == "__main__":

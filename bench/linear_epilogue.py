@@ -1,6 +1,7 @@
 """The matmul epilogue (src/matmul_epilogue.cu) against the unfused chain and PyTorch, on the GPU.
 
     python3 bench/linear_epilogue.py      # on the GPU machine (needs torch)
+    python3 bench/linear_epilogue.py --cases up,down --tuned
 
 A transformer's feed-forward at GPT-2-small-like shapes, 16384 rows (batch x
 length), float32 without TF32 on both sides (exact products):
@@ -14,7 +15,11 @@ Each row times, in one process:
     chain (mt)   F.linear_chain (the warptile matmul, then a broadcast add), then
                  F.gelu / the residual add: one more pass over the output each
     fused (mt)   F.linear_act: one kernel, the bias, activation and residual in
-                 the warptile kernel's store
+                 the warptile kernel's store, on the tile configuration the
+                 autotuner picked for the fused kernel (timed on its first
+                 call, the correctness check; --tuned prints the choices of
+                 the fused and the plain products with every configuration's
+                 time)
     torch        F.gelu(F.linear(x, w, b)) / x + F.linear(h, w, b) / F.linear
     addmm        torch.addmm(b, x, w.T) (bias in cuBLAS's epilogue), then the
                  same gelu / residual add as torch's row
@@ -25,6 +30,8 @@ medians of CUDA-event timings after warm-up (milliseconds).
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -43,6 +50,11 @@ CASES = (("up", 384, 1536, "gelu", False), ("down", 1536, 384, "none", True), ("
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(c[0] for c in CASES), help="comma-separated case names")
+    parser.add_argument("--tuned", action="store_true", help="print the autotuner's float32 entries")
+    args = parser.parse_args()
+    cases = [c for c in CASES if c[0] in args.cases.split(",")]
     torch.backends.cuda.matmul.allow_tf32 = False
     mt.backends.cuda.matmul.allow_tf32 = False
     tF = torch.nn.functional
@@ -52,7 +64,7 @@ def main() -> int:
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-    for name, k, n, act, residual in CASES:
+    for name, k, n, act, residual in cases:
         rng = np.random.default_rng(0)
         x0 = rng.standard_normal((ROWS, k)).astype(np.float32)
         w0 = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
@@ -88,8 +100,24 @@ def main() -> int:
             with mt.no_grad() if no_grad else nullcontext(), torch.no_grad() if no_grad else nullcontext():
                 ms = [median_ms(fn, *mt_events) for fn in timed[:2]] + [median_ms(fn, *t_events) for fn in timed[2:]]
             print(f"| {name} ({ROWS} x {k} -> {n}) | {label} | {ms[0]:.3f} | {ms[1]:.3f} | {ms[2]:.3f} | "
-                  f"{ms[3]:.3f} | {ms[0] / ms[1]:.2f}x | {ms[2] / ms[1]:.2f}x |")
+                  f"{ms[3]:.3f} | {ms[0] / ms[1]:.2f}x | {ms[2] / ms[1]:.2f}x |", flush=True)
+    if args.tuned:
+        _print_tuned()
     return 0
+
+
+def _print_tuned() -> None:
+    """The autotuner's float32 entries of this device (the fused products'
+    keys start with "epilogue"): the choice and each configuration's ms."""
+    path = Path(mt.kernels.autotune_stats()["cache_file"])
+    if not path.exists():
+        print(f"\nno autotune cache at {path}")
+        return
+    print(f"\nThe autotuner's choices ({path}); configurations: {mt.kernels.matmul_configs()}")
+    for entries in json.loads(path.read_text())["devices"].values():
+        for key, entry in sorted(entries.items()):
+            if "float32" in key and not key.startswith("conv2d"):
+                print(f"  {key}: config {entry['config']} ({entry['name']}), ms {entry['ms']}")
 
 
 def _backward(fn):

@@ -32,10 +32,13 @@
  * the same column of B in every K-tile, so what depends only on that column
  * (which image, which window) is worked out once before the loop (a
  * Problem's Col, in src/conv_implicit_gemm.h with the index maps of all
- * three products); what depends on k is split per element with FastDiv, a
- * division by a run-time constant done as a multiply and a shift (the sizes
- * are only known at launch, and an integer division is dozens of
- * instructions).
+ * three products); what depends on k is split with FastDiv, a division by
+ * a run-time constant done as a multiply and a shift (the sizes are only
+ * known at launch, and an integer division is dozens of instructions). A
+ * thread loads one k of several rows of A in each K-tile, so that k is split
+ * once per K-tile, not per element (a Problem's AK); so is the one k of the
+ * weight gradient's B, whose columns each block works out once into shared
+ * memory (BK, and a table of Cols).
  *
  * The gradients are two more implicit GEMMs on the same kernel, each a
  * Problem of its own (no col2im, no window written):
@@ -51,75 +54,56 @@
  *                   K is split over blocks (split-K) whose partial products
  *                   are summed by a second kernel, in a fixed order.
  *
- * Groups run as gridDim.z (one group's product per z). The next rungs:
- * 16-byte loads of W, cp.async stages (src/async_copy.h) for the gathered
- * operand, the stride phases of the input gradient as separate dense
- * products (no zero taps), tensor cores.
+ * Groups run as gridDim.z (one group's product per z). Each product runs on
+ * one of several tile configurations (the autotuner's choice per shape, see
+ * below). The next rungs: cp.async stages (src/async_copy.h) for the
+ * gathered operand, the stride phases of the input gradient as separate
+ * dense products (no zero taps), tensor cores.
  */
 #include "conv_implicit_gemm.h"
+#include "matmul_view.h"
 #include "scratch.h"
+#include "warptile_loop.h"
 
 /* ---- the kernel ------------------------------------------------------------
- * Tile parameters as in src/matmul_warptile.cu (WarptileConfig): block tile
- * BM x BN, BK of K per stage (float32; float64 halves it, the same 64 bytes
- * of a row), warp tile WM x WN, each lane (WM / 32) x (WN / 16) pieces of
- * 4 x 4 outputs. */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_>
-struct IgemmConfig {
-    static constexpr int BM = BM_;
-    static constexpr int BN = BN_;
-    static constexpr int BK = BK_;
-    static constexpr int WM = WM_;
-    static constexpr int WN = WN_;
-    static constexpr int kMinBlocks = kMinBlocks_;
-    static constexpr int kThreads = (BM / WM) * (BN / WN) * 32;
-    static constexpr int kMIter = WM / 32;
-    static constexpr int kNIter = WN / 16;
-    static_assert(BM % WM == 0 && BN % WN == 0, "whole warp tiles");
-    static_assert(WM % 32 == 0 && WN % 16 == 0, "a warp's 8 x 4 lanes cover 32 x 16 per piece");
-};
-
-/* warptile's best measured tile (config 1, 128 x 128 x 16, warp 64 x 32,
- * 8 x 8 outputs a thread) and, for groups of at most 64 output channels
- * (most layers of a small network), its 64 x 128 tile (config 4, warp
- * 32 x 64, 4 x 16 a thread) so that half the block does not multiply zero
- * rows. */
-using IgemmWide = IgemmConfig<128, 128, 16, 64, 32, 1>;
-using IgemmNarrow = IgemmConfig<64, 128, 16, 32, 64, 3>;
-
-constexpr int kIgemmPad = 4; /* shared-memory row padding, as warptile's */
-
-template <typename T, typename C>
-constexpr int igemm_min_blocks()
-{
-    return sizeof(T) == sizeof(double) ? 1 : C::kMinBlocks;
-}
-
-/* Block (x, y, z) computes the BN columns from x * BN and BM rows from y * BM
+ * The main loop is the warptile rung's (src/warptile_loop.h: block tile
+ * BM x BN, BK of K per stage, warp tiles WM x WN, each lane (WM / 32) x
+ * (WN / 16) pieces of 4 x 4 outputs, two stages with the next K-tile's loads
+ * in flight). This kernel supplies what differs from a matmul: load_tile,
+ * the implicit im2col gather of a K-tile, and the store through the
+ * Problem's index map.
+ *
+ * Block (x, y, z) computes the BN columns from x * BN and BM rows from y * BM
  * of group z % groups's product, over the K-tiles of split z / groups
- * (k_per_split elements of K each, a multiple of the K-tile). */
+ * (k_per_split elements of K each, a multiple of the K-tile). a_vec: A's
+ * rows are contiguous and 16-byte aligned (the forward's weight, when
+ * C / groups * KH * KW is a multiple of the Pack width), so A is loaded in
+ * 16-byte Packs as warptile loads a row-major matrix; else one element at a
+ * time. The flag is the same for the whole launch: no divergence. */
 template <typename T, typename C, typename P>
-__global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_igemm(P prob, int k_per_split)
+__global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) conv_igemm(P prob, int k_per_split, bool a_vec)
 {
     constexpr int BM = C::BM;
     constexpr int BN = C::BN;
-    constexpr int BK = C::BK * 4 / (int)sizeof(T);
+    constexpr int BK = kWarptileBk<T, C>;
     constexpr int kThreads = C::kThreads;
     constexpr int MI = C::kMIter;
     constexpr int NI = C::kNIter;
     constexpr int W = Pack<T>::kWidth;
     constexpr int kALoads = BM * BK / kThreads; /* elements each thread loads per K-tile */
     constexpr int kBLoads = BK * BN / kThreads;
+    constexpr int kAPacks = kALoads / W;        /* ... as Packs, when a_vec */
     constexpr int kAStep = kThreads / BK; /* the row distance between one thread's A loads */
     constexpr int kBStep = P::kBAlongK ? kThreads / BK : kThreads / BN;
     static_assert(kALoads * kThreads == BM * BK && kBLoads * kThreads == BK * BN, "whole loads per thread");
+    static_assert(kAPacks * W == kALoads, "whole Packs per thread");
     static_assert(kThreads % BK == 0 && kThreads % BN == 0, "threads cover whole rows and columns");
-    static_assert(2 * BK * (BM + BN + 2 * kIgemmPad) * sizeof(T) <= 48 * 1024, "static shared memory limit");
-    static_assert((BM + kIgemmPad) * sizeof(T) % 16 == 0 && (BN + kIgemmPad) * sizeof(T) % 16 == 0,
+    static_assert(2 * BK * (BM + BN + 2 * kWarptilePad) * sizeof(T) <= 48 * 1024, "static shared memory limit");
+    static_assert((BM + kWarptilePad) * sizeof(T) % 16 == 0 && (BN + kWarptilePad) * sizeof(T) % 16 == 0,
                   "16-byte aligned tile rows");
 
-    __shared__ __align__(16) T a_tile[2][BK][BM + kIgemmPad];
-    __shared__ __align__(16) T b_tile[2][BK][BN + kIgemmPad];
+    __shared__ __align__(16) T a_tile[2][BK][BM + kWarptilePad];
+    __shared__ __align__(16) T b_tile[2][BK][BN + kWarptilePad];
 
     const int g = (int)(blockIdx.z % prob.d.groups);
     const int split = (int)(blockIdx.z / prob.d.groups);
@@ -129,14 +113,13 @@ __global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_
     const int k_end = prob.K() < k_begin + k_per_split ? prob.K() : k_begin + k_per_split;
 
     const int tid = threadIdx.x;
-    const int warp = tid / 32, lane = tid % 32;
-    const int warp_row = (warp / (BN / C::WN)) * C::WM;
-    const int warp_col = (warp % (BN / C::WN)) * C::WN;
-    const int lane_row = (lane / 4) * 4, lane_col = (lane % 4) * 4;
+    const WarpPlace at = warp_place<C>();
 
     /* A: consecutive threads take consecutive k (the weight's rows, and
      * grad_out's, are contiguous along k), so each thread loads one k of
-     * the K-tile in kALoads rows; the row's start is a multiply-add.
+     * the K-tile in kALoads rows; the row's start is a multiply-add. With
+     * a_vec, thread p loads the Pack of k0 + (p % (BK / W)) * W in row
+     * p / (BK / W), as warptile's row-major A.
      * B, along N (kBAlongK false): each thread loads one column, the same in
      * every K-tile (consecutive threads, consecutive output or input pixels:
      * coalesced), worked out once here; along K (the weight gradient, whose
@@ -144,22 +127,55 @@ __global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_
     const int a_k = tid % BK, a_m = tid / BK;
     const int b_k = P::kBAlongK ? tid % BK : tid / BN;
     const int b_n = P::kBAlongK ? tid / BK : tid % BN;
-    const typename P::Col b_col = prob.col(g, n0 + b_n);
+    const typename P::Col b_col = P::kBAlongK ? typename P::Col{} : prob.col(g, n0 + b_n);
+    /* Along K, each thread loads kBLoads columns in every K-tile: the
+     * block's BN columns are worked out once, here, into shared memory. */
+    __shared__ typename P::Col col_table[BN];
+    if constexpr (P::kBAlongK) {
+        for (int n = tid; n < BN; n += kThreads)
+            col_table[n] = prob.col(g, n0 + n < N ? n0 + n : N - 1);
+        __syncthreads(); /* the table is complete before the first K-tile's loads */
+    }
 
     T a_stage[kALoads];
     T b_stage[kBLoads];
-    /* Global -> registers for the K-tile at k0: a gather, 0 past K, past the
-     * matrix's edge, and (in the Problem) in the padding. */
-    auto load_tile = [&](int k0) {
-        MT_UNROLL for (int i = 0; i < kALoads; ++i) {
-            const int m = m0 + a_m + i * kAStep, k = k0 + a_k;
-            a_stage[i] = m < M && k < k_end ? prob.a(prob.row(g, m), k) : T(0);
+    /* Global -> registers for K-tile t: a gather, 0 past K, past the
+     * matrix's edge, and (in the Problem) in the padding. Each zero is a
+     * select on the load (a predicated load), not a branch; the product loop
+     * itself then runs over whole tiles with no test at all. */
+    auto load_a = [&](int k0) {
+        if constexpr (P::kARowMajor) {
+            if (a_vec) {
+                MT_UNROLL for (int i = 0; i < kAPacks; ++i) {
+                    const int p = tid + i * kThreads;
+                    const int m = m0 + p / (BK / W), k = k0 + (p % (BK / W)) * W;
+                    const Pack<T> v = load_pack(prob.a_rows(g), m, M, k, k_end, prob.K());
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        a_stage[i * W + w] = v.v[w];
+                }
+                return;
+            }
         }
-        MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
-            if constexpr (P::kBAlongK) {
-                const int n = n0 + b_n + i * kBStep, k = k0 + b_k;
-                b_stage[i] = n < N && k < k_end ? prob.b(prob.col(g, n), k) : T(0);
-            } else {
+        /* One k (the thread's) in kALoads rows: what k says is worked out once. */
+        const int k = k0 + a_k;
+        const typename P::AK at = prob.a_k(k < k_end ? k : k_begin);
+        MT_UNROLL for (int i = 0; i < kALoads; ++i) {
+            const int m = m0 + a_m + i * kAStep;
+            a_stage[i] = m < M && k < k_end ? prob.a(prob.row(g, m), at) : T(0);
+        }
+    };
+    auto load_tile = [&](int64_t t) {
+        const int k0 = k_begin + (int)t * BK;
+        load_a(k0);
+        if constexpr (P::kBAlongK) { /* one k (the thread's) in kBLoads columns of the table */
+            const int k = k0 + b_k;
+            const typename P::BK at = prob.b_k(k < k_end ? k : k_begin);
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
+                const int n = b_n + i * kBStep;
+                b_stage[i] = n0 + n < N && k < k_end ? prob.b(col_table[n], at) : T(0);
+            }
+        } else { /* one column (the thread's) at kBLoads k */
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
                 const int k = k0 + b_k + i * kBStep;
                 b_stage[i] = n0 + b_n < N && k < k_end ? prob.b(b_col, k) : T(0);
             }
@@ -167,8 +183,17 @@ __global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_
     };
     /* Registers -> shared stage s: a_tile[s][k][m], b_tile[s][k][n]. */
     auto store_tile = [&](int s) {
-        MT_UNROLL for (int i = 0; i < kALoads; ++i)
-            a_tile[s][a_k][a_m + i * kAStep] = a_stage[i];
+        if (P::kARowMajor && a_vec) { /* Pack i holds W consecutive k of row r */
+            MT_UNROLL for (int i = 0; i < kAPacks; ++i) {
+                const int p = tid + i * kThreads;
+                const int r = p / (BK / W), c = (p % (BK / W)) * W;
+                MT_UNROLL for (int w = 0; w < W; ++w)
+                    a_tile[s][c + w][r] = a_stage[i * W + w];
+            }
+        } else {
+            MT_UNROLL for (int i = 0; i < kALoads; ++i)
+                a_tile[s][a_k][a_m + i * kAStep] = a_stage[i];
+        }
         MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
             if constexpr (P::kBAlongK)
                 b_tile[s][b_k][b_n + i * kBStep] = b_stage[i];
@@ -178,66 +203,21 @@ __global__ void __launch_bounds__(C::kThreads, (igemm_min_blocks<T, C>())) conv_
     };
 
     T acc[MI][NI][4][4];
-    MT_UNROLL for (int im = 0; im < MI; ++im)
-        MT_UNROLL for (int in = 0; in < NI; ++in)
-            MT_UNROLL for (int i = 0; i < 4; ++i)
-                MT_UNROLL for (int j = 0; j < 4; ++j)
-                    acc[im][in][i][j] = T(0);
-
     const int k_tiles = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
-    load_tile(k_begin);
-    store_tile(0);
-    __syncthreads(); /* stage 0 is complete before anyone reads it */
-    /* The loop count is the same for every thread: all reach each barrier. */
-    for (int t = 0; t < k_tiles; ++t) {
-        const int s = t & 1;
-        const bool more = t + 1 < k_tiles;
-        if (more)
-            load_tile(k_begin + (t + 1) * BK); /* in flight while we compute */
-        MT_UNROLL for (int k = 0; k < BK; ++k) {
-            T a_reg[MI][4];
-            T b_reg[NI][4];
-            /* 16-byte shared-memory loads (LDS.128): a lane's 4 values are
-             * consecutive and every row starts 16-byte aligned. */
-            MT_UNROLL for (int im = 0; im < MI; ++im)
-                MT_UNROLL for (int v = 0; v < 4; v += W) {
-                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&a_tile[s][k][warp_row + im * 32 + lane_row + v]);
-                    MT_UNROLL for (int w = 0; w < W; ++w)
-                        a_reg[im][v + w] = p.v[w];
-                }
-            MT_UNROLL for (int in = 0; in < NI; ++in)
-                MT_UNROLL for (int v = 0; v < 4; v += W) {
-                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&b_tile[s][k][warp_col + in * 16 + lane_col + v]);
-                    MT_UNROLL for (int w = 0; w < W; ++w)
-                        b_reg[in][v + w] = p.v[w];
-                }
-            MT_UNROLL for (int im = 0; im < MI; ++im)
-                MT_UNROLL for (int in = 0; in < NI; ++in)
-                    MT_UNROLL for (int i = 0; i < 4; ++i)
-                        MT_UNROLL for (int j = 0; j < 4; ++j)
-                            acc[im][in][i][j] += a_reg[im][i] * b_reg[in][j];
-        }
-        /* Stage s ^ 1 was last read in iteration t - 1, which ended with the
-         * barrier below: it is free to overwrite. */
-        if (more)
-            store_tile(s ^ 1);
-        /* Stage s ^ 1 is complete before anyone reads it, and everyone has
-         * finished reading stage s before iteration t + 1 overwrites it. */
-        __syncthreads();
-    }
+    warptile_main_loop<T, C>(a_tile, b_tile, k_tiles, at, load_tile, store_tile, acc);
 
     /* Each output is written by exactly one thread; where it goes is the
      * Problem's index map (out_row + out_col). */
     MT_UNROLL for (int im = 0; im < MI; ++im)
         MT_UNROLL for (int i = 0; i < 4; ++i) {
-            const int m = m0 + warp_row + im * 32 + lane_row + i;
+            const int m = m0 + at.warp_row + im * 32 + at.lane_row + i;
             if (m >= M)
                 continue;
             const int64_t row_at = prob.out_row(g, m, split);
             const T bias = prob.row_bias(g, m);
             MT_UNROLL for (int in = 0; in < NI; ++in)
                 MT_UNROLL for (int j = 0; j < 4; ++j) {
-                    const int n = n0 + warp_col + in * 16 + lane_col + j;
+                    const int n = n0 + at.warp_col + in * 16 + at.lane_col + j;
                     if (n < N)
                         prob.out[row_at + prob.out_col(g, n)] = acc[im][in][i][j] + bias;
                 }
@@ -257,25 +237,111 @@ __global__ void conv_igemm_sum_splits(T *out, const T *partial, int64_t count, i
     }
 }
 
+/* ---- the tile configurations (what the autotuner chooses among) -----------
+ * warptile's (src/matmul_warptile.cu) that suit a convolution's products:
+ * M is C_out / groups (or C / groups), often 64 or less, and N the pixels,
+ * many; minitensor/ops/autotune.py times each on the first convolution of a
+ * shape and keeps the fastest per product (forward, input gradient, weight
+ * gradient). The library's own choice (config -1, igemm_default_config)
+ * follows what the autotuner picked on an H100 for the dense layers of
+ * bench/conv.py. */
+using Igemm0 = WarptileConfig<128, 128, 16, 64, 32, 1>; /* warptile's config 1: 8 x 8 a thread */
+using Igemm1 = WarptileConfig<64, 128, 16, 32, 64, 3>;  /* its config 4: 4 x 16, for <= 64 rows */
+using Igemm2 = WarptileConfig<128, 64, 16, 64, 32, 3>;  /* its config 2: 128 threads, 8 x 8 */
+using Igemm3 = WarptileConfig<64, 64, 16, 32, 32, 4>;   /* its config 3: many blocks for small products */
+using Igemm4 = WarptileConfig<128, 128, 8, 64, 32, 2>;  /* its config 5: shorter K-tile, 2 blocks an SM */
+using Igemm5 = WarptileConfig<32, 128, 16, 32, 32, 4>;  /* 32 rows: groups of <= 32 output channels */
+
+static const char *const kIgemmConfigNames[] = {
+    "128x128x16 warp 64x32 (256 threads, 1 block/SM)",
+    "64x128x16 warp 32x64 (128 threads)",
+    "128x64x16 warp 64x32 (128 threads)",
+    "64x64x16 warp 32x32 (128 threads)",
+    "128x128x8 warp 64x32 (256 threads, 2 blocks/SM)",
+    "32x128x16 warp 32x32 (128 threads)",
+};
+constexpr int kIgemmConfigs = (int)(sizeof(kIgemmConfigNames) / sizeof(kIgemmConfigNames[0]));
+
+int mt_conv2d_igemm_config_count(void)
+{
+    return kIgemmConfigs;
+}
+
+const char *mt_conv2d_igemm_config_name(int config)
+{
+    return config >= 0 && config < kIgemmConfigs ? kIgemmConfigNames[config] : nullptr;
+}
+
+/* Without a tuned choice: 64 x 64 for at most 64 rows a group (the
+ * autotuner's pick on an H100 for every such product of bench/conv.py);
+ * above, 128 x 64 where that still gives every SM two blocks, or where K is
+ * split over blocks (the weight gradient, whose splits fill the GPU), else
+ * 64 x 64 again (a 256-channel 14 x 14 layer has too few pixels for taller
+ * tiles). */
+static int igemm_default_config(int64_t M, int64_t N, int64_t groups, bool split_k)
+{
+    if (M <= Igemm3::BM)
+        return 3;
+    const int64_t tiles = (M + Igemm2::BM - 1) / Igemm2::BM * ((N + Igemm2::BN - 1) / Igemm2::BN) * groups;
+    return split_k || tiles >= 2 * (int64_t)mt_sm_count() ? 2 : 3;
+}
+
+/* Calls launch(C{}) with config's tile (-1: the library's choice for the
+ * M x N product of each of `groups`, K split over blocks or not). */
+template <typename Launch>
+static mt_status with_igemm_config(int config, int64_t M, int64_t N, int64_t groups, bool split_k, Launch launch)
+{
+    switch (config < 0 ? igemm_default_config(M, N, groups, split_k) : config) {
+    case 0:
+        return launch(Igemm0{});
+    case 1:
+        return launch(Igemm1{});
+    case 2:
+        return launch(Igemm2{});
+    case 3:
+        return launch(Igemm3{});
+    case 4:
+        return launch(Igemm4{});
+    case 5:
+        return launch(Igemm5{});
+    default:
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", "implicit-GEMM config %d has no kernel", config);
+    }
+}
+
 /* One group's M x N product with K split into `splits` pieces of
  * k_per_split, on the tile C. */
 template <typename T, typename C, typename P>
-static mt_status launch_igemm_tile(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
+static mt_status launch_igemm_tile(const P &prob, int64_t M, int64_t N, int splits, int k_per_split, bool a_vec)
 {
+    if ((M + C::BM - 1) / C::BM > 65535) /* conv_dims checked this for 64-row tiles, not for narrower ones */
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm",
+                       "%lld rows a group need more than 65535 row tiles of %d: take a config with taller tiles",
+                       (long long)M, C::BM);
     const dim3 grid((unsigned int)((N + C::BN - 1) / C::BN), (unsigned int)((M + C::BM - 1) / C::BM),
                     (unsigned int)(prob.d.groups * splits));
-    conv_igemm<T, C, P><<<grid, C::kThreads, 0, mt_stream()>>>(prob, k_per_split);
+    conv_igemm<T, C, P><<<grid, C::kThreads, 0, mt_stream()>>>(prob, k_per_split, a_vec);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
 
-/* The narrow tile when a group's product has at most 64 rows. */
+/* The whole product (K in one piece) on config's tile. */
 template <typename T, typename P>
-static mt_status launch_igemm(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
+static mt_status launch_igemm(const P &prob, int64_t M, int64_t N, int64_t K, int config, bool a_vec)
 {
-    if (M <= IgemmNarrow::BM)
-        return launch_igemm_tile<T, IgemmNarrow>(prob, M, N, splits, k_per_split);
-    return launch_igemm_tile<T, IgemmWide>(prob, M, N, splits, k_per_split);
+    return with_igemm_config(config, M, N, prob.d.groups, false, [&](auto tile) {
+        return launch_igemm_tile<T, decltype(tile)>(prob, M, N, 1, (int)(K > 0 ? K : 1), a_vec);
+    });
+}
+
+/* An unknown config is refused before anything runs. */
+static mt_status check_igemm_config(const char *func, int config)
+{
+    if (config < -1 || config >= kIgemmConfigs)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "unknown implicit-GEMM config %d (valid: -1 for the library's choice, or 0..%d)", config,
+                       kIgemmConfigs - 1);
+    return MT_OK;
 }
 
 /* ---- the entry points: checks, then the launches --------------------------- */
@@ -373,9 +439,10 @@ static bool same_shape4(const mt_tensor &t, int64_t a, int64_t b, int64_t c, int
 }
 
 mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
-                          int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups)
+                          int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups, int config)
 {
     const char *func = "mt_conv2d_igemm";
+    MT_TRY(check_igemm_config(func, config));
     const mt_tensor *inputs[] = {&in, &weight, &bias};
     const char *const names[] = {"in", "weight", "bias"};
     const int ranks[] = {4, 4, 1};
@@ -392,20 +459,27 @@ mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tens
     if (tensor_numel(out) == 0)
         return MT_OK; /* an empty batch or no output channel */
     const int64_t M = d.c_out_group, N = (int64_t)d.n * d.ohw, K = (int64_t)d.c_group * d.taps;
+    /* The weight's rows (K elements each) take 16-byte loads when every row
+     * starts 16-byte aligned. */
+    const size_t item = dtype_size(weight.dtype);
+    const bool a_vec = (uintptr_t)weight.data % 16 == 0 && weight.offset * (int64_t)item % 16 == 0 &&
+                       K % (int64_t)(16 / item) == 0;
     if (in.dtype == MT_FLOAT32) {
         const ForwardProblem<float> prob{first<float>(in), first<float>(weight),
                                          has_bias ? first<float>(bias) : nullptr, first_out<float>(out), d};
-        return launch_igemm<float>(prob, M, N, 1, (int)K);
+        return launch_igemm<float>(prob, M, N, K, config, a_vec);
     }
     const ForwardProblem<double> prob{first<double>(in), first<double>(weight),
                                       has_bias ? first<double>(bias) : nullptr, first_out<double>(out), d};
-    return launch_igemm<double>(prob, M, N, 1, (int)K);
+    return launch_igemm<double>(prob, M, N, K, config, a_vec);
 }
 
 mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, int stride_h,
-                                     int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups)
+                                     int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups,
+                                     int config)
 {
     const char *func = "mt_conv2d_igemm_input_grad";
+    MT_TRY(check_igemm_config(func, config));
     const mt_tensor *inputs[] = {&grad_out, &weight};
     const char *const names[] = {"grad_out", "weight"};
     const int ranks[] = {4, 4};
@@ -421,20 +495,20 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
     const int64_t M = d.c_group, N = (int64_t)d.n * d.hw, K = (int64_t)d.c_out_group * d.taps;
     if (grad_in.dtype == MT_FLOAT32) {
         const InputGradProblem<float> prob{first<float>(grad_out), first<float>(weight), first_out<float>(grad_in), d};
-        return launch_igemm<float>(prob, M, N, 1, (int)K);
+        return launch_igemm<float>(prob, M, N, K, config, false);
     }
     const InputGradProblem<double> prob{first<double>(grad_out), first<double>(weight), first_out<double>(grad_in),
                                         d};
-    return launch_igemm<double>(prob, M, N, 1, (int)K);
+    return launch_igemm<double>(prob, M, N, K, config, false);
 }
 
-/* How many pieces to split the weight gradient's K (the output pixels) into:
- * enough blocks for two per SM, each piece at least 8 K-tiles (fewer would
- * spend more time writing partial products than summing), and a
- * multiple of the K-tile each. */
-static void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t K, int *splits, int *k_per_split)
+/* How many pieces to split the weight gradient's K (the output pixels) into,
+ * for bm x bn tiles and K-tiles of bk: enough blocks for two per SM, each
+ * piece at least 8 K-tiles (fewer would spend more time writing partial
+ * products than summing), and a multiple of the K-tile each. */
+static void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64_t bk,
+                               int *splits, int *k_per_split)
 {
-    const int64_t bm = M <= IgemmNarrow::BM ? IgemmNarrow::BM : IgemmWide::BM, bn = IgemmWide::BN, bk = 16;
     const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * d.groups;
     const int64_t k_tiles = (K + bk - 1) / bk;
     int64_t s = (2 * (int64_t)mt_sm_count() + tiles - 1) / tiles;
@@ -447,32 +521,40 @@ static void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t 
     *splits = (int)(K > 0 ? (K + *k_per_split - 1) / *k_per_split : 1);
 }
 
+/* Split-K: each split's partial product (C_out x C / groups KH KW, every
+ * group) goes to its own slice of a scratch buffer, and a second kernel
+ * adds the slices in split order: deterministic, no atomics. */
 template <typename T>
 static mt_status weight_grad_typed(const mt_tensor &grad_weight, const mt_tensor &grad_out, const mt_tensor &in,
-                                   const ConvDims &d)
+                                   const ConvDims &d, int config)
 {
     const int64_t M = d.c_out_group, N = (int64_t)d.c_group * d.taps, K = (int64_t)d.n * d.ohw;
-    int splits = 1, k_per_split = 1;
-    weight_grad_splits(d, M, N, K, &splits, &k_per_split);
-    WeightGradProblem<T> prob{first<T>(grad_out), first<T>(in), first_out<T>(grad_weight), d};
-    if (splits == 1)
-        return launch_igemm<T>(prob, M, N, 1, (int)(K > 0 ? K : 1));
-    const int64_t count = tensor_numel(grad_weight);
-    DeviceScratch partials;
-    CUDA_CHECK(partials.allocate((size_t)(count * splits) * sizeof(T)));
-    prob.out = partials.as<T>();
-    MT_TRY(launch_igemm<T>(prob, M, N, splits, k_per_split));
-    conv_igemm_sum_splits<T><<<grid_size(count, kBlockSize), kBlockSize, 0, mt_stream()>>>(
-        first_out<T>(grad_weight), partials.as<T>(), count, splits);
-    CUDA_CHECK(mt_launch_status());
-    CUDA_CHECK(partials.release());
-    return MT_OK;
+    return with_igemm_config(config, M, N, d.groups, true, [&](auto tile) -> mt_status {
+        using C = decltype(tile);
+        int splits = 1, k_per_split = 1;
+        weight_grad_splits(d, M, N, K, C::BM, C::BN, kWarptileBk<T, C>, &splits, &k_per_split);
+        WeightGradProblem<T> prob{first<T>(grad_out), first<T>(in), first_out<T>(grad_weight), d};
+        if (splits == 1)
+            return launch_igemm_tile<T, C>(prob, M, N, 1, (int)(K > 0 ? K : 1), false);
+        const int64_t count = tensor_numel(grad_weight);
+        DeviceScratch partials;
+        CUDA_CHECK(partials.allocate((size_t)(count * splits) * sizeof(T)));
+        prob.out = partials.as<T>();
+        MT_TRY((launch_igemm_tile<T, C>(prob, M, N, splits, k_per_split, false)));
+        conv_igemm_sum_splits<T><<<grid_size(count, kBlockSize), kBlockSize, 0, mt_stream()>>>(
+            first_out<T>(grad_weight), partials.as<T>(), count, splits);
+        CUDA_CHECK(mt_launch_status());
+        CUDA_CHECK(partials.release());
+        return MT_OK;
+    });
 }
 
 mt_status mt_conv2d_igemm_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
-                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups)
+                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups,
+                                      int config)
 {
     const char *func = "mt_conv2d_igemm_weight_grad";
+    MT_TRY(check_igemm_config(func, config));
     const mt_tensor *inputs[] = {&grad_out, &in};
     const char *const names[] = {"grad_out", "in"};
     const int ranks[] = {4, 4};
@@ -486,6 +568,6 @@ mt_status mt_conv2d_igemm_weight_grad(mt_tensor grad_weight, mt_tensor grad_out,
     if (tensor_numel(grad_weight) == 0)
         return MT_OK;
     if (in.dtype == MT_FLOAT32)
-        return weight_grad_typed<float>(grad_weight, grad_out, in, d);
-    return weight_grad_typed<double>(grad_weight, grad_out, in, d);
+        return weight_grad_typed<float>(grad_weight, grad_out, in, d, config);
+    return weight_grad_typed<double>(grad_weight, grad_out, in, d, config);
 }

@@ -62,16 +62,30 @@ struct ConvDims {
 /* ---- the three products ----------------------------------------------------
  * A Problem describes one group's product for the kernel:
  *   M, N, K             the product's sizes;
- *   Row row(g, m)       where row m of A starts; T a(row, k) its element k;
- *   Col col(g, n)       what is known of column n of B before k (worked out
- *                       once per thread when kBAlongK is false: each thread
- *                       then loads one column in every K-tile); T b(col, k);
- *   kBAlongK            whether consecutive threads load consecutive k of B
- *                       (true where consecutive k are consecutive pixels);
+ *   Row row(g, m)       where row m of A starts;
+ *   AK a_k(k)           what element k of a row depends on, the same for
+ *                       every row: worked out once per K-tile by a thread,
+ *                       which loads the same k of several rows;
+ *                       T a(row, ak) the element;
+ *   Col col(g, n)       what is known of column n of B before k;
+ *   kBAlongK false:     each thread loads one column in every K-tile: col
+ *                       is worked out once per thread, and T b(col, k)
+ *                       gathers element k of it;
+ *   kBAlongK true:      consecutive threads load consecutive k (where
+ *                       consecutive k are consecutive pixels), each thread
+ *                       the same k of several columns: BK b_k(k) is worked
+ *                       out once per K-tile, the columns once per block
+ *                       (a table in shared memory), and T b(col, bk)
+ *                       gathers the element;
+ *   kARowMajor          whether row m of A is the K elements from a_rows(g)
+ *                       + m * K (the forward's weight): then A may be
+ *                       loaded in 16-byte Packs;
  *   out_row(g, m, s), out_col(g, n)  where element (m, n) goes: at
  *                       out + out_row + out_col (s: the split of K);
  *   row_bias(g, m)      added to every element of row m.
- * a() and b() are called only with m < M, n < N and k < K. */
+ * a() and b() are called only with m < M, n < N and k < K. Every division
+ * by a size is a FastDiv; the point of AK, BK and Col is that few of them
+ * run per element. */
 
 /* Forward: out[co, p] = sum over k = (c, i, j) of weight[co, k] * in-patch[k, p]. */
 template <typename T>
@@ -81,7 +95,9 @@ struct ForwardProblem {
     ConvDims d;
 
     struct Row { const T *w; };
+    using AK = int; /* k itself: the weight's rows are contiguous along k */
     struct Col { const T *x; int iy0, ix0; };
+    static constexpr bool kARowMajor = true;
     static constexpr bool kBAlongK = false;
 
     MT_DEVICE int M() const { return d.c_out_group; }
@@ -92,7 +108,9 @@ struct ForwardProblem {
     {
         return Row{weight + (int64_t)(g * d.c_out_group + m) * K()};
     }
-    MT_DEVICE T a(const Row &r, int k) const { return r.w[k]; }
+    MT_DEVICE AK a_k(int k) const { return k; }
+    MT_DEVICE T a(const Row &r, AK k) const { return r.w[k]; }
+    MT_DEVICE const T *a_rows(int g) const { return weight + (int64_t)g * d.c_out_group * K(); }
 
     /* Column p = (image, oy, ox): the image's first channel of group g and
      * the corner of the window, negative inside the padding. */
@@ -129,7 +147,9 @@ struct InputGradProblem {
     ConvDims d;
 
     struct Row { const T *w; };
+    using AK = int64_t; /* k = (co, tap) as an offset from weight[., c, 0, 0]: co * C / groups * taps + tap */
     struct Col { const T *go; int ty, tx; };
+    static constexpr bool kARowMajor = false; /* k = (co, tap) steps co by C / groups * taps */
     static constexpr bool kBAlongK = false;
 
     MT_DEVICE int M() const { return d.c_group; }
@@ -141,11 +161,12 @@ struct InputGradProblem {
     {
         return Row{weight + ((int64_t)g * d.c_out_group * d.c_group + c) * d.taps};
     }
-    MT_DEVICE T a(const Row &r, int k) const
+    MT_DEVICE AK a_k(int k) const
     {
         const int co = fdiv(k, d.taps_div);
-        return r.w[(int64_t)co * d.c_group * d.taps + (k - co * d.taps)];
+        return (int64_t)co * d.c_group * d.taps + (k - co * d.taps);
     }
+    MT_DEVICE T a(const Row &r, AK at) const { return r.w[at]; }
 
     /* Column p' = (image, y, x), moved into the padded frame. */
     MT_DEVICE Col col(int g, int p) const
@@ -188,7 +209,10 @@ struct WeightGradProblem {
     ConvDims d;
 
     struct Row { const T *go; };
+    using AK = int64_t; /* pixel p = (n, oy, ox) as an offset into grad_out[n, co, ...]: n C_out OH OW + oy OW + ox */
     struct Col { const T *x; int di, dj; };
+    struct BK { int64_t image; int y0, x0; }; /* pixel p: image n's offset in the input, oy sh, ox sw */
+    static constexpr bool kARowMajor = false; /* k = the pixels, contiguous only inside one image */
     static constexpr bool kBAlongK = true; /* K is the output pixels: consecutive k, consecutive addresses */
 
     MT_DEVICE int M() const { return d.c_out_group; }
@@ -199,11 +223,12 @@ struct WeightGradProblem {
     {
         return Row{grad_out + (int64_t)(g * d.c_out_group + m) * d.ohw};
     }
-    MT_DEVICE T a(const Row &r, int p) const
+    MT_DEVICE AK a_k(int p) const
     {
         const int img = fdiv(p, d.ohw_div);
-        return r.go[(int64_t)img * d.c_out * d.ohw + (p - img * d.ohw)];
+        return (int64_t)img * d.c_out * d.ohw + (p - img * d.ohw);
     }
+    MT_DEVICE T a(const Row &r, AK at) const { return r.go[at]; }
 
     /* Column q = (c, i, j): the channel's plane and the tap's offset from a window's corner. */
     MT_DEVICE Col col(int g, int q) const
@@ -212,13 +237,17 @@ struct WeightGradProblem {
         const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
         return Col{in + (int64_t)(g * d.c_group + c) * d.hw, i * d.dh - d.ph, j * d.dw - d.pw};
     }
-    MT_DEVICE T b(const Col &cl, int p) const
+    MT_DEVICE BK b_k(int p) const
     {
         const int img = fdiv(p, d.ohw_div), pix = p - img * d.ohw;
         const int oy = fdiv(pix, d.ow_div), ox = pix - oy * d.ow;
-        const int y = oy * d.sh + cl.di, x = ox * d.sw + cl.dj;
+        return BK{(int64_t)img * d.c * d.hw, oy * d.sh, ox * d.sw};
+    }
+    MT_DEVICE T b(const Col &cl, const BK &at) const
+    {
+        const int y = at.y0 + cl.di, x = at.x0 + cl.dj;
         const bool inside = y >= 0 && y < d.h && x >= 0 && x < d.w;
-        return inside ? cl.x[(int64_t)img * d.c * d.hw + y * d.w + x] : T(0); /* zero padding */
+        return inside ? cl.x[at.image + y * d.w + x] : T(0); /* zero padding */
     }
 
     MT_DEVICE int64_t out_row(int g, int m, int split) const

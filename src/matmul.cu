@@ -164,27 +164,20 @@ static mt_status launch_matmul(int algo, int config, const mt_tensor &out, const
 
     /* The vectorised rungs: make the operands readable with 16-byte loads. */
     const bool transposed_ok = (algo == MT_MATMUL_WARPTILE || algo == MT_MATMUL_PIPELINED) && float32;
-    mt_tensor a_view, b_view;
-    DeviceScratch a_copy, b_copy;
-    MT_TRY(prepare_operand(a, transposed_ok, &a_view, &a_copy));
-    MT_TRY(prepare_operand(b, transposed_ok, &b_view, &b_copy));
-    const int64_t M = out.shape[out.ndim - 2];
-    const int64_t N = out.shape[out.ndim - 1];
-    const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-    if (algo == MT_MATMUL_VECTORIZED) {
-        MT_TRY(launch_vectorized<T>(out, a_view, b_view));
-    } else if (algo == MT_MATMUL_WARPTILE) {
-        if (config < 0)
-            config = warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T));
-        MT_TRY(launch_warptile<T>(out, a_view, b_view, config));
-    } else {
+    return with_prepared_operands(a, b, transposed_ok, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+        const int64_t M = out.shape[out.ndim - 2];
+        const int64_t N = out.shape[out.ndim - 1];
+        const int64_t batches = shape_numel(out.shape, out.ndim - 2);
+        if (algo == MT_MATMUL_VECTORIZED)
+            return launch_vectorized<T>(out, a_view, b_view);
+        if (algo == MT_MATMUL_WARPTILE)
+            return launch_warptile<T>(out, a_view, b_view,
+                                      config < 0 ? warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T))
+                                                 : config);
         const int own = config < 0 ? pipelined_default_config(M, N, batches, mt_sm_count(), sizeof(T))
                                    : config - warptile_config_count();
-        MT_TRY(launch_pipelined<T>(out, a_view, b_view, own));
-    }
-    CUDA_CHECK(a_copy.release());
-    CUDA_CHECK(b_copy.release());
-    return MT_OK;
+        return launch_pipelined<T>(out, a_view, b_view, own);
+    });
 }
 
 int mt_matmul_config_count(void)
@@ -343,14 +336,9 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
     if (rung == MT_TF32_SIMPLE)
         return launch_tf32(out, a, b);
     /* The pipelined rung copies 16 bytes at a time: row-major operands. */
-    mt_tensor a_view, b_view;
-    DeviceScratch a_copy, b_copy;
-    MT_TRY(prepare_operand(a, false, &a_view, &a_copy));
-    MT_TRY(prepare_operand(b, false, &b_view, &b_copy));
-    MT_TRY(launch_tf32_pipelined(out, a_view, b_view));
-    CUDA_CHECK(a_copy.release());
-    CUDA_CHECK(b_copy.release());
-    return MT_OK;
+    return with_prepared_operands(a, b, false, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+        return launch_tf32_pipelined(out, a_view, b_view);
+    });
 }
 
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)

@@ -4,18 +4,21 @@
  * would otherwise run (a matmul, a broadcast add of the bias, an activation,
  * a residual add: four passes over the M x N output where one suffices).
  *
- * There is no new main loop here. The warptile kernel (rung 7,
- * src/matmul_warptile.cu) takes its store as a template parameter; this
- * file launches it with BiasActResidual (src/matmul_epilogue.h) instead of
- * PlainStore, so the same loop ends by adding the bias, applying the
- * activation and adding the residual to each sum while it is still in a
- * register. The extra memory traffic is what the epilogue reads (N bias
+ * There is no new main loop here. The warptile and pipelined kernels
+ * (rungs 7 and 8, src/matmul_warptile.cu, src/matmul_pipelined.cu) take
+ * their store as a template parameter; this file launches them with
+ * BiasActResidual (src/matmul_epilogue.h) instead of PlainStore, so the same
+ * loop ends by adding the bias, applying the activation and adding the
+ * residual to each sum while it is still in a register. The extra memory traffic is what the epilogue reads (N bias
  * values per block row, the residual) and, when asked, the pre-activation
  * it writes for the backward pass.
  *
- * Operands as mt_matmul's warptile: a row-major (any other a is copied
- * first), b row-major or (float32) column-major, such as the transposed
- * weight of F.linear.
+ * Operands as mt_matmul's warptile (with_prepared_operands, shared with
+ * src/matmul.cu): row-major or (float32) column-major, such as the
+ * transposed weight of F.linear; any other is copied first. The tile
+ * configuration is one of mt_matmul's (warptile's, then pipelined's),
+ * chosen by the caller (the autotuner times them for the fused product,
+ * minitensor/ops/autotune.py) or, at -1, warptile_default_config's.
  */
 #include "matmul_epilogue.h"
 #include "matmul_internal.h"
@@ -73,7 +76,7 @@ static mt_status check_epilogue(const char *func, const mt_tensor &out, const mt
 template <typename T>
 static mt_status launch_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
                                  const mt_tensor &bias, const mt_tensor &residual, const mt_tensor &pre, int act,
-                                 int flags)
+                                 int flags, int config)
 {
     BiasActResidual<T> epi;
     epi.bias = bias;
@@ -84,28 +87,37 @@ static mt_status launch_epilogue(const mt_tensor &out, const mt_tensor &a, const
     epi.act = act;
     epi.flags = flags;
 
-    /* a row-major (the epilogue's kernels are not compiled for a
-     * transposed a), b as warptile takes it. */
-    const bool float32 = sizeof(T) == sizeof(float);
-    mt_tensor a_view, b_view;
-    DeviceScratch a_copy, b_copy;
-    MT_TRY(prepare_operand(a, false, &a_view, &a_copy));
-    MT_TRY(prepare_operand(b, float32, &b_view, &b_copy));
-    const int64_t M = out.shape[out.ndim - 2];
-    const int64_t N = out.shape[out.ndim - 1];
-    const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-    const int config = warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T));
-    MT_TRY(launch_warptile_epilogue<T>(out, a_view, b_view, config, epi));
-    CUDA_CHECK(a_copy.release());
-    CUDA_CHECK(b_copy.release());
-    return MT_OK;
+    /* The operands as mt_matmul's warptile takes them (float32 may be a
+     * transposed view, such as F.linear's weight.T). */
+    return with_prepared_operands(a, b, sizeof(T) == sizeof(float), [&](const mt_tensor &a_view,
+                                                                        const mt_tensor &b_view) {
+        const int64_t M = out.shape[out.ndim - 2];
+        const int64_t N = out.shape[out.ndim - 1];
+        const int64_t batches = shape_numel(out.shape, out.ndim - 2);
+        if (config < 0)
+            return launch_warptile_epilogue<T>(out, a_view, b_view,
+                                               warptile_default_config(M, N, batches, mt_sm_count(), sizeof(T)), epi);
+        if (config < warptile_config_count())
+            return launch_warptile_epilogue<T>(out, a_view, b_view, config, epi);
+        return launch_pipelined_epilogue<T>(out, a_view, b_view, config - warptile_config_count(), epi);
+    });
+}
+
+int mt_matmul_epilogue_config_count(void)
+{
+    return mt_matmul_config_count();
 }
 
 mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
-                             mt_tensor pre, int act, int flags)
+                             mt_tensor pre, int act, int flags, int config)
 {
     const char *func = "mt_matmul_epilogue";
     MT_TRY(mt_check_id(func, "epilogue activation", act, MT_EPILOGUE_ACT_COUNT));
+    if (config < -1 || config >= mt_matmul_config_count())
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "unknown epilogue config %d (valid: -1 for the library's choice, or a matmul "
+                       "configuration 0..%d)",
+                       config, mt_matmul_config_count() - 1);
     if (flags & ~(MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE))
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "unknown flags 0x%x (MT_EPILOGUE_BIAS 1, MT_EPILOGUE_RESIDUAL 2, MT_EPILOGUE_PRE 4)", flags);
@@ -120,6 +132,6 @@ mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor 
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (out.dtype == MT_FLOAT32)
-        return launch_epilogue<float>(out, a, b, bias, residual, pre, act, flags);
-    return launch_epilogue<double>(out, a, b, bias, residual, pre, act, flags);
+        return launch_epilogue<float>(out, a, b, bias, residual, pre, act, flags, config);
+    return launch_epilogue<double>(out, a, b, bias, residual, pre, act, flags, config);
 }

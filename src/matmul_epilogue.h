@@ -52,6 +52,21 @@ MT_DEVICE T epilogue_act(int act, T z)
     }
 }
 
+/* epilogue_act as one out-of-line function (a call per value): inlined, its
+ * erf and tanh would be copied into each of the 64 stores of a thread's
+ * outputs (the loops there are unrolled, to keep the sums in registers),
+ * kilobytes of code that every warp fetches once; a call keeps one copy. */
+#if defined(__CUDACC__)
+#define MT_EPILOGUE_OUTLINED __device__ __noinline__
+#else
+#define MT_EPILOGUE_OUTLINED inline
+#endif
+template <typename T>
+MT_EPILOGUE_OUTLINED T epilogue_act_outlined(int act, T z)
+{
+    return epilogue_act(act, z);
+}
+
 /* Where batch z's matrix of x (a tensor of out's shape, any strides: 0 for
  * a broadcast dim) starts. */
 MT_DEVICE int64_t epilogue_batch_start(const mt_tensor &x, int64_t z)
@@ -86,16 +101,23 @@ struct BiasActResidual {
             /* pre and residual have out's shape: residual.rows/cols are out's. */
             if (row >= residual.rows)
                 return;
+            /* Every test is on a value the whole launch shares (which
+             * tensors are there, the activation) or predicates one access
+             * (a column past out, which store_row skips too): no early exit
+             * from the unrolled loop. */
             MT_UNROLL for (int j = 0; j < kCount; ++j) {
-                if (col + j >= residual.cols)
-                    break; /* store_row skips these columns too */
+                const bool inside = col + j < residual.cols;
                 T z = v[j];
-                if (bias != nullptr)
+                if (bias != nullptr && inside)
                     z += bias[(col + j) * bias_stride];
-                if (pre.data != nullptr)
+                if (pre.data != nullptr && inside)
                     pre.at(row, col + j) = z;
-                T y = epilogue_act(act, z);
-                if (residual.data != nullptr)
+                T y = z;
+                if (act == MT_EPILOGUE_RELU)
+                    y = z < T(0) ? T(0) : z; /* relu keeps a NaN, as epilogue_act */
+                else if (act != MT_EPILOGUE_NONE)
+                    y = epilogue_act_outlined(act, z);
+                if (residual.data != nullptr && inside)
                     y += residual.at(row, col + j);
                 v[j] = y;
             }

@@ -100,6 +100,10 @@ mt_status launch_warptile_epilogue(const mt_tensor &out, const mt_tensor &a, con
                                    const Epi &epi);
 template <typename T>
 mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config);
+/* The same with an epilogue (as launch_warptile_epilogue). */
+template <typename T, typename Epi>
+mt_status launch_pipelined_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config,
+                                    const Epi &epi);
 /* The tensor-core rungs (float32 operands, TF32 products): the first takes
  * any strides, the pipelined one row-major operands that gemm_operand_ok
  * accepts (without transposed views). */
@@ -112,6 +116,23 @@ mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const 
  * the vectorised kernels (gemm_operand_ok), copied into scratch if need be. */
 mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tensor *view, DeviceScratch *scratch);
+
+/* launch(a_view, b_view) on a and b made readable by the vectorised
+ * kernels (prepare_operand; transposed_ok for both), the copies, if any,
+ * freed after it (stream-ordered): what every entry point of a vectorised
+ * rung does around its launch (mt_matmul, the TF32 rungs, the epilogue). */
+template <typename Launch>
+mt_status with_prepared_operands(const mt_tensor &a, const mt_tensor &b, bool transposed_ok, Launch launch)
+{
+    mt_tensor a_view, b_view;
+    DeviceScratch a_copy, b_copy;
+    MT_TRY(prepare_operand(a, transposed_ok, &a_view, &a_copy));
+    MT_TRY(prepare_operand(b, transposed_ok, &b_view, &b_copy));
+    MT_TRY(launch(a_view, b_view));
+    CUDA_CHECK(a_copy.release());
+    CUDA_CHECK(b_copy.release());
+    return MT_OK;
+}
 
 /* How many bm x bn tiles an M x N product (times its batches) has. */
 inline int64_t out_tiles(int64_t M, int64_t N, int64_t batches, int64_t bm, int64_t bn)

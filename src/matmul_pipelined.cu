@@ -30,6 +30,7 @@
  * doubles, and a transposing copy moves 8 bytes).
  */
 #include "async_copy.h"
+#include "matmul_epilogue.h"
 #include "matmul_internal.h"
 
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_, int kMinBlocks_>
@@ -60,8 +61,8 @@ constexpr int pipelined_min_blocks()
     return sizeof(T) == sizeof(double) ? 1 : C::kMinBlocks;
 }
 
-template <typename T, typename C, bool kATrans, bool kBTrans>
-__global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) matmul_pipelined(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start)
+template <typename T, typename C, bool kATrans, bool kBTrans, typename Epi>
+__global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) matmul_pipelined(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start, Epi epi)
 {
     constexpr int W = Pack<T>::kWidth;
     constexpr int BM = C::BM;
@@ -200,12 +201,18 @@ __global__ void __launch_bounds__(C::kThreads, (pipelined_min_blocks<T, C>())) m
      * but empty groups. */
     async_wait<0>();
 
+    /* The epilogue, as warptile's (src/matmul_epilogue.h): nothing for
+     * PlainStore, bias, activation and residual for BiasActResidual. */
     const MatrixView<T> Out = matrix_view<T>(out, start.out);
+    const typename Epi::Batch finish = epi.at_batch(batch_start + blockIdx.z);
     MT_UNROLL for (int im = 0; im < MI; ++im)
         MT_UNROLL for (int i = 0; i < 4; ++i) {
             const int64_t row = row0 + warp_row + im * 32 + lane_row + i;
-            MT_UNROLL for (int in = 0; in < NI; ++in)
-                store_row<T, 4>(Out, acc[im][in][i], row, col0 + warp_col + in * 16 + lane_col, vec_out);
+            MT_UNROLL for (int in = 0; in < NI; ++in) {
+                const int64_t col = col0 + warp_col + in * 16 + lane_col;
+                finish.apply(acc[im][in][i], row, col);
+                store_row<T, 4>(Out, acc[im][in][i], row, col, vec_out);
+            }
         }
 }
 
@@ -249,45 +256,56 @@ int pipelined_default_config(int64_t M, int64_t N, int64_t batches, int64_t sm_c
     return 3;
 }
 
-template <typename T, typename C, bool kATrans, bool kBTrans>
-static mt_status launch_pipelined_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+template <typename T, typename C, bool kATrans, bool kBTrans, typename Epi>
+static mt_status launch_pipelined_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
 {
     const int64_t lda = leading_dim(a, kATrans);
     const int64_t ldb = leading_dim(b, kBTrans);
     const bool vec_out = out_vector_ok(out);
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_pipelined<T, C, kATrans, kBTrans><<<grid, C::kThreads, 0, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0, b0);
+        matmul_pipelined<T, C, kATrans, kBTrans, Epi><<<grid, C::kThreads, 0, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0, b0, epi);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
 }
 
-template <typename T, typename C>
-static mt_status launch_pipelined_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+template <typename T, typename C, typename Epi>
+static mt_status launch_pipelined_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
 {
     return with_operand_layouts<T>(a, b, "pipelined", [&](auto at, auto bt) {
-        return launch_pipelined_typed<T, C, decltype(at)::value, decltype(bt)::value>(out, a, b);
+        return launch_pipelined_typed<T, C, decltype(at)::value, decltype(bt)::value>(out, a, b, epi);
     });
 }
 
-template <typename T>
-mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config)
+template <typename T, typename Epi>
+mt_status launch_pipelined_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config,
+                                    const Epi &epi)
 {
     switch (config) {
     case 0:
-        return launch_pipelined_layouts<T, Pipe0>(out, a, b);
+        return launch_pipelined_layouts<T, Pipe0>(out, a, b, epi);
     case 1:
-        return launch_pipelined_layouts<T, Pipe1>(out, a, b);
+        return launch_pipelined_layouts<T, Pipe1>(out, a, b, epi);
     case 2:
-        return launch_pipelined_layouts<T, Pipe2>(out, a, b);
+        return launch_pipelined_layouts<T, Pipe2>(out, a, b, epi);
     case 3:
-        return launch_pipelined_layouts<T, Pipe3>(out, a, b);
+        return launch_pipelined_layouts<T, Pipe3>(out, a, b, epi);
     case 4:
-        return launch_pipelined_layouts<T, Pipe4>(out, a, b);
+        return launch_pipelined_layouts<T, Pipe4>(out, a, b, epi);
     default:
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "pipelined config %d has no kernel", config);
     }
 }
 
+template <typename T>
+mt_status launch_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config)
+{
+    return launch_pipelined_epilogue<T>(out, a, b, config, PlainStore{});
+}
+
 template mt_status launch_pipelined<float>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int);
 template mt_status launch_pipelined<double>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int);
+template mt_status launch_pipelined_epilogue<float>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int,
+                                                    const BiasActResidual<float> &);
+template mt_status launch_pipelined_epilogue<double>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int,
+                                                     const BiasActResidual<double> &);

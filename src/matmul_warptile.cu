@@ -25,21 +25,13 @@
  */
 #include "matmul_epilogue.h"
 #include "matmul_internal.h"
+#include "warptile_loop.h"
 
 /*
- * The block tile BM x BN is split into warp tiles WM x WN. Inside a warp the
- * 32 lanes form an 8 x 4 grid (lane / 4, lane % 4); lane (r, c) computes the
- * 4 x 4 pieces at rows  wm + im * 32 + r * 4 .. + 3  (im < WM / 32) and
- * columns  wn + in * 16 + c * 4 .. + 3  (in < WN / 16). Per k a lane loads
- * WM / 32 + WN / 16 Packs of 4 values from shared memory and does
- * (WM / 32) * (WN / 16) * 16 FMAs with them; the 8 distinct A addresses and 4
- * distinct B addresses a warp reads are contiguous, so each load is served in
- * the minimum number of shared-memory wavefronts, the rest broadcast.
- *
- * Double buffering: two shared-memory stages. While the warps compute on
- * stage s, each thread has already issued the global loads of the next
- * K-tile into registers; after the computation it stores them into stage
- * s ^ 1, and one barrier per K-tile separates the two uses of each stage.
+ * The main loop (src/warptile_loop.h, shared with the implicit-GEMM
+ * convolution): warp tiles, each lane 4 x 4 pieces spread over its warp's
+ * tile, two shared-memory stages with the next K-tile's global loads in
+ * flight. What is this rung's own is how a K-tile reaches the registers:
  *
  * kATrans / kBTrans: the operand is a column-major (transposed) view. Then
  * A's 16-byte loads run along M (and store straight into the transposed
@@ -48,42 +40,13 @@
  * column stride when kATrans; likewise for B), kernel parameters rather
  * than view fields so that they take no registers.
  */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_>
-struct WarptileConfig {
-    static constexpr int BM = BM_;
-    static constexpr int BN = BN_;
-    static constexpr int BK = BK_; /* for float; float64 halves it */
-    static constexpr int WM = WM_;
-    static constexpr int WN = WN_;
-    static constexpr int kMinBlocks = kMinBlocks_;
-    static constexpr int kWarps = (BM / WM) * (BN / WN);
-    static constexpr int kThreads = kWarps * 32;
-    static constexpr int kMIter = WM / 32; /* 4 x 4 pieces per lane along M */
-    static constexpr int kNIter = WN / 16; /* ... and along N */
-    static_assert(BM % WM == 0 && BN % WN == 0, "whole warp tiles");
-    static_assert(WM % 32 == 0 && WN % 16 == 0, "a warp's 8 x 4 lanes cover 32 x 16 per piece");
-};
-
-/* Shared-memory padding of a row, in elements: 4 keeps rows 16-byte aligned
- * and halves the bank conflicts of the transposing stores. */
-constexpr int kWarptilePad = 4;
-
-/* float64 halves BK but keeps the thread tile, whose accumulators alone take
- * 2 registers each: it gets the whole register file (one block per SM
- * guaranteed) rather than spilling. */
-template <typename T, typename C>
-constexpr int warptile_min_blocks()
-{
-    return sizeof(T) == sizeof(double) ? 1 : C::kMinBlocks;
-}
-
 template <typename T, typename C, bool kATrans, bool kBTrans, typename Epi>
 __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) matmul_warptile(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out, int64_t row_tile_start, int64_t batch_start, Epi epi)
 {
     constexpr int W = Pack<T>::kWidth;
     constexpr int BM = C::BM;
     constexpr int BN = C::BN;
-    constexpr int BK = C::BK * 4 / (int)sizeof(T); /* the same 64 bytes of K per row */
+    constexpr int BK = kWarptileBk<T, C>;
     constexpr int kThreads = C::kThreads;
     constexpr int MI = C::kMIter;
     constexpr int NI = C::kNIter;
@@ -104,21 +67,17 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) ma
     const T *b_data = B.data;
 
     const int tid = threadIdx.x;
-    const int warp = tid / 32;
-    const int lane = tid % 32;
     const int64_t row0 = (row_tile_start + blockIdx.y) * BM;
     const int64_t col0 = (int64_t)blockIdx.x * BN;
-    const int warp_row = (warp / (BN / C::WN)) * C::WM; /* the warp tile's corner in the block tile */
-    const int warp_col = (warp % (BN / C::WN)) * C::WN;
-    const int lane_row = (lane / 4) * 4;
-    const int lane_col = (lane % 4) * 4;
+    const WarpPlace at = warp_place<C>();
 
     /* Staging registers for the next K-tile's global loads. */
     Pack<T> a_stage[kAPacks];
     Pack<T> b_stage[kBPacks];
 
-    /* Global -> registers, for the K-tile starting at k0. */
-    auto load_tile = [&](int64_t k0) {
+    /* Global -> registers, for K-tile t. */
+    auto load_tile = [&](int64_t t) {
+        const int64_t k0 = t * BK;
         MT_UNROLL for (int i = 0; i < kAPacks; ++i) {
             const int p = tid + i * kThreads;
             if (kATrans) { /* A(m, k) at k * lda + m: Packs run along m */
@@ -167,52 +126,7 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) ma
     };
 
     T acc[MI][NI][4][4];
-    MT_UNROLL for (int im = 0; im < MI; ++im)
-        MT_UNROLL for (int in = 0; in < NI; ++in)
-            MT_UNROLL for (int i = 0; i < 4; ++i)
-                MT_UNROLL for (int j = 0; j < 4; ++j)
-                    acc[im][in][i][j] = T(0);
-
-    const int64_t k_tiles = (K + BK - 1) / BK;
-    load_tile(0);
-    store_tile(0);
-    __syncthreads();
-    /* The loop count is the same for every thread: all reach each barrier. */
-    for (int64_t t = 0; t < k_tiles; ++t) {
-        const int s = (int)(t & 1);
-        const bool more = t + 1 < k_tiles;
-        if (more)
-            load_tile((t + 1) * BK); /* in flight while we compute */
-        MT_UNROLL for (int k = 0; k < BK; ++k) {
-            T a_reg[MI][4];
-            T b_reg[NI][4];
-            MT_UNROLL for (int im = 0; im < MI; ++im)
-                MT_UNROLL for (int v = 0; v < 4; v += W) {
-                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&a_tile[s][k][warp_row + im * 32 + lane_row + v]);
-                    MT_UNROLL for (int w = 0; w < W; ++w)
-                        a_reg[im][v + w] = p.v[w];
-                }
-            MT_UNROLL for (int in = 0; in < NI; ++in)
-                MT_UNROLL for (int v = 0; v < 4; v += W) {
-                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(&b_tile[s][k][warp_col + in * 16 + lane_col + v]);
-                    MT_UNROLL for (int w = 0; w < W; ++w)
-                        b_reg[in][v + w] = p.v[w];
-                }
-            MT_UNROLL for (int im = 0; im < MI; ++im)
-                MT_UNROLL for (int in = 0; in < NI; ++in)
-                    MT_UNROLL for (int i = 0; i < 4; ++i)
-                        MT_UNROLL for (int j = 0; j < 4; ++j)
-                            acc[im][in][i][j] += a_reg[im][i] * b_reg[in][j];
-        }
-        /* Stage s ^ 1 was last read in iteration t - 1, which ended with the
-         * barrier below: it is free to overwrite. */
-        if (more)
-            store_tile(s ^ 1);
-        /* Stage s ^ 1 is complete before anyone reads it (next iteration),
-         * and everyone has finished reading stage s before iteration t + 1
-         * overwrites it. */
-        __syncthreads();
-    }
+    warptile_main_loop<T, C>(a_tile, b_tile, (K + BK - 1) / BK, at, load_tile, store_tile, acc);
 
     /* The epilogue: each run of 4 sums, still in registers, is finished
      * (bias, activation, residual: nothing for PlainStore) and stored. */
@@ -220,9 +134,9 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>())) ma
     const typename Epi::Batch finish = epi.at_batch(batch_start + blockIdx.z);
     MT_UNROLL for (int im = 0; im < MI; ++im)
         MT_UNROLL for (int i = 0; i < 4; ++i) {
-            const int64_t row = row0 + warp_row + im * 32 + lane_row + i;
+            const int64_t row = row0 + at.warp_row + im * 32 + at.lane_row + i;
             MT_UNROLL for (int in = 0; in < NI; ++in) {
-                const int64_t col = col0 + warp_col + in * 16 + lane_col;
+                const int64_t col = col0 + at.warp_col + in * 16 + at.lane_col;
                 finish.apply(acc[im][in][i], row, col);
                 store_row<T, 4>(Out, acc[im][in][i], row, col, vec_out);
             }

@@ -334,7 +334,8 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 #define MT_TF32_SIMPLE 0
 #define MT_TF32_PIPELINED 1
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
-/* out = act(a @ b + bias) + residual in one kernel: the warptile rung with
+/* out = act(a @ b + bias) + residual in one kernel: the warptile (or
+ * pipelined) rung with
  * the bias, the activation (an mt_epilogue_act) and the residual applied as
  * each output is stored (src/matmul_epilogue.cu). a, b and out as
  * mt_matmul; bias (N,), residual (out's shape; it may be out itself) and
@@ -343,10 +344,15 @@ mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)
  * activation, MT_EPILOGUE_PRE writes z = a @ b + bias (before the
  * activation) to pre, what the activation's gradient needs; an absent one
  * is not read or written. Under either kernel policy (Python keeps the
- * unfused chain under teaching). */
+ * unfused chain under teaching). config: -1 (the library's warptile tile
+ * for the shape) or any configuration of mt_matmul_with_config (warptile's
+ * or pipelined's, below mt_matmul_epilogue_config_count(), which is
+ * mt_matmul_config_count()): both rungs take the epilogue, and the
+ * autotuner times them for the fused product as it does for the plain one. */
 enum { MT_EPILOGUE_BIAS = 1, MT_EPILOGUE_RESIDUAL = 2, MT_EPILOGUE_PRE = 4 };
+int mt_matmul_epilogue_config_count(void);
 mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
-                             mt_tensor pre, int act, int flags);
+                             mt_tensor pre, int act, int flags, int config);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
  * for teaching and benchmarks: every algo gives the same result (up to the
  * order of float additions) for every op, dim and layout.
@@ -485,9 +491,16 @@ mt_status mt_conv2d(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bia
  * groups; the same operands and checks as mt_conv2d, no shared-memory limit;
  * pixel and k counts (N OH OW, N H W, C / groups KH KW, C_out / groups KH
  * KW) and the padded sides (H + 2 pad_h, W + 2 pad_w) below 2^31, else
- * MT_ERR_INVALID_ARGUMENT. */
+ * MT_ERR_INVALID_ARGUMENT. config: -1 (the library's tile for the shape)
+ * or one of the rung's tile configurations, 0 ..
+ * mt_conv2d_igemm_config_count() - 1, each named by
+ * mt_conv2d_igemm_config_name (the autotuner, minitensor/ops/autotune.py,
+ * times them per shape); every config gives the same result up to the
+ * order of the sums. Likewise for both gradients. */
+int mt_conv2d_igemm_config_count(void);
+const char *mt_conv2d_igemm_config_name(int config);
 mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
-                          int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+                          int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups, int config);
 /* Its gradients, each another implicit GEMM. grad_in (N, C, H, W) = the
  * gradient of mt_conv2d_igemm's input for grad_out (N, C_out, OH, OW) and
  * weight; grad_weight (C_out, C / groups, KH, KW) = the gradient of the weight
@@ -496,9 +509,11 @@ mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tens
  * order). Contiguous, one float dtype, the output sharing no byte with the
  * others; grad_out's shape must be the forward's output shape. */
 mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, int stride_h,
-                                     int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+                                     int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups,
+                                     int config);
 mt_status mt_conv2d_igemm_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
-                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups,
+                                      int config);
 /* The gradients of a depthwise convolution (groups = C = C_out, weight (C, 1,
  * KH, KW); src/conv_depthwise_backward.cu): grad_in (N, C, H, W), one thread
  * per element gathering its output neighbours; grad_weight (C, 1, KH, KW),

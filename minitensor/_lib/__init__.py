@@ -149,6 +149,7 @@ from .matmul import (  # noqa: F401
     matmul_epilogue,
     matmul_config_count,
     matmul_config_name,
+    matmul_epilogue_config_count,
 )
 from .softmax import (  # noqa: F401
     softmax,
@@ -190,6 +191,8 @@ from .conv import (  # noqa: F401
     conv2d_igemm_weight_grad,
     conv2d_depthwise_input_grad,
     conv2d_depthwise_weight_grad,
+    conv2d_igemm_config_count,
+    conv2d_igemm_config_name,
 )
 from .cross_entropy import (  # noqa: F401
     cross_entropy,

@@ -4,7 +4,7 @@ with its two gradients (src/conv_implicit_gemm.cu) and the depthwise gradients
 
 from __future__ import annotations
 
-from ctypes import c_int
+from ctypes import c_char_p, c_int
 from typing import Any
 
 from .loader import MtTensor, declare, lib, check, _desc
@@ -13,12 +13,14 @@ from .loader import MtTensor, declare, lib, check, _desc
 SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_conv2d": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int, c_int,
                           c_int]),
+    "mt_conv2d_igemm_config_count": (c_int, []),
+    "mt_conv2d_igemm_config_name": (c_char_p, [c_int]),
     "mt_conv2d_igemm": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
-                                c_int, c_int]),
+                                c_int, c_int, c_int]),
     "mt_conv2d_igemm_input_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
-                                           c_int]),
+                                           c_int, c_int]),
     "mt_conv2d_igemm_weight_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
-                                            c_int]),
+                                            c_int, c_int]),
     "mt_conv2d_depthwise_input_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int,
                                                c_int]),
     "mt_conv2d_depthwise_weight_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int,
@@ -42,30 +44,49 @@ def _conv_args(stride: tuple[int, int], padding: tuple[int, int], dilation: tupl
     return (*(int(v) for v in stride), *(int(v) for v in padding), *(int(v) for v in dilation), int(groups))
 
 
+def conv2d_igemm_config_count() -> int:
+    """How many tile configurations the implicit-GEMM rung has (mt_conv2d_igemm_config_count)."""
+    return int(lib().mt_conv2d_igemm_config_count())
+
+
+def conv2d_igemm_config_name(config: int) -> str:
+    """The name of implicit-GEMM tile configuration `config` (block tile, warp tile, threads)."""
+    raw = lib().mt_conv2d_igemm_config_name(int(config))
+    if raw is None:
+        raise ValueError(f"no implicit-GEMM config {config} (there are {conv2d_igemm_config_count()})")
+    return raw.decode()
+
+
 def conv2d_igemm(out: Any, inp: Any, weight: Any, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
-                 dilation: tuple[int, int], groups: int) -> None:
+                 dilation: tuple[int, int], groups: int, config: int = -1) -> None:
     """out = the convolution of inp by weight (+ bias, which may be None) as an implicit
-    GEMM (mt_conv2d_igemm); the operands as for conv2d."""
+    GEMM (mt_conv2d_igemm); the operands as for conv2d. config: a tile
+    configuration (below conv2d_igemm_config_count()), or -1 for the library's."""
     check(lib().mt_conv2d_igemm(out.descriptor(), inp.descriptor(), weight.descriptor(), _desc(bias),
-                                0 if bias is None else 1, *_conv_args(stride, padding, dilation, groups)),
+                                0 if bias is None else 1, *_conv_args(stride, padding, dilation, groups),
+                                int(config)),
           "mt_conv2d_igemm")
 
 
 def conv2d_igemm_input_grad(grad_in: Any, grad_out: Any, weight: Any, stride: tuple[int, int],
-                            padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> None:
+                            padding: tuple[int, int], dilation: tuple[int, int], groups: int,
+                            config: int = -1) -> None:
     """grad_in (N, C, H, W) = the input's gradient of the convolution for grad_out
-    (N, C_out, OH, OW) and weight (mt_conv2d_igemm_input_grad); contiguous."""
+    (N, C_out, OH, OW) and weight (mt_conv2d_igemm_input_grad); contiguous. config as
+    for conv2d_igemm."""
     check(lib().mt_conv2d_igemm_input_grad(grad_in.descriptor(), grad_out.descriptor(), weight.descriptor(),
-                                           *_conv_args(stride, padding, dilation, groups)),
+                                           *_conv_args(stride, padding, dilation, groups), int(config)),
           "mt_conv2d_igemm_input_grad")
 
 
 def conv2d_igemm_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stride: tuple[int, int],
-                             padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> None:
+                             padding: tuple[int, int], dilation: tuple[int, int], groups: int,
+                             config: int = -1) -> None:
     """grad_weight (C_out, C / groups, KH, KW) = the weight's gradient of the convolution
-    for grad_out (N, C_out, OH, OW) and the input inp (mt_conv2d_igemm_weight_grad); contiguous."""
+    for grad_out (N, C_out, OH, OW) and the input inp (mt_conv2d_igemm_weight_grad); contiguous.
+    config as for conv2d_igemm."""
     check(lib().mt_conv2d_igemm_weight_grad(grad_weight.descriptor(), grad_out.descriptor(), inp.descriptor(),
-                                            *_conv_args(stride, padding, dilation, groups)),
+                                            *_conv_args(stride, padding, dilation, groups), int(config)),
           "mt_conv2d_igemm_weight_grad")
 
 

@@ -15,7 +15,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_matmul_with_config": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int]),
     "mt_matmul_tf32": (c_int, [MtTensor, MtTensor, MtTensor]),
     "mt_matmul_tf32_rung": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
-    "mt_matmul_epilogue": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int]),
+    "mt_matmul_epilogue": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int,
+                                   c_int]),
+    "mt_matmul_epilogue_config_count": (c_int, []),
 }
 declare(SIGNATURES)
 
@@ -67,12 +69,19 @@ EPILOGUE_RESIDUAL = 2
 EPILOGUE_PRE = 4
 
 
+def matmul_epilogue_config_count() -> int:
+    """How many tile configurations the fused epilogue takes: all of matmul's,
+    warptile's and pipelined's (mt_matmul_epilogue_config_count)."""
+    return int(C.mt_matmul_epilogue_config_count())
+
+
 def matmul_epilogue(out: Any, a: Any, b: Any, bias: Any = None, residual: Any = None, pre: Any = None,
-                    act: str = "none") -> None:
+                    act: str = "none", config: int = -1) -> None:
     """out = act(a @ b + bias) + residual in one kernel (mt_matmul_epilogue); pre, if
     given, receives a @ b + bias before the activation. act is a name of
     op_names("epilogue_act"). An absent bias, residual or pre is not read
-    (out's descriptor stands in for it)."""
+    (out's descriptor stands in for it). config: a tile configuration of matmul's
+    (below matmul_epilogue_config_count()), or -1 for the library's choice."""
     flags = ((EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RESIDUAL if residual is not None else 0)
              | (EPILOGUE_PRE if pre is not None else 0))
     out_d = out.descriptor()
@@ -81,6 +90,6 @@ def matmul_epilogue(out: Any, a: Any, b: Any, bias: Any = None, residual: Any = 
                                  out_d if bias is None else bias.descriptor(),
                                  out_d if residual is None else residual.descriptor(),
                                  out_d if pre is None else pre.descriptor(),
-                                 _op_id("epilogue_act", act), flags),
+                                 _op_id("epilogue_act", act), flags, int(config)),
         "mt_matmul_epilogue",
     )

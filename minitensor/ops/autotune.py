@@ -1,4 +1,5 @@
-"""autotune: chooses the matmul tile configuration by measurement, and remembers it.
+"""autotune: chooses the tile configuration of the matmul, of the fused matmul
+epilogue and of the implicit-GEMM convolution by measurement, and remembers it.
 
 The fastest matmul kernels (warptile, src/matmul_warptile.cu, and pipelined,
 src/matmul_pipelined.cu) come in several tile configurations, numbered
@@ -20,6 +21,12 @@ anything.
   (name, compute capability, SM count, memory). A file that cannot be read or
   parsed is ignored with a warning (and replaced at the next save), never an
   error.
+- The fused epilogue (``mt_matmul_epilogue``, ops.linear_fused) runs the same
+  configurations: it is tuned the same way, timing the fused kernel itself,
+  under the key ``"epilogue " + shape class``. The implicit-GEMM convolution
+  (src/conv_implicit_gemm.cu) has configurations of its own, tuned per exact
+  shape for each of its three products (``"conv2d forward ..."``,
+  ``"conv2d input_grad ..."``, ``"conv2d weight_grad ..."``).
 - Under the ``teaching`` kernel policy (``minitensor.kernels.set_policy``) the
   default product is the tiled kernel, which has no configurations: nothing is
   timed, and every product passes -1.
@@ -254,8 +261,8 @@ def _cache() -> dict[str, dict[str, Any]]:
 # ---- choosing ------------------------------------------------------------------------------
 
 
-def _sweep(out: Any, a: Any, b: Any) -> dict[str, Any]:
-    """Times every configuration on these operands; returns the cache entry."""
+def _sweep(count: int, run: Callable[[int], None], name: Callable[[int], str]) -> dict[str, Any]:
+    """Times run(config) for every config below count; returns the cache entry."""
     global _sweeps
     _sweeps += 1
     timer = _timer or _gpu_timer
@@ -263,15 +270,11 @@ def _sweep(out: Any, a: Any, b: Any) -> dict[str, Any]:
         # Bring the GPU out of idle clocks before the first configuration is
         # timed, so that it is not judged at a lower clock than the others.
         for _ in range(3):
-            _lib.matmul(out, a, b, "default", -1)
+            run(-1)
     times: list[Optional[float]] = []
-    for config in range(_lib.matmul_config_count()):
-
-        def run(config: int = config) -> None:
-            _lib.matmul(out, a, b, "default", config)
-
+    for config in range(count):
         try:
-            times.append(float(timer(run, config)))
+            times.append(float(timer(lambda config=config: run(config), config)))
         except _lib.MinitensorError:
             times.append(None)  # a configuration that cannot run here never wins
     timed = [(t, c) for c, t in enumerate(times) if t is not None and math.isfinite(t)]
@@ -280,39 +283,87 @@ def _sweep(out: Any, a: Any, b: Any) -> dict[str, Any]:
     best_time, best = min(timed)
     return {
         "config": best,
-        "name": _lib.matmul_config_name(best),
+        "name": name(best),
         "ms": [None if t is None else round(t * 1e3, 4) for t in times],
     }
+
+
+def _tunable(work: int) -> bool:
+    """Whether a kernel of `work` multiply-adds is tuned at all: the mode allows
+    it, the product is big enough (unless forced), the fast policy, the GPU."""
+    mode = _mode()
+    if mode == "off":
+        return False
+    if mode != "force" and work < MIN_WORK:  # first: a small product asks nothing else
+        return False
+    if _lib.get_kernel_policy() != "fast":
+        # The teaching policy keeps the library's fixed kernels (its default
+        # product is the tiled kernel, which has no configurations at all).
+        return False
+    return mode == "force" or _lib.backend_name() == "cuda"
+
+
+def _choose(key: str, count: int, run: Callable[[int], None], name: Callable[[int], str]) -> int:
+    """The configuration cached for key on this device, or a fresh sweep of
+    run(0) .. run(count - 1), whose winner is cached (and saved)."""
+    device = _device_key()
+    table = _cache().setdefault(device, {})
+    entry = table.get(key)
+    if entry is not None:
+        config = entry.get("config") if isinstance(entry, dict) else None
+        if isinstance(config, int) and not isinstance(config, bool) and -1 <= config < count:
+            return config
+        # A stale or mangled entry (fewer configurations now): tune again.
+    entry = _sweep(count, run, name)
+    table[key] = entry
+    _write_file(device, key, entry)
+    return int(entry["config"])
+
+
+def _product_work(out: Any, a: Any, b: Any) -> int:
+    """M * N * K times the batches of out = a @ b."""
+    work = a.shape[-2] * a.shape[-1] * b.shape[-1]
+    for size in out.shape[:-2]:
+        work *= size
+    return work
 
 
 def matmul_config(out: Any, a: Any, b: Any) -> int:
     """The configuration for out = a @ b (tensors as ops.matmul passes them to
     the engine): a cached choice, a fresh sweep, or -1 (the library's choice)."""
-    mode = _mode()
-    if mode == "off":
+    if not _tunable(_product_work(out, a, b)):
         return -1
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    work = m * n * k
-    for size in out.shape[:-2]:
-        work *= size
-    if mode != "force" and work < MIN_WORK:  # first: a small product asks nothing else
+    return _choose(shape_class(a, b), _lib.matmul_config_count(),
+                   lambda config: _lib.matmul(out, a, b, "default", config), _lib.matmul_config_name)
+
+
+def epilogue_config(out: Any, a: Any, b: Any, run: Callable[[int], None]) -> int:
+    """The configuration for the fused product out = act(a @ b + bias) +
+    residual (ops.linear_fused): tuned as the plain product is, over the same
+    configurations (warptile's and pipelined's: both take the epilogue), but
+    by timing run(config), the fused kernel itself, under a key of its own."""
+    if not _tunable(_product_work(out, a, b)):
         return -1
-    if _lib.get_kernel_policy() != "fast":
-        # The teaching policy's default product is the tiled kernel, which has
-        # no configurations: nothing to tune, and a config would be refused.
+    return _choose("epilogue " + shape_class(a, b), _lib.matmul_epilogue_config_count(), run,
+                   _lib.matmul_config_name)
+
+
+def conv_config(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, ...], dtype: Any,
+                params: tuple[Any, ...], run: Callable[[int], None]) -> int:
+    """The implicit-GEMM tile configuration for one of a convolution's products
+    (product: "forward", "input_grad" or "weight_grad"; ops.conv2d_igemm*), by
+    timing run(config) on the first call of each exact shape: a network has few
+    of them, and a layer runs every step. params: stride, padding, dilation and
+    groups, part of the key."""
+    n, c, h, w = x_shape
+    c_out, c_group, kh, kw = weight_shape
+    stride, padding, dilation, groups = params
+    if min(stride) < 1:  # refused by the kernel, with the message that says why
         return -1
-    if mode != "force" and _lib.backend_name() != "cuda":
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    if oh < 1 or ow < 1 or not _tunable(n * oh * ow * c_out * c_group * kh * kw):
         return -1
-    device = _device_key()
-    key = shape_class(a, b)
-    table = _cache().setdefault(device, {})
-    entry = table.get(key)
-    if entry is not None:
-        config = entry.get("config") if isinstance(entry, dict) else None
-        if isinstance(config, int) and -1 <= config < _lib.matmul_config_count():
-            return config
-        # A stale or mangled entry (fewer configurations now): tune again.
-    entry = _sweep(out, a, b)
-    table[key] = entry
-    _write_file(device, key, entry)
-    return int(entry["config"])
+    key = (f"conv2d {product} {dtype.name} x{n}x{c}x{h}x{w} w{c_out}x{c_group}x{kh}x{kw} "
+           f"s{stride[0]}x{stride[1]} p{padding[0]}x{padding[1]} d{dilation[0]}x{dilation[1]} g{groups}")
+    return _choose(key, _lib.conv2d_igemm_config_count(), run, _lib.conv2d_igemm_config_name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _lib
+from . import autotune
 from .._array import Array, empty
 from .._views import as_strided, index, narrow
 from .._dtype import DType
@@ -74,8 +75,8 @@ def conv2d_tiled(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
 
 def _conv2d_by(kernel: Any, x: Array, weight: Array, bias: Any, stride: tuple[int, int],
                padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Array:
-    """A new (N, C_out, OH, OW) output computed by kernel (_lib.conv2d or
-    _lib.conv2d_igemm) from contiguous copies of x, weight and bias."""
+    """A new (N, C_out, OH, OW) output computed by kernel (_lib.conv2d, or
+    conv2d_igemm's tuned launch) from contiguous copies of x, weight and bias."""
     x, weight = contiguous(x), contiguous(weight)
     bias = None if bias is None else contiguous(bias)
     n, _, h, w = x.shape
@@ -132,8 +133,15 @@ def conv2d_igemm(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
     """The convolution of x (N, C, H, W) by weight (C_out, C / groups, KH, KW), plus
     bias (C_out,) or None, as an implicit GEMM (mt_conv2d_igemm): per group, one
     matrix product of the weights with the input's windows, gathered tile by
-    tile into shared memory and never written to memory."""
-    return _conv2d_by(_lib.conv2d_igemm, x, weight, bias, stride, padding, dilation, groups)
+    tile into shared memory and never written to memory. The tile configuration
+    is the autotuner's (timed on the first call of the shape, then cached)."""
+    def kernel(out: Array, x: Array, weight: Array, bias: Any, *args: Any) -> None:
+        def run(config: int) -> None:
+            _lib.conv2d_igemm(out, x, weight, bias, *args, config)
+
+        run(autotune.conv_config("forward", x.shape, weight.shape, x.dtype, args, run))
+
+    return _conv2d_by(kernel, x, weight, bias, stride, padding, dilation, groups)
 
 
 def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...], stride: tuple[int, int],
@@ -142,7 +150,13 @@ def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, 
     output's gradient grad (N, C_out, OH, OW): another implicit GEMM, of the
     weights with grad's elements that each input pixel fed (no col2im)."""
     out = empty(tuple(input_shape), grad.dtype)
-    _lib.conv2d_igemm_input_grad(out, contiguous(grad), contiguous(weight), stride, padding, dilation, groups)
+    grad, weight = contiguous(grad), contiguous(weight)
+
+    def run(config: int) -> None:
+        _lib.conv2d_igemm_input_grad(out, grad, weight, stride, padding, dilation, groups, config)
+
+    run(autotune.conv_config("input_grad", tuple(input_shape), weight.shape, grad.dtype,
+                             (stride, padding, dilation, groups), run))
     return out
 
 
@@ -152,7 +166,13 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
     KW)) for the output's gradient grad and the input x, summed over the batch: an
     implicit GEMM over the output pixels of grad with x's windows."""
     out = empty(tuple(weight_shape), grad.dtype)
-    _lib.conv2d_igemm_weight_grad(out, contiguous(grad), contiguous(x), stride, padding, dilation, groups)
+    grad, x = contiguous(grad), contiguous(x)
+
+    def run(config: int) -> None:
+        _lib.conv2d_igemm_weight_grad(out, grad, x, stride, padding, dilation, groups, config)
+
+    run(autotune.conv_config("weight_grad", x.shape, tuple(weight_shape), grad.dtype,
+                             (stride, padding, dilation, groups), run))
     return out
 
 

@@ -190,8 +190,15 @@ def linear_fused(x: Array, weight: Array, bias: Any = None, residual: Any = None
         # can be one, else a copy (a broadcast or non-contiguous residual of a
         # flattened product).
         res = reshape(res, target_shape)
-    _lib.matmul_epilogue(target, a, transpose(weight, 0, 1), bias, res,
-                         None if pre is None else view(pre, target_shape), act)
+    b = transpose(weight, 0, 1)
+    pre_target = None if pre is None else view(pre, target_shape)
+
+    def run(config: int) -> None:
+        _lib.matmul_epilogue(target, a, b, bias, res, pre_target, act, config)
+
+    # The tile configuration: the autotuner's, timed on the fused kernel
+    # itself (measured once per device and shape class, then cached).
+    run(autotune.epilogue_config(target, a, b, run))
     return out, pre
 
 

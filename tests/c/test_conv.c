@@ -61,8 +61,10 @@ static tt_expect ref_pixel(const tt_tensor *in, const tt_tensor *weight, const t
     return tt_sum(sum, sumsq, terms);
 }
 
-/* Which entry point conv_case calls: the tiled kernel or the implicit GEMM. */
+/* Which entry point conv_case calls: the tiled kernel or the implicit GEMM,
+ * and the implicit GEMM's tile configuration (-1: the library's choice). */
 static int use_igemm = 0;
+static int igemm_config = -1;
 
 static void conv_case(int dtype, conv_args a)
 {
@@ -85,7 +87,8 @@ static void conv_case(int dtype, conv_args a)
         expect[i] = ref_pixel(&in, &weight, &bias, &a, index[0], index[1], index[2], index[3]);
     }
     const mt_status status =
-        use_igemm ? mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups)
+        use_igemm ? mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups,
+                                    igemm_config)
                   : mt_conv2d(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups);
     if (tt_expect_ok(status, func)) {
         tt_check_output(&out, expect);
@@ -176,7 +179,7 @@ static mt_status input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor wei
     if (use_depthwise)
         return mt_conv2d_depthwise_input_grad(grad_in, grad_out, weight, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw);
     return mt_conv2d_igemm_input_grad(grad_in, grad_out, weight, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
-                                      a->groups);
+                                      a->groups, igemm_config);
 }
 
 static mt_status weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, const conv_args *a)
@@ -184,7 +187,7 @@ static mt_status weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tenso
     if (use_depthwise)
         return mt_conv2d_depthwise_weight_grad(grad_weight, grad_out, in, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw);
     return mt_conv2d_igemm_weight_grad(grad_weight, grad_out, in, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
-                                       a->groups);
+                                       a->groups, igemm_config);
 }
 
 static void grad_case(int dtype, conv_args a)
@@ -287,6 +290,23 @@ int main(void)
             conv_case(dtype, (conv_args){1, 1, 40, 40, 2, 1, 1, 9, 9, 0, 0, 1, 1, 1, 1});  /* a stride no tiled patch holds */
             conv_case(dtype, (conv_args){1, 2, 30, 30, 2, 3, 3, 1, 1, 0, 0, 12, 12, 1, 0}); /* dilation 12 */
             conv_case(dtype, (conv_args){2, 6, 12, 11, 260, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1}); /* 2 row tiles a group, 2 column tiles */
+        }
+        TT_GROUP("conv2d_igemm tile configurations %s", tt_dtype_name(dtype)) {
+            /* Every configuration the autotuner may pick, on cases off each
+             * tile: the weight's 16-byte loads (C / groups KH KW a multiple
+             * of 4: 36, 8 a group) and its element loads (27), rows and
+             * pixels off the tiles, a weight gradient split over blocks. */
+            use_igemm = 1;
+            for (igemm_config = 0; igemm_config < mt_conv2d_igemm_config_count(); ++igemm_config) {
+                tt_case("config %d: %s", igemm_config, mt_conv2d_igemm_config_name(igemm_config));
+                /*          n  c  h   w   co  kh kw sh sw ph pw dh dw g  bias */
+                conv_case(dtype, (conv_args){2, 4, 9, 10, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+                conv_case(dtype, (conv_args){1, 16, 5, 7, 130, 1, 1, 1, 1, 0, 0, 1, 1, 2, 0});
+                conv_case(dtype, (conv_args){1, 3, 11, 9, 5, 3, 3, 2, 1, 1, 0, 1, 1, 1, 1});
+                grad_case(dtype, (conv_args){2, 4, 9, 10, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
+                grad_case(dtype, (conv_args){2, 2, 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
+            }
+            igemm_config = -1;
         }
         TT_GROUP("conv2d_igemm gradients %s", tt_dtype_name(dtype)) {
             /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
@@ -418,42 +438,57 @@ int main(void)
 
         /* The implicit GEMM's three entry points make the same checks. */
         tt_case("mt_conv2d_igemm: int64 operands");
-        tt_expect_error(mt_conv2d_igemm(out_i.t, in_i.t, w_i.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1), MT_ERR_DTYPE,
+        tt_expect_error(mt_conv2d_igemm(out_i.t, in_i.t, w_i.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1, -1), MT_ERR_DTYPE,
                         "mt_conv2d_igemm", &out_i);
         tt_case("mt_conv2d_igemm: a bias of 3 for 2 out channels");
-        tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias3.t, 1, 1, 1, 0, 0, 1, 1, 1), MT_ERR_SHAPE,
+        tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias3.t, 1, 1, 1, 0, 0, 1, 1, 1, -1), MT_ERR_SHAPE,
                         "mt_conv2d_igemm", &out);
         tt_case("mt_conv2d_igemm_input_grad: grad_out 4 x 4 where padding 1 makes the output 6 x 6");
-        if (tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out.t, weight.t, 1, 1, 1, 1, 1, 1, 1), MT_ERR_SHAPE,
+        if (tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out.t, weight.t, 1, 1, 1, 1, 1, 1, 1, -1), MT_ERR_SHAPE,
                             "mt_conv2d_igemm_input_grad", &in) &&
             !strstr(mt_last_error(), "(1, 2, 6, 6)"))
             tt_fail("the message does not name the shape grad_out must have: \"%s\"", mt_last_error());
         tt_case("mt_conv2d_igemm_input_grad: grad_in is grad_out");
-        tt_expect_error(mt_conv2d_igemm_input_grad(out_same.t, out_same.t, weight.t, 1, 1, 1, 1, 1, 1, 1),
+        tt_expect_error(mt_conv2d_igemm_input_grad(out_same.t, out_same.t, weight.t, 1, 1, 1, 1, 1, 1, 1, -1),
                         TT_ANY_ERROR, "mt_conv2d_igemm_input_grad", NULL);
         tt_case("mt_conv2d_igemm_input_grad: groups = 2 with a weight of 2 channels a group");
-        tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out.t, weight.t, 1, 1, 0, 0, 1, 1, 2), MT_ERR_SHAPE,
+        tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out.t, weight.t, 1, 1, 0, 0, 1, 1, 2, -1), MT_ERR_SHAPE,
                         "mt_conv2d_igemm_input_grad", &in);
         tt_case("mt_conv2d_igemm_input_grad: a transposed grad_out");
         mt_tensor out_t = out.t;
         out_t.strides[2] = 1;
         out_t.strides[3] = 4;
-        tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out_t, weight.t, 1, 1, 0, 0, 1, 1, 1),
+        tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out_t, weight.t, 1, 1, 0, 0, 1, 1, 1, -1),
                         MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm_input_grad", &in);
         tt_case("mt_conv2d_igemm_weight_grad: an int64 input");
-        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in_i.t, 1, 1, 0, 0, 1, 1, 1), MT_ERR_DTYPE,
+        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in_i.t, 1, 1, 0, 0, 1, 1, 1, -1), MT_ERR_DTYPE,
                         "mt_conv2d_igemm_weight_grad", &weight);
         tt_case("mt_conv2d_igemm_weight_grad: stride 0");
-        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 0, 1, 0, 0, 1, 1, 1),
+        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 0, 1, 0, 0, 1, 1, 1, -1),
                         MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm_weight_grad", &weight);
         tt_case("mt_conv2d_igemm: padding 2^30, past the kernel's 32-bit indices");
-        if (tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, 0, 1, 1, 1 << 30, 0, 1, 1, 1),
+        if (tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, 0, 1, 1, 1 << 30, 0, 1, 1, 1, -1),
                             MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", &out) &&
             !strstr(mt_last_error(), "2^31"))
             tt_fail("the message does not name the limit: \"%s\"", mt_last_error());
         tt_case("mt_conv2d_igemm_weight_grad: no window fits (dilation 3)");
-        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 1, 1, 0, 0, 3, 3, 1), MT_ERR_SHAPE,
+        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 1, 1, 0, 0, 3, 3, 1, -1), MT_ERR_SHAPE,
                         "mt_conv2d_igemm_weight_grad", &weight);
+        const int configs = mt_conv2d_igemm_config_count();
+        tt_case("mt_conv2d_igemm: config %d, past the last", configs);
+        if (tt_expect_error(mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 1, configs),
+                            MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", &out) &&
+            !strstr(mt_last_error(), "unknown implicit-GEMM config"))
+            tt_fail("the message does not name the config: \"%s\"", mt_last_error());
+        tt_case("mt_conv2d_igemm_input_grad: config -2");
+        tt_expect_error(mt_conv2d_igemm_input_grad(in.t, out.t, weight.t, 1, 1, 0, 0, 1, 1, 1, -2),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm_input_grad", &in);
+        tt_case("mt_conv2d_igemm_weight_grad: config %d, past the last", configs);
+        tt_expect_error(mt_conv2d_igemm_weight_grad(weight.t, out.t, in.t, 1, 1, 0, 0, 1, 1, 1, configs),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm_weight_grad", &weight);
+        tt_case("mt_conv2d_igemm_config_name: no name past the configurations");
+        if (mt_conv2d_igemm_config_name(configs) != NULL || mt_conv2d_igemm_config_name(-1) != NULL)
+            tt_fail("mt_conv2d_igemm_config_name names a config that does not exist");
         /* The depthwise gradients' checks: weight (2, 2, 3, 3) is not depthwise for C = 2. */
         tt_case("mt_conv2d_depthwise_input_grad: a weight of 2 channels a group");
         if (tt_expect_error(mt_conv2d_depthwise_input_grad(in.t, out.t, weight.t, 1, 1, 0, 0, 1, 1), MT_ERR_SHAPE,

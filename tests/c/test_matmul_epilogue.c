@@ -9,7 +9,8 @@
  * transposed ones (b as F.linear's weight.T), bias a strided (N,) view,
  * residual a random layout of out's shape (stride 0 where it broadcasts),
  * or out itself; batched products with a broadcast b; K = 0 gives
- * act(bias) + residual. Then the bad arguments.
+ * act(bias) + residual. Every tile configuration, warptile's and
+ * pipelined's (what the autotuner chooses from), on cases off its tiles. Then the bad arguments.
  *
  *   make check-c T=test_matmul_epilogue FILTER=gelu
  *   MT_TEST_SEED=42 build/tests/emu/test_matmul_epilogue
@@ -17,6 +18,9 @@
 #include "test_util.h"
 
 static const int64_t SIZES[] = {1, 7, 33, 65, 130};
+
+/* The tile configuration epilogue_case passes (-1: the library's choice). */
+static int epilogue_config = -1;
 
 /* act(z) in double, as torch defines it. */
 static double act_ref(int act, double z)
@@ -106,7 +110,8 @@ static void epilogue_case(int dtype, int act, int flags, int64_t batch, int64_t 
         y.mag = fmax(y.mag, fabs(y.ref));
         expect[o] = y;
     }
-    mt_status status = mt_matmul_epilogue(out.t, a.t, b.t, bias.t, residual_is_out ? out.t : res.t, pre.t, act, flags);
+    mt_status status = mt_matmul_epilogue(out.t, a.t, b.t, bias.t, residual_is_out ? out.t : res.t, pre.t, act, flags,
+                                          epilogue_config);
     if (tt_expect_ok(status, "mt_matmul_epilogue")) {
         tt_check_output(&out, expect);
         if (flags & MT_EPILOGUE_PRE)
@@ -146,6 +151,13 @@ int main(void)
                 epilogue_case(dtypes[t], act, MT_EPILOGUE_BIAS | MT_EPILOGUE_PRE, 0, 65, 33, 7, 1, 1); /* in place */
             }
         }
+    TT_GROUP("tile configurations") {
+        for (epilogue_config = 0; epilogue_config < mt_matmul_epilogue_config_count(); ++epilogue_config) {
+            epilogue_case(MT_FLOAT32, MT_EPILOGUE_GELU, 7, 2, 130, 65, 33, 1, 0); /* float32: F.linear's b */
+            epilogue_case(MT_FLOAT64, MT_EPILOGUE_RELU, 7, 0, 65, 130, 33, 0, 0);
+        }
+        epilogue_config = -1;
+    }
     TT_GROUP("empty") {
         epilogue_case(MT_FLOAT32, MT_EPILOGUE_GELU, 7, 0, 0, 7, 7, 0, 0);
         epilogue_case(MT_FLOAT32, MT_EPILOGUE_GELU, 7, 0, 7, 0, 7, 0, 0);
@@ -158,19 +170,25 @@ int main(void)
         tt_tensor bias4 = tt_new(MT_FLOAT32, 1, s4, TT_CONTIGUOUS), bias64 = tt_new(MT_FLOAT64, 1, s3, TT_CONTIGUOUS);
         tt_tensor bias = tt_new(MT_FLOAT32, 1, s3, TT_CONTIGUOUS);
         tt_case("a bias of the wrong length");
-        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias4.t, out.t, pre.t, 0, MT_EPILOGUE_BIAS),
+        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias4.t, out.t, pre.t, 0, MT_EPILOGUE_BIAS, -1),
                         MT_ERR_SHAPE, "mt_matmul_epilogue", &out);
         tt_case("a bias of another dtype");
-        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias64.t, out.t, pre.t, 0, MT_EPILOGUE_BIAS),
+        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias64.t, out.t, pre.t, 0, MT_EPILOGUE_BIAS, -1),
                         MT_ERR_DTYPE, "mt_matmul_epilogue", &out);
         tt_case("pre is out");
-        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, out.t, 0, MT_EPILOGUE_PRE),
+        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, out.t, 0, MT_EPILOGUE_PRE, -1),
                         MT_ERR_INVALID_ARGUMENT, "mt_matmul_epilogue", &out);
         tt_case("an unknown activation");
-        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, pre.t, MT_EPILOGUE_ACT_COUNT, 0),
+        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, pre.t, MT_EPILOGUE_ACT_COUNT, 0, -1),
                         MT_ERR_INVALID_ARGUMENT, "mt_matmul_epilogue", &out);
+        tt_case("an unknown tile configuration");
+        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, pre.t, 0, 0,
+                                           mt_matmul_epilogue_config_count()),
+                        MT_ERR_INVALID_ARGUMENT, "mt_matmul_epilogue", &out);
+        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, pre.t, 0, 0, -2), MT_ERR_INVALID_ARGUMENT,
+                        "mt_matmul_epilogue", &out);
         tt_case("unknown flags");
-        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, pre.t, 0, 8), MT_ERR_INVALID_ARGUMENT,
+        tt_expect_error(mt_matmul_epilogue(out.t, a.t, b.t, bias.t, out.t, pre.t, 0, 8, -1), MT_ERR_INVALID_ARGUMENT,
                         "mt_matmul_epilogue", &out);
         tt_free(&a);
         tt_free(&b);
