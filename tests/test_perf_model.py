@@ -13,6 +13,7 @@ problems.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import replace
@@ -296,3 +297,42 @@ def test_a_model_trained_on_the_measurements_beats_a_random_pick_on_held_out_pro
     assert len(learned) >= 10
     assert np.median(learned) < np.median(random_pick)
     assert np.mean(learned) < np.mean(random_pick)
+
+
+def test_the_autotuner_takes_the_models_pick_without_a_sweep_and_sweeps_where_it_is_unsure(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ops/autotune.py asks the model first: with a model of this device a
+    product near its training shapes runs the predicted configuration and no
+    sweep; a product far from them is swept as before, and that sweep's entry
+    keeps the exact problem for the next training."""
+    from minitensor.ops import autotune
+
+    rng = np.random.default_rng(5)
+    key = _lib.device_key()
+    names = list(mt.kernels.matmul_configs())
+    shapes = [tuple(int(2 ** rng.uniform(5, 9)) for _ in range(3)) for _ in range(40)]
+    cache_file = cache_dir / "autotune.json"
+    cache_file.write_text(json.dumps({"version": 2, "devices": {key: sweep_entries(shapes, rng)}}))
+    assert pm.train_from_autotune_cache(cache_file, key, names) is not None
+    cache_file.unlink()  # the autotuner starts with no choices, only the model
+    monkeypatch.setenv("MINITENSOR_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("MINITENSOR_AUTOTUNE", "force")
+    autotune.reset()
+    try:
+        with mt.kernels.policy("fast"):
+            a, b = mt.randn(60, 50), mt.randn(50, 70)
+            expected = pm.matmul_entry(cache_dir, key, a, b, names)
+            assert expected is not None
+            np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-4, atol=1e-4)
+            assert autotune.stats()["sweeps"] == 0
+            (entry,) = json.loads(cache_file.read_text())["devices"][key].values()
+            assert entry["by"] == "perf_model" and entry["config"] == expected["config"]
+
+            far_a, far_b = mt.randn(3, 2), mt.randn(2, 5)  # far from every trained shape: unsure
+            np.testing.assert_allclose((far_a @ far_b).numpy(), far_a.numpy() @ far_b.numpy(), rtol=1e-4, atol=1e-4)
+            assert autotune.stats()["sweeps"] == 1
+            entries = json.loads(cache_file.read_text())["devices"][key].values()
+            swept = [e for e in entries if "by" not in e]
+            assert len(swept) == 1 and swept[0]["problem"] == dataclasses.asdict(pm.matmul_problem(far_a, far_b))
+    finally:
+        autotune.reset()

@@ -51,6 +51,7 @@ Example (on a GPU)::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .. import _lib
+from . import perf_model
 
 # Products with fewer multiply-adds (M * N * K * batches) are not tuned.
 MIN_WORK = 1 << 24
@@ -303,9 +305,13 @@ def _tunable(work: int) -> bool:
     return mode == "force" or _lib.backend_name() == "cuda"
 
 
-def _choose(key: str, count: int, run: Callable[[int], None], name: Callable[[int], str]) -> int:
-    """The configuration cached for key on this device, or a fresh sweep of
-    run(0) .. run(count - 1), whose winner is cached (and saved)."""
+def _choose(key: str, count: int, run: Callable[[int], None], name: Callable[[int], str],
+            predict: Optional[Callable[[], Optional[dict[str, Any]]]] = None,
+            problem: Optional[Callable[[], dict[str, Any]]] = None) -> int:
+    """The configuration cached for key on this device; else the performance
+    model's pick (predict(), when it has a model of this device and is sure);
+    else a fresh sweep of run(0) .. run(count - 1). The choice is cached (and
+    saved); a sweep's entry keeps the exact problem, for the model to train on."""
     device = _device_key()
     table = _cache().setdefault(device, {})
     entry = table.get(key)
@@ -314,7 +320,11 @@ def _choose(key: str, count: int, run: Callable[[int], None], name: Callable[[in
         if isinstance(config, int) and not isinstance(config, bool) and -1 <= config < count:
             return config
         # A stale or mangled entry (fewer configurations now): tune again.
-    entry = _sweep(count, run, name)
+    entry = predict() if predict is not None else None
+    if entry is None:  # no model of this device, or it is unsure: time them all
+        entry = _sweep(count, run, name)
+        if problem is not None:
+            entry["problem"] = problem()
     table[key] = entry
     _write_file(device, key, entry)
     return int(entry["config"])
@@ -333,8 +343,13 @@ def matmul_config(out: Any, a: Any, b: Any) -> int:
     the engine): a cached choice, a fresh sweep, or -1 (the library's choice)."""
     if not _tunable(_product_work(out, a, b)):
         return -1
-    return _choose(shape_class(a, b), _lib.matmul_config_count(),
-                   lambda config: _lib.matmul(out, a, b, "default", config), _lib.matmul_config_name)
+    count = _lib.matmul_config_count()
+    # Both only on a cache miss: a cached choice costs no more than before.
+    names = lambda: [_lib.matmul_config_name(i) for i in range(count)]  # noqa: E731
+    return _choose(shape_class(a, b), count, lambda config: _lib.matmul(out, a, b, "default", config),
+                   _lib.matmul_config_name,
+                   predict=lambda: perf_model.matmul_entry(cache_path().parent, _device_key(), a, b, names()),
+                   problem=lambda: dataclasses.asdict(perf_model.matmul_problem(a, b)))
 
 
 def epilogue_config(out: Any, a: Any, b: Any, run: Callable[[int], None]) -> int:
