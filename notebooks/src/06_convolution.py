@@ -217,9 +217,10 @@ print("input gradients, largest difference:", float(np.abs(grad_tiled - x.grad.n
 # needs no bounds test. What depends only on a thread's column (its image
 # and window) is worked out once, before the loop over K-tiles.
 #
-# The tile shapes below are read from the kernel's source: a product of at
-# most BM rows of the narrow tile (64 output channels or fewer) takes it,
-# wider ones the wide tile. For a layer of 16 -> 32 channels, 3 x 3, on two
+# The tile shapes below are read from the kernel's source. It has six (the
+# autotuner times them on a GPU and keeps the fastest for each layer); without
+# a tuned choice, a product of at most 64 rows (64 output channels or fewer)
+# takes the 64 x 64 tile (`Igemm3`), as here. For a layer of 16 -> 32 channels, 3 x 3, on two
 # 28 x 28 images: the output matrix and its block tiles (left, one block's
 # warp pieces drawn), and the windows whose columns that block gathers
 # (right: BN consecutive output pixels, each the window of one 3 x 3 patch).
@@ -229,12 +230,13 @@ import re
 
 source = (repo / "src" / "conv_implicit_gemm.cu").read_text()
 configs = {name: tuple(int(v) for v in args.split(","))
-           for name, args in re.findall(r"using (Igemm\w+) = IgemmConfig<([\d, ]+)>;", source)}
+           for name, args in re.findall(r"using (Igemm\w+) = WarptileConfig<([\d, ]+)>;", source)}
 print("tiles in src/conv_implicit_gemm.cu (BM, BN, BK, WM, WN, blocks per SM):", configs)
 
 batch_n, c_in, c_out, k, pad, size = 2, 16, 32, 3, 1, 28
 M, N, K = c_out, batch_n * size * size, c_in * k * k
-BM, BN, BK, WM, WN, _ = configs["IgemmNarrow"] if M <= configs["IgemmNarrow"][0] else configs["IgemmWide"]
+assert M <= 64  # the library's choice for at most 64 rows: igemm_default_config
+BM, BN, BK, WM, WN, _ = configs["Igemm3"]
 grid = (-(-M // BM), -(-N // BN))
 print(f"GEMM M = C_out = {M}, N = N * OH * OW = {N}, K = C * KH * KW = {K}")
 print(f"tile {BM} x {BN}: {grid[0]} x {grid[1]} blocks, each {(BM // WM) * (BN // WN)} warps of a "
