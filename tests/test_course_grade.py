@@ -213,6 +213,28 @@ def test_a_c_program_cut_by_the_item_limit_loses_the_groups_it_did_not_finish(tm
     assert (result.passed, result.failed) == (5, 12)
 
 
+RACE = ("shared-memory race in kernel 'block_reduce', block (0, 0, 0), thread (3, 0, 0) wrote s[0] at "
+        "src/block_reduce.h:70, read by thread (2, 0, 0) at line 70")
+
+
+def test_a_c_program_ends_at_the_first_memory_error_it_reports(tmp_path: Path) -> None:
+    """A program that reports a race, then would go on failing for a minute: the grader kills it at
+    the report (the item scores 0 from there on), and the report quotes the race."""
+    task = load_manifest(ROOT / "course" / "tasks.toml").task("reductions")
+    run = fake_program(tmp_path, "test_racy", 'printf "group\\tok\\t5\\t0\\tfirst\\n"\n'
+                       'echo "FAIL test_racy: sum of 33"\n'
+                       f'echo "  mt_reduce returned MT_ERR_CUDA: unspecified launch failure [emulator: {RACE}]"\n'
+                       "sleep 60\n")
+    run.timeout = 30.0
+    run.cases = {"test_racy": {"first": 5, "second": 9}}
+    result = course_grade.run_c(run, task, course_grade.CTest("test_racy"))
+    assert result.seconds < 10, result.seconds
+    assert result.error.startswith("stopped after") and "first memory error or race" in result.error
+    assert (result.passed, result.failed, result.fraction) == (5, 9, 0.0)
+    assert result.memory_error is not None and RACE in result.memory_error
+    assert RACE[:60] in result.output and "FAIL test_racy: sum of 33" in result.output
+
+
 def test_items_the_budget_does_not_reach_score_0_saying_why(tmp_path: Path) -> None:
     task = load_manifest(ROOT / "course" / "tasks.toml").task("softmax")
     run = fake_program(tmp_path, "test_ok", 'echo "1 passed, 0 failed"\n')
@@ -417,6 +439,22 @@ def test_a_hung_pytest_item_ends_at_its_limit_and_is_not_rerun(tmp_path: Path) -
     (item,) = results["tests"]
     assert item["score"] == pytest.approx(1.0)  # 1 of 3 cases of 3 points
     assert "test_sleeper.py::test_hangs: timed out: the item's 5 s ran out" in item["output"]
+    assert results["execution_time"] < 40
+
+
+def test_a_pytest_item_ends_at_the_first_memory_error_it_reports(tmp_path: Path) -> None:
+    """A hidden test fails with a race; the test after it would hang past the item's 60 s: the
+    selection ends at the race (the item scores 0 from there on), its report quotes it, and the
+    tests not run are named."""
+    middle = (f"def test_races():\n    raise RuntimeError({RACE!r})\n\n\n"
+              "def test_hangs():\n    time.sleep(120)")
+    hidden = hidden_task(tmp_path, "racer", 4, middle)
+    results, _, _ = grade_cli(tmp_path, "--tasks", "racer", "--hidden", str(hidden), "--timeout", "60")
+    (item,) = results["tests"]
+    assert item["score"] == 0, item["output"]
+    assert "the emulator's checks found a memory error or a race" in item["output"] and RACE[:60] in item["output"]
+    assert "stopped at the first memory error or race the emulator reported: 2 test(s) not run" in item["output"]
+    assert "not run: the item stopped at the first memory error or race" in item["output"]
     assert results["execution_time"] < 40
 
 

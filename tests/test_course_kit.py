@@ -523,11 +523,10 @@ def test_a_stubbed_softmax_fails_with_its_own_message(solved: tuple[Path, dict])
 #
 # What these grades change from the defaults of `make grade`, for time (docs/testing.md):
 # the kernels of the planted file are compiled at -O0 (the emulator's checks, which catch
-# these bugs, work the same at any level), and each item is cut at PLANT_TIMEOUT seconds
-# instead of 60: an item of the broken task reports its first memory error or race within
-# a second, then goes on failing case after case until its limit, and scores 0 from that
-# first report on (the test checks that its report quotes it), while the task that keeps
-# full marks needs a few seconds per item.
+# these bugs, work the same at any level). The grader ends an item of the broken task at its
+# first memory error or race, which it reports within seconds and which scores the item 0
+# (the test checks that the report quotes it and that the items end there, none at its
+# time limit), while the task that keeps full marks needs a few seconds per item.
 
 
 class Plant(NamedTuple):
@@ -568,7 +567,6 @@ PLANTS = {
                             "    T *out_data = static_cast<T *>(out_rows.data);\n",
                             "softmax", "ladder_rung", 1.0, "stack"),
 }
-PLANT_TIMEOUT = 20  # seconds per item of a planted bug's grade (above)
 PLANT_MAKE_VARS = {"EMU_OPT": "-O0"}
 
 
@@ -629,7 +627,7 @@ def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_pa
     edits[plant.file] = ""
     (copy / plant.file).write_text(_replace(plant.file, plant.old, plant.new))
     results, seconds, output = _grade(copy, tmp_path / "grade", [plant.task, plant.other], GRADE_BOUND,
-                                      ("--timeout", str(PLANT_TIMEOUT)), tuple(PLANT_MAKE_VARS.items()))
+                                      make_vars=tuple(PLANT_MAKE_VARS.items()))
     scores = _task_scores(results)
     assert set(scores) == {plant.task, plant.other}, output[-3000:]
     score, most, text = scores[plant.task]
@@ -638,6 +636,9 @@ def test_a_planted_bug_costs_its_own_task_only(solved: tuple[Path, dict], tmp_pa
         f"{plant.kept * most} expected)\n{text[-3000:]}")
     # It is the bug that costs the points: the emulator's checks caught it, and the report says so.
     assert "the emulator's checks found a memory error or a race" in text and plant.caught in text, text[-3000:]
+    # ... and its items end there, not at their time limit (course_memory_errors.py).
+    assert "at the first memory error or race the emulator reported" in text, text[-3000:]
+    assert "timed out" not in text, text[-3000:]
     score, most, text = scores[plant.other]
     assert score == most, f"{kind} in {plant.file} costs {plant.other} points: {score} of {most}\n{text[-3000:]}"
     assert seconds <= GRADE_BOUND, f"the grade took {seconds:.0f} s (bound {GRADE_BOUND} s)"

@@ -29,7 +29,10 @@ cases it did not finish as failed, the number taken from course/c_cases.json
 by ``course.py cases``). A pytest selection is read through
 tools/course_pytest_plugin.py's log, which survives a crash: after one, the
 grader names the test that was running and the signal, and reruns the rest of
-the selection without it, while the item's time lasts.
+the selection without it, while the item's time lasts. An item ends at the
+first memory error or race the emulator reports (a line of a C program's
+output, a failed test of a pytest selection: tools/course_memory_errors.py),
+since it scores 0 from there on.
 
 Scoring: each test item of a task is worth an equal share of the task's
 points, and earns the fraction of its cases that passed (skipped cases do not
@@ -51,7 +54,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -62,7 +64,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from course_manifest import CTest, Manifest, ManifestError, PyTest, Task, load_manifest, parse_task
-from course_memory_errors import first_memory_error, memory_error_note
+from course_memory_errors import STOP_ENV, first_memory_error, is_memory_error, memory_error_note
+from course_process import run_process, run_watched, signal_name
 from course_regions import handout_spans, stub_messages
 
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
@@ -147,31 +150,6 @@ class Run:
 
     def program(self, name: str) -> str:
         return f"build/tests/{'emu' if self.backend == 'emulator' else 'cuda'}/{name}"
-
-
-def signal_name(returncode: int) -> str:
-    """'SIGSEGV (segmentation fault)' for a process killed by a signal (returncode -11)."""
-    try:
-        sig = signal.Signals(-returncode)
-        return f"{sig.name} ({signal.strsignal(sig).lower()})"
-    except ValueError:
-        return f"signal {-returncode}"
-
-
-def run_process(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int | None, str, float]:
-    """Runs cmd in a session of its own; (returncode or None on timeout, stdout+stderr, seconds).
-    On timeout the whole process group is killed, so nothing it started outlives it."""
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        code = None
-    return code, out.decode("utf-8", "replace"), time.monotonic() - start
 
 
 def clip(text: str, limit: int = MAX_OUTPUT) -> str:
@@ -281,7 +259,9 @@ def run_c(run: Run, task: Task, test: CTest) -> ItemResult:
     env["MT_TEST_TIMEOUT"] = str(max(1, int(limit)))  # no group outlives the item
     if test.filter:
         env["MT_TEST_FILTER"] = test.filter
-    code, out, result.seconds = run_process([str(run.root / program)], env, run.root, limit)
+    # Stopped at the first memory error or race reported (the item scores 0 from there on).
+    code, out, result.seconds, stopped = run_watched([str(run.root / program)], env, run.root, limit,
+                                                     is_memory_error)
     planned = run.cases.get(result.name)
     counts = SUMMARY.findall(out)
     groups = GROUP_LINE.findall(out)
@@ -299,7 +279,10 @@ def run_c(run: Run, task: Task, test: CTest) -> ItemResult:
         result.passed, result.failed = int(counts[-1][0]), int(counts[-1][1])
     if (code is None or code < 0) and groups and not planned:
         result.failed += 1  # the group that was running when the program ended, its count unknown
-    if code is None:
+    if stopped:
+        result.error = (f"stopped after {result.seconds:.0f} s, at the first memory error or race the emulator "
+                        "reported (the cases after it would not change the item's 0)")
+    elif code is None:
         result.error = (f"timed out after {limit:.0f} s (an endless loop, or a barrier that never opens?)"
                         + ("" if limit >= run.timeout else "; its task's share of the time budget was running out"))
     elif code < 0:
@@ -389,6 +372,7 @@ def run_pytest(run: Run, task: Task, test: PyTest, hidden: bool = False) -> Item
     with tempfile.TemporaryDirectory(prefix="mt-grade-") as tmp:
         log, skip = Path(tmp) / "log.jsonl", Path(tmp) / "done.txt"
         env["MT_GRADE_LOG"], env["MT_GRADE_SKIP"] = str(log), str(skip)
+        env[STOP_ENV] = "1"  # the plugin ends the selection at the first memory error or race
         collected: list[str] | None = None
         outcomes: dict[str, tuple[str, str]] = {}
         for _ in range(PYTEST_RESTARTS + 1):
@@ -417,9 +401,15 @@ def run_pytest(run: Run, task: Task, test: PyTest, hidden: bool = False) -> Item
             if code is None or not remaining or not running or ends - time.monotonic() < 1.0:
                 break  # a timeout ends the item: no rerun
             skip.write_text("\n".join(outcomes) + "\n", encoding="utf-8")
-        for node in collected or []:
-            if node not in outcomes:
-                outcomes[node] = ("failed", "not run: the pytest process ended before it (see the notes)")
+        memory_error = first_memory_error("\n".join(text for o, text in outcomes.values() if o == "failed"))
+        unrun = [node for node in collected or [] if node not in outcomes]
+        if memory_error and unrun:  # the plugin stopped the selection there (STOP_ENV)
+            notes.append(f"stopped at the first memory error or race the emulator reported: {len(unrun)} "
+                         "test(s) not run (they would not change the item's 0)")
+        why = ("the item stopped at the first memory error or race" if memory_error
+               else "the pytest process ended before it (see the notes)")
+        for node in unrun:
+            outcomes[node] = ("failed", f"not run: {why}")
     if hidden:  # node ids of a file outside the repository start with '::'; name the file
         outcomes = {(Path(test.path).name + n if n.startswith("::") else n): v for n, v in outcomes.items()}
         notes = [Path(test.path).name + n if n.startswith("::") else n for n in notes]

@@ -12,7 +12,10 @@ event, flushed as it happens, to the file named by ``MT_GRADE_LOG``:
 so that the grader knows which tests passed before the crash and which one
 was running when it came. ``MT_GRADE_SKIP`` names a file of node ids (one a
 line) to deselect: the grader reruns the rest of a selection after a crash
-without the tests already done.
+without the tests already done. With ``MT_GRADE_STOP_AT_MEMORY_ERROR=1``
+(tools/course_memory_errors.py: STOP_ENV) the session ends after the first
+test whose failure reports a memory error or a race: the item scores 0 from
+that report on, and the tests after it would only spend its time limit.
 
 Loaded with ``-p course_pytest_plugin`` (tools/ on PYTHONPATH); it does
 nothing when ``MT_GRADE_LOG`` is unset.
@@ -24,6 +27,8 @@ import json
 import os
 
 import pytest
+
+from course_memory_errors import STOP_ENV, first_memory_error
 
 MAX_TEXT = 4000  # characters of a failure's report kept per test
 
@@ -40,6 +45,7 @@ class _Log:
 
 
 _log: _Log | None = None
+_session: pytest.Session | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,6 +53,11 @@ def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get("MT_GRADE_LOG")
     if path:
         _log = _Log(path)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _session
+    _session = session
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -84,5 +95,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when != "call" and report.passed:
         return
     outcome = report.outcome  # "passed", "failed" or "skipped" (an expected failure reads as skipped)
-    text = report.longreprtext if report.failed else ""
-    _log.write({"nodeid": report.nodeid, "when": report.when, "outcome": outcome, "text": text[-MAX_TEXT:]})
+    text = report.longreprtext[-MAX_TEXT:] if report.failed else ""
+    _log.write({"nodeid": report.nodeid, "when": report.when, "outcome": outcome, "text": text})
+    # The grader reads the memory error in this same text (course_grade.run_pytest); pytest ends the
+    # session once this test's teardown is done, as -x does.
+    error = first_memory_error(text) if report.failed and os.environ.get(STOP_ENV) == "1" else None
+    if error and _session is not None:
+        _session.shouldfail = f"stopped at the first memory error or race the emulator reported: {error[:200]}"
