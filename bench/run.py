@@ -819,8 +819,18 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, str], out: Path, se
     if limits.is_file():
         parts += [limits.read_text().strip(), ""]
     parts += [USER_KERNELS_NOTE, "", ATTENTION_NOTE, "", CONV_NOTE, "", DEMOS_NOTE, "", MULTI_GPU_NOTE, ""]
+    # The sections other scripts measured (attention, convolution, pooling,
+    # the before/after tables of each round) are written by hand below the
+    # marker; a regenerated report keeps them as they are.
+    old = out.read_text() if out.is_file() else ""
+    if KEEP_MARKER in old:
+        parts += [KEEP_MARKER + old.split(KEEP_MARKER, 1)[1].rstrip(), ""]
     out.write_text("\n".join(parts))
     print(f"wrote {out} and {png}")
+
+
+# Everything after this line of docs/performance.md is kept by write_report.
+KEEP_MARKER = "<!-- Below: sections measured by the other bench/ scripts, kept as they are when bench/run.py rewrites the report. -->"
 
 
 # Measured by bench/user_kernels.py (it needs CuPy beside minitensor); kept
