@@ -18,7 +18,9 @@ the same process:
     igemm   the implicit GEMM of src/conv_implicit_gemm.cu
             (algo="implicit_gemm", what F.conv2d runs on all but depthwise
             layers): warptile's main loop with the windows gathered into
-            shared memory, never written, on the tile configuration the
+            shared memory, never written, or the same products on cp.async
+            stages and larger tiles (src/conv_igemm_pipelined.cu), on the
+            tile configuration the
             autotuner picks per product (timed on the first call, which the
             correctness check below makes, so the timings see the choice;
             --tuned prints each choice with every configuration's time); its backward
@@ -32,8 +34,11 @@ the same process:
 
 Before timing, each rung's output is checked against torch's (a mismatch
 stops the run) and so are its three gradients (a mismatch is printed after
-the table, and the exit status is 1). Times are
-medians of CUDA-event timings after warm-up (milliseconds). Which rung
+the table, and the exit status is 1). Forward + backward is the forward
+followed by backward(g) with g a dense tensor of ones of the output's shape,
+made once: the upstream gradient a network passes down (not .sum()'s
+expanded view, which each backward would first copy into a dense one).
+Times are medians of CUDA-event timings after warm-up (milliseconds). Which rung
 F.conv2d takes for a shape is decided from this table.
 """
 
@@ -126,8 +131,13 @@ def main() -> int:
                 if err > 1e-3 * max(1.0, np.abs(want).max()):  # reported after the table, which is still timed
                     problems.append(f"{name} {algo}: the {what} gradient differs from torch's by {err}")
 
-        def both(fn):
-            return lambda: fn().sum().backward()
+        # The upstream gradient a network passes down: a dense tensor of the
+        # output's shape, made once (not .sum()'s expanded view, which each
+        # backward would first have to copy into a dense one).
+        mt_up, t_up = mt.ones(ref.shape), torch.ones(ref.shape, device="cuda")
+
+        def both(fn, up):
+            return lambda: fn().backward(up)
 
         for pass_name in ("forward", "fwd + bwd"):
             forward = pass_name == "forward"
@@ -135,7 +145,7 @@ def main() -> int:
                     (torch.no_grad() if forward else torch.enable_grad()):
                 fns = [rung(r) for r in timed_rungs] + [theirs]
                 if not forward:
-                    fns = [both(fn) for fn in fns]
+                    fns = [both(fn, mt_up) for fn in fns[:-1]] + [both(fns[-1], t_up)]
                 ms = {r: median_ms(fn, *mt_events) for r, fn in zip(timed_rungs, fns)}
                 ref_ms = median_ms(fns[-1], *t_events)
             g = ms["implicit_gemm"]
