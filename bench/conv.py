@@ -45,6 +45,7 @@ F.conv2d takes for a shape is decided from this table.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import json
 import os
 import sys
@@ -57,6 +58,7 @@ import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
 from event_timing import median_ms  # noqa: E402
+from minitensor.autograd import conv as conv_rules  # noqa: E402  (the im2col input gradient, to time alone)
 
 # name, (N, C, H, W), (C_out, K), stride, padding, groups
 LAYERS = [
@@ -83,6 +85,9 @@ def main() -> int:
                         "(implicit_gemm always runs)")
     parser.add_argument("--tuned", action="store_true", help="print the autotuner's entries for the "
                         "convolutions (each product's choice and every configuration's time)")
+    parser.add_argument("--grads", action="store_true", help="after the table, time each gradient product of "
+                        "the implicit-GEMM rung alone (input gradient by implicit GEMM and by im2col, weight "
+                        "gradient) with a dense upstream gradient")
     args = parser.parse_args()
     layers = [LAYERS[int(i)] for i in args.layers.split(",") if i] or LAYERS
     timed_rungs = [r for r in RUNGS if r in args.rungs.split(",") or r == "implicit_gemm"]
@@ -155,11 +160,33 @@ def main() -> int:
     print("\nGradient rungs (ops.conv2d_grad_rungs) after each forward:")
     for line in rungs:
         print("  " + line)
+    if args.grads:
+        print("\nEach gradient product alone (ms; dense upstream gradient):")
+        for layer in layers:
+            print("  " + _grad_products(layer, mt_events))
     if args.tuned:
         _print_tuned()
     for problem in problems:
         print("GRADIENT CHECK FAILED:", problem)
     return 1 if problems else 0
+
+
+def _grad_products(layer: tuple[Any, ...], events: tuple[Any, Any]) -> str:
+    """One layer's gradient products timed one at a time: where its backward goes."""
+    name, shape, (c_out, k), stride, padding, groups = layer
+    rng = np.random.default_rng(0)
+    x = mt.tensor(rng.standard_normal(shape).astype(np.float32))
+    w = mt.tensor(rng.standard_normal((c_out, shape[1] // groups, k, k)).astype(np.float32))
+    oh, ow = ((size + 2 * padding - k) // stride + 1 for size in shape[2:])
+    up = mt.ones((shape[0], c_out, oh, ow))
+    args = ((stride, stride), (padding, padding), (1, 1), groups)
+    products = {
+        "dx igemm": lambda: mt.ops.conv2d_igemm_input_grad(up, w, shape, *args),
+        "dx im2col": lambda: conv_rules._input_grad("im2col", up, shape, w, *args),
+        "dw igemm": lambda: mt.ops.conv2d_igemm_weight_grad(up, x, w.shape, *args),
+    }
+    with mt.no_grad():
+        return f"{name}: " + ", ".join(f"{what} {median_ms(fn, *events):.3f}" for what, fn in products.items())
 
 
 def _print_tuned() -> None:
