@@ -119,11 +119,14 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
                 const T *src = n0 + n < N && k < k_end ? prob.b_at(col_table[n], bk) : nullptr;
                 async_copy<kBytes>(&b_tile[s][b_k][n], src ? src : zero_src, src ? kBytes : 0);
             }
-        } else {
+        } else { /* k split once, then walked by kBStep (k_tap_step: no division) */
+            KTap tap = k_tap(prob.d, k0 + b_k);
             MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
                 const int k = k0 + b_k + i * kBStep;
-                const T *src = b_col_ok && k < k_end ? prob.b_at(b_col, k) : nullptr;
+                const T *src = b_col_ok && k < k_end ? prob.b_at(b_col, tap) : nullptr;
                 async_copy<kBytes>(&b_tile[s][b_k + i * kBStep][b_n], src ? src : zero_src, src ? kBytes : 0);
+                if (i + 1 < kBLoads)
+                    k_tap_step(prob.d, tap, kBStep);
             }
         }
     };

@@ -60,6 +60,34 @@ struct ConvDims {
     FastDiv taps_div, kw_div, w_div, hw_div, ow_div, ohw_div, sh_div, sw_div;
 };
 
+/* k = (c, i, j), a channel and a tap (of the input in the forward, of the
+ * output in the input gradient), split by two FastDivs; k_tap_step moves it
+ * on by `step` with adds and compares only: the pipelined kernel's thread
+ * gathers k, k + step, k + 2 step, ... of one column in each K-tile and
+ * divides once per K-tile, not once per element. */
+struct KTap {
+    int c, i, j;
+};
+
+MT_DEVICE KTap k_tap(const ConvDims &d, int k)
+{
+    const int c = fdiv(k, d.taps_div), tap = k - c * d.taps;
+    const int i = fdiv(tap, d.kw_div);
+    return KTap{c, i, tap - i * d.kw};
+}
+
+MT_DEVICE void k_tap_step(const ConvDims &d, KTap &t, int step)
+{
+    t.j += step;
+    while (t.j >= d.kw) {
+        t.j -= d.kw;
+        if (++t.i == d.kh) {
+            t.i = 0;
+            ++t.c;
+        }
+    }
+}
+
 /* ---- the three products ----------------------------------------------------
  * A Problem describes one group's product for the kernel:
  *   M, N, K             the product's sizes;
@@ -125,17 +153,15 @@ struct ForwardProblem {
     }
     /* b_at: where element k of column cl lies, nullptr in the padding (the
      * pipelined kernel copies from there, or zero-fills); b: its value. */
-    MT_DEVICE const T *b_at(const Col &cl, int k) const
+    MT_DEVICE const T *b_at(const Col &cl, const KTap &t) const
     {
-        const int c = fdiv(k, d.taps_div), tap = k - c * d.taps;
-        const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
-        const int y = cl.iy0 + i * d.dh, x = cl.ix0 + j * d.dw;
+        const int y = cl.iy0 + t.i * d.dh, x = cl.ix0 + t.j * d.dw;
         const bool inside = y >= 0 && y < d.h && x >= 0 && x < d.w;
-        return inside ? cl.x + ((int64_t)c * d.hw + y * d.w + x) : nullptr; /* zero padding */
+        return inside ? cl.x + ((int64_t)t.c * d.hw + y * d.w + x) : nullptr; /* zero padding */
     }
     MT_DEVICE T b(const Col &cl, int k) const
     {
-        const T *at = b_at(cl, k);
+        const T *at = b_at(cl, k_tap(d, k));
         return at ? *at : T(0);
     }
 
@@ -189,11 +215,10 @@ struct InputGradProblem {
     }
     /* The output pixel (oy, ox) whose tap (i, j) read (y, x): oy * sh = y + ph
      * - i * dh, if that is a whole output row inside the output (likewise ox). */
-    MT_DEVICE const T *b_at(const Col &cl, int k) const
+    MT_DEVICE const T *b_at(const Col &cl, const KTap &t) const
     {
-        const int co = fdiv(k, d.taps_div), tap = k - co * d.taps;
-        const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
-        const int ny = cl.ty - i * d.dh, nx = cl.tx - j * d.dw;
+        const int co = t.c;
+        const int ny = cl.ty - t.i * d.dh, nx = cl.tx - t.j * d.dw;
         if (ny < 0 || nx < 0)
             return nullptr;
         const int oy = fdiv(ny, d.sh_div), ox = fdiv(nx, d.sw_div);
@@ -203,7 +228,7 @@ struct InputGradProblem {
     }
     MT_DEVICE T b(const Col &cl, int k) const
     {
-        const T *at = b_at(cl, k);
+        const T *at = b_at(cl, k_tap(d, k));
         return at ? *at : T(0);
     }
 
