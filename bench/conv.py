@@ -18,7 +18,9 @@ the same process:
     igemm   the implicit GEMM of src/conv_implicit_gemm.cu
             (algo="implicit_gemm", what F.conv2d runs on all but depthwise
             layers): warptile's main loop with the windows gathered into
-            shared memory, never written, on the tile configuration the
+            shared memory, never written, or the same products on cp.async
+            stages and larger tiles (src/conv_igemm_pipelined.cu), on the
+            tile configuration the
             autotuner picks per product (timed on the first call, which the
             correctness check below makes, so the timings see the choice;
             --tuned prints each choice with every configuration's time); its backward
@@ -32,14 +34,18 @@ the same process:
 
 Before timing, each rung's output is checked against torch's (a mismatch
 stops the run) and so are its three gradients (a mismatch is printed after
-the table, and the exit status is 1). Times are
-medians of CUDA-event timings after warm-up (milliseconds). Which rung
+the table, and the exit status is 1). Forward + backward is the forward
+followed by backward(g) with g a dense tensor of ones of the output's shape,
+made once: the upstream gradient a network passes down (not .sum()'s
+expanded view, which each backward would first copy into a dense one).
+Times are medians of CUDA-event timings after warm-up (milliseconds). Which rung
 F.conv2d takes for a shape is decided from this table.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import json
 import os
 import sys
@@ -52,6 +58,7 @@ import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
 from event_timing import median_ms  # noqa: E402
+from minitensor.autograd import conv as conv_rules  # noqa: E402  (the im2col input gradient, to time alone)
 
 # name, (N, C, H, W), (C_out, K), stride, padding, groups
 LAYERS = [
@@ -78,6 +85,9 @@ def main() -> int:
                         "(implicit_gemm always runs)")
     parser.add_argument("--tuned", action="store_true", help="print the autotuner's entries for the "
                         "convolutions (each product's choice and every configuration's time)")
+    parser.add_argument("--grads", action="store_true", help="after the table, time each gradient product of "
+                        "the implicit-GEMM rung alone (input gradient by implicit GEMM and by im2col, weight "
+                        "gradient) with a dense upstream gradient")
     args = parser.parse_args()
     layers = [LAYERS[int(i)] for i in args.layers.split(",") if i] or LAYERS
     timed_rungs = [r for r in RUNGS if r in args.rungs.split(",") or r == "implicit_gemm"]
@@ -126,8 +136,13 @@ def main() -> int:
                 if err > 1e-3 * max(1.0, np.abs(want).max()):  # reported after the table, which is still timed
                     problems.append(f"{name} {algo}: the {what} gradient differs from torch's by {err}")
 
-        def both(fn):
-            return lambda: fn().sum().backward()
+        # The upstream gradient a network passes down: a dense tensor of the
+        # output's shape, made once (not .sum()'s expanded view, which each
+        # backward would first have to copy into a dense one).
+        mt_up, t_up = mt.ones(ref.shape), torch.ones(ref.shape, device="cuda")
+
+        def both(fn, up):
+            return lambda: fn().backward(up)
 
         for pass_name in ("forward", "fwd + bwd"):
             forward = pass_name == "forward"
@@ -135,7 +150,7 @@ def main() -> int:
                     (torch.no_grad() if forward else torch.enable_grad()):
                 fns = [rung(r) for r in timed_rungs] + [theirs]
                 if not forward:
-                    fns = [both(fn) for fn in fns]
+                    fns = [both(fn, mt_up) for fn in fns[:-1]] + [both(fns[-1], t_up)]
                 ms = {r: median_ms(fn, *mt_events) for r, fn in zip(timed_rungs, fns)}
                 ref_ms = median_ms(fns[-1], *t_events)
             g = ms["implicit_gemm"]
@@ -145,11 +160,33 @@ def main() -> int:
     print("\nGradient rungs (ops.conv2d_grad_rungs) after each forward:")
     for line in rungs:
         print("  " + line)
+    if args.grads:
+        print("\nEach gradient product alone (ms; dense upstream gradient):")
+        for layer in layers:
+            print("  " + _grad_products(layer, mt_events))
     if args.tuned:
         _print_tuned()
     for problem in problems:
         print("GRADIENT CHECK FAILED:", problem)
     return 1 if problems else 0
+
+
+def _grad_products(layer: tuple[Any, ...], events: tuple[Any, Any]) -> str:
+    """One layer's gradient products timed one at a time: where its backward goes."""
+    name, shape, (c_out, k), stride, padding, groups = layer
+    rng = np.random.default_rng(0)
+    x = mt.tensor(rng.standard_normal(shape).astype(np.float32))
+    w = mt.tensor(rng.standard_normal((c_out, shape[1] // groups, k, k)).astype(np.float32))
+    oh, ow = ((size + 2 * padding - k) // stride + 1 for size in shape[2:])
+    up = mt.ones((shape[0], c_out, oh, ow))
+    args = ((stride, stride), (padding, padding), (1, 1), groups)
+    products = {
+        "dx igemm": lambda: mt.ops.conv2d_igemm_input_grad(up, w, shape, *args),
+        "dx im2col": lambda: conv_rules._input_grad("im2col", up, shape, w, *args),
+        "dw igemm": lambda: mt.ops.conv2d_igemm_weight_grad(up, x, w.shape, *args),
+    }
+    with mt.no_grad():
+        return f"{name}: " + ", ".join(f"{what} {median_ms(fn, *events):.3f}" for what, fn in products.items())
 
 
 def _print_tuned() -> None:

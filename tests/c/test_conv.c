@@ -305,6 +305,7 @@ int main(void)
                 conv_case(dtype, (conv_args){1, 3, 11, 9, 5, 3, 3, 2, 1, 1, 0, 1, 1, 1, 1});
                 grad_case(dtype, (conv_args){2, 4, 9, 10, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
                 grad_case(dtype, (conv_args){2, 2, 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
+                grad_case(dtype, (conv_args){1, 4, 13, 11, 6, 3, 3, 2, 2, 1, 1, 2, 1, 2, 0}); /* stride, dilation, groups */
             }
             igemm_config = -1;
         }

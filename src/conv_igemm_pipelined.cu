@@ -1,0 +1,272 @@
+/*
+ * conv_igemm_pipelined.cu: the implicit-GEMM convolution (forward and both
+ * gradients, src/conv_implicit_gemm.cu) with its operands staged by
+ * cp.async through several shared-memory stages, on larger tiles.
+ *
+ * What the profile said (Nsight Compute, H100, 3 x 3, 64 channels, 32 x 32,
+ * batch 256): the warptile kernel (two stages, the next K-tile's gather
+ * held in registers) ran its 64 x 64 tile at 25% occupancy and 73% of the
+ * SMs' issue rate; cuDNN's kernel for the same layer runs a 256 x 64 tile
+ * with K-tiles of 8 and three stages. Two ideas, both here:
+ *
+ *  - cp.async (src/async_copy.h): a copy from global to shared memory that
+ *    does not pass through registers. The gather of a K-tile is issued
+ *    kStages - 1 tiles ahead and lands while the warps compute, so a slow
+ *    load (a window's rows lie far apart in the NCHW input) has kStages - 1
+ *    K-tiles of work to hide behind rather than one, and the staging
+ *    registers are freed for a larger tile. Each element is its own 4-byte
+ *    copy (8 for float64): the gathered elements of a K-tile are not
+ *    contiguous in memory, and the stores into the tiles are transposing
+ *    (tile[k][m]). A tap in the padding, a k past K or a row or column past
+ *    the edge is a copy of zero bytes with zero-fill: the tile gets the 0 the
+ *    product needs, with no branch around the copy.
+ *  - larger tiles, 8 warps: more FMAs per element brought into shared
+ *    memory (a 64 x 256 tile does 51 per element, a 64 x 64 one 32).
+ *
+ * The Problems (src/conv_implicit_gemm.h) are the warptile kernel's, asked
+ * for addresses (a_at, b_at) instead of values.
+ *
+ * The main loop is this file's own, not src/warptile_loop.h's: that one
+ * keeps two stages filled from registers (load_tile then store_tile), which
+ * cannot carry kStages copies in flight. The per-step product (fragments
+ * from shared memory, then the 4 x 4 outer products) is warptile's.
+ */
+#include "async_copy.h"
+#include "conv_implicit_gemm.h"
+#include "warptile_loop.h"
+
+/* A warptile configuration with kStages shared-memory stages. */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_, int kStages_>
+struct PipelinedConfig : WarptileConfig<BM_, BN_, BK_, WM_, WN_, kMinBlocks_> {
+    static constexpr int kStages = kStages_;
+};
+
+/* Block (x, y, z): columns from x * BN, rows from y * BM of group
+ * z % groups's product, over the K-tiles of split z / groups. */
+template <typename T, typename C, typename P>
+__global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
+    conv_igemm_pipelined(P prob, int k_per_split)
+{
+    constexpr int BM = C::BM;
+    constexpr int BN = C::BN;
+    constexpr int BK = kWarptileBk<T, C>;
+    constexpr int S = C::kStages;
+    constexpr int kThreads = C::kThreads;
+    constexpr int MI = C::kMIter;
+    constexpr int NI = C::kNIter;
+    constexpr int W = Pack<T>::kWidth;
+    constexpr int kBytes = (int)sizeof(T);
+    constexpr int kALoads = BM * BK / kThreads; /* elements each thread copies per K-tile */
+    constexpr int kBLoads = BK * BN / kThreads;
+    constexpr int kAStep = kThreads / BK; /* the row distance between one thread's A copies */
+    constexpr int kBStep = P::kBAlongK ? kThreads / BK : kThreads / BN;
+    static_assert(S >= 2, "at least one K-tile in flight");
+    static_assert(kALoads * kThreads == BM * BK && kBLoads * kThreads == BK * BN, "whole copies per thread");
+    static_assert(kThreads % BK == 0 && kThreads % BN == 0, "threads cover whole rows and columns");
+    static_assert(S * BK * (BM + BN + 2 * kWarptilePad) * sizeof(T) <= 48 * 1024, "static shared memory limit");
+
+    __shared__ __align__(16) T a_tile[S][BK][BM + kWarptilePad];
+    __shared__ __align__(16) T b_tile[S][BK][BN + kWarptilePad];
+
+    const int g = (int)(blockIdx.z % prob.d.groups);
+    const int split = (int)(blockIdx.z / prob.d.groups);
+    const int m0 = (int)blockIdx.y * BM, n0 = (int)blockIdx.x * BN;
+    const int M = prob.M(), N = prob.N();
+    const int k_begin = split * k_per_split;
+    const int k_end = prob.K() < k_begin + k_per_split ? prob.K() : k_begin + k_per_split;
+    const int tid = threadIdx.x;
+    const WarpPlace at = warp_place<C>();
+
+    /* Who copies what, as in the warptile kernel: one k of A in kALoads
+     * rows; B along N: one column (worked out once, here) at kBLoads k;
+     * B along K (the weight gradient): one k in kBLoads columns of a table. */
+    const int a_k = tid % BK, a_m = tid / BK;
+    const int b_k = P::kBAlongK ? tid % BK : tid / BN;
+    const int b_n = P::kBAlongK ? tid / BK : tid % BN;
+    const typename P::Col b_col = P::kBAlongK ? typename P::Col{} : prob.col(g, n0 + b_n < N ? n0 + b_n : N - 1);
+    const bool b_col_ok = n0 + b_n < N;
+    __shared__ typename P::Col col_table[BN];
+    if constexpr (P::kBAlongK) {
+        for (int n = tid; n < BN; n += kThreads)
+            col_table[n] = prob.col(g, n0 + n < N ? n0 + n : N - 1);
+        __syncthreads(); /* the table is complete before the first copies */
+    }
+    /* The rows of A this thread copies, worked out once. */
+    typename P::Row a_row[kALoads];
+    MT_UNROLL for (int i = 0; i < kALoads; ++i) {
+        const int m = m0 + a_m + i * kAStep;
+        a_row[i] = prob.row(g, m < M ? m : M - 1);
+    }
+    const T *const zero_src = prob.base(); /* a valid address for the copies of zero bytes */
+
+    /* Issue the copies of K-tile t into stage s (no wait). */
+    auto issue_tile = [&](int t, int s) {
+        const int k0 = k_begin + t * BK;
+        {
+            const int k = k0 + a_k;
+            const typename P::AK ak = prob.a_k(k < k_end ? k : k_begin);
+            MT_UNROLL for (int i = 0; i < kALoads; ++i) {
+                const bool ok = m0 + a_m + i * kAStep < M && k < k_end;
+                async_copy<kBytes>(&a_tile[s][a_k][a_m + i * kAStep], ok ? prob.a_at(a_row[i], ak) : zero_src,
+                                   ok ? kBytes : 0);
+            }
+        }
+        if constexpr (P::kBAlongK) {
+            const int k = k0 + b_k;
+            const typename P::BK bk = prob.b_k(k < k_end ? k : k_begin);
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
+                const int n = b_n + i * kBStep;
+                const T *src = n0 + n < N && k < k_end ? prob.b_at(col_table[n], bk) : nullptr;
+                async_copy<kBytes>(&b_tile[s][b_k][n], src ? src : zero_src, src ? kBytes : 0);
+            }
+        } else { /* k split once, then walked by kBStep (k_tap_step: no division) */
+            KTap tap = k_tap(prob.d, k0 + b_k);
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
+                const int k = k0 + b_k + i * kBStep;
+                const T *src = b_col_ok && k < k_end ? prob.b_at(b_col, tap) : nullptr;
+                async_copy<kBytes>(&b_tile[s][b_k + i * kBStep][b_n], src ? src : zero_src, src ? kBytes : 0);
+                if (i + 1 < kBLoads)
+                    k_tap_step(prob.d, tap, kBStep);
+            }
+        }
+    };
+
+    T acc[MI][NI][4][4];
+    MT_UNROLL for (int im = 0; im < MI; ++im)
+        MT_UNROLL for (int in = 0; in < NI; ++in)
+            MT_UNROLL for (int i = 0; i < 4; ++i)
+                MT_UNROLL for (int j = 0; j < 4; ++j)
+                    acc[im][in][i][j] = T(0);
+
+    /* The pipeline: K-tiles 0 .. S - 2 in flight before the loop; iteration t
+     * waits for tile t (all but the newest S - 2 groups landed), a barrier
+     * makes it visible to every warp and says every warp is done with the
+     * stage tile t - 1 used, which then receives tile t + S - 1; then the
+     * warps compute on tile t. Every thread commits one group per tile slot,
+     * empty past the last tile, so the group count the wait relies on is the
+     * same in every iteration. */
+    const int k_tiles = k_end > k_begin ? (k_end - k_begin + BK - 1) / BK : 0;
+    MT_UNROLL for (int t = 0; t < S - 1; ++t) {
+        if (t < k_tiles)
+            issue_tile(t, t);
+        async_commit();
+    }
+    for (int t = 0; t < k_tiles; ++t) {
+        async_wait<S - 2>();
+        __syncthreads();
+        const int next = t + S - 1;
+        if (next < k_tiles)
+            issue_tile(next, next % S);
+        async_commit();
+        const int s = t % S;
+        MT_UNROLL for (int k = 0; k < BK; ++k) {
+            /* warptile's step: 16-byte shared loads of a lane's 4 + 4
+             * values, then their outer product. */
+            T a_reg[MI][4];
+            T b_reg[NI][4];
+            MT_UNROLL for (int im = 0; im < MI; ++im)
+                MT_UNROLL for (int v = 0; v < 4; v += W) {
+                    const Pack<T> p = *shared_pack<Pack<T>>(&a_tile[s][k][at.warp_row + im * 32 + at.lane_row + v]);
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        a_reg[im][v + w] = p.v[w];
+                }
+            MT_UNROLL for (int in = 0; in < NI; ++in)
+                MT_UNROLL for (int v = 0; v < 4; v += W) {
+                    const Pack<T> p = *shared_pack<Pack<T>>(&b_tile[s][k][at.warp_col + in * 16 + at.lane_col + v]);
+                    MT_UNROLL for (int w = 0; w < W; ++w)
+                        b_reg[in][v + w] = p.v[w];
+                }
+            MT_UNROLL for (int im = 0; im < MI; ++im)
+                MT_UNROLL for (int in = 0; in < NI; ++in)
+                    MT_UNROLL for (int i = 0; i < 4; ++i)
+                        MT_UNROLL for (int j = 0; j < 4; ++j)
+                            acc[im][in][i][j] += a_reg[im][i] * b_reg[in][j];
+        }
+    }
+    async_wait<0>(); /* only empty groups remain; nothing left in flight at exit */
+
+    igemm_store<T, C>(prob, acc, at, g, split, m0, n0);
+}
+
+/* ---- the configurations ----------------------------------------------------
+ * M is the output channels (forward, weight gradient) or input channels
+ * (input gradient), N the pixels (or, for the weight gradient, C KH KW).
+ * 8-warp tiles take a block's whole register file (kMinBlocks 1: up to 255
+ * registers a thread, no spills); 4-warp ones leave room for two blocks. */
+using Pipe0 = PipelinedConfig<64, 256, 8, 64, 32, 1, 4>;   /* cuDNN's shape: 256 pixels x 64 channels, K 8 */
+using Pipe1 = PipelinedConfig<128, 128, 8, 64, 32, 1, 4>;  /* square, 8 warps, for >= 128 channels */
+using Pipe2 = PipelinedConfig<64, 128, 16, 64, 32, 2, 3>;  /* 4 warps, K 16, 3 stages */
+using Pipe3 = PipelinedConfig<128, 64, 16, 64, 32, 2, 3>;  /* taller: 128 rows, 64 columns */
+using Pipe4 = PipelinedConfig<64, 128, 8, 64, 32, 2, 4>;   /* 4 warps, K 8, 4 stages */
+
+static const char *const kPipeNames[] = {
+    "64x256x8 warp 64x32, cp.async 4 stages (256 threads)",
+    "128x128x8 warp 64x32, cp.async 4 stages (256 threads)",
+    "64x128x16 warp 64x32, cp.async 3 stages (128 threads)",
+    "128x64x16 warp 64x32, cp.async 3 stages (128 threads)",
+    "64x128x8 warp 64x32, cp.async 4 stages (128 threads)",
+};
+static const IgemmTileSize kPipeTiles[] = {
+    {Pipe0::BM, Pipe0::BN, Pipe0::BK}, {Pipe1::BM, Pipe1::BN, Pipe1::BK}, {Pipe2::BM, Pipe2::BN, Pipe2::BK},
+    {Pipe3::BM, Pipe3::BN, Pipe3::BK}, {Pipe4::BM, Pipe4::BN, Pipe4::BK},
+};
+constexpr int kPipeConfigs = (int)(sizeof(kPipeNames) / sizeof(kPipeNames[0]));
+static_assert(sizeof(kPipeTiles) / sizeof(kPipeTiles[0]) == kPipeConfigs, "a size for every name");
+
+int igemm_pipelined_count()
+{
+    return kPipeConfigs;
+}
+
+const char *igemm_pipelined_name(int which)
+{
+    return which >= 0 && which < kPipeConfigs ? kPipeNames[which] : nullptr;
+}
+
+IgemmTileSize igemm_pipelined_tile(int which)
+{
+    return which >= 0 && which < kPipeConfigs ? kPipeTiles[which] : IgemmTileSize{64, 64, 16};
+}
+
+template <typename T, typename C, typename P>
+static mt_status launch_pipe(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
+{
+    if ((M + C::BM - 1) / C::BM > 65535)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm",
+                       "%lld rows a group need more than 65535 row tiles of %d: take a config with taller tiles",
+                       (long long)M, C::BM);
+    const dim3 grid((unsigned int)((N + C::BN - 1) / C::BN), (unsigned int)((M + C::BM - 1) / C::BM),
+                    (unsigned int)(prob.d.groups * splits));
+    conv_igemm_pipelined<T, C, P><<<grid, C::kThreads, 0, mt_stream()>>>(prob, k_per_split);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
+template <typename T, typename P>
+mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N, int splits, int k_per_split)
+{
+    switch (which) {
+    case 0:
+        return launch_pipe<T, Pipe0>(prob, M, N, splits, k_per_split);
+    case 1:
+        return launch_pipe<T, Pipe1>(prob, M, N, splits, k_per_split);
+    case 2:
+        return launch_pipe<T, Pipe2>(prob, M, N, splits, k_per_split);
+    case 3:
+        return launch_pipe<T, Pipe3>(prob, M, N, splits, k_per_split);
+    case 4:
+        return launch_pipe<T, Pipe4>(prob, M, N, splits, k_per_split);
+    default:
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", "pipelined config %d has no kernel", which);
+    }
+}
+
+/* The six products conv_implicit_gemm.cu launches. */
+template mt_status launch_igemm_pipelined<float>(const ForwardProblem<float> &, int, int64_t, int64_t, int, int);
+template mt_status launch_igemm_pipelined<double>(const ForwardProblem<double> &, int, int64_t, int64_t, int, int);
+template mt_status launch_igemm_pipelined<float>(const InputGradProblem<float> &, int, int64_t, int64_t, int, int);
+template mt_status launch_igemm_pipelined<double>(const InputGradProblem<double> &, int, int64_t, int64_t, int,
+                                                  int);
+template mt_status launch_igemm_pipelined<float>(const WeightGradProblem<float> &, int, int64_t, int64_t, int, int);
+template mt_status launch_igemm_pipelined<double>(const WeightGradProblem<double> &, int, int64_t, int64_t, int,
+                                                  int);
