@@ -50,7 +50,7 @@ template <typename T, int KH, int KW>
 __global__ void conv_direct_forward(T *out, const T *in, const T *weight, const T *bias, DirectDims d)
 {
     const int kh = KH ? KH : d.kh, kw = KW ? KW : d.kw, taps = kh * kw;
-    const int ohw = d.oh * d.ow, groups = d.c / d.c_group;
+    const int ohw = d.oh * d.ow, groups = d.c_out / d.c_out_group; /* C_out > 0 here; C may be 0 */
     const int64_t total = (int64_t)d.n * ohw;
     for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < total; p += (int64_t)gridDim.x * blockDim.x) {
         const int img = (int)(p / ohw), pix = (int)(p % ohw);
@@ -160,7 +160,8 @@ __global__ void conv_weight_grad_slices(T *partial, const T *grad_out, const T *
         }
     }
     MT_UNROLL for (int t = 0; t < kTaps; ++t) {
-        const T total = block_reduce(scratch, acc[t], CombineSum<T>()); /* every thread calls it: barriers inside */
+        /* Shuffles, then across warps: two barriers a tap (every thread calls it). */
+        const T total = block_reduce_warps(scratch, acc[t], T(0), CombineSum<T>());
         if (threadIdx.x == 0)
             partial[((int64_t)pair * taps + first_tap + t) * gridDim.y + blockIdx.y] = total;
     }
