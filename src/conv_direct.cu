@@ -10,11 +10,11 @@
  * backward writes a 9-tap window tensor and adds it back tap by tap. Here
  * every sum is short, so each kernel computes it where it is needed:
  *
- *   forward       one thread per output pixel (n, y, x): it reads each input
- *                 value of its window once and uses it for kDirectChannels
- *                 output channels at a time, the sums in registers; the
- *                 weights are the same for the whole warp (one broadcast
- *                 load each, from the cache);
+ *   forward       one thread per output pixel (n, y, x) and run of
+ *                 kDirectChannels output channels: it reads each input value
+ *                 of its window once and uses it for the whole run, the sums
+ *                 in registers; the weights are the same for the whole warp
+ *                 (one broadcast load each, from the cache);
  *   input grad    one thread per input element gathers the grad_out
  *                 elements its value fed (every output channel of its
  *                 group, every tap whose window covered it), times their
@@ -45,52 +45,57 @@ int64_t conv_window_count(int64_t size, int64_t kernel, int stride, int pad, int
 
 /* ---- forward ---------------------------------------------------------------- */
 
-/* KH, KW: the kernel's size when known at compile time (the loops unroll), or 0 (d.kh, d.kw). */
+/* KH, KW: the kernel's size when known at compile time (the loops unroll), or 0 (d.kh, d.kw).
+ * Item q = chunk * N OH OW + pixel: a pixel and a run of kDirectChannels output
+ * channels of one group (consecutive threads, consecutive pixels of one run:
+ * coalesced stores; the runs of a pixel read its window again, from the cache).
+ * Splitting the channels over threads gives the small digits layer (32768
+ * pixels) four times as many threads to hide the memory's latency. */
 template <typename T, int KH, int KW>
-__global__ void conv_direct_forward(T *out, const T *in, const T *weight, const T *bias, DirectDims d)
+__global__ void conv_direct_forward(T *out, const T *in, const T *weight, const T *bias, DirectDims d, int runs)
 {
     const int kh = KH ? KH : d.kh, kw = KW ? KW : d.kw, taps = kh * kw;
-    const int ohw = d.oh * d.ow, groups = d.c_out / d.c_out_group; /* C_out > 0 here; C may be 0 */
-    const int64_t total = (int64_t)d.n * ohw;
-    for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < total; p += (int64_t)gridDim.x * blockDim.x) {
-        const int img = (int)(p / ohw), pix = (int)(p % ohw);
+    const int ohw = d.oh * d.ow, pixels = d.n * ohw;
+    const int64_t total = (int64_t)pixels * runs * (d.c_out / d.c_out_group); /* C_out > 0 here; C may be 0 */
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < total; q += (int64_t)gridDim.x * blockDim.x) {
+        const int chunk = (int)(q / pixels), p = (int)(q % pixels);
+        const int g = chunk / runs, co0 = g * d.c_out_group + chunk % runs * kDirectChannels;
+        const int co_end = (g + 1) * d.c_out_group;
+        const int img = p / ohw, pix = p % ohw;
         const int oy = pix / d.ow, ox = pix % d.ow;
         const int y0 = oy * d.sh - d.ph, x0 = ox * d.sw - d.pw;
-        for (int g = 0; g < groups; ++g) {
-            const int co_end = (g + 1) * d.c_out_group;
-            for (int co0 = g * d.c_out_group; co0 < co_end; co0 += kDirectChannels) {
-                T acc[kDirectChannels];
-                MT_UNROLL for (int k = 0; k < kDirectChannels; ++k)
-                    acc[k] = bias && co0 + k < co_end ? bias[co0 + k] : T(0);
-                for (int c = 0; c < d.c_group; ++c) {
-                    const T *plane = in + ((int64_t)img * d.c + g * d.c_group + c) * d.h * d.w;
-                    const T *w_c = weight + ((int64_t)co0 * d.c_group + c) * taps; /* weight[co0, c, 0, 0] */
-                    MT_UNROLL for (int i = 0; i < kh; ++i) {
-                        const int y = y0 + i * d.dh;
-                        if (y < 0 || y >= d.h)
-                            continue; /* zero padding: nothing to add */
-                        MT_UNROLL for (int j = 0; j < kw; ++j) {
-                            const int x = x0 + j * d.dw;
-                            if (x < 0 || x >= d.w)
-                                continue;
-                            const T v = plane[y * d.w + x]; /* read once, used for every channel of the pass */
-                            MT_UNROLL for (int k = 0; k < kDirectChannels; ++k)
-                                if (co0 + k < co_end)
-                                    acc[k] += w_c[(int64_t)k * d.c_group * taps + i * kw + j] * v;
-                        }
-                    }
+        T acc[kDirectChannels];
+        MT_UNROLL for (int k = 0; k < kDirectChannels; ++k)
+            acc[k] = bias && co0 + k < co_end ? bias[co0 + k] : T(0);
+        for (int c = 0; c < d.c_group; ++c) {
+            const T *plane = in + ((int64_t)img * d.c + g * d.c_group + c) * d.h * d.w;
+            const T *w_c = weight + ((int64_t)co0 * d.c_group + c) * taps; /* weight[co0, c, 0, 0] */
+            MT_UNROLL for (int i = 0; i < kh; ++i) {
+                const int y = y0 + i * d.dh;
+                if (y < 0 || y >= d.h)
+                    continue; /* zero padding: nothing to add */
+                MT_UNROLL for (int j = 0; j < kw; ++j) {
+                    const int x = x0 + j * d.dw;
+                    if (x < 0 || x >= d.w)
+                        continue;
+                    const T v = plane[y * d.w + x]; /* read once, used for every channel of the run */
+                    MT_UNROLL for (int k = 0; k < kDirectChannels; ++k)
+                        if (co0 + k < co_end)
+                            acc[k] += w_c[(int64_t)k * d.c_group * taps + i * kw + j] * v;
                 }
-                MT_UNROLL for (int k = 0; k < kDirectChannels; ++k)
-                    if (co0 + k < co_end) /* consecutive threads, consecutive x: coalesced */
-                        out[((int64_t)img * d.c_out + co0 + k) * ohw + pix] = acc[k];
             }
         }
+        MT_UNROLL for (int k = 0; k < kDirectChannels; ++k)
+            if (co0 + k < co_end)
+                out[((int64_t)img * d.c_out + co0 + k) * ohw + pix] = acc[k];
     }
 }
 
 /* ---- input gradient --------------------------------------------------------- */
 
-/* One thread per input element e = ((n * C + c) * H + y) * W + x. */
+/* One thread per input element e = ((n * C + c) * H + y) * W + x. The taps
+ * outside, the output channels inside: which output pixel a tap came from
+ * (and whether any did) is worked out once per tap, not once per channel. */
 template <typename T, int KH, int KW>
 __global__ void conv_direct_input_grad(T *grad_in, const T *grad_out, const T *weight, DirectDims d)
 {
@@ -101,23 +106,25 @@ __global__ void conv_direct_input_grad(T *grad_in, const T *grad_out, const T *w
         const int64_t plane = e / ((int64_t)d.w * d.h); /* n * C + c */
         const int c = (int)(plane % d.c), img = (int)(plane / d.c);
         const int g = c / d.c_group, cg = c % d.c_group;
+        const int co_first = g * d.c_out_group;
+        const T *go = grad_out + img * d.go_stride[0] + co_first * d.go_stride[1];
+        const T *w_c = weight + ((int64_t)co_first * d.c_group + cg) * taps; /* weight[co_first, cg, 0, 0] */
+        const int64_t w_step = (int64_t)d.c_group * taps;                     /* to the next output channel */
         T acc = T(0);
-        for (int co = g * d.c_out_group; co < (g + 1) * d.c_out_group; ++co) {
-            const T *go = grad_out + img * d.go_stride[0] + co * d.go_stride[1];
-            const T *w_co = weight + ((int64_t)co * d.c_group + cg) * taps;
-            MT_UNROLL for (int i = 0; i < kh; ++i) {
-                /* The output row whose tap i read row y: none when it lies above
-                 * the first row, past the last, or between two (stride > 1). */
-                const int ny = y + d.ph - i * d.dh;
-                if (ny < 0 || ny % d.sh != 0 || ny / d.sh >= d.oh)
+        MT_UNROLL for (int i = 0; i < kh; ++i) {
+            /* The output row whose tap i read row y: none when it lies above
+             * the first row, past the last, or between two (stride > 1). */
+            const int ny = y + d.ph - i * d.dh;
+            if (ny < 0 || ny % d.sh != 0 || ny / d.sh >= d.oh)
+                continue;
+            MT_UNROLL for (int j = 0; j < kw; ++j) {
+                const int nx = x + d.pw - j * d.dw;
+                if (nx < 0 || nx % d.sw != 0 || nx / d.sw >= d.ow)
                     continue;
-                const T *go_row = go + (ny / d.sh) * d.go_stride[2];
-                MT_UNROLL for (int j = 0; j < kw; ++j) {
-                    const int nx = x + d.pw - j * d.dw;
-                    if (nx < 0 || nx % d.sw != 0 || nx / d.sw >= d.ow)
-                        continue;
-                    acc += w_co[i * kw + j] * go_row[(nx / d.sw) * d.go_stride[3]];
-                }
+                const T *g_tap = go + (ny / d.sh) * d.go_stride[2] + (nx / d.sw) * d.go_stride[3];
+                const T *w_tap = w_c + i * kw + j;
+                for (int k = 0; k < d.c_out_group; ++k)
+                    acc += w_tap[k * w_step] * g_tap[k * d.go_stride[1]];
             }
         }
         grad_in[e] = acc;
@@ -204,9 +211,10 @@ struct LaunchForward {
     template <int KH, int KW>
     mt_status operator()() const
     {
-        const int64_t pixels = (int64_t)d.n * d.oh * d.ow;
-        conv_direct_forward<T, KH, KW><<<grid_size(pixels, kBlockSize), kBlockSize, 0, mt_stream()>>>(
-            out, in, weight, bias, d);
+        const int runs = (d.c_out_group + kDirectChannels - 1) / kDirectChannels; /* a group's */
+        const int64_t items = (int64_t)d.n * d.oh * d.ow * runs * (d.c_out / d.c_out_group);
+        conv_direct_forward<T, KH, KW><<<grid_size(items, kBlockSize), kBlockSize, 0, mt_stream()>>>(
+            out, in, weight, bias, d, runs);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     }
