@@ -2,6 +2,7 @@
 
     python3 bench/conv_small.py                 # on the GPU machine (needs torch)
     python3 bench/conv_small.py --layers 0,1    # a few rows
+    ncu --kernel-name regex:depthwise python3 bench/conv_small.py --layers 0 --check-only
 
 The convolutions a matrix product serves badly, float32, TF32 off on both sides:
 
@@ -54,6 +55,8 @@ LAYERS = [
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default="", help="comma-separated row indices of LAYERS (default: all)")
+    parser.add_argument("--check-only", action="store_true", help="run each rung once, forward and backward, "
+                        "and check it, without timing (for a profiler: ncu --kernel-name ...)")
     args = parser.parse_args()
     layers = [LAYERS[int(i)] for i in args.layers.split(",") if i] or LAYERS
     torch.backends.cudnn.allow_tf32 = False
@@ -95,6 +98,9 @@ def main() -> int:
                 err = np.abs(leaf.grad.numpy() - want).max()
                 if err > 1e-3 * max(1.0, np.abs(want).max()):
                     problems.append(f"{name} {algo}: the {what} gradient differs from torch's by {err}")
+
+        if args.check_only:
+            continue
 
         def both(fn):
             return lambda: fn().sum().backward()
