@@ -30,11 +30,13 @@
  */
 #include "conv_direct.h"
 #include "conv_implicit_gemm.h" /* first, first_out */
-#include "block_reduce.h"
-#include "combine.h"
 
 /* Output channels per pass of the forward: registers per thread. */
 constexpr int kDirectChannels = 8;
+/* Taps a round of the weight gradient's block sum: its shared memory, 16 x
+ * 264 elements (33 KiB in float64). */
+constexpr int kSumChunk = 16;
+static_assert(kBlockSize == 256, "the weight gradient's block sum reads 8 x 32 sums a tap");
 
 int64_t conv_window_count(int64_t size, int64_t kernel, int stride, int pad, int dilation)
 {
@@ -141,8 +143,13 @@ __global__ void conv_direct_input_grad(T *grad_in, const T *grad_out, const T *w
 template <typename T, int KH, int KW>
 __global__ void conv_weight_grad_slices(T *partial, const T *grad_out, const T *in, DirectDims d, int per_slice)
 {
-    constexpr int kTaps = KH ? KH * KW : 1; /* the taps this block sums */
-    __shared__ BlockScratch<T> scratch;
+    constexpr int kTaps = KH ? KH * KW : 1;                       /* the taps this block sums */
+    constexpr int kChunk = kTaps < kSumChunk ? kTaps : kSumChunk; /* taps a round of the block's sum */
+    /* A round: every thread's kChunk sums side by side (one pad slot per 32,
+     * so that the 8 readers of a tap below hit 8 banks), then 8 partial
+     * sums a tap. */
+    __shared__ T sums[kChunk][kBlockSize + kBlockSize / 32];
+    __shared__ T eighths[kChunk][8];
     const int taps = d.kh * d.kw;
     const int pair = blockIdx.x, co = pair / d.c_group;
     const int ci = co / d.c_out_group * d.c_group + pair % d.c_group;
@@ -166,11 +173,29 @@ __global__ void conv_weight_grad_slices(T *partial, const T *grad_out, const T *
                 acc[t] += g * plane[y * d.w + x];
         }
     }
-    MT_UNROLL for (int t = 0; t < kTaps; ++t) {
-        /* Shuffles, then across warps: two barriers a tap (every thread calls it). */
-        const T total = block_reduce_warps(scratch, acc[t], T(0), CombineSum<T>());
-        if (threadIdx.x == 0)
-            partial[((int64_t)pair * taps + first_tap + t) * gridDim.y + blockIdx.y] = total;
+    /* The block's sum of each tap, kChunk taps a round, three barriers a
+     * round and a fixed order of additions (the same bits every run). */
+    const int tid = threadIdx.x;
+    MT_UNROLL for (int t0 = 0; t0 < kTaps; t0 += kChunk) {
+        MT_UNROLL for (int k = 0; k < kChunk; ++k)
+            if (t0 + k < kTaps)
+                sums[k][tid + tid / 32] = acc[t0 + k];
+        __syncthreads(); /* every thread's sums are in */
+        if (tid < kChunk * 8 && t0 + tid / 8 < kTaps) {
+            const int k = tid / 8, eighth = tid % 8; /* 32 consecutive threads' sums: one pad slot apart */
+            T sum = T(0);
+            for (int e = 0; e < 32; ++e)
+                sum += sums[k][eighth * 33 + e];
+            eighths[k][eighth] = sum;
+        }
+        __syncthreads(); /* the eighths are in */
+        if (tid < kChunk && t0 + tid < kTaps) {
+            T sum = T(0);
+            for (int e = 0; e < 8; ++e)
+                sum += eighths[tid][e];
+            partial[((int64_t)pair * taps + first_tap + t0 + tid) * gridDim.y + blockIdx.y] = sum;
+        }
+        __syncthreads(); /* the next round overwrites sums and eighths */
     }
 }
 
