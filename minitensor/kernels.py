@@ -92,7 +92,7 @@ __all__ = [
 # (conv2d's rungs are not all engine kernels: the im2col rung is ops; CONV2D_ALGOS).
 LADDERS: tuple[str, ...] = ("matmul", "reduce", "copy", "conv2d")
 _LADDER_FAMILY = {"matmul": "matmul", "reduce": "reduce_algo", "copy": "copy_algo"}
-CONV2D_ALGOS: tuple[str, ...] = ("default", "im2col", "tiled", "implicit_gemm")
+CONV2D_ALGOS: tuple[str, ...] = ("default", "im2col", "tiled", "implicit_gemm", "depthwise", "direct")
 
 
 # ---- what there is ---------------------------------------------------------------
@@ -108,7 +108,7 @@ def algorithms(ladder: str) -> tuple[str, ...]:
         >>> mt.kernels.algorithms("copy")
         ('default', 'naive', 'tiled', 'tiled_padded')
         >>> mt.kernels.algorithms("conv2d")
-        ('default', 'im2col', 'tiled', 'implicit_gemm')
+        ('default', 'im2col', 'tiled', 'implicit_gemm', 'depthwise', 'direct')
     """
     if ladder == "conv2d":
         return CONV2D_ALGOS
@@ -499,10 +499,10 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
             channel with the input patch the tile reads, halo included, in
             shared memory; no window is copied to memory),
             ``"implicit_gemm"`` (a matmul of the weights with the windows,
-            gathered into shared memory tile by tile, never written) or
-            ``"default"`` (``F.conv2d``'s: under the fast policy tiled for a
-            depthwise convolution whose patch fits, else implicit_gemm;
-            im2col under the teaching policy).
+            gathered into shared memory tile by tile, never written),
+            ``"depthwise"`` (groups = C = C_out) and ``"direct"`` (few input
+            channels; src/conv_depthwise.cu, conv_direct.cu) or ``"default"``
+            (F.conv2d's: those, else implicit_gemm; im2col when teaching).
 
     The tiled rung's patch grows with the stride and the dilation: when the
     patch and one channel's weights need more than 48 KiB of shared memory

@@ -514,11 +514,25 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
 mt_status mt_conv2d_igemm_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
                                       int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups,
                                       int config);
-/* The gradients of a depthwise convolution (groups = C = C_out, weight (C, 1,
- * KH, KW); src/conv_depthwise_backward.cu): grad_in (N, C, H, W), one thread
- * per element gathering its output neighbours; grad_weight (C, 1, KH, KW),
- * one block per tap summing over N OH OW in a fixed order. Operands as for
- * mt_conv2d_igemm_input_grad / _weight_grad, sizes below 2^31. */
+/* The depthwise rung (groups = C = C_out, weight (C, 1, KH, KW); a channel
+ * multiplier is refused): mt_conv2d_depthwise (src/conv_depthwise.cu), a
+ * 32 x 32 output tile of one plane a block, 4 outputs a thread; grad_in
+ * (N, C, H, W) by the same kernel with the taps flipped at stride 1, else
+ * gathered; grad_weight (C, 1, KH, KW) as a deterministic reduction over N
+ * OH OW (src/conv_depthwise_backward.cu). The direct rung
+ * (src/conv_direct.cu), for few input channels a group: a thread per output
+ * pixel computing 8 output channels at a time, a thread per input element
+ * gathering its gradient, the weight gradient as the same reduction. in,
+ * weight, bias and the written tensor contiguous, grad_out any strides (an
+ * expanded gradient is read in place), one float dtype, sizes below 2^31. */
+mt_status mt_conv2d_depthwise(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias,
+                              int stride_h, int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w);
+mt_status mt_conv2d_direct(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, int has_bias, int stride_h,
+                           int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+mt_status mt_conv2d_direct_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, int stride_h,
+                                      int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
+mt_status mt_conv2d_direct_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,
+                                       int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w, int groups);
 mt_status mt_conv2d_depthwise_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, int stride_h,
                                          int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w);
 mt_status mt_conv2d_depthwise_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tensor in, int stride_h,

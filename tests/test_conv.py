@@ -224,7 +224,7 @@ def test_tiled_conv2d_views_and_arguments() -> None:
     same = mt.kernels.conv2d(mt.tensor(x), mt.tensor(w), padding="same", dilation=2, groups=2, algo="tiled")
     assert_close(same, ref_conv2d(x, w, None, (1, 1), (2, 2), (2, 2), 2), mt.float64, n=27)
     # algo="default" is what F.conv2d runs.
-    assert mt.kernels.algorithms("conv2d") == ("default", "im2col", "tiled", "implicit_gemm")
+    assert mt.kernels.algorithms("conv2d") == ("default", "im2col", "tiled", "implicit_gemm", "depthwise", "direct")
     default = mt.kernels.conv2d(mt.tensor(x), mt.tensor(w), groups=2)
     assert_close(default, F.conv2d(mt.tensor(x), mt.tensor(w), groups=2).numpy(), mt.float64)
     # An empty batch gives an empty result, and no output channel an empty plane.

@@ -114,7 +114,7 @@ def test_implicit_gemm_empty_sizes() -> None:
 
 
 def test_conv2d_default_rung_per_policy() -> None:
-    """F.conv2d runs the implicit GEMM under the fast policy (the tiled rung for
+    """F.conv2d runs the implicit GEMM under the fast policy (the depthwise rung for
     depthwise layers), and the im2col rung the course builds under teaching;
     conv1d goes through conv2d."""
     rng = np.random.default_rng(13)
@@ -123,7 +123,7 @@ def test_conv2d_default_rung_per_policy() -> None:
         fast = F.conv2d(x, w, b, padding=1, groups=2)
         assert type(fast.grad_fn).__name__ == "Conv2dImplicitGemm"
         depthwise = F.conv2d(x, mt.randn(4, 1, 3, 3, dtype=mt.float64), groups=4)
-        assert type(depthwise.grad_fn).__name__ == "Conv2dTiled"
+        assert type(depthwise.grad_fn).__name__ == "Conv2dDepthwise"
         line = F.conv1d(mt.randn(2, 3, 20, requires_grad=True), mt.randn(5, 3, 4), stride=2)
         assert type(line.grad_fn).__name__ != "Conv2dImplicitGemm"  # a squeeze of it
         assert line.shape == (2, 5, 9)

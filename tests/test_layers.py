@@ -176,6 +176,8 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "attention": ["src/attention.cu", "src/attention_warp.cu", "src/masked_softmax.cu"],
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu", "src/conv_depthwise_backward.cu", "src/conv_igemm_pipelined.cu"],
+    "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu", "src/conv_depthwise_backward.cu", "src/conv_depthwise.cu",
+             "src/conv_direct.cu"],
     "pool": ["src/pool.cu"],
     "optim": ["src/optim.cu"],
 }

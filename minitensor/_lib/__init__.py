@@ -193,6 +193,10 @@ from .conv import (  # noqa: F401
     conv2d_depthwise_weight_grad,
     conv2d_igemm_config_count,
     conv2d_igemm_config_name,
+    conv2d_depthwise,
+    conv2d_direct,
+    conv2d_direct_input_grad,
+    conv2d_direct_weight_grad,
 )
 from .cross_entropy import (  # noqa: F401
     cross_entropy,

@@ -108,3 +108,54 @@ def conv2d_depthwise_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stri
     check(lib().mt_conv2d_depthwise_weight_grad(grad_weight.descriptor(), grad_out.descriptor(), inp.descriptor(),
                                                 *_conv_args(stride, padding, dilation, 1)[:6]),
           "mt_conv2d_depthwise_weight_grad")
+
+
+# ---- the depthwise rung's forward (src/conv_depthwise.cu) and the direct rung (src/conv_direct.cu) ----
+
+SMALL_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "mt_conv2d_depthwise": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
+                                    c_int]),
+    "mt_conv2d_direct": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
+                                 c_int, c_int]),
+    "mt_conv2d_direct_input_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
+                                            c_int]),
+    "mt_conv2d_direct_weight_grad": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int, c_int, c_int, c_int, c_int,
+                                             c_int]),
+}
+declare(SMALL_SIGNATURES)
+
+
+def conv2d_depthwise(out: Any, inp: Any, weight: Any, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+                     dilation: tuple[int, int]) -> None:
+    """out = the depthwise convolution of inp (N, C, H, W) by weight (C, 1, KH, KW), plus
+    bias (C,) or None (mt_conv2d_depthwise); contiguous."""
+    check(lib().mt_conv2d_depthwise(out.descriptor(), inp.descriptor(), weight.descriptor(), _desc(bias),
+                                    0 if bias is None else 1, *_conv_args(stride, padding, dilation, 1)[:-1]),
+          "mt_conv2d_depthwise")
+
+
+def conv2d_direct(out: Any, inp: Any, weight: Any, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+                  dilation: tuple[int, int], groups: int) -> None:
+    """out = the convolution of inp by weight (+ bias, which may be None) by the direct
+    kernel (mt_conv2d_direct: a thread per output pixel); contiguous."""
+    check(lib().mt_conv2d_direct(out.descriptor(), inp.descriptor(), weight.descriptor(), _desc(bias),
+                                 0 if bias is None else 1, *_conv_args(stride, padding, dilation, groups)),
+          "mt_conv2d_direct")
+
+
+def conv2d_direct_input_grad(grad_in: Any, grad_out: Any, weight: Any, stride: tuple[int, int],
+                             padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> None:
+    """grad_in (N, C, H, W) = the input's gradient of a convolution for grad_out (any
+    strides) and weight, one thread per input element (mt_conv2d_direct_input_grad)."""
+    check(lib().mt_conv2d_direct_input_grad(grad_in.descriptor(), grad_out.descriptor(), weight.descriptor(),
+                                            *_conv_args(stride, padding, dilation, groups)),
+          "mt_conv2d_direct_input_grad")
+
+
+def conv2d_direct_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stride: tuple[int, int],
+                              padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> None:
+    """grad_weight (C_out, C / groups, KH, KW) = the weight's gradient of a convolution for
+    grad_out (any strides) and inp, a deterministic reduction (mt_conv2d_direct_weight_grad)."""
+    check(lib().mt_conv2d_direct_weight_grad(grad_weight.descriptor(), grad_out.descriptor(), inp.descriptor(),
+                                             *_conv_args(stride, padding, dilation, groups)),
+          "mt_conv2d_direct_weight_grad")

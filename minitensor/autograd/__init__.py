@@ -17,7 +17,7 @@ by kernel family under the names of minitensor/ops/'s modules:
     norm.py           LayerNorm
     attention.py      MaskedSoftmax, Attention
     matmul.py         MatMul, LinearFused
-    conv.py           Im2Col, Conv2dTiled, Conv2dImplicitGemm
+    conv.py           Im2Col, Conv2dTiled, Conv2dImplicitGemm, Conv2dDepthwise, Conv2dDirect
     pool.py           MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
     shaping.py        View, Reshape, Permute, Expand, Index, ..., Overwrite, Cat, Stack
 
@@ -68,7 +68,7 @@ from .cross_entropy import CrossEntropy
 from .norm import LayerNorm
 from .attention import MaskedSoftmax, Attention
 from .matmul import LinearFused, MatMul
-from .conv import Im2Col, Conv2dTiled, Conv2dImplicitGemm
+from .conv import Im2Col, Conv2dTiled, Conv2dImplicitGemm, Conv2dDepthwise, Conv2dDirect
 from .pool import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
 from .shaping import (
     View,

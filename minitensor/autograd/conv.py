@@ -30,6 +30,8 @@ def _input_grad(rung: str, grad: Any, x_shape: tuple[int, ...], weight: Any, str
     """The input's gradient by one rung (ops.conv2d_grad_rungs names it)."""
     if rung == "depthwise":
         return ops.conv2d_depthwise_input_grad(grad, weight, x_shape, stride, padding, dilation)
+    if rung == "direct":
+        return ops.conv2d_direct_input_grad(grad, weight, x_shape, stride, padding, dilation, groups)
     if rung == "implicit_gemm":
         return ops.conv2d_igemm_input_grad(grad, weight, x_shape, stride, padding, dilation, groups)
     # im2col: each window's gradient W^T G (a batched matmul over C_out), then col2im.
@@ -47,6 +49,8 @@ def _weight_grad(rung: str, grad: Any, x: Any, weight_shape: tuple[int, ...], st
     """The weight's gradient by one rung (ops.conv2d_grad_rungs names it)."""
     if rung == "depthwise":
         return ops.conv2d_depthwise_weight_grad(grad, x, weight_shape, stride, padding, dilation)
+    if rung == "direct":
+        return ops.conv2d_direct_weight_grad(grad, x, weight_shape, stride, padding, dilation, groups)
     if rung == "implicit_gemm":
         return ops.conv2d_igemm_weight_grad(grad, x, weight_shape, stride, padding, dilation, groups)
     # im2col: sum over N of G im2col(x)^T.
@@ -117,3 +121,38 @@ class Conv2dImplicitGemm(Function):
     @staticmethod
     def backward(ctx, grad):
         return _conv2d_backward(ctx, grad, "implicit_gemm")
+
+
+
+class Conv2dDepthwise(Function):
+    """The depthwise convolution of x (N, C, H, W) by weight (C, 1, KH, KW), plus bias
+    (C,) or None (ops.conv2d_depthwise, the depthwise rung); its backward the
+    depthwise gradient kernels (a flipped-tap convolution of grad for the input,
+    a per-channel reduction for the weight) and the sum of grad for the bias."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding, dilation, groups):
+        ctx.args = (stride, padding, dilation, groups)
+        ctx.save_for_backward(x, weight)
+        return ops.conv2d_depthwise(x, weight, bias, stride, padding, dilation)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _conv2d_backward(ctx, grad, "depthwise")
+
+
+class Conv2dDirect(Function):
+    """The convolution of x (N, C, H, W) by weight (C_out, C / groups, KH, KW), plus
+    bias or None, by the direct kernel (ops.conv2d_direct: few products per output,
+    the digits CNN's first layer); backward a gather for the input's gradient and a
+    reduction for the weight's (ops.conv2d_grad_rungs: "direct"), no window tensor."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding, dilation, groups):
+        ctx.args = (stride, padding, dilation, groups)
+        ctx.save_for_backward(x, weight)
+        return ops.conv2d_direct(x, weight, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _conv2d_backward(ctx, grad, "direct")

@@ -124,6 +124,10 @@ def _conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride: Any, 
         return autograd.Conv2dTiled.apply(input, weight, bias, stride, padding, dilation, groups)
     if algo == "implicit_gemm":
         return autograd.Conv2dImplicitGemm.apply(input, weight, bias, stride, padding, dilation, groups)
+    if algo == "depthwise":
+        return autograd.Conv2dDepthwise.apply(input, weight, bias, stride, padding, dilation, groups)
+    if algo == "direct":
+        return autograd.Conv2dDirect.apply(input, weight, bias, stride, padding, dilation, groups)
     cols = autograd.Im2Col.apply(input, kernel, stride, padding, dilation)  # N, C, KH, KW, OH, OW
     cols = cols.reshape(n, groups, c_group * kh * kw, oh * ow)
     w = weight.reshape(groups, c_out // groups, c_group * kh * kw)
@@ -144,6 +148,9 @@ def _default_conv2d_rung(input: Tensor, weight: Tensor, kernel: tuple[int, int],
     indices do not hold the sizes; then im2col."""
     if not ops.fast_kernels():
         return "im2col"
+    small = ops.conv2d_small_rung(input.shape, weight.shape, stride, dilation, groups, input.dtype)
+    if small is not None:  # depthwise, or few products per output (src/conv_depthwise.cu, conv_direct.cu)
+        return small
     if weight.shape[1] == 1 and groups > 1 and ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype):
         return "tiled"
     if ops.conv2d_igemm_fits(input.shape, weight.shape, padding, out_hw, groups):

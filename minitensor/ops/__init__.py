@@ -191,6 +191,14 @@ from .conv import (  # noqa: F401
     conv2d_depthwise_weight_grad,
     IGEMM_INPUT_GRAD_MIN_CHANNELS,
     conv2d_grad_rungs,
+    DEPTHWISE_TILE,
+    DIRECT_MAX_TAPS,
+    conv2d_depthwise_fits,
+    conv2d_small_rung,
+    conv2d_depthwise,
+    conv2d_direct,
+    conv2d_direct_input_grad,
+    conv2d_direct_weight_grad,
 )
 from .pool import (  # noqa: F401
     pool_output_size,

@@ -182,21 +182,23 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
 def conv2d_depthwise_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...], stride: tuple[int, int],
                                 padding: tuple[int, int], dilation: tuple[int, int]) -> Array:
     """The gradient of a depthwise convolution's input (groups = C = C_out, weight (C, 1,
-    KH, KW)), of input_shape (N, C, H, W), for the output's gradient grad: each input
-    pixel gathers the KH x KW elements of grad that its value fed, times their taps
-    (one thread per pixel, no atomics)."""
+    KH, KW)), of input_shape (N, C, H, W), for the output's gradient grad (any strides:
+    an expanded gradient is read in place): at stride 1 grad convolved with the
+    flipped taps by the forward's tiled kernel, else each input pixel gathers the
+    elements of grad its value fed (no atomics either way)."""
     out = empty(tuple(input_shape), grad.dtype)
-    _lib.conv2d_depthwise_input_grad(out, contiguous(grad), contiguous(weight), stride, padding, dilation)
+    _lib.conv2d_depthwise_input_grad(out, grad, contiguous(weight), stride, padding, dilation)  # grad: any strides
     return out
 
 
 def conv2d_depthwise_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...], stride: tuple[int, int],
                                  padding: tuple[int, int], dilation: tuple[int, int]) -> Array:
     """The gradient of a depthwise convolution's weight (of weight_shape, (C, 1, KH, KW))
-    for grad and the input x: per channel and tap, the sum over (N, OH, OW) of grad
-    times the input that tap read (one block each, a fixed order)."""
+    for grad (any strides) and the input x: per channel and tap, the sum over (N, OH,
+    OW) of grad times the input that tap read: blocks of partial sums over slices of
+    the pixels, then the slices added in a fixed order (deterministic)."""
     out = empty(tuple(weight_shape), grad.dtype)
-    _lib.conv2d_depthwise_weight_grad(out, contiguous(grad), contiguous(x), stride, padding, dilation)
+    _lib.conv2d_depthwise_weight_grad(out, grad, contiguous(x), stride, padding, dilation)  # grad: any strides
     return out
 
 
@@ -207,7 +209,8 @@ IGEMM_INPUT_GRAD_MIN_CHANNELS = 16
 def conv2d_grad_rungs(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], groups: int,
                       forward: str) -> tuple[str, str]:
     """The rungs (input gradient, weight gradient) of a convolution whose forward ran
-    on `forward` ("tiled" or "implicit_gemm"); each is "depthwise", "im2col" (the
+    on `forward` ("tiled", "implicit_gemm", "depthwise" or "direct"); each is
+    "depthwise", "direct" (a gather; a reduction over the pixels), "im2col" (the
     window gradients W^T G, then col2im; G im2col(x)^T) or "implicit_gemm".
 
     - depthwise (groups = C = C_out, one weight channel a group): "depthwise" for
@@ -221,12 +224,90 @@ def conv2d_grad_rungs(input_shape: tuple[int, ...], weight_shape: tuple[int, ...
       an H200 (bench/conv.py). im2col's backward is a dense batched matmul
       (K = C_out) and col2im; the weight gradient stays an implicit GEMM
       (M = C_out, its K split over blocks);
+    - the direct forward's (few products per output): "direct" for both;
     - else the forward's own: the tiled rung's backward is im2col's."""
     c, c_out, c_group = input_shape[1], weight_shape[0], weight_shape[1]
     if c_group == 1 and groups == c == c_out:
         return "depthwise", "depthwise"
+    if forward == "direct":
+        return "direct", "direct"
     if forward == "tiled":
         return "im2col", "im2col"
     if c_group < IGEMM_INPUT_GRAD_MIN_CHANNELS:
         return "im2col", "implicit_gemm"
     return "implicit_gemm", "implicit_gemm"
+
+
+# ---- the depthwise rung's forward and the direct rung (src/conv_depthwise.cu, src/conv_direct.cu) ----
+
+DEPTHWISE_TILE = (32, 32)  # src/conv_depthwise.cu's kTileH x kTileW outputs a block
+DIRECT_MAX_TAPS = 27  # C / groups * KH * KW up to which F.conv2d takes the direct rung
+
+
+def conv2d_depthwise_fits(kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
+                          dtype: DType) -> bool:
+    """Whether mt_conv2d_depthwise takes these sizes: a 32 x 32 output tile's input
+    patch and a channel's taps fit in 48 KiB of shared memory."""
+    patch = 1
+    for t, k, s, d in zip(DEPTHWISE_TILE, kernel, stride, dilation):
+        patch *= (t - 1) * s + (k - 1) * d + 1
+    return (patch + kernel[0] * kernel[1]) * dtype.itemsize <= CONV_SHARED_LIMIT
+
+
+def conv2d_small_rung(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, int],
+                      dilation: tuple[int, int], groups: int, dtype: DType) -> str | None:
+    """The rung of F.conv2d's fast policy for the convolutions a matrix product
+    serves badly, or None for the others (the caller's choice then stands):
+
+    - "depthwise" (groups = C = C_out, weight (C, 1, KH, KW)) when its tile's
+      patch fits: a GEMM per group would have one row;
+    - "direct" when groups = 1 and each output sums at most DIRECT_MAX_TAPS
+      products (C KH KW: the digits CNN's 1 -> 32 channel 3 x 3 layer has 9):
+      the GEMM's K would be a sliver of its tile, im2col's backward a window
+      tensor and a col2im of KH KW adds."""
+    c, c_out, c_group, kh, kw = input_shape[1], weight_shape[0], weight_shape[1], weight_shape[2], weight_shape[3]
+    if c_group == 1 and groups == c == c_out:
+        return "depthwise" if conv2d_depthwise_fits((kh, kw), stride, dilation, dtype) else None
+    if groups == 1 and c_group * kh * kw <= DIRECT_MAX_TAPS:
+        return "direct"
+    return None
+
+
+def conv2d_depthwise(x: Array, weight: Array, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+                     dilation: tuple[int, int]) -> Array:
+    """The depthwise convolution of x (N, C, H, W) by weight (C, 1, KH, KW), plus bias
+    (C,) or None (mt_conv2d_depthwise): each block stages a 32 x 32 output tile's
+    input patch of one channel in shared memory, each thread computes 4 outputs."""
+    def kernel(out: Array, x: Array, weight: Array, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+               dilation: tuple[int, int], groups: int) -> None:
+        _lib.conv2d_depthwise(out, x, weight, bias, stride, padding, dilation)
+
+    return _conv2d_by(kernel, x, weight, bias, stride, padding, dilation, x.shape[1])
+
+
+def conv2d_direct(x: Array, weight: Array, bias: Any, stride: tuple[int, int], padding: tuple[int, int],
+                  dilation: tuple[int, int], groups: int) -> Array:
+    """The convolution of x by weight (+ bias or None) by the direct kernel
+    (mt_conv2d_direct): a thread per output pixel, its window read once for 8
+    output channels at a time."""
+    return _conv2d_by(_lib.conv2d_direct, x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d_direct_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...], stride: tuple[int, int],
+                             padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Array:
+    """The gradient of a convolution's input (of input_shape) for grad (any strides):
+    each input element gathers the elements of grad its value fed, times their taps
+    (mt_conv2d_direct_input_grad; no im2col, no col2im)."""
+    out = empty(tuple(input_shape), grad.dtype)
+    _lib.conv2d_direct_input_grad(out, grad, contiguous(weight), stride, padding, dilation, groups)
+    return out
+
+
+def conv2d_direct_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...], stride: tuple[int, int],
+                              padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Array:
+    """The gradient of a convolution's weight (of weight_shape) for grad (any strides)
+    and x: a reduction over (N, OH, OW) per weight, block partials added in a fixed
+    order (mt_conv2d_direct_weight_grad)."""
+    out = empty(tuple(weight_shape), grad.dtype)
+    _lib.conv2d_direct_weight_grad(out, grad, contiguous(x), stride, padding, dilation, groups)
+    return out

@@ -2,8 +2,9 @@
 
 The rungs are the ones minitensor's own ``F.conv2d`` picks for the shapes
 (nn/functional_conv.py): under the fast kernel policy the implicit GEMM
-(src/conv_implicit_gemm.cu, no window written), the tiled kernel for a
-depthwise convolution, im2col where neither takes the sizes; under the
+(src/conv_implicit_gemm.cu, no window written), the depthwise kernel for a
+depthwise convolution (src/conv_depthwise.cu), the direct one for few input
+channels (src/conv_direct.cu), im2col where none takes the sizes; under the
 teaching policy im2col. The gradients run the rungs
 ``ops.conv2d_grad_rungs`` picks, computed by the same functions as
 minitensor's own gradient rules (autograd/conv.py). dense.py's docstring
@@ -88,6 +89,10 @@ def _conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
             out = ops.conv2d_igemm(xa, wa, ba, stride, padding, dilation, groups)
         elif rung == "tiled":
             out = ops.conv2d_tiled(xa, wa, ba, stride, padding, dilation, groups)
+        elif rung == "depthwise":
+            out = ops.conv2d_depthwise(xa, wa, ba, stride, padding, dilation)
+        elif rung == "direct":
+            out = ops.conv2d_direct(xa, wa, ba, stride, padding, dilation, groups)
         else:
             out = _im2col_conv(xa, wa, ba, stride, padding, dilation, groups, out_shape)
         return to_torch(out)

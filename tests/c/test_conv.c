@@ -17,7 +17,14 @@
  * backward, mt_conv2d_depthwise_input_grad and _weight_grad, against the same
  * sums (groups = C = C_out: stride, padding, dilation, per-dim arguments,
  * planes off the 256-thread block, a 7 x 7 stem-like kernel at stride 2, an
- * empty batch, random cases), with their refusals.
+ * empty batch, random cases), with their refusals. The depthwise rung's
+ * forward (mt_conv2d_depthwise: 32 x 32 tiles whole and partial, 3 x 3 and
+ * 5 x 5 compiled, other sizes at run time, strides, dilation) and the direct
+ * rung (mt_conv2d_direct and its two gradients: every forward case, the
+ * digits layer, the stem, groups, a weight gradient over several slices, N =
+ * 1, an empty batch); these gradients read grad_out in random layouts
+ * (transposed, sliced, expanded). Refused: a channel multiplier, a depthwise
+ * patch over 48 KiB, the direct entry points' bad operands.
  *
  *   make check-c T=test_conv
  */
@@ -62,9 +69,25 @@ static tt_expect ref_pixel(const tt_tensor *in, const tt_tensor *weight, const t
 }
 
 /* Which entry point conv_case calls: the tiled kernel or the implicit GEMM,
- * and the implicit GEMM's tile configuration (-1: the library's choice). */
+ * and the implicit GEMM's tile configuration (-1: the library's choice); or
+ * the depthwise rung (use_depthwise, below) or the direct one (use_direct,
+ * both also for grad_case's gradients). */
 static int use_igemm = 0;
 static int igemm_config = -1;
+static int use_depthwise = 0; /* mt_conv2d_depthwise*: a.groups = a.c = a.c_out */
+static int use_direct = 0;    /* mt_conv2d_direct* */
+
+static mt_status forward(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tensor bias, const conv_args *a)
+{
+    if (use_depthwise)
+        return mt_conv2d_depthwise(out, in, weight, bias, a->bias, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw);
+    if (use_direct)
+        return mt_conv2d_direct(out, in, weight, bias, a->bias, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw, a->groups);
+    if (use_igemm)
+        return mt_conv2d_igemm(out, in, weight, bias, a->bias, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw, a->groups,
+                               igemm_config);
+    return mt_conv2d(out, in, weight, bias, a->bias, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw, a->groups);
+}
 
 static void conv_case(int dtype, conv_args a)
 {
@@ -76,7 +99,9 @@ static void conv_case(int dtype, conv_args a)
     tt_fill(&in, -2, 2, TT_SOME_ZEROS);
     tt_fill(&weight, -1, 1, 0);
     tt_fill(&bias, -1, 1, 0);
-    const char *func = use_igemm ? "mt_conv2d_igemm" : "mt_conv2d";
+    const char *func = use_depthwise ? "mt_conv2d_depthwise" : use_direct ? "mt_conv2d_direct"
+                     : use_igemm   ? "mt_conv2d_igemm"
+                                   : "mt_conv2d";
     tt_case("%s %s: in %s, weight %s%s, stride (%d, %d), padding (%d, %d), dilation (%d, %d), groups %d", func,
             tt_dtype_name(dtype), tt_str(&in), tt_str(&weight), a.bias ? ", bias" : "", a.sh, a.sw, a.ph, a.pw,
             a.dh, a.dw, a.groups);
@@ -86,11 +111,7 @@ static void conv_case(int dtype, conv_args a)
         to_index(i, out.t.shape, 4, index);
         expect[i] = ref_pixel(&in, &weight, &bias, &a, index[0], index[1], index[2], index[3]);
     }
-    const mt_status status =
-        use_igemm ? mt_conv2d_igemm(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups,
-                                    igemm_config)
-                  : mt_conv2d(out.t, in.t, weight.t, bias.t, a.bias, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups);
-    if (tt_expect_ok(status, func)) {
+    if (tt_expect_ok(forward(out.t, in.t, weight.t, bias.t, &a), func)) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&in, "in");
         tt_expect_unchanged(&weight, "weight");
@@ -172,12 +193,13 @@ static tt_expect ref_weight_grad(const tt_tensor *grad_out, const tt_tensor *in,
     return tt_sum(sum, sumsq, a->n * oh * ow);
 }
 
-static int use_depthwise = 0; /* grad_case calls mt_conv2d_depthwise_* (a.groups = a.c = a.c_out) */
-
 static mt_status input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, const conv_args *a)
 {
     if (use_depthwise)
         return mt_conv2d_depthwise_input_grad(grad_in, grad_out, weight, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw);
+    if (use_direct)
+        return mt_conv2d_direct_input_grad(grad_in, grad_out, weight, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
+                                           a->groups);
     return mt_conv2d_igemm_input_grad(grad_in, grad_out, weight, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
                                       a->groups, igemm_config);
 }
@@ -186,19 +208,28 @@ static mt_status weight_grad(mt_tensor grad_weight, mt_tensor grad_out, mt_tenso
 {
     if (use_depthwise)
         return mt_conv2d_depthwise_weight_grad(grad_weight, grad_out, in, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw);
+    if (use_direct)
+        return mt_conv2d_direct_weight_grad(grad_weight, grad_out, in, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
+                                            a->groups);
     return mt_conv2d_igemm_weight_grad(grad_weight, grad_out, in, a->sh, a->sw, a->ph, a->pw, a->dh, a->dw,
                                        a->groups, igemm_config);
 }
 
 static void grad_case(int dtype, conv_args a)
 {
-    const char *in_func = use_depthwise ? "mt_conv2d_depthwise_input_grad" : "mt_conv2d_igemm_input_grad";
-    const char *w_func = use_depthwise ? "mt_conv2d_depthwise_weight_grad" : "mt_conv2d_igemm_weight_grad";
+    const char *in_func = use_depthwise ? "mt_conv2d_depthwise_input_grad"
+                        : use_direct  ? "mt_conv2d_direct_input_grad"
+                                      : "mt_conv2d_igemm_input_grad";
+    const char *w_func = use_depthwise ? "mt_conv2d_depthwise_weight_grad"
+                       : use_direct  ? "mt_conv2d_direct_weight_grad"
+                                     : "mt_conv2d_igemm_weight_grad";
     const int64_t oh = out_size(a.h, a.kh, a.sh, a.ph, a.dh), ow = out_size(a.w, a.kw, a.sw, a.pw, a.dw);
     int64_t is[4] = {a.n, a.c, a.h, a.w}, ws[4] = {a.c_out, a.c / a.groups, a.kh, a.kw};
     int64_t os[4] = {a.n, a.c_out, oh, ow};
     tt_tensor in = tt_new(dtype, 4, is, TT_CONTIGUOUS), weight = tt_new(dtype, 4, ws, TT_CONTIGUOUS);
-    tt_tensor grad_out = tt_new(dtype, 4, os, TT_CONTIGUOUS);
+    /* The depthwise and direct gradients read grad_out by its strides (any
+     * layout: transposed, sliced, expanded as the gradient of a .sum() is). */
+    tt_tensor grad_out = tt_new(dtype, 4, os, use_depthwise || use_direct ? TT_INPUT : TT_CONTIGUOUS);
     tt_tensor grad_in = tt_new(dtype, 4, is, TT_CONTIGUOUS), grad_w = tt_new(dtype, 4, ws, TT_CONTIGUOUS);
     tt_fill(&in, -2, 2, TT_SOME_ZEROS);
     tt_fill(&weight, -1, 1, 0);
@@ -348,6 +379,42 @@ int main(void)
                 grad_case(dtype, a);
             }
             use_depthwise = 0;
+        }
+        TT_GROUP("conv2d depthwise forward %s", tt_dtype_name(dtype)) {
+            use_depthwise = 1;
+            for (int bias = 0; bias < 2; ++bias) {
+                /*          n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
+                conv_case(dtype, (conv_args){2, 3, 9, 10, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, bias});  /* one partial tile */
+                conv_case(dtype, (conv_args){1, 2, 64, 32, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, bias}); /* whole 32 x 32 tiles */
+                conv_case(dtype, (conv_args){1, 2, 37, 41, 2, 5, 5, 1, 1, 2, 2, 1, 1, 2, bias}); /* 5 x 5, tiles off the edge */
+                conv_case(dtype, (conv_args){1, 2, 35, 33, 2, 3, 3, 2, 2, 1, 1, 1, 1, 2, bias}); /* stride 2 */
+                conv_case(dtype, (conv_args){1, 2, 19, 18, 2, 3, 2, 1, 2, 2, 0, 2, 1, 2, bias}); /* run-time 3 x 2, dilation */
+                conv_case(dtype, (conv_args){3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, bias});   /* N = 3, 1 x 1 images */
+            }
+            conv_case(dtype, (conv_args){0, 2, 8, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1}); /* no batch: nothing to do */
+            for (int r = 0; r < 8; ++r) {
+                conv_args a = random_args();
+                a.c = a.c_out = a.groups;
+                a.sh = a.sh > 2 ? 2 : a.sh; /* a float64 patch at stride 3 and dilation 3 needs over 48 KiB */
+                a.sw = a.sw > 2 ? 2 : a.sw;
+                conv_case(dtype, a);
+            }
+            use_depthwise = 0;
+        }
+        TT_GROUP("conv2d direct %s", tt_dtype_name(dtype)) {
+            use_direct = 1;
+            forward_cases(dtype); /* its forward takes every shape the tiled rung does, and larger patches */
+            /*          n    c  h  w  co kh kw sh sw ph pw dh dw g  bias */
+            conv_case(dtype, (conv_args){9, 1, 8, 8, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}); /* the digits layer: 8 + 3 channels */
+            grad_case(dtype, (conv_args){9, 1, 8, 8, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
+            grad_case(dtype, (conv_args){2, 3, 19, 18, 5, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0}); /* the stem's shape */
+            grad_case(dtype, (conv_args){2, 4, 9, 11, 6, 3, 2, 1, 1, 1, 0, 1, 1, 2, 0});  /* run-time 3 x 2, 2 groups */
+            grad_case(dtype, (conv_args){40, 1, 12, 12, 2, 5, 5, 1, 1, 2, 2, 1, 1, 1, 0}); /* 5760 pixels: 3 slices */
+            grad_case(dtype, (conv_args){0, 2, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});   /* no batch: a zero weight gradient */
+            grad_case(dtype, (conv_args){1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0});   /* N = 1, one pixel */
+            for (int r = 0; r < 6; ++r)
+                grad_case(dtype, random_args());
+            use_direct = 0;
         }
     }
     TT_GROUP("refused") {
@@ -502,9 +569,40 @@ int main(void)
         tt_case("mt_conv2d_depthwise_input_grad: grad_in is grad_out");
         tt_expect_error(mt_conv2d_depthwise_input_grad(out_same.t, out_same.t, wg.t, 1, 1, 1, 1, 1, 1), TT_ANY_ERROR,
                         "mt_conv2d_depthwise_input_grad", NULL);
-        tt_case("mt_conv2d_depthwise_input_grad: a transposed grad_out");
-        tt_expect_error(mt_conv2d_depthwise_input_grad(in.t, out_t, wg.t, 1, 1, 0, 0, 1, 1), MT_ERR_INVALID_ARGUMENT,
+        tt_case("mt_conv2d_depthwise_input_grad: a transposed weight");
+        mt_tensor wg_t = wg.t;
+        wg_t.strides[2] = 1;
+        wg_t.strides[3] = 3;
+        tt_expect_error(mt_conv2d_depthwise_input_grad(in.t, out.t, wg_t, 1, 1, 0, 0, 1, 1), MT_ERR_INVALID_ARGUMENT,
                         "mt_conv2d_depthwise_input_grad", &in);
+        tt_case("mt_conv2d_depthwise: a channel multiplier (weight (4, 1, 3, 3) for C = 2)");
+        int64_t ws_m[4] = {4, 1, 3, 3}, os_m[4] = {1, 4, 4, 4};
+        tt_tensor w_m = tt_new(MT_FLOAT32, 4, ws_m, TT_CONTIGUOUS), out_m = tt_new(MT_FLOAT32, 4, os_m, TT_CONTIGUOUS);
+        tt_fill(&w_m, -1, 1, 0);
+        if (tt_expect_error(mt_conv2d_depthwise(out_m.t, in.t, w_m.t, bias.t, 0, 1, 1, 0, 0, 1, 1), MT_ERR_SHAPE,
+                            "mt_conv2d_depthwise", &out_m) &&
+            !strstr(mt_last_error(), "multiplier"))
+            tt_fail("the message does not name the multiplier: \"%s\"", mt_last_error());
+        tt_free(&w_m);
+        tt_free(&out_m);
+        tt_case("mt_conv2d_depthwise: a patch over 48 KiB (stride 8: 249 x 249 floats)");
+        tt_expect_error(mt_conv2d_depthwise(out1.t, in1.t, w1.t, bias.t, 0, 8, 8, 0, 0, 1, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d_depthwise", &out1);
+        tt_case("mt_conv2d_direct: a bias of 3 for 2 out channels; groups that do not divide");
+        tt_expect_error(mt_conv2d_direct(out.t, in.t, weight.t, bias3.t, 1, 1, 1, 0, 0, 1, 1, 1), MT_ERR_SHAPE,
+                        "mt_conv2d_direct", &out);
+        tt_expect_error(mt_conv2d_direct(out.t, in.t, weight.t, bias.t, 0, 1, 1, 0, 0, 1, 1, 2), MT_ERR_SHAPE,
+                        "mt_conv2d_direct", &out);
+        tt_case("mt_conv2d_direct_input_grad: int64 operands; grad_in is grad_out");
+        tt_expect_error(mt_conv2d_direct_input_grad(in_i.t, out_i.t, w_i.t, 1, 1, 0, 0, 1, 1, 1), MT_ERR_DTYPE,
+                        "mt_conv2d_direct_input_grad", &in_i);
+        tt_expect_error(mt_conv2d_direct_input_grad(out_same.t, out_same.t, weight.t, 1, 1, 1, 1, 1, 1, 1),
+                        TT_ANY_ERROR, "mt_conv2d_direct_input_grad", NULL);
+        tt_case("mt_conv2d_direct_weight_grad: a transposed input; no window fits (dilation 3)");
+        tt_expect_error(mt_conv2d_direct_weight_grad(weight.t, out.t, in_t, 1, 1, 0, 0, 1, 1, 1),
+                        MT_ERR_INVALID_ARGUMENT, "mt_conv2d_direct_weight_grad", &weight);
+        tt_expect_error(mt_conv2d_direct_weight_grad(weight.t, out.t, in.t, 1, 1, 0, 0, 3, 3, 1), MT_ERR_SHAPE,
+                        "mt_conv2d_direct_weight_grad", &weight);
         tt_case("mt_conv2d_depthwise_weight_grad: an int64 input");
         tt_expect_error(mt_conv2d_depthwise_weight_grad(wg.t, out.t, in_i.t, 1, 1, 0, 0, 1, 1), MT_ERR_DTYPE,
                         "mt_conv2d_depthwise_weight_grad", &wg);
