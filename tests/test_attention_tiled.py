@@ -79,3 +79,18 @@ def test_tiled_rung_refuses() -> None:
     with pytest.raises(ValueError, match="float32 only"):
         d64 = mt.tensor(np.ones((1, 4, 64)))
         mt.kernels.attention(d64, d64, d64, "tiled", block_queries=128)
+
+
+@pytest.mark.parametrize("rung", ["tiled/warp", "warp/tiled"])
+def test_forward_of_one_rung_backward_of_another(rung) -> None:
+    """A rung "F/B" (what ops.fused_attention_rung may choose) runs F's forward
+    and B's backward: the lse each one-kernel rung saves is the same."""
+    rng = np.random.default_rng(13)
+    q, k, v, dout = (rng.standard_normal((2, 70, 64)) for _ in range(4))
+    ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
+    out = mt.autograd.Attention.apply(*ts, 0.125, True, rung)
+    out.backward(mt.tensor(dout, dtype=mt.float32))
+    want = ref_attention(q, k, v, dout, 0.125, True)
+    assert_close(out, want[0], mt.float32, n=70 * 64)
+    for t, w in zip(ts, want[1:]):
+        assert_close(t.grad, w, mt.float32, n=70 * 64 * 2)

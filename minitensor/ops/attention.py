@@ -32,9 +32,9 @@ ATTENTION_TILED_FASTEST = (32, 64, 128)
 def fused_attention_rung(head_dim: int, value_dim: int) -> Optional[str]:
     """The fastest one-kernel attention rung for these head dims under the fast
     kernel policy: "tiled" (src/attention_tiled.cu) where it was measured the
-    faster, else "warp" (src/attention_warp.cu) for equal dims of 32, 64, 128;
-    None when neither takes them, or under the teaching policy (the course's
-    rungs run there)."""
+    faster, else "warp" (src/attention_warp.cu) for equal dims of 32, 64, 128
+    ("F/B": F's forward, B's backward); None when neither takes them, or under
+    the teaching policy (the course's rungs run there)."""
     if not fast_kernels() or head_dim != value_dim:
         return None
     if head_dim in ATTENTION_TILED_FASTEST:
@@ -83,12 +83,13 @@ def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: st
     "tiled": mt_attention_tiled, block_queries queries a block, D = Dv in
     ATTENTION_TILED_DIMS): no score is written to memory. Returns the output and
     each row's log-sum-exp (B, L) of the scaled scores, which is all the backward
-    needs to recompute the weights."""
+    needs to recompute the weights. A rung "F/B" (fused_attention_rung) runs F
+    here and B in attention_backward: every one-kernel rung saves the same lse."""
     q, k, v = contiguous(q), contiguous(k), contiguous(v)
     out = empty((q.shape[0], q.shape[1], v.shape[2]), q.dtype)
     lse = empty((q.shape[0], q.shape[1]), q.dtype)
     if out.numel() > 0 or lse.numel() > 0:
-        _lib.attention(out, lse, q, k, v, scale, causal, rung, block_queries)
+        _lib.attention(out, lse, q, k, v, scale, causal, rung.partition("/")[0], block_queries)
     return out, lse
 
 
@@ -101,7 +102,8 @@ def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, ls
     grad = contiguous(grad)
     dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
     if dq.numel() + dk.numel() + dv.numel() > 0:
-        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal, rung, block_queries)
+        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal, rung.partition("/")[2] or rung,
+                                block_queries)
     return dq, dk, dv
 
 
