@@ -12,7 +12,8 @@ extern "C" {
 #endif
 
 /* mt_attention again, as the tiled rung: a block of block_queries queries
- * (64 or 128; 0 for the default; 128 for float32 only) walks tiles of keys
+ * (64 or 128, float32 only; 0 for the default: float32 128 without the
+ * causal mask, else 64) walks tiles of keys
  * staged in shared memory, each thread a register tile of the scores and of
  * the output. D = Dv, and D 32, 64 or 128. */
 mt_status mt_attention_tiled(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,

@@ -23,25 +23,24 @@ ATTENTION_MAX_DIM = 64  # the fused kernel keeps a row in registers (src/attenti
 ATTENTION_WARP_DIMS = (32, 64, 128)  # the warp rung's compile-time head dims, q's and v's alike (src/attention_warp.cu)
 ATTENTION_TILED_DIMS = (32, 64, 128)  # the tiled rung's, likewise (src/attention_tiled.cu)
 ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 for float32 only
-# The head dims at which the tiled rung beat the warp rung on the H100, forward
-# and forward + backward (bench/attention.py; docs/performance.md, "Attention:
-# the tiled rung"); at other equal dims of 32, 64, 128 the warp rung runs.
-ATTENTION_TILED_FASTEST = (32, 64, 128)
+# The rung per head dim, from bench/attention.py on the H100 (2026-11-27 20:30,
+# docs/performance.md "Attention: the tiled rung"): at head dim 64 the tiled
+# rung's forward was 3-12% faster than the warp rung's, its deterministic
+# two-kernel backward 15-25% slower than the warp rung's fused one (dQ by
+# atomics), so the pair "tiled/warp"; at 128 the tiled forward was no faster;
+# 32 was not measured. Other equal dims of 32, 64, 128: the warp rung.
+ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
 
 
 def fused_attention_rung(head_dim: int, value_dim: int) -> Optional[str]:
     """The fastest one-kernel attention rung for these head dims under the fast
-    kernel policy: "tiled" (src/attention_tiled.cu) where it was measured the
-    faster, else "warp" (src/attention_warp.cu) for equal dims of 32, 64, 128
-    ("F/B": F's forward, B's backward); None when neither takes them, or under
-    the teaching policy (the course's rungs run there)."""
+    kernel policy (ATTENTION_FUSED_RUNGS): "warp" (src/attention_warp.cu),
+    "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward;
+    None when no one-kernel rung takes them, or under the teaching policy (the
+    course's rungs run there)."""
     if not fast_kernels() or head_dim != value_dim:
         return None
-    if head_dim in ATTENTION_TILED_FASTEST:
-        return "tiled"
-    if head_dim in ATTENTION_WARP_DIMS:
-        return "warp"
-    return None
+    return ATTENTION_FUSED_RUNGS.get(head_dim)
 
 
 def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dtype_name: str,
