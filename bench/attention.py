@@ -28,7 +28,8 @@ ladder against torch in the same process:
             one shared buffer staged in turn, masks only on the tiles that
             need them; backward a dQ kernel then a dK/dV kernel, no atomics.
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
-            (the warp rung for these shapes, no mask).
+            (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
+            with the warp backward, at 128 the warp rung; no mask).
     torch   torch.nn.functional.scaled_dot_product_attention (its own choice of
             fused kernel: memory-efficient for float32 on an H100).
 

@@ -442,7 +442,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             (a matmul, the scale, mask and softmax fused into one kernel that
             reads the scores once, a matmul), ``"flash"`` (one kernel, tiles of
             K and V in shared memory, online softmax, no score stored; D, Dv
-            <= 64), ``"warp"`` (flash in register tiles, what
+            <= 64), ``"warp"`` (flash in register tiles, one of the rungs
             ``F.scaled_dot_product_attention`` runs without a mask; D = Dv
             of 32, 64, 128: src/attention_warp.cu) or ``"tiled"`` (flash
             block-tiled as a matmul: 64 or 128 queries a block, K and V tiles
