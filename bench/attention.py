@@ -1,6 +1,9 @@
 """The attention ladder against PyTorch's scaled_dot_product_attention, on the GPU.
 
     python3 bench/attention.py            # on the GPU machine (needs torch)
+    python3 bench/attention.py --rungs warp,tiled:64,tiled:128 --repeats 10
+                                          # some rungs; tiled:N the tiled
+                                          # rung with N queries a block
 
 Forward and forward + backward of softmax(q k^T / sqrt(d) [causal]) v for
 (batch, heads, length, head dim) float32 inputs, each rung of minitensor's
@@ -20,17 +23,26 @@ ladder against torch in the same process:
     warp    src/attention_warp.cu ("warp"): 64 queries a block of 128 threads,
             scores and P V as register-tiled products, K/V tiles staged with
             cp.async, one fused backward kernel (dQ by atomics).
+    tiled   src/attention_tiled.cu ("tiled"): flash block-tiled as a matmul,
+            64 or 128 queries a block (tiled:64, tiled:128), K and V each in
+            one shared buffer staged in turn, masks only on the tiles that
+            need them; backward a dQ kernel then a dK/dV kernel, no atomics.
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
-            (the warp rung for these shapes, no mask).
+            (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
+            with the warp backward, at 128 the warp rung; no mask).
     torch   torch.nn.functional.scaled_dot_product_attention (its own choice of
             fused kernel: memory-efficient for float32 on an H100).
 
 Times are medians of CUDA-event timings after warm-up (milliseconds); the
-ratios are torch's time over each rung's (> 1: minitensor faster).
+ratios are torch's time over each rung's (> 1: minitensor faster). The
+backward starts from a contiguous random gradient of the output, as a
+network's does (the gradient of .sum() is a broadcast view, which the
+backward would first copy).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -46,14 +58,26 @@ from event_timing import median_ms  # noqa: E402
 # (batch, heads, length, head dim): issue 30's shapes, then longer and wider.
 SHAPES = ((64, 6, 256, 64), (16, 12, 1024, 64), (4, 16, 2048, 64),
           (64, 6, 256, 128), (16, 12, 1024, 128), (4, 16, 2048, 128))
-RUNGS = ("naive", "masked_softmax", "flash", "warp", "sdpa")
+RUNGS = ("naive", "masked_softmax", "flash", "warp", "tiled", "sdpa")
+HEADINGS = {"masked_softmax": "fused", "sdpa": "sdpa (mt)"}
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rungs", default=",".join(RUNGS),
+                        help="comma-separated rungs to time (tiled:64 and tiled:128 pick the tiled rung's "
+                             "query block); default: all")
+    parser.add_argument("--repeats", type=int, default=20, help="timed calls a median is taken over")
+    parser.add_argument("--no-flash-table", action="store_true", help="leave out the head dim 63 / 64 table")
+    args = parser.parse_args()
+    rungs = args.rungs.split(",")
+    for r in rungs:
+        if r.split(":")[0] not in RUNGS:
+            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128)")
     print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}")
-    print("| B, H, L, D, causal | pass | naive | fused | flash | warp | sdpa (mt) | torch sdpa "
-          "| torch / naive, fused, flash, warp, sdpa |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    names = [HEADINGS.get(r, r) for r in rungs]
+    print(f"| B, H, L, D, causal | pass | {' | '.join(names)} | torch sdpa | torch / {', '.join(names)} |")
+    print("| --- | --- | " + "---: | " * (len(rungs) + 1) + "--- |")
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     for shape in SHAPES:
@@ -63,38 +87,54 @@ def main() -> int:
             mq, mk, mv = (mt.tensor(a, requires_grad=True) for a in arrays)
             tq, tk, tv = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrays)
 
-            def rung(algo):
+            grad = rng.standard_normal(shape).astype(np.float32)
+            mgrad, tgrad = mt.tensor(grad), torch.tensor(grad, device="cuda")
+
+            def rung(spec):
+                algo, _, block = spec.partition(":")
                 if algo == "sdpa":
                     return lambda: F.scaled_dot_product_attention(mq, mk, mv, is_causal=causal)
                 if algo == "flash" and shape[-1] > 64:  # the flash rung holds a row of at most 64 in registers
                     return None
-                return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal)
+                return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0))
 
-            fns = [rung(algo) for algo in RUNGS]
+            fns = [rung(spec) for spec in rungs]
 
             def theirs():
                 return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
-            ref = theirs().detach().cpu().numpy()
-            for fn in fns:
-                if fn is not None:
-                    got = fn().detach().numpy()
-                    assert np.allclose(got, ref, atol=2e-4), np.abs(got - ref).max()
+            ref = theirs()
+            ref.backward(tgrad)
+            ref_grads = [t.grad.cpu().numpy() for t in (tq, tk, tv)]
+            for spec, fn in zip(rungs, fns):
+                if fn is not None:  # the output and the gradients against torch's, before any timing
+                    for t in (mq, mk, mv):
+                        t.grad = None
+                    got = fn()
+                    errors = [np.abs(got.detach().numpy() - ref.detach().cpu().numpy()).max()]
+                    got.backward(mgrad)
+                    errors += [np.abs(t.grad.numpy() - want).max() / max(1.0, np.abs(want).max())
+                               for t, want in zip((mq, mk, mv), ref_grads)]
+                    if errors[0] > 2e-4 or max(errors[1:]) > 2e-3:  # said, and the timings still taken
+                        print(f"MISMATCH {spec} {shape} causal={causal}: out, dq, dk, dv errors "
+                              f"{['%.1e' % e for e in errors]}")
             for name in ("forward", "fwd + bwd"):
                 def timed(fn, events):
                     if fn is None:
                         return None
                     if name == "forward":
                         with mt.no_grad(), torch.no_grad():
-                            return median_ms(fn, *events)
-                    return median_ms(lambda: fn().sum().backward(), *events)
+                            return median_ms(fn, *events, repeats=args.repeats)
+                    g = tgrad if events is t_events else mgrad
+                    return median_ms(lambda: fn().backward(g), *events, repeats=args.repeats)
 
                 ms = [timed(fn, mt_events) for fn in fns]
                 torch_ms = timed(theirs, t_events)
                 cells = " | ".join("-" if m is None else f"{m:.3f}" for m in ms)
                 ratios = ", ".join("-" if m is None else f"{torch_ms / m:.2f}x" for m in ms)
                 print(f"| {', '.join(map(str, shape))}, {causal} | {name} | {cells} | {torch_ms:.3f} | {ratios} |")
-    registers_against_local_memory(mt_events)
+    if not args.no_flash_table:
+        registers_against_local_memory(mt_events)
     return 0
 
 

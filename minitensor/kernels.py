@@ -427,11 +427,11 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor
     return out
 
 
-ATTENTION_ALGOS = ("naive", "masked_softmax", "flash", "warp")
+ATTENTION_ALGOS = ("naive", "masked_softmax", "flash", "warp", "tiled")
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: bool = False,
-              scale: Optional[float] = None) -> Tensor:
+              scale: Optional[float] = None, block_queries: int = 0) -> Tensor:
     """softmax(q @ k^T * scale) @ v with a chosen rung of the attention ladder.
 
     Args:
@@ -442,14 +442,19 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             (a matmul, the scale, mask and softmax fused into one kernel that
             reads the scores once, a matmul), ``"flash"`` (one kernel, tiles of
             K and V in shared memory, online softmax, no score stored; D, Dv
-            <= 64) or ``"warp"`` (flash in register tiles, what
+            <= 64), ``"warp"`` (flash in register tiles, one of the rungs
             ``F.scaled_dot_product_attention`` runs without a mask; D = Dv
-            of 32, 64, 128: src/attention_warp.cu). bench/attention.py times each.
+            of 32, 64, 128: src/attention_warp.cu) or ``"tiled"`` (flash
+            block-tiled as a matmul: 64 or 128 queries a block, K and V tiles
+            staged in turn, a deterministic two-kernel backward; D = Dv of 32,
+            64, 128: src/attention_tiled.cu). bench/attention.py times each.
         causal: mask every key after its query.
         scale: 1/sqrt(D) by default.
+        block_queries: the tiled rung's queries a block, 64 or 128 (float32
+            only); 0 (any rung) the default.
 
-    Unlike the other functions here, the result is differentiable: the flash
-    and warp rungs' backward recomputes the weights from each row's log-sum-exp.
+    Unlike the other functions here, the result is differentiable: the flash,
+    warp and tiled rungs' backward recomputes the weights from each row's lse.
     """
     func = "kernels.attention()"
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -463,16 +468,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             or k.shape[-2] != v.shape[-2]:
         raise ops.ShapeError(f"{func}: q {q.shape}, k {k.shape} and v {v.shape} do not agree: (..., L, D), "
                              f"(..., S, D) and (..., S, Dv) with the same leading dims")
-    if algo == "flash" and max(q.shape[-1], v.shape[-1]) > ops.ATTENTION_MAX_DIM:
-        raise ValueError(f"{func}: the flash rung takes head dims up to {ops.ATTENTION_MAX_DIM}, got "
-                         f"{q.shape[-1]} and {v.shape[-1]}; use algo='naive'")
-    if algo == "warp" and not q.shape[-1] == v.shape[-1] in ops.ATTENTION_WARP_DIMS:
-        raise ValueError(f"{func}: the warp rung takes head dims {ops.ATTENTION_WARP_DIMS}, q's and v's alike, "
-                         f"got {q.shape[-1]} and {v.shape[-1]}; use algo='naive'")
+    ops.check_attention_rung(func, algo, q.shape[-1], v.shape[-1], q.dtype.name, block_queries)
     # A head dim of 0 makes every score an empty sum, 0, whatever the scale (torch
     # scales q and k, not the scores): a softmax of zeros; 1/sqrt(0) never taken.
     scale = 1.0 if q.shape[-1] == 0 else 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
-    if algo in ("flash", "warp") and 0 in q.shape + k.shape + v.shape:
+    if algo in ("flash", "warp", "tiled") and 0 in q.shape + k.shape + v.shape:
         algo = "masked_softmax"  # no query, key or feature: the empty matmuls give torch's result (zeros)
     if algo == "naive":  # every step its own op: the scores go through memory four times
         scores = (q @ k.transpose(-2, -1)) * scale
@@ -483,7 +483,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
     if algo == "masked_softmax":
         return autograd.MaskedSoftmax.apply(q @ k.transpose(-2, -1), None, scale, causal) @ v
     flat = [t.reshape(-1, t.shape[-2], t.shape[-1]) for t in (q, k, v)]
-    out = autograd.Attention.apply(*flat, scale, causal, algo)
+    out = autograd.Attention.apply(*flat, scale, causal, algo, block_queries)
     return out.reshape(*q.shape[:-2], q.shape[-2], v.shape[-1])
 
 

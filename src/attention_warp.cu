@@ -39,9 +39,8 @@
  * by 4 elements (16 bytes) so that the 8 rows a warp reads at once start in
  * 8 different bank groups.
  */
-#include "async_copy.h"
 #include "attention.h"
-#include "ops_common.h"
+#include "attention_tiles.h"
 
 constexpr int kWarpThreads = 128; /* 4 warps: 16 x 8 threads */
 constexpr int kWarpMaxDim = 128;
@@ -79,112 +78,6 @@ struct WarpTiles {
     static_assert(forward_bytes() <= 227 * 1024 && backward_bytes() <= 227 * 1024, "shared memory per block");
 };
 
-/* Four consecutive values from shared memory (16-byte aligned) in one or two
- * 16-byte loads. */
-template <typename T>
-MT_DEVICE void load4(T (&dst)[4], const T *src)
-{
-    constexpr int W = Pack<T>::kWidth;
-    MT_UNROLL for (int v = 0; v < 4; v += W) {
-        const Pack<T> p = *reinterpret_cast<const Pack<T> *>(src + v);
-        MT_UNROLL for (int w = 0; w < W; ++w)
-            dst[v + w] = p.v[w];
-    }
-}
-
-/* The block copies rows start .. start + rows - 1 of a (total, kDim) matrix
- * into a shared tile of row stride `stride`, zero-filling rows at or past
- * `total`, with cp.async: 16-byte copies when the matrix is 16-byte aligned
- * (`vec`), else one per element. The caller commits and waits. */
-template <typename T, int kDim>
-MT_DEVICE void stage_rows(T *tile, int stride, const T *matrix, int64_t start, int rows, int64_t total, bool vec)
-{
-    constexpr int W = 16 / (int)sizeof(T);
-    constexpr int kPieces = kDim / W;
-    for (int e = threadIdx.x; e < rows * kPieces; e += kWarpThreads) {
-        const int r = e / kPieces, c = e % kPieces * W;
-        const bool ok = start + r < total;
-        const T *src = ok ? matrix + (start + r) * kDim + c : matrix; /* a copy of 0 bytes still needs an address */
-        if (vec) {
-            async_copy<16>(tile + r * stride + c, src, ok ? 16 : 0);
-        } else {
-            MT_UNROLL for (int w = 0; w < W; ++w)
-                async_copy<(int)sizeof(T)>(tile + r * stride + c + w, ok ? src + w : matrix, ok ? (int)sizeof(T) : 0);
-        }
-    }
-}
-
-/* The same for `rows` values of a vector (lse, D), zero past `total`. */
-template <typename T>
-MT_DEVICE void stage_values(T *tile, const T *vector, int64_t start, int rows, int64_t total)
-{
-    for (int e = threadIdx.x; e < rows; e += kWarpThreads) {
-        const bool ok = start + e < total;
-        async_copy<(int)sizeof(T)>(tile + e, ok ? vector + start + e : vector, ok ? (int)sizeof(T) : 0);
-    }
-}
-
-/* The sum, or the maximum, over the 8 lanes of a row (lanes 8r .. 8r + 7). */
-template <typename T>
-MT_DEVICE T row_sum8(T x)
-{
-    MT_UNROLL for (int o = 1; o < 8; o *= 2)
-        x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
-template <typename T>
-MT_DEVICE T row_max8(T x)
-{
-    MT_UNROLL for (int o = 1; o < 8; o *= 2) {
-        const T y = __shfl_xor_sync(0xffffffffu, x, o);
-        x = y > x ? y : x;
-    }
-    return x;
-}
-
-/* acc[i][j] += sum_c A[ty + 16 i][c] * B[tx + 8 j][c]: an (RI*16) x (NJ*8)
- * product of two row-major shared tiles over a head dim of kDim (A B^T:
- * scores from queries and keys). */
-template <typename T, int kDim, int RI, int NJ>
-MT_DEVICE void product_abt(T (&acc)[RI][NJ], const T *a, const T *b, int stride, int ty, int tx)
-{
-    for (int c = 0; c < kDim; c += 4) {
-        T ar[RI][4], br[NJ][4];
-        MT_UNROLL for (int i = 0; i < RI; ++i)
-            load4(ar[i], a + (ty + 16 * i) * stride + c);
-        MT_UNROLL for (int j = 0; j < NJ; ++j)
-            load4(br[j], b + (tx + 8 * j) * stride + c);
-        MT_UNROLL for (int i = 0; i < RI; ++i)
-            MT_UNROLL for (int j = 0; j < NJ; ++j)
-                MT_UNROLL for (int e = 0; e < 4; ++e)
-                    acc[i][j] += ar[i][e] * br[j][e];
-    }
-}
-
-/* acc[i][4 g + w] += sum_k A[ty + 16 i][k] * B[k][tx * 4 + 32 g + w]: an
- * (RI*16) x kDim product of a weights tile A (row stride a_stride, kInner
- * columns) and a head-dim tile B (row stride b_stride): P V, P^T dO, dS K. */
-template <typename T, int kDim, int kInner, int RI>
-MT_DEVICE void product_ab(T (&acc)[RI][kDim / 8], const T *a, int a_stride, const T *b, int b_stride, int ty,
-                          int tx)
-{
-    constexpr int G = kDim / 32;
-    for (int k = 0; k < kInner; k += 4) {
-        T ar[RI][4];
-        MT_UNROLL for (int i = 0; i < RI; ++i)
-            load4(ar[i], a + (ty + 16 * i) * a_stride + k);
-        MT_UNROLL for (int e = 0; e < 4; ++e) {
-            T br[G][4];
-            MT_UNROLL for (int g = 0; g < G; ++g)
-                load4(br[g], b + (k + e) * b_stride + tx * 4 + 32 * g);
-            MT_UNROLL for (int i = 0; i < RI; ++i)
-                MT_UNROLL for (int g = 0; g < G; ++g)
-                    MT_UNROLL for (int w = 0; w < 4; ++w)
-                        acc[i][4 * g + w] += ar[i][e] * br[g][w];
-        }
-    }
-}
-
 template <typename T, int kDim>
 __global__ void __launch_bounds__(kWarpThreads)
 attention_warp_forward(T *out, T *lse, const T *q, const T *k, const T *v, int64_t length, int64_t keys, T scale,
@@ -207,10 +100,10 @@ attention_warp_forward(T *out, T *lse, const T *q, const T *k, const T *v, int64
     /* Causal: query q0 + BR - 1 is the last to see a key, so no tile past it. */
     const int64_t key_end = causal && q0 + BR < keys ? q0 + BR : keys;
     const int64_t tiles = (key_end + BC - 1) / BC;
-    stage_rows<T, kDim>(q_tile, RS, q + batch * length * kDim, q0, BR, length, vec);
+    stage_rows<T, kDim, kWarpThreads>(q_tile, RS, q + batch * length * kDim, q0, BR, length, vec);
     if (tiles > 0) {
-        stage_rows<T, kDim>(k_tiles, RS, kb, 0, BC, keys, vec);
-        stage_rows<T, kDim>(v_tiles, RS, vb, 0, BC, keys, vec);
+        stage_rows<T, kDim, kWarpThreads>(k_tiles, RS, kb, 0, BC, keys, vec);
+        stage_rows<T, kDim, kWarpThreads>(v_tiles, RS, vb, 0, BC, keys, vec);
     }
     async_commit();
 
@@ -223,15 +116,15 @@ attention_warp_forward(T *out, T *lse, const T *q, const T *k, const T *v, int64
     for (int64_t t = 0; t < tiles; ++t) {
         const int s = (int)(t & 1);
         if (t + 1 < tiles) { /* the next tile, in flight while we compute on this one */
-            stage_rows<T, kDim>(k_tiles + (s ^ 1) * BC * RS, RS, kb, (t + 1) * BC, BC, keys, vec);
-            stage_rows<T, kDim>(v_tiles + (s ^ 1) * BC * RS, RS, vb, (t + 1) * BC, BC, keys, vec);
+            stage_rows<T, kDim, kWarpThreads>(k_tiles + (s ^ 1) * BC * RS, RS, kb, (t + 1) * BC, BC, keys, vec);
+            stage_rows<T, kDim, kWarpThreads>(v_tiles + (s ^ 1) * BC * RS, RS, vb, (t + 1) * BC, BC, keys, vec);
         }
         async_commit();
         async_wait<1>(); /* this tile's copies (and Q's) have landed: only the newest group may be in flight */
         __syncthreads(); /* ... everyone's copies, not only mine */
 
         T sc[RI][NJ] = {};
-        product_abt<T, kDim>(sc, q_tile, k_tiles + s * BC * RS, RS, ty, tx);
+        product_abt<T, kDim, 16>(sc, q_tile, k_tiles + s * BC * RS, RS, ty, tx);
         MT_UNROLL for (int i = 0; i < RI; ++i) {
             const int64_t row = q0 + ty + 16 * i;
             T tile_max = -mt_infinity<T>();
@@ -259,7 +152,7 @@ attention_warp_forward(T *out, T *lse, const T *q, const T *k, const T *v, int64
             m[i] = m_new;
         }
         __syncwarp(); /* a row's weights come from its own warp: no block barrier needed */
-        product_ab<T, kDim, BC>(o, p_tile, PS, v_tiles + s * BC * RS, RS, ty, tx);
+        product_ab<T, kDim, BC, 16>(o, p_tile, PS, v_tiles + s * BC * RS, RS, ty, tx);
         __syncthreads(); /* everyone is done with stage s (and p_tile) before it is overwritten */
     }
     async_wait<0>(); /* no copy may outlive the block (the last commit may be empty) */
@@ -293,6 +186,24 @@ __global__ void attention_warp_delta(T *delta, const T *dout, const T *out, int6
         delta[row] = sum;
 }
 
+/* at[0..3] += v[0..3] * scale, atomically: one 16-byte atomic for float on
+ * sm_90 and newer when `at` is 16-byte aligned (vec), else four. */
+template <typename T>
+MT_DEVICE void atomic_add4(T *at, const T *v, T scale, bool vec)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (sizeof(T) == 4) {
+        if (vec) {
+            atomicAdd(reinterpret_cast<float4 *>(at), make_float4(v[0] * scale, v[1] * scale, v[2] * scale,
+                                                                  v[3] * scale));
+            return;
+        }
+    }
+#endif
+    MT_UNROLL for (int w = 0; w < 4; ++w)
+        atomicAdd(at + w, v[w] * scale);
+}
+
 template <typename T, int kDim>
 __global__ void __launch_bounds__(kWarpThreads)
 attention_warp_backward(T *dq, T *dk, T *dv, const T *dout, const T *delta, const T *lse, const T *q, const T *k,
@@ -323,13 +234,13 @@ attention_warp_backward(T *dq, T *dk, T *dv, const T *dout, const T *delta, cons
     const int64_t first_tile = causal ? k0 / BR : 0;
     const int64_t tiles = length > first_tile * BR ? (length + BR - 1) / BR - first_tile : 0;
     auto stage_queries = [&](int stage, int64_t start) {
-        stage_rows<T, kDim>(q_tiles + stage * BR * RS, RS, qb, start, BR, length, vec);
-        stage_rows<T, kDim>(do_tiles + stage * BR * RS, RS, dob, start, BR, length, vec);
-        stage_values(lse_tiles + stage * BR, lseb, start, BR, length);
-        stage_values(delta_tiles + stage * BR, deltab, start, BR, length);
+        stage_rows<T, kDim, kWarpThreads>(q_tiles + stage * BR * RS, RS, qb, start, BR, length, vec);
+        stage_rows<T, kDim, kWarpThreads>(do_tiles + stage * BR * RS, RS, dob, start, BR, length, vec);
+        stage_values<T, kWarpThreads>(lse_tiles + stage * BR, lseb, start, BR, length);
+        stage_values<T, kWarpThreads>(delta_tiles + stage * BR, deltab, start, BR, length);
     };
-    stage_rows<T, kDim>(k_tile, RS, k + batch * keys * kDim, k0, BC, keys, vec);
-    stage_rows<T, kDim>(v_tile, RS, v + batch * keys * kDim, k0, BC, keys, vec);
+    stage_rows<T, kDim, kWarpThreads>(k_tile, RS, k + batch * keys * kDim, k0, BC, keys, vec);
+    stage_rows<T, kDim, kWarpThreads>(v_tile, RS, v + batch * keys * kDim, k0, BC, keys, vec);
     if (tiles > 0)
         stage_queries(0, first_tile * BR);
     async_commit();
@@ -349,8 +260,8 @@ attention_warp_backward(T *dq, T *dk, T *dv, const T *dout, const T *delta, cons
          * then the weights P and dS = P * (dP - D), each written twice:
          * transposed for dV and dK (keys x queries), plain for dQ. */
         T sc[RI][NJ] = {}, dp[RI][NJ] = {};
-        product_abt<T, kDim>(sc, qt, k_tile, RS, ty, tx);
-        product_abt<T, kDim>(dp, dot, v_tile, RS, ty, tx);
+        product_abt<T, kDim, 16>(sc, qt, k_tile, RS, ty, tx);
+        product_abt<T, kDim, 16>(dp, dot, v_tile, RS, ty, tx);
         MT_UNROLL for (int i = 0; i < RI; ++i) {
             const int r = ty + 16 * i;
             const int64_t row = i0 + r;
@@ -368,18 +279,18 @@ attention_warp_backward(T *dq, T *dk, T *dv, const T *dout, const T *delta, cons
         }
         __syncthreads(); /* dV and dK read every warp's weights */
 
-        product_ab<T, kDim, BR>(dv_acc, pt_tile, TS, dot, RS, ty, tx);
-        product_ab<T, kDim, BR>(dk_acc, dst_tile, TS, qt, RS, ty, tx);
+        product_ab<T, kDim, BR, 16>(dv_acc, pt_tile, TS, dot, RS, ty, tx);
+        product_ab<T, kDim, BR, 16>(dk_acc, dst_tile, TS, qt, RS, ty, tx);
         T dq_acc[RI][NO] = {};
-        product_ab<T, kDim, BC>(dq_acc, ds_tile, SS, k_tile, RS, ty, tx);
-        /* Other key blocks add to the same dQ rows: atomics (dq starts at 0). */
+        product_ab<T, kDim, BC, 16>(dq_acc, ds_tile, SS, k_tile, RS, ty, tx);
+        /* Other key blocks add to the same dQ rows: atomics (dq starts at 0),
+         * a thread's 4 consecutive columns in one 16-byte atomic where the
+         * GPU has it (a quarter of the atomic operations). */
         MT_UNROLL for (int i = 0; i < RI; ++i) {
             const int64_t row = i0 + ty + 16 * i;
             if (row < length)
                 MT_UNROLL for (int g = 0; g < kDim / 32; ++g)
-                    MT_UNROLL for (int w = 0; w < 4; ++w)
-                        atomicAdd(dq + (batch * length + row) * kDim + tx * 4 + 32 * g + w,
-                                  dq_acc[i][4 * g + w] * scale);
+                    atomic_add4(dq + (batch * length + row) * kDim + tx * 4 + 32 * g, &dq_acc[i][4 * g], scale, vec);
         }
         __syncthreads(); /* everyone is done with stage s and the weights before they are overwritten */
     }
@@ -395,12 +306,6 @@ attention_warp_backward(T *dq, T *dk, T *dv, const T *dout, const T *delta, cons
                     dv[at] = dv_acc[i][4 * g + w];
                 }
     }
-}
-
-template <typename T>
-static T *first_of(const mt_tensor &t)
-{
-    return static_cast<T *>(t.data) + t.offset;
 }
 
 /* The warp rung's head dims: 32, 64 or 128, the same for q and v. */
@@ -488,7 +393,7 @@ static mt_status launch_warp_backward(const mt_tensor &dq, const mt_tensor &dk, 
     CUDA_CHECK(cudaFuncSetAttribute(attention_warp_backward<T, kDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)bytes));
     const bool vec = aligned16(first_of<T>(q)) && aligned16(first_of<T>(k)) && aligned16(first_of<T>(v)) &&
-                     aligned16(first_of<T>(dout));
+                     aligned16(first_of<T>(dout)) && aligned16(first_of<T>(dq));
     attention_warp_backward<T, kDim><<<(unsigned int)(b * key_tiles), kWarpThreads, bytes, mt_stream()>>>(
         first_of<T>(dq), first_of<T>(dk), first_of<T>(dv), first_of<T>(dout), delta.as<T>(), first_of<T>(lse),
         first_of<T>(q), first_of<T>(k), first_of<T>(v), length, keys, (T)scale, causal != 0, key_tiles, vec);

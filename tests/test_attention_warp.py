@@ -57,13 +57,21 @@ def test_warp_rung_matches_numpy(dtype, d, length, keys) -> None:
             assert_close(t.grad, w, dtype, n=n * d)
 
 
+def fast_rung(d: int) -> str:
+    """The one-kernel rung F.scaled_dot_product_attention takes for head dim d
+    under the fast kernel policy."""
+    with mt.kernels.policy("fast"):
+        return mt.ops.fused_attention_rung(d, d)
+
+
 def test_sdpa_takes_the_warp_rung_on_views_and_broadcast_batches(monkeypatch) -> None:
     """query a transposed view (B, H, L, E) of (B, L, H, E), key and value with a
     batch dim of 1 broadcast against query's: the output and the gradients
-    (summed over the broadcast dim) as NumPy's, through the warp rung."""
+    (summed over the broadcast dim) as NumPy's, through the one-kernel rung the
+    head dim takes (ops.fused_attention_rung: the warp or the tiled rung)."""
     chosen = []
-    warp = F._warp_attention
-    monkeypatch.setattr(F, "_warp_attention", lambda *a: chosen.append(True) or warp(*a))
+    fused = F._fused_attention
+    monkeypatch.setattr(F, "_fused_attention", lambda *a: chosen.append(a[5]) or fused(*a))
     rng = np.random.default_rng(3)
     qa, ka, va = rng.standard_normal((2, 20, 2, 32)), rng.standard_normal((1, 2, 24, 32)), \
         rng.standard_normal((1, 2, 24, 32))
@@ -75,7 +83,7 @@ def test_sdpa_takes_the_warp_rung_on_views_and_broadcast_batches(monkeypatch) ->
         with mt.kernels.policy("fast"):  # the teaching policy keeps the course's rung (the suite runs under both)
             out = F.scaled_dot_product_attention(base.transpose(1, 2), k, v, is_causal=causal)
             out.backward(mt.tensor(dout, dtype=mt.float32))
-        assert chosen == [True]
+        assert chosen == [fast_rung(32)]
         q_np = np.swapaxes(qa, 1, 2)
         want = ref_attention(q_np, np.broadcast_to(ka, (2, 2, 24, 32)), np.broadcast_to(va, (2, 2, 24, 32)), dout,
                              1 / math.sqrt(32), causal)
@@ -90,8 +98,8 @@ def test_sdpa_keeps_the_other_rungs_where_the_warp_rung_does_not_fit(monkeypatch
     teaching kernel policy: the matmul, masked softmax, matmul rung, with the
     same result."""
     chosen = []
-    warp = F._warp_attention
-    monkeypatch.setattr(F, "_warp_attention", lambda *a: chosen.append(True) or warp(*a))
+    fused = F._fused_attention
+    monkeypatch.setattr(F, "_fused_attention", lambda *a: chosen.append(a[5]) or fused(*a))
     rng = np.random.default_rng(5)
 
     def run(d, dv, **kwargs):
@@ -117,7 +125,7 @@ def test_sdpa_keeps_the_other_rungs_where_the_warp_rung_does_not_fit(monkeypatch
     assert chosen == []
     with mt.kernels.policy("fast"):
         run(32, 32, is_causal=True)
-    assert chosen == [True]
+    assert chosen == [fast_rung(32)]
 
 
 def test_warp_rung_refuses_other_head_dims() -> None:

@@ -1,5 +1,6 @@
 """The masked softmax (src/masked_softmax.cu) and fused attention: the flash rung
-(src/attention.cu) and the warp rung (src/attention_warp.cu)."""
+(src/attention.cu), the warp rung (src/attention_warp.cu) and the tiled rung
+(src/attention_tiled.cu)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_attention_warp": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_attention_warp_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                            MtTensor, MtTensor, c_double, c_int]),
+    "mt_attention_tiled": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int, c_int]),
+    "mt_attention_tiled_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
+                                            MtTensor, MtTensor, c_double, c_int, c_int]),
 }
 declare(SIGNATURES)
 
@@ -32,19 +36,33 @@ def masked_softmax(out: Any, inp: Any, mask: Any, scale: float, causal: bool) ->
           "mt_masked_softmax")
 
 
-def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: bool, rung: str = "flash") -> None:
+def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: bool, rung: str = "flash",
+              block_queries: int = 0) -> None:
     """out = softmax(q @ k^T * scale) @ v in one kernel, each row's log-sum-exp in
-    lse (mt_attention, or mt_attention_warp for rung "warp"); contiguous 3-D
-    tensors, lse (B, L)."""
+    lse (mt_attention, or mt_attention_warp for rung "warp", mt_attention_tiled
+    with block_queries for rung "tiled"); contiguous 3-D tensors, lse (B, L)."""
+    if rung == "tiled":
+        check(lib().mt_attention_tiled(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(),
+                                       v.descriptor(), float(scale), 1 if causal else 0, int(block_queries)),
+              "mt_attention_tiled")
+        return
     name = "mt_attention_warp" if rung == "warp" else "mt_attention"
     check(getattr(lib(), name)(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(), v.descriptor(),
                                float(scale), 1 if causal else 0), name)
 
 
 def attention_backward(dq: Any, dk: Any, dv: Any, dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
-                       scale: float, causal: bool, rung: str = "flash") -> None:
-    """dq, dk, dv of mt_attention (mt_attention_backward) or of mt_attention_warp
-    (mt_attention_warp_backward, rung "warp") from dout and the forward's tensors."""
+                       scale: float, causal: bool, rung: str = "flash", block_queries: int = 0) -> None:
+    """dq, dk, dv of mt_attention (mt_attention_backward), of mt_attention_warp
+    (mt_attention_warp_backward, rung "warp") or of mt_attention_tiled
+    (mt_attention_tiled_backward, rung "tiled") from dout and the forward's tensors."""
+    if rung == "tiled":
+        check(lib().mt_attention_tiled_backward(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
+                                                q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),
+                                                lse.descriptor(), float(scale), 1 if causal else 0,
+                                                int(block_queries)),
+              "mt_attention_tiled_backward")
+        return
     name = "mt_attention_warp_backward" if rung == "warp" else "mt_attention_backward"
     check(getattr(lib(), name)(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
                                q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),

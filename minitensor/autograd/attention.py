@@ -39,12 +39,14 @@ class Attention(Function):
     keep the L x S matrix, as flash attention does, and applies the chain rule:
     dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K * scale,
     dK = dS^T Q * scale. rung "warp" runs the warp rung's kernels instead
-    (src/attention_warp.cu: register tiles, one fused backward kernel)."""
+    (src/attention_warp.cu: register tiles, one fused backward kernel), rung
+    "tiled" the tiled rung's (src/attention_tiled.cu: block_queries queries a
+    block; a dQ kernel, then a dK/dV kernel, no atomics)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, scale, causal, rung="flash"):
-        ctx.scale, ctx.causal, ctx.rung = scale, causal, rung
-        out, lse = ops.attention(q, k, v, scale, causal, rung)
+    def forward(ctx, q, k, v, scale, causal, rung="flash", block_queries=0):
+        ctx.scale, ctx.causal, ctx.rung, ctx.block_queries = scale, causal, rung, block_queries
+        out, lse = ops.attention(q, k, v, scale, causal, rung, block_queries)
         ctx.save_for_backward(q, k, v, out, lse)
         return out
 
@@ -52,5 +54,5 @@ class Attention(Function):
     def backward(ctx, grad):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = ops.attention_backward(grad, ops.contiguous(q), ops.contiguous(k), ops.contiguous(v), out,
-                                            lse, ctx.scale, ctx.causal, ctx.rung)
-        return dq, dk, dv, None, None, None
+                                            lse, ctx.scale, ctx.causal, ctx.rung, ctx.block_queries)
+        return dq, dk, dv, None, None, None, None

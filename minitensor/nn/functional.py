@@ -496,8 +496,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     is the one used here without a mask when the warp rung does not fit;
     docs/performance.md has all three against torch. Under the fast kernel
     policy, with no attn_mask, no dropout and head dims 32, 64 or 128 (query's
-    and value's alike), the warp rung (src/attention_warp.cu: register tiles,
-    one kernel forward, one fused kernel backward) runs instead.
+    and value's alike), a one-kernel rung runs instead, the faster for the
+    head dim (ops.fused_attention_rung): the tiled rung (src/attention_tiled.cu:
+    a matmul's block tiling, a two-kernel deterministic backward) or the warp
+    rung (src/attention_warp.cu: register tiles, one fused backward kernel).
     """
     func = "scaled_dot_product_attention()"
     for name, t in (("query", query), ("key", key), ("value", value)):
@@ -516,8 +518,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     # A head dim of 0: every score is an empty sum, 0, whatever the scale (torch
     # scales query and key, not the scores), so 1/sqrt(0) is never taken.
     scale = 1.0 if query.shape[-1] == 0 else 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    if attn_mask is None and dropout_p == 0.0 and _warp_rung_fits(query, key, value):
-        return _warp_attention(query, key, value, scale, is_causal, func)
+    rung = _fused_rung(query, key, value)
+    if attn_mask is None and dropout_p == 0.0 and rung is not None:
+        return _fused_attention(query, key, value, scale, is_causal, rung, func)
     scores = query @ key.transpose(-2, -1)
     if attn_mask is not None:
         if not isinstance(attn_mask, Tensor):
@@ -536,21 +539,24 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return weights @ value
 
 
-def _warp_rung_fits(query: Tensor, key: Tensor, value: Tensor) -> bool:
-    """Can scaled_dot_product_attention run the warp rung (src/attention_warp.cu,
-    one kernel each way, no score stored)? Under the fast kernel policy only
-    (the teaching policy keeps the course's rung), for one float dtype, query's
-    and value's head dims alike and 32, 64 or 128, and at least one query, key
-    and batch element; else the matmul, masked softmax, matmul rung."""
-    return (ops.fast_kernels() and query.dtype is key.dtype is value.dtype and query.dtype.is_floating_point
-            and query.shape[-1] == value.shape[-1] and query.shape[-1] in ops.ATTENTION_WARP_DIMS
-            and query.numel() > 0 and key.numel() > 0 and value.numel() > 0)
+def _fused_rung(query: Tensor, key: Tensor, value: Tensor) -> Optional[str]:
+    """The one-kernel rung scaled_dot_product_attention runs (src/attention_tiled.cu
+    or src/attention_warp.cu, no score stored), or None: under the fast kernel
+    policy only (the teaching policy keeps the course's rung), for one float
+    dtype, query's and value's head dims alike and one the rungs take
+    (ops.fused_attention_rung), and at least one query, key and batch element;
+    else the matmul, masked softmax, matmul rung."""
+    if not (query.dtype is key.dtype is value.dtype and query.dtype.is_floating_point
+            and query.numel() > 0 and key.numel() > 0 and value.numel() > 0):
+        return None
+    return ops.fused_attention_rung(query.shape[-1], value.shape[-1])
 
 
-def _warp_attention(query: Tensor, key: Tensor, value: Tensor, scale: float, is_causal: bool, func: str) -> Tensor:
-    """The warp rung over (B, L, E) views of the broadcast batch dims."""
+def _fused_attention(query: Tensor, key: Tensor, value: Tensor, scale: float, is_causal: bool, rung: str,
+                     func: str) -> Tensor:
+    """A one-kernel rung over (B, L, E) views of the broadcast batch dims."""
     batch = broadcast_shapes(broadcast_shapes(query.shape[:-2], key.shape[:-2], func), value.shape[:-2], func)
     q, k, v = (t.expand(*batch, *t.shape[-2:]).reshape(-1, t.shape[-2], t.shape[-1]) for t in (query, key, value))
-    out = autograd.Attention.apply(q, k, v, scale, is_causal, "warp")
+    out = autograd.Attention.apply(q, k, v, scale, is_causal, rung)
     return out.reshape(*batch, query.shape[-2], value.shape[-1])
 

@@ -161,6 +161,10 @@ from .norm import (  # noqa: F401
 from .attention import (  # noqa: F401
     ATTENTION_MAX_DIM,
     ATTENTION_WARP_DIMS,
+    ATTENTION_TILED_DIMS,
+    ATTENTION_TILED_BLOCKS,
+    fused_attention_rung,
+    check_attention_rung,
     causal_future,
     attention,
     attention_backward,

@@ -21,6 +21,47 @@ from .softmax import softmax
 
 ATTENTION_MAX_DIM = 64  # the fused kernel keeps a row in registers (src/attention.cu)
 ATTENTION_WARP_DIMS = (32, 64, 128)  # the warp rung's compile-time head dims, q's and v's alike (src/attention_warp.cu)
+ATTENTION_TILED_DIMS = (32, 64, 128)  # the tiled rung's, likewise (src/attention_tiled.cu)
+ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 for float32 only
+# The rung per head dim, from bench/attention.py on the H100 (2026-11-27 20:30,
+# docs/performance.md "Attention: the tiled rung"): at head dim 64 the tiled
+# rung's forward was 3-12% faster than the warp rung's, its deterministic
+# two-kernel backward 15-25% slower than the warp rung's fused one (dQ by
+# atomics), so the pair "tiled/warp"; at 128 the tiled forward was no faster;
+# 32 was not measured. Other equal dims of 32, 64, 128: the warp rung.
+ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
+
+
+def fused_attention_rung(head_dim: int, value_dim: int) -> Optional[str]:
+    """The fastest one-kernel attention rung for these head dims under the fast
+    kernel policy (ATTENTION_FUSED_RUNGS): "warp" (src/attention_warp.cu),
+    "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward;
+    None when no one-kernel rung takes them, or under the teaching policy (the
+    course's rungs run there)."""
+    if not fast_kernels() or head_dim != value_dim:
+        return None
+    return ATTENTION_FUSED_RUNGS.get(head_dim)
+
+
+def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dtype_name: str,
+                         block_queries: int = 0) -> None:
+    """Raise a ValueError naming the dims when a one-kernel rung does not take
+    these head dims (flash: up to ATTENTION_MAX_DIM; warp and tiled: equal dims
+    of their lists) or this query block (the tiled rung's ATTENTION_TILED_BLOCKS,
+    128 for float32 only; 0 for any rung)."""
+    if algo == "flash" and max(head_dim, value_dim) > ATTENTION_MAX_DIM:
+        raise ValueError(f"{func}: the flash rung takes head dims up to {ATTENTION_MAX_DIM}, got "
+                         f"{head_dim} and {value_dim}; use algo='naive'")
+    for rung, dims in (("warp", ATTENTION_WARP_DIMS), ("tiled", ATTENTION_TILED_DIMS)):
+        if algo == rung and not head_dim == value_dim in dims:
+            raise ValueError(f"{func}: the {rung} rung takes head dims {dims}, q's and v's alike, "
+                             f"got {head_dim} and {value_dim}; use algo='naive'")
+    if block_queries not in (ATTENTION_TILED_BLOCKS if algo == "tiled" else (0,)):
+        raise ValueError(f"{func}: block_queries {block_queries!r}: the tiled rung takes "
+                         f"{ATTENTION_TILED_BLOCKS}, the other rungs 0 only")
+    if block_queries == 128 and dtype_name != "float32":
+        raise ValueError(f"{func}: block_queries 128 is for float32 only, got {dtype_name} (its tiles would "
+                         f"not fit in shared memory)")
 
 
 def causal_future(length: int, keys: int) -> Array:
@@ -33,30 +74,35 @@ def causal_future(length: int, keys: int) -> Array:
     return out
 
 
-def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: str = "flash") -> tuple[Array, Array]:
+def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: str = "flash",
+              block_queries: int = 0) -> tuple[Array, Array]:
     """softmax(q @ k^T * scale) @ v over (B, L, D), (B, S, D), (B, S, Dv), in one kernel
     (rung "flash": mt_attention, a thread per query row; rung "warp":
-    mt_attention_warp, register tiles, D = Dv in ATTENTION_WARP_DIMS): no score
-    is written to memory. Returns the output and each row's log-sum-exp (B, L)
-    of the scaled scores, which is all the backward needs to recompute the
-    weights."""
+    mt_attention_warp, register tiles, D = Dv in ATTENTION_WARP_DIMS; rung
+    "tiled": mt_attention_tiled, block_queries queries a block, D = Dv in
+    ATTENTION_TILED_DIMS): no score is written to memory. Returns the output and
+    each row's log-sum-exp (B, L) of the scaled scores, which is all the backward
+    needs to recompute the weights. A rung "F/B" (fused_attention_rung) runs F
+    here and B in attention_backward: every one-kernel rung saves the same lse."""
     q, k, v = contiguous(q), contiguous(k), contiguous(v)
     out = empty((q.shape[0], q.shape[1], v.shape[2]), q.dtype)
     lse = empty((q.shape[0], q.shape[1]), q.dtype)
     if out.numel() > 0 or lse.numel() > 0:
-        _lib.attention(out, lse, q, k, v, scale, causal, rung)
+        _lib.attention(out, lse, q, k, v, scale, causal, rung.partition("/")[0], block_queries)
     return out, lse
 
 
 def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, lse: Array, scale: float,
-                       causal: bool, rung: str = "flash") -> tuple[Array, Array, Array]:
+                       causal: bool, rung: str = "flash", block_queries: int = 0) -> tuple[Array, Array, Array]:
     """dq, dk, dv of attention() from grad = dL/dout and the forward's q, k, v, out
     and lse, recomputing each weight from lse: the flash rung's two kernels
-    (mt_attention_backward) or the warp rung's fused one (mt_attention_warp_backward)."""
+    (mt_attention_backward), the warp rung's fused one (mt_attention_warp_backward)
+    or the tiled rung's two, dQ then dK and dV (mt_attention_tiled_backward)."""
     grad = contiguous(grad)
     dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
     if dq.numel() + dk.numel() + dv.numel() > 0:
-        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal, rung)
+        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal, rung.partition("/")[2] or rung,
+                                block_queries)
     return dq, dk, dv
 
 

@@ -2,10 +2,11 @@
 
 One fused kernel each way (no (L, S) score matrix in memory): the forward
 returns the output and each query row's log-sum-exp, which the backward
-uses to recompute the weights. The rung is minitensor's: the warp rung
-(src/attention_warp.cu: register tiles, one fused backward kernel) under
-the fast kernel policy when the head dims of query and value are equal and
-32, 64 or 128; else the flash rung (src/attention.cu: a thread per query
+uses to recompute the weights. The rung is minitensor's: the faster of the
+tiled rung (src/attention_tiled.cu) and the warp rung (src/attention_warp.cu)
+for the head dim (ops.fused_attention_rung) under the fast kernel policy
+when the head dims of query and value are equal and 32, 64 or 128; else the
+flash rung (src/attention.cu: a thread per query
 row), which takes head dims up to 64. dense.py's docstring says how an op
 is registered (custom op, fake, autograd).
 """
@@ -23,8 +24,9 @@ from ._bridge import check_float, on_torch_stream, to_array, to_torch
 
 def _rung(head_dim: int, value_dim: int) -> str:
     """The attention rung for these head dims (the forward and the backward agree)."""
-    if ops.fast_kernels() and head_dim == value_dim and head_dim in ops.ATTENTION_WARP_DIMS:
-        return "warp"
+    fused = ops.fused_attention_rung(head_dim, value_dim)
+    if fused is not None:
+        return fused
     if max(head_dim, value_dim) <= ops.ATTENTION_MAX_DIM:
         return "flash"
     raise ValueError(

@@ -10,8 +10,10 @@
 # stores a score. What makes that possible is the *online softmax*: a
 # softmax computed in one pass, with a running maximum and a running sum.
 # This notebook draws the scores, replays the online softmax tile by tile,
-# shows which tiles a causal block can skip, and draws how the warp rung
-# (`src/attention_warp.cu`) shares a block's scores among its threads.
+# shows which tiles a causal block can skip, draws how the warp rung
+# (`src/attention_warp.cu`) shares a block's scores among its threads, and how
+# the tiled rung (`src/attention_tiled.cu`) stages K and V and masks only
+# the tiles that need it.
 
 # %%
 # Make the repository's minitensor importable when the notebook runs from notebooks/.
@@ -140,8 +142,8 @@ print(f"scores the naive rung writes: {4 * 300 * 300 * 4 / 1e6:.2f} MB; the flas
 # multiply-add, and a head dim of at most 64, or the row and its output no
 # longer fit in a thread's registers. The warp rung (`src/attention_warp.cu`,
 # `mt.kernels.attention(..., "warp")`, what `F.scaled_dot_product_attention`
-# runs under the fast kernel policy for head dims 32, 64 and 128 when no
-# mask tensor or dropout is asked for) treats each step as a small matrix
+# runs under the fast kernel policy for head dims 32 and 128, and for the
+# backward at 64, when no mask tensor or dropout is asked for) treats each step as a small matrix
 # product, as the matmul ladder's register-tiled rungs do. A block of 128
 # threads, 16 x 8 of them as (ty, tx), takes 64 queries and tiles of BC keys
 # (64, or 32 for a head dim of 128 or float64): thread (ty, tx) computes the
@@ -202,3 +204,81 @@ for dim in (32, 64):
     warp = mt.kernels.attention(q, k, v, "warp", causal=True)
     flash = mt.kernels.attention(q, k, v, "flash", causal=True)
     print(f"head dim {dim}: largest difference, warp vs flash:", float((warp - flash).abs().max()))
+
+# %% [markdown]
+# ## The tiled rung: one buffer each for K and V, masks only where needed
+# The warp rung double-buffers K and V (two stages of each in shared memory,
+# 105 KiB a block), so an H100 SM holds two of its blocks: two warps a
+# scheduler, too few to hide the latency of a shared-memory load behind
+# another warp's multiply-adds. The tiled rung (`src/attention_tiled.cu`,
+# `mt.kernels.attention(..., "tiled")`) keeps the same register tiles but
+# gives K and V one buffer each and staggers them, as FlashAttention does:
+# V of tile t lands while the block computes S = Q K_t^T, and K of tile
+# t + 1 lands while it computes O += P V_t. Each buffer is refilled as soon as
+# the block is done reading it. With 70 KiB a block, three blocks share an SM.
+#
+# It also masks only the tiles that need it. For a causal block of queries
+# q0 .. q0 + 63, a key tile wholly before q0 is seen by every query (no
+# compare, no select on its scores), the tile across the diagonal is masked,
+# and the tiles after the block's last query are never loaded:
+
+# %%
+LENGTH, BR, BC = 512, 64, 64
+kind = np.zeros((LENGTH // BR, LENGTH // BC), dtype=int)  # 0 skipped, 1 masked, 2 plain
+for b in range(LENGTH // BR):
+    q0 = b * BR
+    for t in range(LENGTH // BC):
+        key0 = t * BC
+        if key0 > q0 + BR - 1:
+            kind[b, t] = 0  # after the block's last query: never loaded
+        elif key0 + BC - 1 > q0:
+            kind[b, t] = 1  # reaches past the first query: masked
+        else:
+            kind[b, t] = 2
+print(f"causal, length {LENGTH}: {int((kind == 2).sum())} plain tiles, {int((kind == 1).sum())} masked, "
+      f"{int((kind == 0).sum())} skipped")
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+axes[0].imshow(kind, cmap="Greens", vmin=0, vmax=2)
+axes[0].set_title("key tiles of each query block: white skipped, pale masked")
+axes[0].set_xlabel("key tile")
+axes[0].set_ylabel("query block")
+steps = ["S = Q K_t^T", "softmax, P", "O += P V_t"]
+loading = ["V_t", "K_t+1", "V_t+1"]
+for t in range(3):
+    for s, (step, load) in enumerate(zip(steps, loading)):
+        x = 3 * t + s
+        axes[1].barh(1, 1, left=x, color="tab:blue" if s != 1 else "tab:cyan", edgecolor="white")
+        axes[1].text(x + 0.5, 1, step.replace("_t", f"_{t}"), ha="center", va="center", fontsize=6, color="white")
+        axes[1].barh(0, 1, left=x, color="tab:orange", edgecolor="white")
+        axes[1].text(x + 0.5, 0, load.replace("t+1", str(t + 1)).replace("_t", f"_{t}"), ha="center",
+                     va="center", fontsize=7)
+axes[1].set_yticks([0, 1], ["in flight (cp.async)", "computing"])
+axes[1].set_xticks([])
+axes[1].set_title("the staggered pipeline, three key tiles")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Its backward needs no atomics: a kernel per query tile computes dQ (and
+# each row's D = rowsum(dO * O), which it leaves in memory), then a kernel
+# per key tile computes dK and dV. Every gradient element is written once by
+# one thread, so two runs give the same bits. Its numbers are the warp
+# rung's, gradients included. On the H100 its forward is the faster at head
+# dim 64 (0.95-1.04x torch at lengths 1024 and 2048) and its backward the
+# slower (7 tile products against 5), so `F.scaled_dot_product_attention`
+# pairs the tiled forward with the warp backward there (docs/performance.md):
+
+# %%
+for dim in (64, 128):
+    tensors = [mt.tensor(rng.standard_normal((2, 150, dim)).astype(np.float32), requires_grad=True)
+               for _ in range(3)]
+    grad = mt.tensor(rng.standard_normal((2, 150, dim)).astype(np.float32))
+    results = {}
+    for rung in ("warp", "tiled"):
+        for t in tensors:
+            t.grad = None
+        out = mt.kernels.attention(*tensors, rung, causal=True)
+        out.backward(grad)
+        results[rung] = [out.detach().numpy()] + [t.grad.numpy() for t in tensors]
+    print(f"head dim {dim}: largest difference, tiled vs warp (out, dq, dk, dv):",
+          [f"{np.abs(a - b).max():.1e}" for a, b in zip(results["tiled"], results["warp"])])

@@ -1,0 +1,96 @@
+"""The tiled rung of attention (src/attention_tiled.cu, mt.kernels.attention(...,
+"tiled")): the output and the gradients of q, k and v against NumPy written from
+the formulas (tests/test_attention_warp.py's reference), with and without the
+causal mask, head dims 32, 64 and 128, both query blocks (64, 128), lengths off
+its blocks and tiles, one query and one key, non-contiguous inputs; central
+differences in float64; the refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from gradcheck import gradcheck
+from helpers import assert_close
+from test_attention_warp import ref_attention
+
+# (dtype, head dim, queries, block) that run on the emulator: a partial block
+# and tile of each query block, the largest head dim, float64, one query.
+EMULATOR_CASES = {(mt.float32, 64, 70, 64), (mt.float32, 128, 70, 128), (mt.float32, 32, 1, 0),
+                  (mt.float64, 64, 70, 0)}
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+@pytest.mark.parametrize("d", [32, 64, 128])
+@pytest.mark.parametrize("length, keys", [(1, 1), (70, 45), (37, 130), (200, 200)])
+@pytest.mark.parametrize("block", [0, 64, 128])
+def test_tiled_rung_matches_numpy(dtype, d, length, keys, block) -> None:
+    if block == 128 and dtype is mt.float64:
+        pytest.skip("128 queries a block is for float32 only (test_tiled_rung_refuses)")
+    if mt.backend() != "cuda" and (dtype, d, length, block) not in EMULATOR_CASES:
+        pytest.skip("the emulator runs a few of these cases (tests/c/test_attention_tiled.c more); "
+                    "the GPU runs them all")
+    rng = np.random.default_rng(d + length + block)
+    q, k, v = (rng.standard_normal((2, n, d)) for n in (length, keys, keys))
+    dout = rng.standard_normal((2, length, d))
+    for causal in (False, True):
+        ts = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v)]
+        out = mt.kernels.attention(*ts, "tiled", causal=causal, block_queries=block)
+        out.backward(mt.tensor(dout, dtype=dtype))
+        want = ref_attention(q, k, v, dout, 1 / math.sqrt(d), causal)
+        assert_close(out, want[0], dtype, n=keys * d)
+        for t, w, n in zip(ts, want[1:], (keys * d, length * d, length)):
+            assert_close(t.grad, w, dtype, n=n * d)
+
+
+def test_tiled_rung_on_views_and_a_scale() -> None:
+    """q a transposed view (B, H, L, E) of (B, L, H, E), k a slice: made
+    contiguous on the way in; a scale other than 1/sqrt(E)."""
+    rng = np.random.default_rng(7)
+    qa, ka, va = rng.standard_normal((2, 20, 2, 32)), rng.standard_normal((2, 2, 30, 32)), \
+        rng.standard_normal((2, 2, 24, 32))
+    q = mt.tensor(qa, dtype=mt.float32).transpose(1, 2)
+    k = mt.tensor(ka, dtype=mt.float32)[:, :, 3:27]
+    out = mt.kernels.attention(q, k, mt.tensor(va, dtype=mt.float32), "tiled", causal=True, scale=0.3)
+    want = ref_attention(np.swapaxes(qa, 1, 2), ka[:, :, 3:27], va, np.zeros((2, 2, 20, 32)), 0.3, True)
+    assert_close(out, want[0], mt.float32, n=24 * 32)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tiled_rung_gradcheck(causal) -> None:
+    """Central differences in float64 (the tiled rung's float64 kernels)."""
+    rng = np.random.default_rng(11)
+    arrays = [rng.standard_normal((1, n, 32)) for n in (5, 7, 7)]
+    gradcheck(lambda m, q, k, v: mt.kernels.attention(q, k, v, "tiled", causal=causal), arrays)
+
+
+def test_tiled_rung_refuses() -> None:
+    q = mt.tensor(np.ones((1, 4, 16), np.float32))
+    with pytest.raises(ValueError, match="tiled rung takes head dims"):
+        mt.kernels.attention(q, q, q, "tiled")
+    q64 = mt.tensor(np.ones((1, 4, 64), np.float32))
+    with pytest.raises(ValueError, match="block_queries 32"):
+        mt.kernels.attention(q64, q64, q64, "tiled", block_queries=32)
+    with pytest.raises(ValueError, match="the other rungs 0 only"):
+        mt.kernels.attention(q64, q64, q64, "warp", block_queries=64)
+    with pytest.raises(ValueError, match="float32 only"):
+        d64 = mt.tensor(np.ones((1, 4, 64)))
+        mt.kernels.attention(d64, d64, d64, "tiled", block_queries=128)
+
+
+@pytest.mark.parametrize("rung", ["tiled/warp", "warp/tiled"])
+def test_forward_of_one_rung_backward_of_another(rung) -> None:
+    """A rung "F/B" (what ops.fused_attention_rung may choose) runs F's forward
+    and B's backward: the lse each one-kernel rung saves is the same."""
+    rng = np.random.default_rng(13)
+    q, k, v, dout = (rng.standard_normal((2, 70, 64)) for _ in range(4))
+    ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
+    out = mt.autograd.Attention.apply(*ts, 0.125, True, rung)
+    out.backward(mt.tensor(dout, dtype=mt.float32))
+    want = ref_attention(q, k, v, dout, 0.125, True)
+    assert_close(out, want[0], mt.float32, n=70 * 64)
+    for t, w in zip(ts, want[1:]):
+        assert_close(t.grad, w, mt.float32, n=70 * 64 * 2)
