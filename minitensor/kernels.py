@@ -250,9 +250,11 @@ def matmul(
         a, b: tensors of at least 1 dim; the last two dims multiply
             ((..., M, K) @ (..., K, N)), the leading (batch) dims broadcast,
             a 1-D operand is a vector, float32 with float64 gives float64.
-        algo: one of ``algorithms("matmul")``, or ``"tf32"``: the tensor-core
-            rung (float32 only, TF32 products: about 1e-3 relative error;
-            cp.async stages), or ``"tf32_simple"``, the first TF32 rung.
+        algo: one of ``algorithms("matmul")``, or ``"tf32"``: the fastest
+            tensor-core rung (float32 only, TF32 products: about 1e-3
+            relative error; mma.sync with ldmatrix), or an earlier TF32 rung
+            by name: ``"tf32_simple"`` (WMMA), ``"tf32_pipelined"`` (WMMA,
+            cp.async stages); ``"tf32_mma"`` is ``"tf32"``'s own name.
         config: a tile configuration, an index into ``matmul_configs()``
             or its name; only with algo ``"default"`` or the configuration's
             own rung (``matmul_config_rung``). None: the autotuner's choice
