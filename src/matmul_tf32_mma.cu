@@ -38,7 +38,7 @@
 #include "matmul_internal.h"
 #include "mma_tf32.h"
 
-template <int BM_, int BN_, int WM_, int WN_, int kStages_, int kMinBlocks_, int kKUnroll_>
+template <int BM_, int BN_, int WM_, int WN_, int kStages_, int kMinBlocks_, int kKUnroll_, bool kPairB_ = false>
 struct Tf32MmaTiles {
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -54,11 +54,19 @@ struct Tf32MmaTiles {
      * next step's fragments during this step's mmas, but it then holds all
      * four steps' fragments at once (more registers); 1 keeps one step's. */
     static constexpr int kKUnroll = kKUnroll_;
+    /* Paired B fragments (see pair_b below). */
+    static constexpr bool kPairB = kPairB_;
     static constexpr int kMFrags = WM / 16; /* mma fragments a warp: 16 x 8 each */
     static constexpr int kNFrags = WN / 8;
     static constexpr int kStageFloats = BM * BK + BK * BN;
     static constexpr size_t kSharedBytes = (size_t)kStages * kStageFloats * sizeof(float);
     static_assert(BN % 32 == 0, "B's swizzle flips chunk bits 1-2: rows of at least 8 chunks");
+    static_assert(!kPairB || kNFrags % 2 == 0, "paired B fragments come in twos");
+};
+
+/* Two floats read as one 8-byte load (LDS.64). */
+struct alignas(8) FloatPair {
+    float v[2];
 };
 
 /* Where column c of row r of A's stage lies in that row (BK = 32 floats):
@@ -101,8 +109,8 @@ constexpr int kGroupRows = 8;
 
 template <typename C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
-    matmul_tf32_mma(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, int64_t row_tile_start,
-                    int64_t batch_start)
+    matmul_tf32_mma(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out,
+                    int64_t row_tile_start, int64_t batch_start)
 {
 #if defined(MT_EMULATOR) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
     constexpr int S = C::kStages;
@@ -198,12 +206,28 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
                     a_frag[i][e] = tf32_round_bits(a_frag[i][e]);
             }
             /* B: b[0] = B[kk + t][n], b[1] = B[kk + t + 4][n], n = column g
-             * of the fragment. */
+             * of the fragment. Paired (kPairB): fragments j and j + 1 take the
+             * even and the odd columns of 16 (column g of fragment j is
+             * n0 + 2g + j % 2), so that a lane reads both fragments' elements
+             * of a row with one 8-byte load; the stores below put the
+             * columns back. */
             uint32_t b_frag[C::kNFrags][2];
-            MT_UNROLL for (int j = 0; j < C::kNFrags; ++j) {
-                const int n = warp_col + j * 8 + g;
-                b_frag[j][0] = tf32_bits(b_stage[(kk + t) * C::BN + b_col(kk + t, n)]);
-                b_frag[j][1] = tf32_bits(b_stage[(kk + t + 4) * C::BN + b_col(kk + t + 4, n)]);
+            if constexpr (C::kPairB) {
+                MT_UNROLL for (int j = 0; j < C::kNFrags; j += 2) {
+                    const int n = warp_col + j * 8 + 2 * g;
+                    MT_UNROLL for (int h = 0; h < 2; ++h) {
+                        const int k = kk + t + 4 * h;
+                        const FloatPair p = *reinterpret_cast<const FloatPair *>(b_stage + k * C::BN + b_col(k, n));
+                        b_frag[j][h] = tf32_bits(p.v[0]);
+                        b_frag[j + 1][h] = tf32_bits(p.v[1]);
+                    }
+                }
+            } else {
+                MT_UNROLL for (int j = 0; j < C::kNFrags; ++j) {
+                    const int n = warp_col + j * 8 + g;
+                    b_frag[j][0] = tf32_bits(b_stage[(kk + t) * C::BN + b_col(kk + t, n)]);
+                    b_frag[j][1] = tf32_bits(b_stage[(kk + t + 4) * C::BN + b_col(kk + t + 4, n)]);
+                }
             }
             MT_UNROLL for (int i = 0; i < C::kMFrags; ++i)
                 MT_UNROLL for (int j = 0; j < C::kNFrags; ++j)
@@ -214,16 +238,29 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     async_wait<0>();
 
     /* Lane (g, t) holds out[g][2t], [g][2t + 1], [g + 8][2t], [g + 8][2t + 1]
-     * of each fragment. */
+     * of each fragment. Paired, fragments j and j + 1 hold the even and odd
+     * columns: the lane's 4 consecutive columns n0 + 4t .. + 3 of rows g
+     * and g + 8, one 16-byte store each where out allows (vec_out). */
     const MatrixView<float> Out = matrix_view<float>(out, start.out);
-    MT_UNROLL for (int i = 0; i < C::kMFrags; ++i)
-        MT_UNROLL for (int j = 0; j < C::kNFrags; ++j)
-            MT_UNROLL for (int e = 0; e < 4; ++e) {
-                const int64_t row = row0 + warp_row + i * 16 + g + (e / 2) * 8;
-                const int64_t col = col0 + warp_col + j * 8 + 2 * t + (e % 2);
-                if (row < M && col < N)
-                    Out.at(row, col) = acc[i][j][e];
-            }
+    if constexpr (C::kPairB) {
+        MT_UNROLL for (int i = 0; i < C::kMFrags; ++i)
+            MT_UNROLL for (int j = 0; j < C::kNFrags; j += 2)
+                MT_UNROLL for (int h = 0; h < 2; ++h) {
+                    const float v[4] = {acc[i][j][2 * h], acc[i][j + 1][2 * h], acc[i][j][2 * h + 1],
+                                        acc[i][j + 1][2 * h + 1]};
+                    store_row<float, 4>(Out, v, row0 + warp_row + i * 16 + g + 8 * h, col0 + warp_col + j * 8 + 4 * t,
+                                        vec_out);
+                }
+    } else {
+        MT_UNROLL for (int i = 0; i < C::kMFrags; ++i)
+            MT_UNROLL for (int j = 0; j < C::kNFrags; ++j)
+                MT_UNROLL for (int e = 0; e < 4; ++e) {
+                    const int64_t row = row0 + warp_row + i * 16 + g + (e / 2) * 8;
+                    const int64_t col = col0 + warp_col + j * 8 + 2 * t + (e % 2);
+                    if (row < M && col < N)
+                        Out.at(row, col) = acc[i][j][e];
+                }
+    }
 #endif
 }
 
@@ -237,6 +274,8 @@ using Tf32Mma256x128S3 = Tf32MmaTiles<256, 128, 64, 64, 3, 1, 1>;
 using Tf32Mma64x128S4 = Tf32MmaTiles<64, 128, 32, 32, 4, 2, 4>;   /* 96 KiB: small products, more blocks */
 using Tf32Mma128x128S3U = Tf32MmaTiles<128, 128, 64, 32, 3, 1, 4>;
 using Tf32Mma128x256S3U = Tf32MmaTiles<128, 256, 64, 64, 3, 1, 2>;
+using Tf32Mma128x256S3P = Tf32MmaTiles<128, 256, 64, 64, 3, 1, 1, true>;
+using Tf32Mma128x128S4P = Tf32MmaTiles<128, 128, 64, 32, 4, 1, 4, true>;
 
 static const char *const kTileNames[] = {
     "128x128x32 warp 64x32, 3 stages, 2 blocks/SM, K steps rolled",
@@ -246,6 +285,8 @@ static const char *const kTileNames[] = {
     "64x128x32 warp 32x32, 4 stages, 2 blocks/SM, K steps unrolled",
     "128x128x32 warp 64x32, 3 stages, K steps unrolled",
     "128x256x32 warp 64x64, 3 stages, K steps unrolled by 2",
+    "128x256x32 warp 64x64, 3 stages, K steps rolled, paired B",
+    "128x128x32 warp 64x32, 4 stages, K steps unrolled, paired B",
 };
 constexpr int kTileCount = (int)(sizeof kTileNames / sizeof kTileNames[0]);
 
@@ -257,10 +298,12 @@ static mt_status launch_tf32_mma_tiles(const mt_tensor &out, const mt_tensor &a,
 {
     const int64_t lda = leading_dim(a, false);
     const int64_t ldb = leading_dim(b, false);
+    const bool vec_out = out_vector_ok(out);
     CUDA_CHECK(cudaFuncSetAttribute(matmul_tf32_mma<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)C::kSharedBytes));
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_tf32_mma<C><<<grid, C::kThreads, C::kSharedBytes, mt_stream()>>>(out, a, b, lda, ldb, y0, b0);
+        matmul_tf32_mma<C><<<grid, C::kThreads, C::kSharedBytes, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0,
+                                                                                b0);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
@@ -285,6 +328,8 @@ mt_status launch_tf32_mma(const mt_tensor &out, const mt_tensor &a, const mt_ten
     case 3: return launch_tf32_mma_tiles<Tf32Mma256x128S3>(out, a, b);
     case 4: return launch_tf32_mma_tiles<Tf32Mma64x128S4>(out, a, b);
     case 5: return launch_tf32_mma_tiles<Tf32Mma128x128S3U>(out, a, b);
-    default: return launch_tf32_mma_tiles<Tf32Mma128x256S3U>(out, a, b);
+    case 6: return launch_tf32_mma_tiles<Tf32Mma128x256S3U>(out, a, b);
+    case 7: return launch_tf32_mma_tiles<Tf32Mma128x256S3P>(out, a, b);
+    default: return launch_tf32_mma_tiles<Tf32Mma128x128S4P>(out, a, b);
     }
 }
