@@ -276,6 +276,7 @@ using Tf32Mma128x128S3U = Tf32MmaTiles<128, 128, 64, 32, 3, 1, 4>;
 using Tf32Mma128x256S3U = Tf32MmaTiles<128, 256, 64, 64, 3, 1, 2>;
 using Tf32Mma128x256S3P = Tf32MmaTiles<128, 256, 64, 64, 3, 1, 1, true>;
 using Tf32Mma128x128S4P = Tf32MmaTiles<128, 128, 64, 32, 4, 1, 4, true>;
+using Tf32Mma128x256S4P = Tf32MmaTiles<128, 256, 64, 64, 4, 1, 1, true>; /* 192 KiB */
 
 static const char *const kTileNames[] = {
     "128x128x32 warp 64x32, 3 stages, 2 blocks/SM, K steps rolled",
@@ -287,6 +288,7 @@ static const char *const kTileNames[] = {
     "128x256x32 warp 64x64, 3 stages, K steps unrolled by 2",
     "128x256x32 warp 64x64, 3 stages, K steps rolled, paired B",
     "128x128x32 warp 64x32, 4 stages, K steps unrolled, paired B",
+    "128x256x32 warp 64x64, 4 stages, K steps rolled, paired B",
 };
 constexpr int kTileCount = (int)(sizeof kTileNames / sizeof kTileNames[0]);
 
@@ -330,6 +332,7 @@ mt_status launch_tf32_mma(const mt_tensor &out, const mt_tensor &a, const mt_ten
     case 5: return launch_tf32_mma_tiles<Tf32Mma128x128S3U>(out, a, b);
     case 6: return launch_tf32_mma_tiles<Tf32Mma128x256S3U>(out, a, b);
     case 7: return launch_tf32_mma_tiles<Tf32Mma128x256S3P>(out, a, b);
-    default: return launch_tf32_mma_tiles<Tf32Mma128x128S4P>(out, a, b);
+    case 8: return launch_tf32_mma_tiles<Tf32Mma128x128S4P>(out, a, b);
+    default: return launch_tf32_mma_tiles<Tf32Mma128x256S4P>(out, a, b);
     }
 }
