@@ -470,9 +470,10 @@ def tf32_case(res: Results, quick: bool) -> None:
             torch_err = (theirs.double() - exact).abs().max().item() / scale
 
             def with_error(ours: torch.Tensor) -> None:
-                res.rows[-1]["case"] += (f"; max abs error / max abs exact: minitensor "
-                                         f"{(ours.double() - exact).abs().max().item() / scale:.1e}, "
-                                         f"torch {torch_err:.1e}")
+                note = (f"; max abs error / max abs exact: minitensor "
+                        f"{(ours.double() - exact).abs().max().item() / scale:.1e}, torch {torch_err:.1e}")
+                res.rows[-1]["case"] += note
+                print(f"    {note[2:]}")  # the row itself was printed before this note
 
             for rung, label in rungs:
                 bench_case(res, "tf32", f"matmul {n}^3, TF32 tensor cores, {label} (torch: TF32 on)",
