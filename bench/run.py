@@ -450,10 +450,14 @@ def matmul_ladder(res: Results, quick: bool) -> None:
 
 
 def tf32_case(res: Results, quick: bool) -> None:
-    """The tensor-core rungs (the first, "tf32_simple", then the pipelined
-    "tf32" that the library runs) against torch with TF32 on (cuBLAS TF32),
-    and the error of each against float64; torch's TF32 is switched off again
-    after."""
+    """The tensor-core rungs (the first, "tf32_simple", WMMA with cp.async
+    stages, "tf32_pipelined", then the mma.sync rung "tf32" that the library
+    runs) against torch with TF32 on (cuBLAS TF32), and the error of each
+    against float64 beside torch's; then, at 4096^3, every tile variant of the
+    mma.sync rung (the sweep that picks its default). torch's TF32 is switched
+    off again after."""
+    rungs = (("tf32_simple", "first rung (WMMA)"), ("tf32_pipelined", "WMMA, cp.async stages"),
+             ("tf32", "mma.sync, ldmatrix, swizzled stages"))
     for n in (1024, 4096):
         A = torch.randn(n, n, device="cuda")
         B = torch.randn(n, n, device="cuda")
@@ -463,15 +467,28 @@ def tf32_case(res: Results, quick: bool) -> None:
         try:
             theirs = A @ B
             scale = exact.abs().max().item()
-            for rung, label in (("tf32_simple", "first rung"), ("tf32", "cp.async stages")):
+            torch_err = (theirs.double() - exact).abs().max().item() / scale
+
+            def with_error(ours: torch.Tensor) -> None:
+                note = (f"; max abs error / max abs exact: minitensor "
+                        f"{(ours.double() - exact).abs().max().item() / scale:.1e}, torch {torch_err:.1e}")
+                res.rows[-1]["case"] += note
+                print(f"    {note[2:]}")  # the row itself was printed before this note
+
+            for rung, label in rungs:
                 bench_case(res, "tf32", f"matmul {n}^3, TF32 tensor cores, {label} (torch: TF32 on)",
                            lambda rung=rung: mt.kernels.matmul(mA, mB, rung), lambda: A @ B, ref=theirs,
                            flops=2.0 * n**3, quick=quick, tol=5e-3,
                            target=0.8 if n == 4096 and rung == "tf32" else None)
-                ours = to_torch(mt.kernels.matmul(mA, mB, rung)).double()
-                res.rows[-1]["case"] += (f"; max abs error / max abs exact: minitensor "
-                                         f"{(ours - exact).abs().max().item() / scale:.1e}, "
-                                         f"torch {(theirs.double() - exact).abs().max().item() / scale:.1e}")
+                with_error(to_torch(mt.kernels.matmul(mA, mB, rung)))
+            if n == 4096:
+                out = mt.empty(n, n)
+                for tile, name in enumerate(mt._lib.matmul_tf32_tile_names()):
+                    bench_case(res, "tune:tf32", f"matmul {n}^3 mma.sync tile {tile}: {name}",
+                               lambda tile=tile: mt._lib.matmul_tf32_tile(out, mA, mB, tile) or out,
+                               lambda: A @ B, ref=theirs, flops=2.0 * n**3, quick=quick, tol=5e-3)
+                    with_error(to_torch(out))
+                del out
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
         del exact
@@ -798,7 +815,8 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, str], out: Path, se
               ("Tile configurations of warptile and pipelined (what the autotuner chooses from)", lambda r: r["group"] == "tune:matmul"),
               ("Reduction ladder (mt_reduce_variant)", lambda r: r["group"] == "ladder:reduce"),
               ("Transpose ladder (mt_copy_variant)", lambda r: r["group"] == "ladder:copy"),
-              ("TF32 on tensor cores (opt-in, against torch's TF32)", lambda r: r["group"] == "tf32")]
+              ("TF32 on tensor cores (opt-in, against torch's TF32)", lambda r: r["group"] == "tf32"),
+              ("Tile variants of the mma.sync TF32 rung", lambda r: r["group"] == "tune:tf32")]
     parts = [
         "# Performance: minitensor against PyTorch",
         "",

@@ -250,9 +250,9 @@ def matmul(
         a, b: tensors of at least 1 dim; the last two dims multiply
             ((..., M, K) @ (..., K, N)), the leading (batch) dims broadcast,
             a 1-D operand is a vector, float32 with float64 gives float64.
-        algo: one of ``algorithms("matmul")``, or ``"tf32"``: the tensor-core
-            rung (float32 only, TF32 products: about 1e-3 relative error;
-            cp.async stages), or ``"tf32_simple"``, the first TF32 rung.
+        algo: one of ``algorithms("matmul")``, or a TF32 rung (float32 only,
+            about 1e-3 relative error): ``"tf32"`` (the fastest, mma.sync; also
+            ``"tf32_mma"``), ``"tf32_pipelined"`` or ``"tf32_simple"`` (WMMA).
         config: a tile configuration, an index into ``matmul_configs()``
             or its name; only with algo ``"default"`` or the configuration's
             own rung (``matmul_config_rung``). None: the autotuner's choice

@@ -309,11 +309,16 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     return launch_matmul<double>(algo, config, out, a, b);
 }
 
-/* mt_matmul_tf32 and mt_matmul_tf32_rung, each naming itself in errors. */
-static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor a, mt_tensor b, int rung)
+/* mt_matmul_tf32, mt_matmul_tf32_rung and mt_matmul_tf32_tile, each naming
+ * itself in errors; tile is the mma rung's tile variant (-1: its choice). */
+static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor a, mt_tensor b, int rung, int tile)
 {
-    if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 rung %d (0: simple, 1: pipelined)", rung);
+    if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED && rung != MT_TF32_MMA)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 rung %d (0: simple, 1: pipelined, 2: mma)",
+                       rung);
+    if (tile < -1 || tile >= tf32_mma_tile_count())
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 tile variant %d (-1 .. %d)", tile,
+                       tf32_mma_tile_count() - 1);
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
     MT_TRY(mt_check_float(func, "a", &a));
@@ -335,18 +340,31 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
         return MT_OK;
     if (rung == MT_TF32_SIMPLE)
         return launch_tf32(out, a, b);
-    /* The pipelined rung copies 16 bytes at a time: row-major operands. */
+    /* The pipelined and mma rungs copy 16 bytes at a time: row-major
+     * operands (a transposed view is copied; their tiles have no
+     * column-major variant). */
     return with_prepared_operands(a, b, false, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
-        return launch_tf32_pipelined(out, a_view, b_view);
+        if (rung == MT_TF32_PIPELINED)
+            return launch_tf32_pipelined(out, a_view, b_view);
+        return launch_tf32_mma(out, a_view, b_view, tile);
     });
 }
 
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
 {
-    return matmul_tf32_checked("mt_matmul_tf32", out, a, b, MT_TF32_PIPELINED);
+    return matmul_tf32_checked("mt_matmul_tf32", out, a, b, MT_TF32_MMA, -1);
 }
 
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)
 {
-    return matmul_tf32_checked("mt_matmul_tf32_rung", out, a, b, rung);
+    return matmul_tf32_checked("mt_matmul_tf32_rung", out, a, b, rung, -1);
+}
+
+int mt_matmul_tf32_tile_count(void) { return tf32_mma_tile_count(); }
+
+const char *mt_matmul_tf32_tile_name(int tile) { return tf32_mma_tile_name(tile); }
+
+mt_status mt_matmul_tf32_tile(mt_tensor out, mt_tensor a, mt_tensor b, int tile)
+{
+    return matmul_tf32_checked("mt_matmul_tf32_tile", out, a, b, MT_TF32_MMA, tile);
 }

@@ -109,6 +109,11 @@ mt_status launch_pipelined_epilogue(const mt_tensor &out, const mt_tensor &a, co
  * accepts (without transposed views). */
 mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+/* The mma.sync rung (row-major operands as the pipelined one), with one of
+ * its tile variants (0..tf32_mma_tile_count() - 1) or -1: its choice. */
+mt_status launch_tf32_mma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile);
+int tf32_mma_tile_count(void);
+const char *tf32_mma_tile_name(int tile);
 
 /* From src/matmul.cu, for the other entry points of the family
  * (src/matmul_epilogue.cu): out = a @ b is a valid product (shapes, batch

@@ -329,11 +329,18 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 /* The TF32 rungs, for teaching and benchmarks: MT_TF32_SIMPLE, WMMA fed by
  * scalar loads staged between two barriers per K step of 8
  * (src/matmul_tf32.cu); MT_TF32_PIPELINED, the same mma fed by cp.async
- * stages (src/matmul_tf32_pipelined.cu), which is what mt_matmul_tf32 runs.
- * An unknown rung is MT_ERR_INVALID_ARGUMENT. */
+ * stages (src/matmul_tf32_pipelined.cu); MT_TF32_MMA, mma.sync with
+ * ldmatrix from swizzled stages (src/matmul_tf32_mma.cu), which is what
+ * mt_matmul_tf32 runs. An unknown rung is MT_ERR_INVALID_ARGUMENT. */
 #define MT_TF32_SIMPLE 0
 #define MT_TF32_PIPELINED 1
+#define MT_TF32_MMA 2
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
+/* MT_TF32_MMA with a chosen tile variant (0..count-1, named by
+ * mt_matmul_tf32_tile_name; -1: the library's choice), for benchmarks. */
+int mt_matmul_tf32_tile_count(void);
+const char *mt_matmul_tf32_tile_name(int tile);
+mt_status mt_matmul_tf32_tile(mt_tensor out, mt_tensor a, mt_tensor b, int tile);
 /* out = act(a @ b + bias) + residual in one kernel: the warptile (or
  * pipelined) rung with
  * the bias, the activation (an mt_epilogue_act) and the residual applied as

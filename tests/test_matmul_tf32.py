@@ -1,7 +1,9 @@
-"""The tensor-core rungs (src/matmul_tf32.cu, "tf32_simple", and
-src/matmul_tf32_pipelined.cu, "tf32") and torch's switch for them,
+"""The tensor-core rungs (src/matmul_tf32.cu, "tf32_simple",
+src/matmul_tf32_pipelined.cu, "tf32_pipelined", and src/matmul_tf32_mma.cu,
+"tf32_mma", which "tf32" runs) and torch's switch for them,
 mt.backends.cuda.matmul.allow_tf32, on both backends (the emulator runs the
-same kernels through its own WMMA fragments and cp.async copies).
+same kernels through its own WMMA fragments, mma.sync and ldmatrix twins and
+cp.async copies).
 
 Inputs that are TF32 already make the products exact, so the result must
 match float64's as closely as any float32 product; random inputs lose up to
@@ -38,7 +40,7 @@ SHAPES = [((1, 1), (1, 1)), ((65, 33), (33, 70)), ((7, 129), (129, 3)), ((3, 64,
           ((2, 1, 9, 8), (3, 8, 5)), ((5, 0), (0, 4)), ((0, 3), (3, 2))]
 
 
-RUNGS = ["tf32", "tf32_simple"]
+RUNGS = ["tf32", "tf32_simple", "tf32_pipelined"]
 
 
 @pytest.mark.parametrize("rung", RUNGS)
@@ -61,6 +63,16 @@ def test_random_inputs_are_within_tf32_rounding(a_shape: Any, b_shape: Any, rung
     # Each input off by at most 2^-11 relative: a product by 2^-10, plus float sums.
     bound = 2.0**-10 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-5 * (1 + np.abs(exact))
     assert np.all(np.abs(got - exact) <= bound)
+
+
+def test_tf32_runs_the_mma_rung() -> None:
+    rng = np.random.default_rng(5)
+    a = to_tf32(rng.standard_normal((2, 70, 45)))
+    b = to_tf32(rng.standard_normal((45, 130)))
+    ta, tb = mt.tensor(a), mt.tensor(b)
+    got = mt.kernels.matmul(ta, tb, "tf32").numpy()
+    np.testing.assert_array_equal(got, mt.kernels.matmul(ta, tb, "tf32_mma").numpy())
+    assert_close(got, a.astype(np.float64) @ b, mt.float32, n=45)
 
 
 def test_strided_views_and_vectors() -> None:

@@ -150,6 +150,8 @@ from .matmul import (  # noqa: F401
     matmul_config_count,
     matmul_config_name,
     matmul_epilogue_config_count,
+    matmul_tf32_tile,
+    matmul_tf32_tile_names,
 )
 from .softmax import (  # noqa: F401
     softmax,

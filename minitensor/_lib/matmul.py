@@ -15,6 +15,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_matmul_with_config": (c_int, [MtTensor, MtTensor, MtTensor, c_int, c_int]),
     "mt_matmul_tf32": (c_int, [MtTensor, MtTensor, MtTensor]),
     "mt_matmul_tf32_rung": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_matmul_tf32_tile_count": (c_int, []),
+    "mt_matmul_tf32_tile_name": (c_char_p, [c_int]),
+    "mt_matmul_tf32_tile": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
     "mt_matmul_epilogue": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int,
                                    c_int]),
     "mt_matmul_epilogue_config_count": (c_int, []),
@@ -38,9 +41,10 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
         check(status, "mt_matmul")
 
 
-# The TF32 rungs by name (src/minitensor.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED):
-# "tf32" is the library's TF32 product, "tf32_simple" the first rung.
-TF32_RUNGS = {"tf32_simple": 0, "tf32": 1}
+# The TF32 rungs by name (src/minitensor.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED,
+# MT_TF32_MMA): "tf32" is the library's TF32 product (the fastest rung, mma.sync),
+# the others each rung by its own name, for comparison.
+TF32_RUNGS = {"tf32_simple": 0, "tf32_pipelined": 1, "tf32_mma": 2, "tf32": 2}
 
 
 def matmul_tf32(out: Any, a: Any, b: Any, rung: str = "tf32") -> None:
@@ -48,6 +52,17 @@ def matmul_tf32(out: Any, a: Any, b: Any, rung: str = "tf32") -> None:
     (mt_matmul_tf32_rung; rung is a key of TF32_RUNGS)."""
     check(C.mt_matmul_tf32_rung(out.descriptor(), a.descriptor(), b.descriptor(), TF32_RUNGS[rung]),
           "mt_matmul_tf32")
+
+
+def matmul_tf32_tile_names() -> tuple[str, ...]:
+    """The tile variants of the mma.sync TF32 rung, in the library's numbering."""
+    return tuple(C.mt_matmul_tf32_tile_name(i).decode() for i in range(int(C.mt_matmul_tf32_tile_count())))
+
+
+def matmul_tf32_tile(out: Any, a: Any, b: Any, tile: int) -> None:
+    """out = a @ b on the mma.sync TF32 rung with tile variant `tile` (an index into
+    matmul_tf32_tile_names(), or -1: the library's choice), for benchmarks."""
+    check(C.mt_matmul_tf32_tile(out.descriptor(), a.descriptor(), b.descriptor(), tile), "mt_matmul_tf32_tile")
 
 
 def matmul_config_count() -> int:

@@ -27,9 +27,10 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
     is removed from the result. algo picks a kernel of the ladder (one of
     _lib.op_names("matmul"): "default", "naive", "coalesced", "tiled",
     "blocktile_1d", "blocktile_2d", "vectorized", "warptile", "pipelined"), or
-    "tf32", the tensor-core rung (float32 only; "default" takes it for float32
-    operands while mt.backends.cuda.matmul.allow_tf32 is set), or
-    "tf32_simple", the first TF32 rung, for comparison. config is a
+    "tf32", the fastest tensor-core rung (mma.sync; float32 only; "default"
+    takes it for float32 operands while mt.backends.cuda.matmul.allow_tf32 is
+    set), or an earlier TF32 rung by name for comparison ("tf32_simple",
+    "tf32_pipelined"; "tf32_mma" is "tf32"'s own name). config is a
     tile configuration of warptile or pipelined (an index below
     _lib.matmul_config_count()); -1 lets "default" ask the autotuner and the
     rungs choose from the shape.
@@ -215,7 +216,8 @@ def epilogue_activation_backward(grad: Array, pre: Array, act: str) -> Array:
     raise ValueError(f"epilogue_activation_backward(): unknown activation {act!r}; one of {epilogue_acts()}")
 
 
-# The TF32 rungs by name ("tf32_simple", "tf32"), for minitensor.kernels.
+# The TF32 rungs by name ("tf32_simple", "tf32_pipelined", "tf32_mma", and "tf32":
+# the fastest), for minitensor.kernels.
 TF32_RUNGS: tuple[str, ...] = tuple(_lib.TF32_RUNGS)
 
 

@@ -50,7 +50,7 @@ static int config_rung(int config)
     return name && strncmp(name, "pipelined", 9) == 0 ? MT_MATMUL_PIPELINED : MT_MATMUL_WARPTILE;
 }
 
-/* 1 + a TF32 rung (MT_TF32_SIMPLE, MT_TF32_PIPELINED), or 0. Set:
+/* 1 + a TF32 rung (MT_TF32_SIMPLE, MT_TF32_PIPELINED, MT_TF32_MMA), or 0. Set:
  * matmul_case calls mt_matmul_tf32_rung (the tensor-core rungs) instead, with
  * inputs already rounded to TF32, so that its products are exact and the
  * float reference holds as for every other rung. */
@@ -106,7 +106,7 @@ static void matmul_case(int algo, int dtype, int batch_ndim, const int64_t *batc
     out_shape[batch_ndim + 1] = N;
     tt_tensor out = tt_new(dtype, batch_ndim + 2, out_shape, TT_OUTPUT);
     tt_case("mt_matmul %s config %d M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s%s, b %s%s",
-            g_tf32 == 1 + MT_TF32_SIMPLE ? "tf32 simple" : g_tf32 ? "tf32 pipelined" : tt_op_name("matmul", algo), g_config, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NOTE[a_t],
+            g_tf32 == 1 + MT_TF32_SIMPLE ? "tf32 simple" : g_tf32 == 1 + MT_TF32_PIPELINED ? "tf32 pipelined" : g_tf32 ? "tf32 mma" : tt_op_name("matmul", algo), g_config, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NOTE[a_t],
             tt_str(&b), LAYOUT_NOTE[b_t]);
 
     /* Reference: out[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], where za and
@@ -234,7 +234,7 @@ int main(void)
     /* The tensor-core rungs: float32 only, any layout, sizes off their tiles
      * (64 x 64 and 128 x 64) and K steps (8 and 16), whole tiles and more K
      * steps than the pipelined rung has stages, batches. */
-    TT_GROUP("tf32") for (int rung = MT_TF32_SIMPLE; rung <= MT_TF32_PIPELINED; ++rung) {
+    TT_GROUP("tf32") for (int rung = MT_TF32_SIMPLE; rung <= MT_TF32_MMA; ++rung) {
         g_tf32 = 1 + rung;
         plain_case(0, MT_FLOAT32, 1, 1, 1, 0, 0);
         plain_case(0, MT_FLOAT32, 65, 65, 65, 0, 0);
@@ -266,9 +266,9 @@ int main(void)
         tt_tensor x = tt_new(MT_FLOAT32, 2, s22, TT_INPUT);
         tt_tensor y = tt_new(MT_FLOAT32, 2, s22, TT_OUTPUT);
         tt_fill(&x, -1, 1, 0);
-        tt_case("mt_matmul_tf32_rung: rung 2, which does not exist");
-        if (tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, 2), MT_ERR_INVALID_ARGUMENT, "mt_matmul_tf32_rung", &y))
-            TT_CHECK(strstr(mt_last_error(), "unknown TF32 rung 2") != NULL, "%s", mt_last_error());
+        tt_case("mt_matmul_tf32_rung: rung 3, which does not exist");
+        if (tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, 3), MT_ERR_INVALID_ARGUMENT, "mt_matmul_tf32_rung", &y))
+            TT_CHECK(strstr(mt_last_error(), "unknown TF32 rung 3") != NULL, "%s", mt_last_error());
         tt_free(&x);
         tt_free(&y);
     }
