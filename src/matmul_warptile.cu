@@ -156,6 +156,12 @@ using Cfg4 = WarptileConfig<64, 128, 16, 32, 64, 3>;  /* 128 threads, 4 x 16 */
 using Cfg5 = WarptileConfig<128, 128, 8, 64, 32, 2>;  /* 256 threads, shorter K-tile */
 using Cfg6 = WarptileConfig<64, 64, 32, 32, 32, 4>;   /* 128 threads, long K-tile: fewer barriers */
 using Cfg7 = WarptileConfig<256, 128, 8, 64, 64, 1>;  /* 256 threads, 8 x 16 per thread (cuBLAS's float32 shape) */
+/* Fragments prefetched (the main loop's second form, src/warptile_loop.h):
+ * step k + 1's shared loads in flight during step k's FMAs. */
+using Cfg8 = WarptileConfig<256, 128, 8, 64, 64, 1, true>;   /* config 7's tile */
+using Cfg9 = WarptileConfig<128, 128, 16, 64, 32, 1, true>;  /* config 1's tile */
+using Cfg10 = WarptileConfig<128, 64, 16, 64, 32, 3, true>;  /* config 2's tile: 128 blocks at 1024^3 */
+using Cfg11 = WarptileConfig<128, 64, 16, 32, 32, 2, true>;  /* the same tile in 8 warps: 2 a scheduler */
 
 static const char *const kWarptileConfigNames[] = {
     "128x128x16 warp 64x32 (256 threads, 2 blocks/SM)",
@@ -166,6 +172,12 @@ static const char *const kWarptileConfigNames[] = {
     "128x128x8 warp 64x32 (256 threads)",
     "64x64x32 warp 32x32 (128 threads)",
     "256x128x8 warp 64x64 (256 threads, 1 block/SM)",
+    "256x128x8 warp 64x64, fragments prefetched (256 threads, 1 block/SM)",
+    "128x128x16 warp 64x32, fragments prefetched (256 threads, 1 block/SM)",
+    "128x64x16 warp 64x32, fragments prefetched (128 threads, 3 blocks/SM)",
+    "128x64x16 warp 32x32, fragments prefetched (256 threads, 2 blocks/SM)",
+    "128x128x16 warp 64x32, fragments prefetched, split K 2 (256 threads, 1 block/SM)",
+    "128x64x16 warp 32x32, fragments prefetched, split K 2 (256 threads, 2 blocks/SM)",
 };
 constexpr int kWarptileConfigs = (int)(sizeof(kWarptileConfigNames) / sizeof(kWarptileConfigNames[0]));
 
@@ -215,6 +227,103 @@ static mt_status launch_warptile_layouts(const mt_tensor &out, const mt_tensor &
     });
 }
 
+/* ---- split-K ---------------------------------------------------------------
+ * A product with few output tiles leaves SMs idle or gives each scheduler a
+ * single warp to issue from (1024^3: 64 tiles of 128 x 128 for 132 SMs).
+ * Splitting K into kSplits slices makes that many times more blocks: slice
+ * s computes A[:, s K/S .. (s+1) K/S) @ B[s K/S .. (s+1) K/S, :] into
+ * partial[s]. That is a batched product of three views, the slice being the
+ * batch dim (its stride is K / S columns of A and K / S rows of B), so it
+ * runs the warptile kernel as it is. A second kernel then adds the partials
+ * in a fixed order (slice 0, 1, ...: the same result on every run, unlike
+ * atomic adds) and applies the epilogue. The price: the partials' round trip
+ * through memory (L2 at these sizes) and one more launch. */
+
+/* out(row, col .. col + 3) = epilogue(sum over s of partial[s][row][col ..]):
+ * one thread a run of 4 outputs, as the main kernel's epilogue stores them. */
+template <typename T, int kSplits, typename Epi>
+__global__ void matmul_split_sum(mt_tensor out, const T *partial, bool vec_out, Epi epi)
+{
+    const MatrixView<T> Out = matrix_view<T>(out, out.offset);
+    const int64_t M = Out.rows, N = Out.cols;
+    const int64_t runs = (N + 3) / 4;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= M * runs)
+        return;
+    const int64_t row = i / runs, col = (i % runs) * 4;
+    T v[4];
+    MT_UNROLL for (int w = 0; w < 4; ++w) {
+        v[w] = T(0);
+        if (col + w < N)
+            MT_UNROLL for (int s = 0; s < kSplits; ++s)
+                v[w] += partial[(s * M + row) * N + col + w];
+    }
+    epi.at_batch(0).apply(v, row, col);
+    store_row<T, 4>(Out, v, row, col, vec_out);
+}
+
+/* x's matrix (its last two dims) cut along K into `splits` slices: a 3-d
+ * view (slice, rows, cols / splits or rows / splits), the slice dim stepping
+ * k_stride * K / splits elements. along_cols: K is x's last dim (A), else
+ * its second last (B). */
+static mt_tensor k_slices(const mt_tensor &x, int splits, bool along_cols)
+{
+    mt_tensor v = x;
+    const int rd = x.ndim - 2, cd = x.ndim - 1;
+    const int kd = along_cols ? cd : rd;
+    v.ndim = 3;
+    v.shape[0] = splits;
+    v.strides[0] = x.strides[kd] * (x.shape[kd] / splits);
+    v.shape[1] = x.shape[rd];
+    v.strides[1] = x.strides[rd];
+    v.shape[2] = x.shape[cd];
+    v.strides[2] = x.strides[cd];
+    v.shape[along_cols ? 2 : 1] = x.shape[kd] / splits;
+    return v;
+}
+
+/* The shortest slice of K worth a split: below it the second launch and the
+ * partials cost more than the blocks gain. */
+constexpr int64_t kSplitMinK = 64;
+
+/* Config C's tile with K split kSplits ways: for a single product (no batch
+ * dims) whose split grid still has at most two blocks per SM, whose slices
+ * stay 16-byte aligned (K a multiple of kSplits Packs) and are at least
+ * kSplitMinK long; anything else runs C unsplit. */
+template <typename T, typename C, int kSplits, typename Epi>
+static mt_status launch_warptile_split(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
+{
+    constexpr int W = Pack<T>::kWidth;
+    const int64_t M = out.shape[out.ndim - 2];
+    const int64_t N = out.shape[out.ndim - 1];
+    const int64_t K = a.shape[a.ndim - 1];
+    if (shape_numel(out.shape, out.ndim - 2) != 1 || out_tiles(M, N, 1, C::BM, C::BN) * kSplits > 2 * (int64_t)mt_sm_count() ||
+        K % (kSplits * W) != 0 || K / kSplits < kSplitMinK)
+        return launch_warptile_layouts<T, C>(out, a, b, epi);
+    DeviceScratch scratch;
+    CUDA_CHECK(scratch.allocate((size_t)(kSplits * M * N) * sizeof(T)));
+    mt_tensor partial = out;
+    partial.data = scratch.as<T>();
+    partial.offset = 0;
+    partial.ndim = 3;
+    partial.shape[0] = kSplits;
+    partial.shape[1] = M;
+    partial.shape[2] = N;
+    partial.strides[0] = M * N;
+    partial.strides[1] = N;
+    partial.strides[2] = 1;
+    const mt_tensor a_slices = k_slices(a, kSplits, true);
+    const mt_tensor b_slices = k_slices(b, kSplits, false);
+    MT_TRY((launch_warptile_layouts<T, C>(partial, a_slices, b_slices, PlainStore{})));
+    const int64_t threads = M * ((N + 3) / 4);
+    constexpr int kBlock = 256;
+    matmul_split_sum<T, kSplits, Epi><<<(unsigned)((threads + kBlock - 1) / kBlock), kBlock, 0, mt_stream()>>>(
+        out, scratch.as<T>(), out_vector_ok(out), epi);
+    CUDA_CHECK(mt_launch_status());
+    CUDA_CHECK(scratch.release());
+    return MT_OK;
+}
+
 template <typename T, typename Epi>
 mt_status launch_warptile_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int config,
                                    const Epi &epi)
@@ -236,6 +345,18 @@ mt_status launch_warptile_epilogue(const mt_tensor &out, const mt_tensor &a, con
         return launch_warptile_layouts<T, Cfg6>(out, a, b, epi);
     case 7:
         return launch_warptile_layouts<T, Cfg7>(out, a, b, epi);
+    case 8:
+        return launch_warptile_layouts<T, Cfg8>(out, a, b, epi);
+    case 9:
+        return launch_warptile_layouts<T, Cfg9>(out, a, b, epi);
+    case 10:
+        return launch_warptile_layouts<T, Cfg10>(out, a, b, epi);
+    case 11:
+        return launch_warptile_layouts<T, Cfg11>(out, a, b, epi);
+    case 12:
+        return launch_warptile_split<T, Cfg9, 2>(out, a, b, epi);
+    case 13:
+        return launch_warptile_split<T, Cfg11, 2>(out, a, b, epi);
     default:
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "warptile config %d has no kernel", config);
     }

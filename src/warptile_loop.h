@@ -45,8 +45,11 @@
  * kMinBlocks: the blocks per SM the compiler must leave room for
  * (__launch_bounds__: 2 blocks of 256 threads cap a thread at 128
  * registers; 1 lets it take up to 255, fewer warps but no spills).
+ * kPrefetch: the main loop keeps two sets of fragments in registers (see
+ * warptile_main_loop); off by default, so a kernel that does not ask for it
+ * (the convolution's) runs the loop as before.
  */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_, bool kPrefetch_ = false>
 struct WarptileConfig {
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -54,6 +57,9 @@ struct WarptileConfig {
     static constexpr int WM = WM_;
     static constexpr int WN = WN_;
     static constexpr int kMinBlocks = kMinBlocks_;
+    /* Fragments prefetched: step k + 1's shared-memory loads are issued
+     * before step k's FMAs (warptile_main_loop's second form). */
+    static constexpr bool kPrefetch = kPrefetch_;
     static constexpr int kWarps = (BM / WM) * (BN / WN);
     static constexpr int kThreads = kWarps * 32;
     static constexpr int kMIter = WM / 32; /* 4 x 4 pieces per lane along M */
@@ -111,21 +117,68 @@ MT_DEVICE V *shared_pack(E *address)
 }
 #endif
 
+/* One step k of the product: a lane's fragments, WM / 32 and WN / 16 Packs
+ * of 4 values, read from shared stage s with 16-byte loads (LDS.128: a
+ * lane's 4 values are consecutive and every row starts 16-byte aligned). */
+template <typename T, typename C, typename ATile, typename BTile>
+MT_DEVICE void warptile_fragments(ATile &a_tile, BTile &b_tile, int s, int k, const WarpPlace &at,
+                                  T (&a_reg)[C::kMIter][4], T (&b_reg)[C::kNIter][4])
+{
+    constexpr int W = Pack<T>::kWidth;
+    MT_UNROLL for (int im = 0; im < C::kMIter; ++im)
+        MT_UNROLL for (int v = 0; v < 4; v += W) {
+            const Pack<T> p = *shared_pack<Pack<T>>(&a_tile[s][k][at.warp_row + im * 32 + at.lane_row + v]);
+            MT_UNROLL for (int w = 0; w < W; ++w)
+                a_reg[im][v + w] = p.v[w];
+        }
+    MT_UNROLL for (int in = 0; in < C::kNIter; ++in)
+        MT_UNROLL for (int v = 0; v < 4; v += W) {
+            const Pack<T> p = *shared_pack<Pack<T>>(&b_tile[s][k][at.warp_col + in * 16 + at.lane_col + v]);
+            MT_UNROLL for (int w = 0; w < W; ++w)
+                b_reg[in][v + w] = p.v[w];
+        }
+}
+
+/* The outer product of one step's fragments, added to acc. */
+template <typename T, typename C>
+MT_DEVICE void warptile_fma(const T (&a_reg)[C::kMIter][4], const T (&b_reg)[C::kNIter][4],
+                            T (&acc)[C::kMIter][C::kNIter][4][4])
+{
+    MT_UNROLL for (int im = 0; im < C::kMIter; ++im)
+        MT_UNROLL for (int in = 0; in < C::kNIter; ++in)
+            MT_UNROLL for (int i = 0; i < 4; ++i)
+                MT_UNROLL for (int j = 0; j < 4; ++j)
+                    acc[im][in][i][j] += a_reg[im][i] * b_reg[in][j];
+}
+
 /*
  * The loop: acc = the sum over k_tiles K-tiles of this thread's pieces.
  *
  * Double buffering: two shared-memory stages. While the warps compute on
  * stage s, each thread has already issued the global loads of the next
- * K-tile into registers (load_tile); after the computation it stores them
- * into stage s ^ 1 (store_tile), and one barrier per K-tile separates the
- * two uses of each stage. The loop count is the same for every thread of
- * the block, so all reach each barrier. With k_tiles 0, acc is zeros.
+ * K-tile into registers (load_tile); it stores them into stage s ^ 1
+ * (store_tile), and one barrier per K-tile separates the two uses of each
+ * stage. The loop count is the same for every thread of the block, so all
+ * reach each barrier. With k_tiles 0, acc is zeros.
+ *
+ * Two forms of the K-tile's steps:
+ *  - C::kPrefetch false: each step loads its fragments, then does its FMAs
+ *    (the compiler may move loads earlier as registers allow); the store
+ *    and the barrier come after the last step.
+ *  - C::kPrefetch true: two sets of fragments. Step k's FMAs run on set
+ *    k % 2 while the loads of step k + 1 fill the other set, so an FMA never
+ *    waits for the load just before it, which matters most when a scheduler
+ *    has a single warp to issue from (one block of 4 warps per SM). The
+ *    store and the barrier move before the last step: by then every warp
+ *    holds the tile's last fragments in registers, so stage s is no longer
+ *    read, and after the barrier step 0 of the next tile can be loaded from
+ *    stage s ^ 1 while the last step's FMAs run. Costs WM / 8 + WN / 4
+ *    registers a thread.
  */
 template <typename T, typename C, typename ATile, typename BTile, typename Load, typename Store>
 MT_DEVICE void warptile_main_loop(ATile &a_tile, BTile &b_tile, int64_t k_tiles, const WarpPlace &at,
                                   Load &&load_tile, Store &&store_tile, T (&acc)[C::kMIter][C::kNIter][4][4])
 {
-    constexpr int W = Pack<T>::kWidth;
     constexpr int BK = kWarptileBk<T, C>;
     constexpr int MI = C::kMIter;
     constexpr int NI = C::kNIter;
@@ -141,42 +194,54 @@ MT_DEVICE void warptile_main_loop(ATile &a_tile, BTile &b_tile, int64_t k_tiles,
     load_tile((int64_t)0);
     store_tile(0);
     __syncthreads(); /* stage 0 is complete before anyone reads it */
-    for (int64_t t = 0; t < k_tiles; ++t) {
-        const int s = (int)(t & 1);
-        const bool more = t + 1 < k_tiles;
-        if (more)
-            load_tile(t + 1); /* in flight while we compute */
-        MT_UNROLL for (int k = 0; k < BK; ++k) {
-            T a_reg[MI][4];
-            T b_reg[NI][4];
-            /* 16-byte shared-memory loads (LDS.128): a lane's 4 values are
-             * consecutive and every row starts 16-byte aligned. */
-            MT_UNROLL for (int im = 0; im < MI; ++im)
-                MT_UNROLL for (int v = 0; v < 4; v += W) {
-                    const Pack<T> p = *shared_pack<Pack<T>>(&a_tile[s][k][at.warp_row + im * 32 + at.lane_row + v]);
-                    MT_UNROLL for (int w = 0; w < W; ++w)
-                        a_reg[im][v + w] = p.v[w];
-                }
-            MT_UNROLL for (int in = 0; in < NI; ++in)
-                MT_UNROLL for (int v = 0; v < 4; v += W) {
-                    const Pack<T> p = *shared_pack<Pack<T>>(&b_tile[s][k][at.warp_col + in * 16 + at.lane_col + v]);
-                    MT_UNROLL for (int w = 0; w < W; ++w)
-                        b_reg[in][v + w] = p.v[w];
-                }
-            MT_UNROLL for (int im = 0; im < MI; ++im)
-                MT_UNROLL for (int in = 0; in < NI; ++in)
-                    MT_UNROLL for (int i = 0; i < 4; ++i)
-                        MT_UNROLL for (int j = 0; j < 4; ++j)
-                            acc[im][in][i][j] += a_reg[im][i] * b_reg[in][j];
+    if constexpr (!C::kPrefetch) {
+        for (int64_t t = 0; t < k_tiles; ++t) {
+            const int s = (int)(t & 1);
+            const bool more = t + 1 < k_tiles;
+            if (more)
+                load_tile(t + 1); /* in flight while we compute */
+            MT_UNROLL for (int k = 0; k < BK; ++k) {
+                T a_reg[MI][4];
+                T b_reg[NI][4];
+                warptile_fragments<T, C>(a_tile, b_tile, s, k, at, a_reg, b_reg);
+                warptile_fma<T, C>(a_reg, b_reg, acc);
+            }
+            /* Stage s ^ 1 was last read in iteration t - 1, which ended with
+             * the barrier below: it is free to overwrite. */
+            if (more)
+                store_tile(s ^ 1);
+            /* Stage s ^ 1 is complete before anyone reads it (next
+             * iteration), and everyone has finished reading stage s before
+             * iteration t + 1 overwrites it. */
+            __syncthreads();
         }
-        /* Stage s ^ 1 was last read in iteration t - 1, which ended with the
-         * barrier below: it is free to overwrite. */
-        if (more)
-            store_tile(s ^ 1);
-        /* Stage s ^ 1 is complete before anyone reads it (next iteration),
-         * and everyone has finished reading stage s before iteration t + 1
-         * overwrites it. */
-        __syncthreads();
+    } else {
+        static_assert(BK % 2 == 0, "step 0 of every K-tile uses fragment set 0");
+        T a_reg[2][MI][4];
+        T b_reg[2][NI][4];
+        warptile_fragments<T, C>(a_tile, b_tile, 0, 0, at, a_reg[0], b_reg[0]);
+        for (int64_t t = 0; t < k_tiles; ++t) {
+            const int s = (int)(t & 1);
+            const bool more = t + 1 < k_tiles;
+            if (more)
+                load_tile(t + 1); /* in flight while we compute */
+            MT_UNROLL for (int k = 0; k < BK; ++k) {
+                if (k == BK - 1) {
+                    /* Stage s ^ 1 was last read before the barrier of
+                     * iteration t - 1 (this same point): free to overwrite.
+                     * After the barrier it is complete, and nobody reads
+                     * stage s again before iteration t + 1 overwrites it. */
+                    if (more)
+                        store_tile(s ^ 1);
+                    __syncthreads();
+                }
+                if (k + 1 < BK)
+                    warptile_fragments<T, C>(a_tile, b_tile, s, k + 1, at, a_reg[(k + 1) % 2], b_reg[(k + 1) % 2]);
+                else if (more)
+                    warptile_fragments<T, C>(a_tile, b_tile, s ^ 1, 0, at, a_reg[0], b_reg[0]);
+                warptile_fma<T, C>(a_reg[k % 2], b_reg[k % 2], acc);
+            }
+        }
     }
 }
 

@@ -80,9 +80,26 @@ def roofline_s(problem: Any, config: Any, device: Device) -> Roofline:
     on one problem (MatmulProblem or perf_model_conv.ConvProblem)."""
     if isinstance(problem, ConvProblem):
         return conv_roofline(problem, config, device)
-    r = gemm_roofline(problem.m, problem.n, problem.k, problem.batches, problem.itemsize, config, device)
+    r = split_k_roofline(problem, config, device)
     copy = operand_copies_s(problem, device)
     return replace(r, time=r.time + copy, memory=r.memory + copy) if copy else r
+
+
+def split_k_roofline(problem: MatmulProblem, config: Any, device: Device) -> Roofline:
+    """gemm_roofline, for a split-K configuration (src/matmul_warptile.cu,
+    launch_warptile_split) as it runs: where the library splits (one product
+    whose split grid has at most two blocks an SM, K a multiple of splits x 16 bytes, slices of at
+    least 64), S products of K / S, then one pass that reads the S partials
+    and writes out; elsewhere the tile unsplit."""
+    m, n, k, batches, itemsize = problem.m, problem.n, problem.k, problem.batches, problem.itemsize
+    splits = config.splits
+    tiles = math.ceil(m / config.bm) * math.ceil(n / config.bn)
+    if (splits == 1 or batches != 1 or tiles * splits > 2 * device.sms or k % (splits * 16 // itemsize) != 0
+            or k // splits < 64):
+        return gemm_roofline(m, n, k, batches, itemsize, config, device)
+    r = gemm_roofline(m, n, k // splits, splits, itemsize, config, device)
+    passes = (splits + 1) * m * n * itemsize * 2 / device.l2_bytes_s + device.launch_s
+    return replace(r, time=r.time + passes, memory=r.memory + passes)
 
 
 def operand_copies_s(problem: MatmulProblem, device: Device) -> float:

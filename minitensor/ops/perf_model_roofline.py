@@ -93,7 +93,9 @@ def device_from_key(key: str, props: Optional[dict[str, Any]] = None) -> Device:
 class TileConfig:
     """A GEMM kernel's configuration: block tile bm x bn x bk (bk for float32;
     float64 halves it), warp tile wm x wn, stages of shared memory, threads,
-    and the blocks per SM its __launch_bounds__ asks room for (0: unsaid)."""
+    and the blocks per SM its __launch_bounds__ asks room for (0: unsaid);
+    splits: the slices K is cut into (split-K: a partial product per slice,
+    then a pass that adds them; 1: no split)."""
 
     rung: str
     bm: int
@@ -104,9 +106,11 @@ class TileConfig:
     stages: int
     threads: int
     min_blocks: int = 0
+    splits: int = 1
 
 
-_NAME = re.compile(r"^(?:(pipelined) )?(\d+)x(\d+)x(\d+) warp (\d+)x(\d+)(?:, (\d+) stages)? "
+_NAME = re.compile(r"^(?:(pipelined) )?(\d+)x(\d+)x(\d+) warp (\d+)x(\d+)(?:, (\d+) stages)?"
+                   r"(?:, fragments prefetched)?(?:, split K (\d+))? "
                    r"\((\d+) threads(?:, (\d+) blocks?/SM)?\)$")
 
 
@@ -116,9 +120,10 @@ def parse_config(name: str) -> TileConfig:
     match = _NAME.match(name)
     if match is None:
         raise ValueError(f"perf_model: cannot read the matmul configuration name {name!r}")
-    pipelined, bm, bn, bk, wm, wn, stages, threads, blocks = match.groups()
+    pipelined, bm, bn, bk, wm, wn, stages, splits, threads, blocks = match.groups()
     return TileConfig("pipelined" if pipelined else "warptile", int(bm), int(bn), int(bk), int(wm), int(wn),
-                      int(stages) if stages else 2, int(threads), int(blocks) if blocks else 0)
+                      int(stages) if stages else 2, int(threads), int(blocks) if blocks else 0,
+                      int(splits) if splits else 1)
 
 
 # ---- the roofline -----------------------------------------------------------------------------

@@ -314,6 +314,10 @@ int main(void)
                     plain_case(algo, dtype, 132, 68, 36, ROW_MAJOR, ROW_MAJOR);
                     plain_case(algo, dtype, 68, 132, 36, TRANSPOSED, TRANSPOSED);
                     plain_case(algo, dtype, 33, 65, 31, RANDOM_LAYOUT, RANDOM_LAYOUT);
+                    /* One tile, K a multiple of 2 Packs, slices of 64 or more:
+                     * the split-K configs split it. */
+                    plain_case(algo, dtype, 70, 60, 136, ROW_MAJOR, ROW_MAJOR);
+                    plain_case(algo, dtype, 100, 64, 128, TRANSPOSED, RANDOM_LAYOUT);
                     static const int64_t b2[] = {2};
                     matmul_case(algo, dtype, 1, b2, 1, b2, 0, NULL, 36, 132, 68, ROW_MAJOR, TRANSPOSED);
                 }

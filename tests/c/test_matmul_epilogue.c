@@ -155,6 +155,10 @@ int main(void)
         for (epilogue_config = 0; epilogue_config < mt_matmul_epilogue_config_count(); ++epilogue_config) {
             epilogue_case(MT_FLOAT32, MT_EPILOGUE_GELU, 7, 2, 130, 65, 33, 1, 0); /* float32: F.linear's b */
             epilogue_case(MT_FLOAT64, MT_EPILOGUE_RELU, 7, 0, 65, 130, 33, 0, 0);
+            /* One product of one tile, K a multiple of 2 Packs, slices of 64
+             * or more: the split-K configs split it. */
+            epilogue_case(MT_FLOAT32, MT_EPILOGUE_GELU, 7, 0, 100, 60, 136, 1, 0);
+            epilogue_case(MT_FLOAT64, MT_EPILOGUE_RELU, 7, 0, 65, 64, 128, 0, 1);
         }
         epilogue_config = -1;
     }
