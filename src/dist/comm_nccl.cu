@@ -25,9 +25,18 @@
  * oldest every millisecond, and past the deadline aborts the communicator
  * (ncclCommAbort from another thread, as NCCL allows: the spinning kernels
  * exit) and records the message, which every later call returns
- * (MTD_ERR_TIMEOUT). The communicator is nonblocking (config.blocking = 0)
- * so that init and finalize can time out too; a call that answers
- * ncclInProgress is polled (ncclCommGetAsyncError) until it is queued.
+ * (MTD_ERR_TIMEOUT).
+ *
+ * A blocking communicator (config.blocking = 1, torch's default too). A
+ * nonblocking one (what ABI 1 used, so that init could time out) hands every
+ * collective to a new thread that launches it (NCCL's group.cc: the
+ * nonblocking group path) and answers ncclInProgress, which the caller must
+ * poll: tens of microseconds per call. The price: init has no timeout (a
+ * rank that never calls it leaves the others waiting; the launcher ends the
+ * job when a rank exits). And since a blocking call cannot be watched, NCCL
+ * connects its rings and trees during init (NCCL_RUNTIME_CONNECT=0 unless
+ * set), not inside the first collective of each kind, where it would wait
+ * for the peers before the watchdog hears of it.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -99,7 +108,7 @@ static_assert(sizeof(ncclUniqueId) == MTD_UNIQUE_ID_BYTES, "MTD_UNIQUE_ID_BYTES 
                         __FILE__, __LINE__);                                                          \
     } while (0)
 
-/* A call that may return ncclInProgress (the communicator is nonblocking). */
+/* An NCCL call; ncclInProgress is let through (see settle). */
 #define NCCL_TRY(func, call)                                                                          \
     do {                                                                                              \
         ncclResult_t mtd_r_ = (call);                                                                 \
@@ -208,9 +217,10 @@ mtd_status mtd_get_unique_id(char *buf, size_t bufsize)
     return MT_OK;
 }
 
-/* Waits (on the host) until the communicator has no call in progress: a
- * nonblocking init or finalize, or an enqueue that answered ncclInProgress;
- * with the deadline, then aborts the communicator. */
+/* Waits (on the host) until the communicator has no call in progress (one
+ * that answered ncclInProgress: with the blocking communicator none should,
+ * and this returns at its first look), with the deadline, then aborts the
+ * communicator. */
 static mtd_status settle(const char *func, const char *what)
 {
     double deadline = now_s() + g_timeout_s;
@@ -273,7 +283,8 @@ mtd_status mtd_init(int rank, int world_size, int local_rank, const char *unique
     ncclUniqueId id;
     memcpy(&id, unique_id, sizeof id);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
+    config.blocking = 1;
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0); /* connect at init (see the top); the user's value wins */
     g_aborted.store(false);
     g_failed.store(false);
     NCCL_TRY(func, ncclCommInitRankConfig(&g_nccl, world_size, id, rank, &config));
@@ -465,8 +476,7 @@ mtd_status mtd_finalize(void)
     if (g_watchdog.joinable())
         g_watchdog.join();
     if (g_nccl != nullptr && !g_aborted.load()) {
-        /* Nonblocking communicator: finalize returns ncclInProgress and
-         * completes in the background; wait for it (with the timeout). */
+        /* Everything queued has finished (drain): finalize only flushes. */
         NCCL_TRY(func, ncclCommFinalize(g_nccl));
         mtd_status s = settle(func, "ncclCommFinalize");
         if (status == MT_OK)
