@@ -133,12 +133,15 @@ static void watchdog_main()
             std::lock_guard<std::mutex> lock(g_mutex);
             while (!g_pending.empty()) {
                 Pending &p = g_pending.front();
-                if (cudaEventQuery(p.done) == cudaSuccess) {
-                    g_spare.push_back(p.done);
+                cudaError_t e = cudaEventQuery(p.done);
+                if (e != cudaErrorNotReady) {
+                    /* Done; or the device failed, which the core's next call
+                     * reports (it is not this collective's timeout). */
+                    if (e == cudaSuccess)
+                        g_spare.push_back(p.done);
                     g_pending.pop_front();
                     continue;
                 }
-                /* Not done (or the device failed: the next call reports that). */
                 if (now_s() > p.deadline) {
                     snprintf(g_failure, sizeof g_failure,
                              "the %s queued by %s timed out after %.1f s: another rank failed, exited or "
