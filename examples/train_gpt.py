@@ -206,6 +206,9 @@ def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str
             progress(step, args.steps, value)
     if dist.get_rank() == 0:
         print(f"  {time.perf_counter() - start:.1f} s")
+    if args.ddp and dist.get_world_size() > 1:
+        print(f"DDP: {len(net.buckets)} gradient buckets; the last step started {net.last_started_by.count('hook')} "
+              f"of them during the backward pass")
     tokens = (args.steps - 5) * args.batch_size * args.context
     return model, tokens / timed if timed else 0.0
 
