@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from anywhere without installing the package
 
 import minitensor as mt  # noqa: E402
+import minitensor.distributed as dist  # noqa: E402
 import minitensor.nn.functional as F  # noqa: E402
 from minitensor import nn  # noqa: E402
 
@@ -181,14 +183,17 @@ def progress(step: int, steps: int, loss: float, width: int = 30) -> None:
 def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str]) -> tuple[GPT, float]:
     mt.manual_seed(args.seed)
     model = GPT(len(chars), args.context, args.width, args.heads, args.layers)
-    optimizer = mt.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, capturable=args.graph)
-    train_step = make_train_step(model, optimizer)
+    net = model
+    if args.ddp:  # rank 0's weights everywhere; gradients averaged during backward
+        net = dist.DistributedDataParallel(model)
+    optimizer = mt.optim.AdamW(net.parameters(), lr=args.lr, weight_decay=0.01, capturable=args.graph)
+    train_step = make_train_step(net, optimizer)
     if args.graph:
         step_of = GraphedStep(train_step, args.batch_size, args.context, len(chars))
     else:
         def step_of(x: np.ndarray, y: np.ndarray) -> mt.Tensor:
             return train_step(mt.tensor(x), mt.tensor(y))
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(args.seed + 1000 * dist.get_rank())  # each rank its own windows
     start, timed = time.perf_counter(), 0.0
     for step in range(1, args.steps + 1):
         x, y = batch(data, args.batch_size, args.context, rng)
@@ -197,9 +202,13 @@ def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str
         value = loss.item()  # waits for the step's kernels
         if step > 5:  # the first steps pay for one-time work (autotuning, allocation)
             timed += time.perf_counter() - t0
-        if step % 10 == 0 or step == args.steps:
+        if (step % 10 == 0 or step == args.steps) and dist.get_rank() == 0:
             progress(step, args.steps, value)
-    print(f"  {time.perf_counter() - start:.1f} s")
+    if dist.get_rank() == 0:
+        print(f"  {time.perf_counter() - start:.1f} s")
+    if args.ddp and dist.get_world_size() > 1:
+        print(f"DDP: {len(net.buckets)} gradient buckets; the last step started {net.last_started_by.count('hook')} "
+              f"of them during the backward pass")
     tokens = (args.steps - 5) * args.batch_size * args.context
     return model, tokens / timed if timed else 0.0
 
@@ -250,6 +259,26 @@ def train_torch(args: argparse.Namespace, data: np.ndarray, chars: list[str]) ->
     return (args.steps - 5) * args.batch_size * args.context / timed
 
 
+def setup_data_parallel(args: argparse.Namespace) -> None:
+    """Data-parallel training, under the launcher (or with --ddp):
+
+        python -m minitensor.distributed.run --nproc 4 examples/train_gpt.py
+
+    every rank trains the same model (DistributedDataParallel: gradients
+    averaged in buckets while the backward pass runs) on its own random
+    windows, --batch-size of them per rank; rank 0 reports, with every
+    rank's tokens per second and their total."""
+    args.ddp = args.ddp or any(os.environ.get(v) for v in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"))
+    if not args.ddp:
+        return
+    if args.graph:
+        raise SystemExit("train_gpt.py: --graph with data-parallel training is not supported (the captured "
+                         "step would hold the collectives)")
+    dist.init_process_group()  # first: it picks this rank's GPU before any tensor exists
+    if dist.get_rank() != 0:
+        sys.stdout = open(os.devnull, "w")  # one rank reports (the others' tokens/s are gathered)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -260,6 +289,8 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=6e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ddp", action="store_true",
+                        help="data-parallel over the ranks of minitensor.distributed.run (on by default under it)")
     parser.add_argument("--target", type=float, default=2.6, help="the held-out loss training must reach")
     parser.add_argument("--torch", action="store_true", help="also train the same model in PyTorch (GPU)")
     parser.add_argument("--graph", action="store_true",
@@ -267,6 +298,7 @@ def main() -> int:
     args = parser.parse_args()
 
     start = time.perf_counter()
+    setup_data_parallel(args)
     print(f"minitensor backend: {mt.backend()} ({mt.device_info()})")
     codes, chars = load_text()
     split = int(0.9 * len(codes))
@@ -286,6 +318,13 @@ def main() -> int:
     for prompt in ("CYNIC, n.  ", "WAR, n.  "):
         print("sample:", sample(model, chars, prompt, 80, rng).replace("\n", " / "))
     print(f"minitensor: {tokens_per_second:,.0f} tokens/s (training, after 5 warm-up steps)")
+    if args.ddp:
+        each = mt.zeros(dist.get_world_size(), dtype=mt.float64)
+        dist.all_gather(each, mt.tensor([tokens_per_second], dtype=mt.float64))
+        speeds = each.numpy()
+        print(f"data-parallel over {len(speeds)} rank(s) ({dist.get_backend()}), --batch-size {args.batch_size} "
+              f"per rank: per-rank tokens/s {', '.join(f'{v:,.0f}' for v in speeds)}; total {speeds.sum():,.0f} "
+              f"tokens/s")
     if args.torch:
         torch_speed = train_torch(args, train, chars)
         print(f"torch: {torch_speed:,.0f} tokens/s; minitensor / torch = {tokens_per_second / torch_speed:.2f}")

@@ -74,6 +74,28 @@ def collectives() -> None:
                 out = mt.zeros(*shape, dtype=dtype)
                 dist.reduce_scatter(out, [mt.tensor(c, dtype=dtype) for c in chunks[r]], op=op)
                 close(out.numpy(), want, f"reduce_scatter(list, {op}) {what}")
+    # broadcast moves bytes: int64 and bool tensors too (DDP broadcasts every buffer).
+    for values, dtype in (([r, -r * 10**12, 7], mt.int64), ([r % 2 == 0, True, r == 0], mt.bool)):
+        t = mt.tensor(values, dtype=dtype)
+        dist.broadcast(t, src=w - 1)
+        want = mt.tensor([w - 1, -(w - 1) * 10**12, 7], dtype=mt.int64).numpy() if dtype is mt.int64 else \
+            np.array([(w - 1) % 2 == 0, True, w - 1 == 0])
+        if not np.array_equal(t.numpy(), want):
+            raise AssertionError(f"rank {r}: broadcast of {dtype}: {t.numpy()} != {want}")
+    # async_op=True: a Work to wait on; several in flight at once, waited in any order.
+    for np_dtype, dtype in ((np.float32, mt.float32), (np.float64, mt.float64)):
+        datas = [[rank_data(k, (n,), np_dtype) for k in range(w)] for n in (0, 1, 33, 1025)]
+        ts = [mt.tensor(d[r], dtype=dtype) for d in datas]
+        works = [dist.all_reduce(t, op=op, async_op=True) for t, op in zip(ts, ("sum", "avg", "max", "avg"))]
+        assert all(isinstance(wk, dist.Work) for wk in works), works
+        for wk in reversed(works):
+            assert wk.wait() is True and wk.is_completed()
+        for t, d, ref in zip(ts, datas, (np.sum, np.mean, np.max, np.mean)):
+            want = ref(np.stack(d), axis=0).astype(np_dtype) if d[0].size else d[r]
+            close(t.numpy(), want, f"all_reduce(async_op=True) {np.dtype(np_dtype).name}({d[0].size},)")
+    view = mt.tensor(rank_data(r, (5, 3), np.float32)).t()
+    dist.all_reduce(view, async_op=True).wait()
+    close(view.numpy(), sum(rank_data(k, (5, 3), np.float32) for k in range(w)).T, "all_reduce(view, async_op)")
     # A non-contiguous tensor goes through a contiguous copy and back.
     base = mt.tensor(rank_data(r, (6, 4), np.float64), dtype=mt.float64)
     view = base.t()
@@ -141,6 +163,10 @@ def ddp() -> None:
         opt.zero_grad()
         loss = F.cross_entropy(model(mt.tensor(x_all[lo : lo + shard])), y_all[lo : lo + shard])
         loss.backward()
+        # The overlap: every bucket started from the gradient hooks, during
+        # the backward pass, in order, none left for its end.
+        if model.last_started_by != ["hook"] * len(model.buckets):
+            raise AssertionError(f"rank {r}: buckets started by {model.last_started_by}")
         opt.step()
     mine = {k: v.numpy() for k, v in model.module.state_dict().items()}
 

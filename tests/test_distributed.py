@@ -68,21 +68,24 @@ def output(result: subprocess.CompletedProcess) -> str:
     return f"exit status {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
 
 
-@pytest.mark.parametrize("nproc", [2, 3])
+@pytest.mark.parametrize("nproc", [2, 3, 4])
 def test_collectives(nproc):
-    """all_reduce (sum/avg/max), broadcast, all_gather, reduce_scatter, barrier;
-    float32 and float64; sizes 0, 1, 7, 33, 5x13, 1025; a transposed view."""
+    """all_reduce (sum/avg/max, and async_op=True with several Works in flight),
+    broadcast, all_gather, reduce_scatter, barrier; float32 and float64; sizes
+    0, 1, 7, 33, 5x13, 1025; a transposed view."""
     result, _ = launch(nproc, "collectives")
     assert result.returncode == 0, output(result)
     for r in range(nproc):
         assert f"rank {r}: collectives ok ({nproc} ranks)" in result.stdout, output(result)
 
 
-def test_ddp_matches_one_process_on_the_whole_batch():
-    """The demo MLP, 4 SGD steps: 2 ranks x 32 samples end with the weights of 1 x 64."""
-    result, _ = launch(2, "ddp")
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_ddp_matches_one_process_on_the_whole_batch(nproc):
+    """The demo MLP, 4 SGD steps: N ranks x 32 samples end with the weights of 1 x 32N;
+    every gradient bucket was started from the gradient hooks, during backward."""
+    result, _ = launch(nproc, "ddp")
     assert result.returncode == 0, output(result)
-    assert "rank 0: ddp ok (2 ranks x 32 samples == 1 x 64" in result.stdout, output(result)
+    assert f"rank 0: ddp ok ({nproc} ranks x 32 samples == 1 x {32 * nproc}" in result.stdout, output(result)
 
 
 def test_a_rank_that_raises_fails_the_job_with_its_message():
@@ -139,3 +142,39 @@ def test_sampler_shards_are_disjoint_and_cover_the_data(n, world, drop_last):
     again = DistributedSampler(n, num_replicas=world, rank=0, seed=3, drop_last=drop_last)
     again.set_epoch(2)
     assert list(again) == list(got[0])
+
+
+def test_a_sigterm_to_the_launcher_ends_its_ranks(tmp_path):
+    """The NCCL launcher (spawn; the script needs no NCCL) starts its ranks in sessions of
+    their own; a SIGTERM to it (e.g. from `timeout`) must end them too."""
+    import os
+    import signal
+
+    script = tmp_path / "sleeper.py"
+    script.write_text("import os, sys, time\n"
+                      "open(os.path.join(sys.argv[1], 'pid' + os.environ['RANK']), 'w').write(str(os.getpid()))\n"
+                      "time.sleep(60)\n")
+    launcher = subprocess.Popen([sys.executable, "-m", "minitensor.distributed.run", "--nproc", "2",
+                                 "--backend", "nccl", str(script), str(tmp_path)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"pid{r}").is_file() for r in range(2)):
+            assert time.monotonic() < deadline, "the ranks did not start"
+            time.sleep(0.1)
+        time.sleep(0.2)  # the pid files are written; the launcher is in its loop
+        pids = [int((tmp_path / f"pid{r}").read_text()) for r in range(2)]
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=20) != 0
+        for pid in pids:
+            for _ in range(100):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, signal.SIGKILL)
+                raise AssertionError(f"rank pid {pid} outlived its launcher")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()

@@ -110,6 +110,26 @@ class enable_grad(_GradMode):  # noqa: N801 - torch's name
 # ---- what the graph is made of ----------------------------------------------------------------
 
 
+# How many post-accumulate-grad hooks are registered in the process: backward
+# counts the leaves' uses (the work the hooks need) only when some are.
+_hook_count = 0
+
+
+class RemovableHandle:
+    """What register_post_accumulate_grad_hook returns: ``remove()`` takes the hook away."""
+
+    def __init__(self, hooks: list, hook: Callable[[Any], None]) -> None:
+        self._hooks: Optional[list] = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        global _hook_count
+        if self._hooks is not None:
+            self._hooks.remove(self._hook)
+            self._hooks = None
+            _hook_count -= 1
+
+
 class Variable(Array):
     """An Array with an autograd record: requires_grad, grad and grad_fn.
 
@@ -133,6 +153,28 @@ class Variable(Array):
     requires_grad = property(attrgetter("_requires_grad"), _set_requires_grad,
                              doc="Whether backward() computes a gradient for this tensor (and records the "
                                  "ops on it). Only float tensors can require one, as in torch.")
+
+    # Hooks run when backward has accumulated this leaf's gradient (None: none).
+    _post_accumulate_grad_hooks: Optional[list[Callable[[Any], None]]] = None
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Any], None]) -> RemovableHandle:
+        """Runs ``hook(tensor)`` in each backward pass once this leaf's ``.grad``
+        holds every gradient of the pass (torch's hook of the same name: after
+        the last accumulation into it, not once per use). DDP starts a
+        bucket's all-reduce from here while the pass goes on. Returns a handle
+        whose ``remove()`` unregisters it."""
+        global _hook_count
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if not callable(hook):
+            raise TypeError(f"register_post_accumulate_grad_hook: hook must be callable, got {type(hook).__name__}")
+        if self._post_accumulate_grad_hooks is None:
+            self._post_accumulate_grad_hooks = []
+        self._post_accumulate_grad_hooks.append(hook)
+        _hook_count += 1
+        return RemovableHandle(self._post_accumulate_grad_hooks, hook)
 
     def _wrap(self, array: Array) -> Variable:
         """array (a result of an op on this value) as a new value of the kind
@@ -369,6 +411,32 @@ def queue_callback(fn: Callable[[], Any]) -> None:
     _queued_callbacks.append(fn)
 
 
+def _leaf_uses(order: list[Function]) -> dict[int, int]:
+    """For every hooked leaf of the pass: how many edges of the graph bring it a gradient."""
+    uses: dict[int, int] = {}
+    for node in order:
+        fns = node.input_fns if node.input_fns or not node.inputs else _input_fns(node)
+        for x, fn, needed in zip(node.inputs, fns, node.needs_input_grad):
+            if needed and fn is None and x._post_accumulate_grad_hooks:
+                uses[id(x)] = uses.get(id(x), 0) + 1
+    return uses
+
+
+def _leaf_done(x: Variable, uses: dict[int, int]) -> None:
+    """One gradient (or None) of leaf x has arrived; after its last, its hooks run."""
+    key = id(x)
+    left = uses.get(key)
+    if left is None:
+        return
+    if left > 1:
+        uses[key] = left - 1
+        return
+    del uses[key]
+    if x.grad is not None:
+        for hook in list(x._post_accumulate_grad_hooks or ()):
+            hook(x)
+
+
 def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool = False) -> None:
     """Accumulates d(t)/d(leaf), weighted by gradient, into leaf.grad for every
     leaf of t's graph that requires a gradient. gradient may be omitted only
@@ -395,13 +463,17 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
         gradient = ops.cast(gradient, t.dtype)
     if t.grad_fn is None:
         _accumulate(t, gradient)
+        for hook in list(t._post_accumulate_grad_hooks or ()):
+            hook(t)
         return
     previous = _state.enabled
     _state.enabled = False  # as `with no_grad():`, without its calls (see apply)
     try:
         _queued_callbacks.clear()  # left over from a pass that raised
         pending: dict[int, Array] = {id(t.grad_fn): gradient}
-        for node in topological_order(t.grad_fn):
+        order = topological_order(t.grad_fn)
+        uses = _leaf_uses(order) if _hook_count else None  # None: no hook anywhere, nothing to count
+        for node in order:
             grad = t._wrap(pending.pop(id(node)))  # backward sees a Tensor, as forward did
             retained = node._retained() if node._retained is not None else None
             if retained is not None:
@@ -422,12 +494,16 @@ def backward(t: Variable, gradient: Optional[Array] = None, retain_graph: bool =
             fns = node.input_fns if node.input_fns or not node.inputs else _input_fns(node)
             for x, fn, needed, g in zip(node.inputs, fns, node.needs_input_grad, input_grads):
                 if not needed or g is None:
+                    if needed and fn is None and uses:
+                        _leaf_done(x, uses)
                     continue
                 if not (isinstance(g, Array) and g._shape == x._shape and g._dtype is x._dtype):
                     g = _check_grad(node, x, g)  # a wrong shape raises, another dtype is cast
                 if fn is None:
                     steal = g is not grad and _unshared(g, input_grads)  # never the incoming grad
                     _accumulate(x, g, steal)
+                    if uses:
+                        _leaf_done(x, uses)
                 else:
                     key = id(fn)
                     pending[key] = ops.add(pending[key], g) if key in pending else g

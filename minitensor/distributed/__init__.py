@@ -22,9 +22,13 @@ Backends (docs/distributed.md):
     over TCP at MASTER_ADDR:MASTER_PORT (the launcher sets them).
 
 The collectives run in C (src/dist/comm.cu with comm_mpi.cu or comm_nccl.cu,
-bound in _comm_lib.py); each waits for completion with a timeout
-(``timeout=`` or MINITENSOR_DIST_TIMEOUT, seconds, default 300), so a dead
-rank makes the others fail with DistributedTimeoutError instead of hanging.
+bound in _comm_lib.py). On NCCL they are queued on the current stream and
+return at once, as torch's do; ``all_reduce(t, async_op=True)`` returns a
+``Work`` to ``wait()`` on, the collective running meanwhile on a stream of
+its own. Each must finish within a timeout (``timeout=`` or
+MINITENSOR_DIST_TIMEOUT, seconds, default 300; NCCL: a watchdog thread
+checks), so a dead rank makes the others fail with DistributedTimeoutError
+instead of hanging.
 An uncaught exception in a rank prints its traceback and aborts the whole
 job (MPI_Abort / ncclCommAbort).
 
@@ -49,6 +53,7 @@ from .collectives import (  # noqa: F401 - the package's API
     barrier,
     set_timeout,
     DEFAULT_TIMEOUT_S,
+    Work,
 )
 from ._comm_lib import DistributedError, DistributedTimeoutError
 from .ddp import DistributedDataParallel
@@ -69,6 +74,7 @@ __all__ = [
     "reduce_scatter",
     "barrier",
     "set_timeout",
+    "Work",
     "DistributedDataParallel",
     "DistributedSampler",
     "DistributedError",

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from .. import _lib
 from .._errors import MinitensorError
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 UNIQUE_ID_BYTES = 128
 REDUCE_OPS: tuple[str, ...] = ("sum", "avg", "max")
 
@@ -69,6 +69,9 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mtd_all_gather": (c_int, [MtTensor, MtTensor]),
     "mtd_reduce_scatter": (c_int, [MtTensor, MtTensor, c_int]),
     "mtd_barrier": (c_int, []),
+    "mtd_all_reduce_start": (c_int, [MtTensor, c_int, POINTER(c_int)]),
+    "mtd_work_wait": (c_int, [c_int]),
+    "mtd_work_query": (c_int, [c_int, POINTER(c_int)]),
 }
 
 LIB_PATHS = {

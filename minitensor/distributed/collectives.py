@@ -11,7 +11,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .. import _array, _lib, ops
 from .._creation import empty
@@ -229,19 +229,74 @@ def _in_place(t: Tensor, func: str, call: Any) -> None:
     ops.copy_(t, buf)
 
 
-def all_reduce(tensor: Tensor, op: str = "sum") -> None:
-    """tensor = op over every rank's tensor, in place; op is "sum", "avg" or "max"."""
+class Work:
+    """A collective started with ``async_op=True`` (torch's ``Work``).
+
+    ``wait()`` orders it before what comes next: on NCCL the current stream
+    waits for it (on the device; the host does not block, as torch's NCCL
+    work does), on MPI the call returns when it is done. Call it once; the
+    tensor is kept alive until then.
+    """
+
+    def __init__(self, handle: int, tensor: Tensor, then: Optional[Callable[[], None]] = None) -> None:
+        self._handle: Optional[int] = handle
+        self._tensor: Optional[Tensor] = tensor
+        self._then = then
+
+    def wait(self) -> bool:
+        """The collective's result is visible to the work queued after this call. Returns True."""
+        if self._handle is None:
+            return True
+        handle, self._handle = self._handle, None
+        _comm_lib.check(_require("Work.wait").mtd_work_wait(handle), "mtd_work_wait")
+        if self._then is not None:
+            self._then()
+        self._tensor = self._then = None
+        return True
+
+    def is_completed(self) -> bool:
+        """Whether the collective has finished (never blocks)."""
+        if self._handle is None:
+            return True
+        done = ctypes.c_int()
+        _comm_lib.check(_require("Work.is_completed").mtd_work_query(self._handle, ctypes.byref(done)),
+                        "mtd_work_query")
+        return bool(done.value)
+
+
+def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Optional[Work]:
+    """tensor = op over every rank's tensor, in place; op is "sum", "avg" or "max".
+
+    NCCL: queued on the current stream (later ops on it see the result; the
+    host does not wait). async_op=True runs it on the library's own stream
+    after what the current stream has queued, and returns a Work whose
+    ``wait()`` joins it back: the collective overlaps the work queued in
+    between. MPI (emulator): done when the call returns, or, with async_op,
+    when ``wait()`` returns.
+    """
     dlib = _require("all_reduce")
     _check_tensor(tensor, "all_reduce")
     op_id = _comm_lib.op_id(op)
+    if async_op:
+        buf = tensor if tensor.is_contiguous() else ops.clone(tensor)
+        handle = ctypes.c_int()
+        _comm_lib.check(dlib.mtd_all_reduce_start(buf.descriptor(), op_id, ctypes.byref(handle)),
+                        "mtd_all_reduce_start")
+        then = None if buf is tensor else (lambda: ops.copy_(tensor, buf))
+        return Work(handle.value, buf, then)
+    if tensor.is_contiguous():  # the common case: one call into C, nothing else
+        _comm_lib.check(dlib.mtd_all_reduce(tensor.descriptor(), op_id), "mtd_all_reduce")
+        return None
     _in_place(tensor, "all_reduce",
               lambda t: _comm_lib.check(dlib.mtd_all_reduce(t.descriptor(), op_id), "mtd_all_reduce"))
+    return None
 
 
 def broadcast(tensor: Tensor, src: int = 0) -> None:
-    """tensor = rank src's tensor, on every rank, in place."""
+    """tensor = rank src's tensor, on every rank, in place (any dtype: int64 and bool buffers too)."""
     dlib = _require("broadcast")
-    _check_tensor(tensor, "broadcast")
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"broadcast: tensor must be a minitensor Tensor, got {type(tensor).__name__}")
     _in_place(tensor, "broadcast",
               lambda t: _comm_lib.check(dlib.mtd_broadcast(t.descriptor(), int(src)), "mtd_broadcast"))
 
@@ -317,7 +372,8 @@ def set_timeout(seconds: float) -> None:
 
 
 def barrier() -> None:
-    """Returns when every rank has called barrier()."""
+    """Returns (on the host) when every rank has called barrier() and the
+    collectives queued before it have finished."""
     dlib = _require("barrier")
     _comm_lib.check(dlib.mtd_barrier(), "mtd_barrier")
 

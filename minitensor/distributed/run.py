@@ -10,7 +10,8 @@ Backend (--backend, default: what this machine runs):
   nccl  the CUDA build, one process per GPU: this launcher starts N
         processes itself with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1
         and a free MASTER_PORT (rank 0 hands the NCCL unique id to the others
-        there). When one rank exits non-zero it terminates the others.
+        there). When one rank exits non-zero it terminates the others (so does
+        a SIGTERM to the launcher).
 The default is nccl when build/libminitensor_dist_cuda.so exists, a GPU is
 visible (nvidia-smi -L) and MINITENSOR_BACKEND is not "emulator"; else mpi.
 --timeout S sets MINITENSOR_DIST_TIMEOUT (seconds a collective may take).
@@ -69,6 +70,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def spawn(nproc: int, argv: list[str]) -> int:
     """Starts nproc ranks; returns 0, or the first failing rank's status after killing the rest."""
     port = free_port()
@@ -79,6 +84,9 @@ def spawn(nproc: int, argv: list[str]) -> int:
         env.setdefault("NCCL_NVLS_ENABLE", "0")
         procs.append(subprocess.Popen([sys.executable] + argv, env=env, start_new_session=True))
     failed = None
+    # Ended from outside (`timeout`, a job scheduler): take the ranks along.
+    # They run in sessions of their own, so nothing else would stop them.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         while True:
             codes = [p.poll() for p in procs]

@@ -6,10 +6,12 @@
  *     tensors' pointers go to MPI directly;
  *   - the CUDA build (nvcc, -lnccl) talks NCCL on device memory.
  *
- * No collective may hang: each is started nonblocking and polled until it
- * completes or the deadline passes (MPI: MPI_Test; NCCL: cudaStreamQuery and
- * ncclCommGetAsyncError, then ncclCommAbort on timeout). The error idiom is
- * the core's: a status and a per-thread message naming function and rank.
+ * No collective may hang: MPI's are started nonblocking and polled with
+ * MPI_Test until they complete or the deadline passes; NCCL's are queued on
+ * a stream without a wait, and a watchdog thread polls an event after each,
+ * aborting the communicator (ncclCommAbort) past the deadline. The error
+ * idiom is the core's: a status and a per-thread message naming function
+ * and rank.
  *
  * This file holds what both share (errors, information, argument checks);
  * the collectives themselves are in comm_mpi.cu and comm_nccl.cu.
@@ -88,7 +90,12 @@ int64_t numel(const mt_tensor *t)
 
 size_t itemsize(int32_t dtype)
 {
-    return dtype == MT_FLOAT64 ? sizeof(double) : sizeof(float);
+    switch (dtype) {
+    case MT_FLOAT64: return sizeof(double);
+    case MT_INT64: return sizeof(int64_t);
+    case MT_BOOL: return 1;
+    default: return sizeof(float);
+    }
 }
 
 void *base(const mt_tensor *t)
@@ -108,6 +115,13 @@ mtd_status check_buffer(const char *func, const char *name, const mt_tensor *t)
     if (t->dtype != MT_FLOAT32 && t->dtype != MT_FLOAT64)
         return fail(MT_ERR_DTYPE, func, "%s has dtype %d; the collectives take float32 (0) or float64 (1)", name,
                     t->dtype);
+    return check_bytes(func, name, t);
+}
+
+mtd_status check_bytes(const char *func, const char *name, const mt_tensor *t)
+{
+    if (t->dtype < 0 || t->dtype >= MT_DTYPE_COUNT)
+        return fail(MT_ERR_DTYPE, func, "%s has dtype %d, not a minitensor dtype", name, t->dtype);
     if (t->ndim < 0 || t->ndim > MT_MAX_DIMS)
         return fail(MT_ERR_INVALID_ARGUMENT, func, "%s has ndim %d, must be 0..%d", name, t->ndim, MT_MAX_DIMS);
     int64_t n = numel(t);
@@ -130,9 +144,9 @@ mtd_status check_buffer(const char *func, const char *name, const mt_tensor *t)
                         name, k, (long long)t->strides[k], (long long)expected);
         expected *= t->shape[k];
     }
-    if (n > INT_MAX)
-        return fail(MT_ERR_INVALID_ARGUMENT, func, "%s has %lld elements; at most %d per call", name,
-                    (long long)n, INT_MAX);
+    if (n * (int64_t)itemsize(t->dtype) > INT_MAX)
+        return fail(MT_ERR_INVALID_ARGUMENT, func, "%s has %lld elements (%lld bytes); at most %d bytes per call",
+                    name, (long long)n, (long long)(n * (int64_t)itemsize(t->dtype)), INT_MAX);
     if (mt_check_extent(func, name, t) != MT_OK) {
         const char *why = mt_last_error();
         const size_t skip = strlen(func) + 2; /* the core's "func: " */

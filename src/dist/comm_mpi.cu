@@ -2,9 +2,14 @@
  * comm_mpi.cu: the collectives of the emulator build, over MPI (see
  * comm.cu). The emulator's "device" memory is host memory, so the tensors'
  * pointers go to MPI directly. Each collective is started nonblocking and
- * polled with MPI_Test until it completes or the deadline passes.
+ * polled with MPI_Test until it completes or the deadline passes. The
+ * emulator runs every launch before it returns, so a collective here is done
+ * when its call returns (the NCCL build's are queued on a stream instead);
+ * mtd_all_reduce_start keeps its MPI request in a work slot, which
+ * mtd_work_wait polls to the end (and divides, for "avg").
  */
 #include <limits.h>
+#include <vector>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,12 +158,12 @@ mtd_status mtd_broadcast(mt_tensor t, int root)
     const char *func = "mtd_broadcast";
     MTD_TRY(check_ready(func));
     MTD_TRY(check_root(func, root));
-    MTD_TRY(check_buffer(func, "t", &t));
-    int64_t n = numel(&t);
-    if (n == 0)
+    MTD_TRY(check_bytes(func, "t", &t));
+    int64_t nbytes = numel(&t) * (int64_t)itemsize(t.dtype);
+    if (nbytes == 0)
         return MT_OK;
     MPI_Request request;
-    MPI_CHECK(func, MPI_Ibcast(base(&t), (int)n, mpi_type(t.dtype), root, g_comm, &request));
+    MPI_CHECK(func, MPI_Ibcast(base(&t), (int)nbytes, MPI_BYTE, root, g_comm, &request));
     return wait_for(func, "MPI_Ibcast", &request);
 }
 
@@ -202,6 +207,80 @@ mtd_status mtd_barrier(void)
     MPI_CHECK(func, MPI_Ibarrier(g_comm, &request));
     return wait_for(func, "MPI_Ibarrier", &request);
 }
+
+/* ---- asynchronous work -------------------------------------------------------- */
+
+struct Work {
+    MPI_Request request = MPI_REQUEST_NULL;
+    void *data = nullptr; /* for the division of "avg" */
+    int64_t n = 0;
+    int32_t dtype = MT_FLOAT32;
+    int op = MTD_SUM;
+    bool used = false;
+    bool finished = false; /* completed and divided */
+};
+static std::vector<Work> g_work;
+
+/* What completes a work once MPI says it is done: the division of "avg". */
+static void finish(Work &w)
+{
+    if (!w.finished && w.op == MTD_AVG && w.n > 0)
+        divide(w.data, w.n, w.dtype);
+    w.finished = true;
+}
+
+mtd_status mtd_all_reduce_start(mt_tensor t, int op, int *work)
+{
+    const char *func = "mtd_all_reduce_start";
+    MTD_TRY(check_ready(func));
+    MTD_TRY(check_op(func, op));
+    MTD_TRY(check_buffer(func, "t", &t));
+    int slot = 0;
+    MTD_TRY(free_slot(func, g_work, work, &slot));
+    Work w;
+    w.data = base(&t);
+    w.n = numel(&t);
+    w.dtype = t.dtype;
+    w.op = op;
+    if (w.n > 0)
+        MPI_CHECK(func, MPI_Iallreduce(MPI_IN_PLACE, w.data, (int)w.n, mpi_type(t.dtype), mpi_op(op), g_comm,
+                                       &w.request));
+    w.used = true;
+    g_work[slot] = w;
+    *work = slot;
+    return MT_OK;
+}
+
+mtd_status mtd_work_wait(int work)
+{
+    const char *func = "mtd_work_wait";
+    MTD_TRY(check_ready(func));
+    MTD_TRY(check_work(func, g_work, work));
+    Work &w = g_work[work];
+    w.used = false; /* released even when the wait fails: the job is failing then */
+    MTD_TRY(wait_for(func, "MPI_Iallreduce", &w.request));
+    finish(w);
+    return MT_OK;
+}
+
+mtd_status mtd_work_query(int work, int *done)
+{
+    const char *func = "mtd_work_query";
+    MTD_TRY(check_ready(func));
+    MTD_TRY(check_work(func, g_work, work));
+    if (done == nullptr)
+        return fail(MT_ERR_INVALID_ARGUMENT, func, "done is null");
+    Work &w = g_work[work];
+    int flag = 1;
+    if (w.request != MPI_REQUEST_NULL)
+        MPI_CHECK(func, MPI_Test(&w.request, &flag, MPI_STATUS_IGNORE));
+    if (flag)
+        finish(w);
+    *done = flag;
+    return MT_OK;
+}
+
+/* ---- the end -------------------------------------------------------------------- */
 
 mtd_status mtd_finalize(void)
 {

@@ -17,17 +17,31 @@
  *     failure mtd_last_error() returns a message naming the function and the
  *     rank, e.g. "mtd_all_reduce (rank 1 of 2): timed out after 30.0 s ...".
  *     Nothing exits, aborts or prints, except mtd_abort, whose job that is.
- *   - Buffers are mt_tensor descriptors (minitensor.h) of float32 or float64,
- *     C-contiguous (the Python side makes them so); empty tensors are allowed
+ *   - Buffers are mt_tensor descriptors (minitensor.h) of float32 or float64
+ *     (broadcast: any dtype), C-contiguous (the Python side makes them so); empty tensors are allowed
  *     and move nothing. Every rank must pass the same shapes and dtypes.
  *     Each buffer must lie inside one buffer the core library knows (an
  *     mt_malloc allocation or an mt_register_buffer'ed one), checked by the
  *     core's extent check (minitensor.h, "Extents") before anything is sent.
- *   - Every collective waits for completion, polling, up to the timeout
- *     (mtd_set_timeout; default 300 s or MINITENSOR_DIST_TIMEOUT): a rank
- *     that died or never arrives makes the others fail with MTD_ERR_TIMEOUT
- *     instead of hanging. After a timeout the communicator is unusable
- *     (NCCL: it is aborted with ncclCommAbort): fail the job (mtd_abort).
+ *   - When a collective is done (torch's semantics):
+ *       NCCL: queued on the calling thread's current stream (mt_get_stream)
+ *       and the call returns at once, as a kernel launch does: later work on
+ *       that stream sees the result, the host does not wait. The _start
+ *       forms run on the library's own stream, after the work queued so far
+ *       on the current stream, and hand back a work handle: mtd_work_wait
+ *       makes the current stream wait for it (the host still does not), so
+ *       the collective overlaps whatever the current stream does meanwhile.
+ *       MPI (host memory): the collectives return when done; the _start
+ *       forms start a nonblocking MPI call that mtd_work_wait completes.
+ *   - No collective hangs for ever: each must finish within the timeout
+ *     (mtd_set_timeout; default 300 s or MINITENSOR_DIST_TIMEOUT). MPI polls
+ *     it in the call; NCCL has a watchdog thread that polls an event
+ *     recorded after each collective and, past the deadline, aborts the
+ *     communicator (ncclCommAbort: its kernels exit, so a stream waiting on
+ *     them drains) and records the message; from then on every call of this
+ *     library fails with MTD_ERR_TIMEOUT and that message. mtd_barrier waits
+ *     on the host. After a timeout the communicator is unusable: fail the
+ *     job (mtd_abort).
  */
 #ifndef MINITENSOR_DIST_H
 #define MINITENSOR_DIST_H
@@ -41,7 +55,7 @@ extern "C" {
 #endif
 
 /* Bump whenever a signature or an enum below changes. */
-#define MTD_ABI_VERSION 1
+#define MTD_ABI_VERSION 2
 
 /* Size of an NCCL unique id (ncclUniqueId); the MPI build needs none. */
 #define MTD_UNIQUE_ID_BYTES 128
@@ -89,10 +103,10 @@ mtd_status mtd_finalize(void);
  * `code` as the exit status. For a rank that failed: the others must not wait. */
 mtd_status mtd_abort(int code);
 
-/* ---- collectives (blocking, with the timeout) ----------------------------- */
+/* ---- collectives (NCCL: queued on the current stream; MPI: done on return) -- */
 /* t = op over ranks of t, in place. */
 mtd_status mtd_all_reduce(mt_tensor t, int op);
-/* t = root's t, on every rank. */
+/* t = root's t, on every rank; any dtype (it moves bytes). */
 mtd_status mtd_broadcast(mt_tensor t, int root);
 /* out = the `in` of rank 0, rank 1, ... back to back: out has world_size
  * times in's elements, and must not overlap in. */
@@ -100,7 +114,21 @@ mtd_status mtd_all_gather(mt_tensor out, mt_tensor in);
 /* in (world_size * n elements) is reduced over ranks with op; rank r keeps
  * elements [r*n, (r+1)*n) in out (n elements). */
 mtd_status mtd_reduce_scatter(mt_tensor out, mt_tensor in, int op);
+/* Returns (on the host) when every rank has called it, within the timeout. */
 mtd_status mtd_barrier(void);
+
+/* ---- asynchronous work (torch's async_op=True) ----------------------------- */
+/* Starts t = op over ranks of t, in place, and sets *work to its handle. NCCL:
+ * on the library's stream, after the work queued so far on the current
+ * stream; t's buffer must stay alive until mtd_work_wait (its free on the
+ * current stream then comes after the collective). */
+mtd_status mtd_all_reduce_start(mt_tensor t, int op, int *work);
+/* NCCL: the current stream waits for the work (on the device; the host does
+ * not block). MPI: returns when the work is done (with the timeout). Either
+ * way the handle is released: wait once per handle. */
+mtd_status mtd_work_wait(int work);
+/* *done = 1 when the work has finished, else 0 (never blocks). */
+mtd_status mtd_work_query(int work, int *done);
 
 #ifdef __cplusplus
 }
