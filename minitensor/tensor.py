@@ -663,11 +663,13 @@ class Tensor(NoGradOps, Variable):
         """The maximum of every element (a tensor) or, as torch, over an int dim a named
         pair (values, indices), the indices int64. Over a tuple of dims:
         the values only (torch's amax)."""
-        return _extremum(self, autograd.Max, "max", return_types.max, dim_or_axis(dim, axis, "max()"), keepdim)
+        return _extremum(self, autograd.Max, "max", return_types.max,
+                         dim if axis is None else dim_or_axis(dim, axis, "max()"), keepdim)
 
     def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
         """The minimum; like max(): a tensor, or (values, indices) over an int dim."""
-        return _extremum(self, autograd.Min, "min", return_types.min, dim_or_axis(dim, axis, "min()"), keepdim)
+        return _extremum(self, autograd.Min, "min", return_types.min,
+                         dim if axis is None else dim_or_axis(dim, axis, "min()"), keepdim)
 
     def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
         """The maximum over dim (None: everything; an int or a tuple; or axis=): values only."""
