@@ -166,7 +166,7 @@ OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "log
              "autotune", "matmul", "conv", "pool", "optim"]
 FAMILY_SOURCES: dict[str, list[str]] = {
     "reduce": ["src/reduce.cu", "src/reduce_ladder.cu"],
-    "elementwise": ["src/map.cu", "src/zip.cu", "src/new_output.cu"],
+    "elementwise": ["src/map.cu", "src/zip.cu", "src/new_output.cu", "src/copy_strided.cu"],
     "gather": ["src/gather.cu"],
     "where": ["src/where.cu"],
     "softmax": ["src/softmax.cu"],
