@@ -50,7 +50,8 @@ ANSWER_S = 1.0
 @pytest.mark.xfail(strict=False, reason=(
     "open, not reproduced: in two fresh-clone CI runs (2 loaded cores, full checks) the child answered the SIGINT "
     "but did not exit within 10 s; six copies of this test at once beside a `make -j2` on 2 cores, with the full "
-    "checks and under the teaching policy, all pass (answer 0.02-0.32 s, exit 0.1-1.2 s after it). A timeout now "
+    "checks and under the teaching policy, all pass (answer 0.02-0.32 s, exit 0.1-1.2 s after it); so do eight "
+    "copies beside two busy loops (load 6-9 on 2 cores: answer <= 0.29 s, exit <= 0.67 s). A timeout now "
     "fails with the child's Python stacks (faulthandler), which name where it waits"))
 def test_ctrl_c_interrupts_a_long_sum() -> None:
     env = dict(os.environ, MINITENSOR_BACKEND="emulator")
