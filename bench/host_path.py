@@ -23,6 +23,9 @@ road call by call. The cases:
                            (2 pre-LN layers; width 16 here, the count does not
                            depend on it): zero_grad, forward, cross-entropy,
                            backward, clip_grad_norm_, AdamW, fast policy
+    max(dim=1)             values and int64 indices of an 8 x 16 tensor, no gradient
+    argmax(dim=1)          the indices alone
+    max_pool2d             F.max_pool2d(x, 2) of a (2, 3, 8, 8) tensor, no gradient
 
 **Microseconds per call** of `a + b` and of one layer at a time below it
 (mt.kernels.add is the op without the Tensor and autograd layers), and
@@ -151,6 +154,7 @@ def count_cases() -> dict[str, Callable[[], Any]]:
     """The counted cases, by name (see the module's docstring)."""
     a, b = mt.randn(16), mt.randn(16)
     w = mt.randn(16, requires_grad=True)
+    m, image = mt.randn(8, 16), mt.randn(2, 3, 8, 8)
     model, opt, x, y = mlp(32)
 
     def tiny_backward() -> None:
@@ -167,6 +171,9 @@ def count_cases() -> dict[str, Callable[[], Any]]:
         "tiny backward": tiny_backward,
         "MLP Adam step": mlp_step,
         "GPT step": gpt_step(),
+        "max(dim=1)": lambda: m.max(dim=1),
+        "argmax(dim=1)": lambda: m.argmax(dim=1),
+        "max_pool2d": lambda: F.max_pool2d(image, 2),
     }
 
 

@@ -11,7 +11,9 @@ and wrap the Array it returns as a Tensor (``Tensor._from_array``: cheap, it
 copies five fields). Comparisons, argmax, argmin and sign have no gradient:
 their results never require one; nor does any int64 or bool tensor. The
 comparisons and the integer and mask operators (&, |, ~, //, ...) are
-inherited from _nograd_ops.py. In-place methods write into the tensor's
+inherited from _nograd_ops.py, the arithmetic (+, -, *, /, **, @, exp, relu,
+...) from _arithmetic.py, the reductions (sum, max, argmax, var, softmax, ...)
+from _reductions.py. In-place methods write into the tensor's
 memory and follow torch's autograd rules (their bookkeeping is in
 _inplace.py); indexing with an index array or a mask is in _indexing.py.
 
@@ -23,7 +25,6 @@ docs/api.md.
 
 from __future__ import annotations
 
-from collections import namedtuple
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -31,20 +32,20 @@ import numpy as np
 from . import _array, _interop, _lib, _views, autograd, ops
 from ._array import Array
 from ._dtype import DType, bool_, default_dtype, float32, float64, int64, to_dtype
-from ._errors import DTypeError, ShapeError
-from ._shape import as_shape, check_new_shape, dim_or_axis, normalize_dim, t_dims
+from ._errors import ShapeError
+from ._shape import as_shape, check_new_shape, normalize_dim, t_dims
 from ._storage import Storage
 from .autograd import Variable
 from ._indexing import _assign_rows, _has_index_array, _select
 from ._nograd_ops import NoGradOps
+from ._arithmetic import ArithmeticOps
+from ._reductions import ReductionOps, return_types  # noqa: F401 - mt.return_types comes from here
 from ._inplace import _check_leaf, _inplace, _overwrite, _previous, _rebase, _records
-
-_NUMBERS = (int, float)  # the operands, beside Tensors, of the arithmetic operators' short road
 
 # ---- the Tensor class ------------------------------------------------------------------
 
 
-class Tensor(NoGradOps, Variable):
+class Tensor(NoGradOps, ArithmeticOps, ReductionOps, Variable):
     """A strided, typed view of device memory with an autograd record, and torch's methods.
 
     Create tensors with minitensor.tensor(data), zeros, ones, rand, ...; the
@@ -436,305 +437,6 @@ class Tensor(NoGradOps, Variable):
         """The version counter (torch's t._version): in-place writes into this tensor's memory."""
         return self._storage.version
 
-    # ---- elementwise ----
-
-    def __neg__(self) -> Tensor:
-        return autograd.Neg.apply(self)
-
-    def __pos__(self) -> Tensor:
-        return self
-
-    def __abs__(self) -> Tensor:
-        return autograd.Abs.apply(self)
-
-    # The arithmetic operators' short road: where no operand requires a gradient
-    # (a Tensor that does not, or a Python number), no node is recorded, so the
-    # op runs without Function.apply's work (0.9 us of a + b's host time). The
-    # condition is written out in each: a helper's call costs what it saves.
-
-    def __add__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.add(self, other))
-        return autograd.Add.apply(self, other)
-
-    def __radd__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.add(other, self))
-        return autograd.Add.apply(other, self)
-
-    def __sub__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.sub(self, other))
-        return autograd.Sub.apply(self, other)
-
-    def __rsub__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.sub(other, self))
-        return autograd.Sub.apply(other, self)
-
-    def __mul__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.mul(self, other))
-        return autograd.Mul.apply(self, other)
-
-    def __rmul__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.mul(other, self))
-        return autograd.Mul.apply(other, self)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.div(self, other))
-        return autograd.Div.apply(self, other)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        if not self._requires_grad and (type(other) in _NUMBERS or type(other) is Tensor and not other._requires_grad):
-            return self._wrap(ops.div(other, self))
-        return autograd.Div.apply(other, self)
-
-    def __pow__(self, other: Any) -> Tensor:
-        return autograd.Pow.apply(self, other)
-
-    def __rpow__(self, other: Any) -> Tensor:
-        return autograd.Pow.apply(other, self)
-
-    def __matmul__(self, other: Any) -> Tensor:
-        return autograd.MatMul.apply(self, other)
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        return autograd.MatMul.apply(other, self)
-
-    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
-        """A copy with value where mask (a bool tensor broadcast to self's shape) is True."""
-        _check_mask(mask, "masked_fill()")
-        if isinstance(value, Tensor) and value.ndim > 0:
-            raise ShapeError(f"masked_fill(): value must be a number or a 0-d tensor, got shape {value.shape}")
-        if isinstance(value, Tensor):
-            value = value.to(self._dtype)
-        out = autograd.Where.apply(mask, value, self)
-        if out.shape != self._shape:
-            raise ShapeError(f"masked_fill(): the mask of shape {mask.shape} does not broadcast to the "
-                             f"tensor's shape {self._shape}")
-        return out if out._dtype is self._dtype else out.to(self._dtype)
-
-    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
-        """Sets self to value where mask is True, in place."""
-        return self.copy_(self.masked_fill(mask, value))
-
-    def nonzero(self, as_tuple: bool = False) -> Any:
-        """The indices of the non-zero elements: an (n, ndim) int64 tensor, row-major
-        order, or with as_tuple one int64 tensor per dim. Reads the tensor back to the
-        host (its size depends on the values), as torch's does."""
-        host = self.numpy()
-        found = np.nonzero(host.reshape(1) if self.ndim == 0 else host)
-        if as_tuple:
-            return tuple(_host_tensor(f.astype(np.int64)) for f in found)
-        if self.ndim == 0:  # torch: (1, 0) for a non-zero scalar, (0, 0) for zero
-            return _host_tensor(np.zeros((len(found[0]), 0), dtype=np.int64))
-        return _host_tensor(np.stack(found, axis=1).astype(np.int64))
-
-    def count_nonzero(self, dim: Any = None, *, axis: Any = None) -> Tensor:
-        """How many elements (along dim; axis is another name for it) are non-zero, as int64."""
-        with autograd.no_grad():
-            return (self.detach() != 0).sum(dim_or_axis(dim, axis, "count_nonzero()"))
-
-    def add(self, other: Any) -> Tensor:
-        """self + other."""
-        return autograd.Add.apply(self, other)
-
-    def sub(self, other: Any) -> Tensor:
-        """self - other."""
-        return autograd.Sub.apply(self, other)
-
-    def mul(self, other: Any) -> Tensor:
-        """self * other."""
-        return autograd.Mul.apply(self, other)
-
-    def div(self, other: Any) -> Tensor:
-        """self / other."""
-        return autograd.Div.apply(self, other)
-
-    def pow(self, exponent: Any) -> Tensor:
-        """self ** exponent."""
-        return autograd.Pow.apply(self, exponent)
-
-    def maximum(self, other: Any) -> Tensor:
-        """Elementwise maximum."""
-        return autograd.Maximum.apply(self, other)
-
-    def minimum(self, other: Any) -> Tensor:
-        """Elementwise minimum."""
-        return autograd.Minimum.apply(self, other)
-
-    def neg(self) -> Tensor:
-        """-self."""
-        return autograd.Neg.apply(self)
-
-    def exp(self) -> Tensor:
-        """e ** self, elementwise."""
-        return autograd.Exp.apply(self)
-
-    def log(self) -> Tensor:
-        """Natural logarithm, elementwise."""
-        return autograd.Log.apply(self)
-
-    def relu(self) -> Tensor:
-        """max(self, 0), elementwise."""
-        return autograd.Relu.apply(self)
-
-    def sigmoid(self) -> Tensor:
-        """1 / (1 + exp(-self)), elementwise."""
-        return autograd.Sigmoid.apply(self)
-
-    def tanh(self) -> Tensor:
-        """Hyperbolic tangent, elementwise."""
-        return autograd.Tanh.apply(self)
-
-    def erf(self) -> Tensor:
-        """The error function, elementwise."""
-        return autograd.Erf.apply(self)
-
-    def abs(self) -> Tensor:
-        """|self|, elementwise."""
-        return autograd.Abs.apply(self)
-
-    def sqrt(self) -> Tensor:
-        """Square root, elementwise."""
-        return autograd.Sqrt.apply(self)
-
-    def reciprocal(self) -> Tensor:
-        """1 / self, elementwise."""
-        return autograd.Reciprocal.apply(self)
-
-    def sign(self) -> Tensor:
-        """-1, 0 or 1, elementwise."""
-        return Tensor._from_array(ops.map_("sign", self))
-
-    # ---- reductions ----
-
-    def all(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """Whether every element (along dim) is non-zero (NaN counts as non-zero), as
-        torch.all: a bool tensor; True over no elements."""
-        with autograd.no_grad():
-            return (self.detach() == 0).sum(dim_or_axis(dim, axis, "all()"), keepdim) == 0
-
-    def any(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """Whether some element (along dim) is non-zero, as torch.any: a bool tensor;
-        False over no elements."""
-        with autograd.no_grad():
-            return (self.detach() != 0).sum(dim_or_axis(dim, axis, "any()"), keepdim) > 0
-
-    def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-        """Where |self - other| <= atol + rtol * |other| (other broadcast), as
-        torch.isclose: equal infinities are close, NaN is close to NaN only with
-        equal_nan. A bool tensor, as the comparisons give."""
-        for name, value in (("rtol", rtol), ("atol", atol)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"isclose: {name} must be a number >= 0, got {value!r}")
-        with autograd.no_grad():
-            a = self.detach()
-            b = other.detach() if isinstance(other, Tensor) else other
-            diff = (a - b).abs()
-            tolerance = (b.abs() if isinstance(b, Tensor) else abs(b)) * rtol + atol
-            # An infinite difference is never within an (infinite) tolerance: an
-            # infinity is close only to itself, which a == b finds (inf - inf is nan).
-            close = (diff <= tolerance) & (diff != float("inf")) | (a == b)
-            if equal_nan:
-                close = close | (a != a) & ((b != b) if isinstance(b, Tensor) else bool(b != b))
-            return close
-
-    def allclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-        """Whether every element of isclose holds, as torch.allclose (a bool)."""
-        return bool(self.isclose(other, rtol, atol, equal_nan).all())
-
-    def sum(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """Sum over dim (None: everything; an int or a tuple of ints; axis is another name for dim)."""
-        return autograd.Sum.apply(self, dim_or_axis(dim, axis, "sum()"), keepdim)
-
-    def mean(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """Mean over dim (None: everything; an int or a tuple of ints; or axis=)."""
-        return autograd.Mean.apply(self, dim_or_axis(dim, axis, "mean()"), keepdim)
-
-    def prod(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """Product over dim (None: everything; an int or a tuple of ints; or axis=)."""
-        return autograd.Prod.apply(self, dim_or_axis(dim, axis, "prod()"), keepdim)
-
-    def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
-        """The maximum of every element (a tensor) or, as torch, over an int dim a named
-        pair (values, indices), the indices int64. Over a tuple of dims:
-        the values only (torch's amax)."""
-        return _extremum(self, autograd.Max, "max", return_types.max, dim_or_axis(dim, axis, "max()"), keepdim)
-
-    def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
-        """The minimum; like max(): a tensor, or (values, indices) over an int dim."""
-        return _extremum(self, autograd.Min, "min", return_types.min, dim_or_axis(dim, axis, "min()"), keepdim)
-
-    def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """The maximum over dim (None: everything; an int or a tuple; or axis=): values only."""
-        return autograd.Max.apply(self, dim_or_axis(dim, axis, "amax()"), keepdim)
-
-    def amin(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """The minimum over dim (None: everything; an int or a tuple; or axis=): values only."""
-        return autograd.Min.apply(self, dim_or_axis(dim, axis, "amin()"), keepdim)
-
-    def argmax(self, dim: Optional[int] = None, keepdim: bool = False, *, axis: Optional[int] = None) -> Tensor:
-        """Index of the first maximum along dim (None: of the flattened tensor; or axis=), int64."""
-        return Tensor._from_array(ops.reduce_("argmax", self, dim_or_axis(dim, axis, "argmax()"), keepdim))
-
-    def argmin(self, dim: Optional[int] = None, keepdim: bool = False, *, axis: Optional[int] = None) -> Tensor:
-        """Index of the first minimum along dim (None: of the flattened tensor; or axis=), int64."""
-        return Tensor._from_array(ops.reduce_("argmin", self, dim_or_axis(dim, axis, "argmin()"), keepdim))
-
-    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
-        """Each element limited to [min, max] (numbers, or tensors that broadcast);
-        NaN stays NaN; the gradient passes where min <= x <= max, as torch's."""
-        if min is None and max is None:
-            raise ValueError("clamp(): at least one of min and max must not be None")
-        out = self
-        if min is not None:
-            out = autograd.Where.apply(out < min, min, out)
-        if max is not None:
-            out = autograd.Where.apply(out > max, max, out)
-        return out
-
-    clip = clamp
-
-    def var(self, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-            correction: Optional[float] = None, axis: Any = None) -> Tensor:
-        """The variance over dim: the sum of squared deviations from the mean over
-        N - correction (correction 1 by default, Bessel's; ``unbiased=False`` is
-        correction 0). N - correction <= 0 gives nan or inf, as torch."""
-        if unbiased is not None and correction is not None:
-            raise ValueError("var(): give unbiased or correction, not both")
-        c = float(correction) if correction is not None else (0.0 if unbiased is False else 1.0)
-        dim = dim_or_axis(dim, axis, "var()")
-        dims = tuple(range(self.ndim)) if dim is None else dim
-        count = 1
-        for d in (dims if isinstance(dims, (tuple, list)) else (dims,)):
-            count *= self.shape[normalize_dim(d, self.ndim, "var()")]
-        centered = self - self.mean(dims, keepdim=True)
-        total = (centered * centered).sum(dims, keepdim)
-        if count - c > 0:
-            return total * (1.0 / (count - c))
-        return total / (total.detach() * 0.0)  # no terms left: 0/0 is nan, x/0 is inf, as torch
-
-    def std(self, dim: Any = None, unbiased: Optional[bool] = None, keepdim: bool = False, *,
-            correction: Optional[float] = None, axis: Any = None) -> Tensor:
-        """The standard deviation over dim: the square root of var (same arguments)."""
-        return self.var(dim_or_axis(dim, axis, "std()"), unbiased, keepdim, correction=correction).sqrt()
-
-    def logsumexp(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
-        """log(sum(exp(self))) over dim (or axis=), numerically stable."""
-        return autograd.LogSumExp.apply(self, dim_or_axis(dim, axis, "logsumexp()", required=True), keepdim)
-
-    def softmax(self, dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
-        """softmax along dim (or axis=), numerically stable."""
-        return autograd.Softmax.apply(self, dim_or_axis(dim, axis, "softmax()", required=True))
-
-    def log_softmax(self, dim: Optional[int] = None, *, axis: Optional[int] = None) -> Tensor:
-        """log(softmax) along dim (or axis=), numerically stable."""
-        return autograd.LogSoftmax.apply(self, dim_or_axis(dim, axis, "log_softmax()", required=True))
-
     # ---- matmul, gather, scatter ----
 
     def matmul(self, other: Tensor) -> Tensor:
@@ -760,35 +462,6 @@ class Tensor(NoGradOps, Variable):
 
 
 # ---- helpers of the methods ------------------------------------------------------------
-
-
-class return_types:  # noqa: N801 - torch's name (torch.return_types)
-    """The named pairs that max and min over a dim return, as torch's."""
-
-    max = namedtuple("max", ["values", "indices"])
-    min = namedtuple("min", ["values", "indices"])
-
-
-def _extremum(x: Tensor, rule: Any, op: str, pair: Any, dim: Any, keepdim: bool) -> Any:
-    if dim is None or isinstance(dim, (tuple, list)):
-        return rule.apply(x, dim, keepdim)
-    values, indices = autograd.max_along_dim(x, op, dim, keepdim)  # one pass finds both
-    return pair(values, Tensor._from_array(indices))
-
-
-def _check_mask(mask: Any, func: str) -> None:
-    if not isinstance(mask, Tensor) or mask._dtype is not bool_:
-        what = mask._dtype.name if isinstance(mask, Tensor) else type(mask).__name__
-        raise DTypeError(f"{func}: the mask must be a bool tensor, got {what}")
-
-
-def _host_tensor(host: np.ndarray) -> Tensor:
-    """A new tensor holding a copy of a host array (of one of minitensor's dtypes)."""
-    host = np.ascontiguousarray(host)
-    out = _array.empty(tuple(host.shape), to_dtype(host.dtype))
-    if host.size:
-        _array.upload(out, host)
-    return Tensor._from_array(out)
 
 
 def is_tensor(x: Any) -> bool:

@@ -19,6 +19,8 @@
  *                      instructions, more bytes in flight per thread.
  *   copy_transposed    MT_MAP_COPY of a transposed view (A.T.contiguous()):
  *                      the transpose ladder, below.
+ *   copy_strided_rank  MT_MAP_COPY of any other view: dims collapsed, 32-bit
+ *                      indices, 4 elements a thread (src/copy_strided.cu).
  *
  * The transpose ladder (mt_copy_variant selects a rung). Copying A.T into a
  * row-major out, the naive kernel (map_strided) writes out row by row, so
@@ -54,8 +56,7 @@
 /* ---- the ops ------------------------------------------------------------- */
 
 /* mt_map runs copy as copy_tensor, with map_cast (below), which converts
- * between dtypes; this one is here so that every op of MT_MAP_OPS has a
- * functor. */
+ * between dtypes; this one is here so that every op has a functor. */
 template <typename T>
 struct map_copy {
     __device__ T operator()(T x) const { return x; }
@@ -119,14 +120,7 @@ struct map_reciprocal {
 template <typename T>
 struct map_sign {
     /* 0 (and -0) and NaN fall through to themselves. */
-    __device__ T operator()(T x) const
-    {
-        if (x > T(0))
-            return T(1);
-        if (x < T(0))
-            return T(-1);
-        return x;
-    }
+    __device__ T operator()(T x) const { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; }
 };
 
 template <typename T>
@@ -426,6 +420,10 @@ static mt_status launch_map(const mt_tensor &out, const mt_tensor &in, Op op)
     if constexpr (std::is_same<Op, map_cast<TOut, TIn>>::value) {
         if (fast && transposed_copy_layout(out, in))
             return launch_copy_transposed<TOut, TIn, 1>(out, in);
+        bool done = false; /* dims collapsed, 32-bit indices: copy_strided.cu */
+        const mt_status status = fast ? copy_strided_collapsed(out, in, &done) : MT_OK;
+        if (status != MT_OK || done)
+            return status;
     }
     return launch_map_strided<TOut, TIn, Op>(out, in, op);
 }

@@ -64,6 +64,11 @@ constexpr char mt_rule_result(const char *rule)
  * when in is a transposed view. */
 mt_status copy_tensor(const mt_tensor &out, const mt_tensor &in);
 
+/* out = in for a row-major out and an in of the same dtype (src/copy_strided.cu):
+ * sets *done and copies when in's dims collapse to at most 4 and every index
+ * fits 32 bits; else leaves *done false and copies nothing. */
+mt_status copy_strided_collapsed(const mt_tensor &out, const mt_tensor &in, bool *done);
+
 /* dtype id -> element type: returns f(T{}), T the C++ type that holds the
  * dtype's elements (float, double, int64_t, bool). The kernel files pick
  * their instantiation through it, written as

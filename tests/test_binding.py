@@ -24,11 +24,14 @@ HEADER = Path(__file__).resolve().parent.parent / "src" / "minitensor.h"
 
 
 def _header_source() -> str:
-    """minitensor.h with the op lists it includes (src/minitensor_ops.h) in place."""
+    """minitensor.h with the headers it includes (src/minitensor_ops.h, the op lists;
+    src/minitensor_streams.h, streams, events and graphs) in place."""
     text = HEADER.read_text()
-    include = '#include "minitensor_ops.h"'
-    assert include in text, "minitensor.h no longer includes its op lists"
-    return text.replace(include, (HEADER.parent / "minitensor_ops.h").read_text())
+    for part in ("minitensor_ops.h", "minitensor_streams.h"):
+        include = f'#include "{part}"'
+        assert include in text, f"minitensor.h no longer includes {part}"
+        text = text.replace(include, (HEADER.parent / part).read_text())
+    return text
 
 # C type (normalized spelling) -> the ctypes type the binding must use.
 C_TO_CTYPES = {

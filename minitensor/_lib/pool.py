@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_int, c_int64
 from typing import Any
 
-from .loader import MtTensor, declare, lib, check
+from .loader import MT_OK, C, MtTensor, declare, lib, check
 
 _WINDOW = [c_int] * 8  # kernel, stride, padding, dilation: (h, w) each
 
@@ -26,8 +26,11 @@ Pair = tuple[int, int]
 def max_pool2d(out: Any, indices: Any, inp: Any, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> None:
     """out, indices = each window's maximum of inp and its position in its plane (mt_max_pool2d);
     indices None: the values only (a zeroed descriptor, the C API's none)."""
-    check(lib().mt_max_pool2d(out.descriptor(), MtTensor() if indices is None else indices.descriptor(),
-                              inp.descriptor(), *kernel, *stride, *padding, *dilation), "mt_max_pool2d")
+    # check() only on failure, C's function looked up once: this runs on every forward call.
+    status = C.mt_max_pool2d(out.descriptor(), MtTensor() if indices is None else indices.descriptor(),
+                             inp._desc or inp.descriptor(), *kernel, *stride, *padding, *dilation)
+    if status != MT_OK:
+        check(status, "mt_max_pool2d")
 
 
 def max_pool2d_backward(grad_in: Any, grad_out: Any, indices: Any, kernel: Pair, stride: Pair, padding: Pair,
@@ -40,8 +43,10 @@ def max_pool2d_backward(grad_in: Any, grad_out: Any, indices: Any, kernel: Pair,
 def avg_pool2d(out: Any, inp: Any, kernel: Pair, stride: Pair, padding: Pair, count_include_pad: bool,
                divisor: int) -> None:
     """out = each window's mean of inp (mt_avg_pool2d; divisor 0: none)."""
-    check(lib().mt_avg_pool2d(out.descriptor(), inp.descriptor(), *kernel, *stride, *padding,
-                              int(bool(count_include_pad)), int(divisor)), "mt_avg_pool2d")
+    status = C.mt_avg_pool2d(out.descriptor(), inp._desc or inp.descriptor(), *kernel, *stride, *padding,
+                             int(bool(count_include_pad)), int(divisor))
+    if status != MT_OK:
+        check(status, "mt_avg_pool2d")
 
 
 def avg_pool2d_backward(grad_in: Any, grad_out: Any, kernel: Pair, stride: Pair, padding: Pair,

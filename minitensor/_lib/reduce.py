@@ -39,8 +39,12 @@ def reduce_all(op: str, out: Any, inp: Any) -> None:
 def reduce_with_indices(op: str, values: Any, indices: Any, inp: Any, dim: int) -> None:
     """max or min of inp along dim into values and their int64 indices into indices (both
     of the keepdim shape), in one pass (mt_reduce_with_indices)."""
-    check(lib().mt_reduce_with_indices(_op_id("reduce", op), values.descriptor(), indices.descriptor(),
-                                       inp.descriptor(), dim), f"mt_reduce_with_indices({op})")
+    function = C.mt_reduce_with_indices  # first: it loads the library, which fills the op tables
+    op_id = _OP_IDS["reduce"].get(op)
+    status = function(_op_id("reduce", op) if op_id is None else op_id, values.descriptor(), indices.descriptor(),
+                      inp._desc or inp.descriptor(), dim)
+    if status != MT_OK:
+        check(status, f"mt_reduce_with_indices({op})")
 
 
 def reduce_variant(op: str, out: Any, inp: Any, dim: int, algo: str) -> None:

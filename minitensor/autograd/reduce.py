@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import ops
 from .._shape import keepdim_shape, numel, reduce_dims
-from .engine import Function
+from .engine import Function, is_grad_enabled
 from .helpers import expand_reduced, save_reduction, saved_reduction, zeros
 
 
@@ -131,4 +131,6 @@ def max_along_dim(x: Any, op: str, dim: int, keepdim: bool = False) -> tuple[Any
     """torch's x.max(dim) (op "max") or x.min(dim) ("min"): the values (recorded in the
     graph when x requires a gradient) and the int64 indices, from one pass over x."""
     values, indices = ops.reduce_with_indices(op, x, dim, keepdim)
-    return MaxAlongDim.apply(x, dim, keepdim, values, indices), indices
+    if x._requires_grad and is_grad_enabled():
+        return MaxAlongDim.apply(x, dim, keepdim, values, indices), indices
+    return x._wrap(values), indices  # no node to record: what apply would return, without its calls

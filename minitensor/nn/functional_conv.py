@@ -18,6 +18,8 @@ def _ints(value: Any, n: int, name: str, func: str, minimum: int) -> tuple[int, 
     """An int or a sequence of n ints (each >= minimum) as a tuple of n ints.
     (A plain loop and a list comprehension, no generator expression: each of
     those is a Python call per element, and a pooling call runs this four times.)"""
+    if type(value) is int and value >= minimum:
+        return (value,) * n  # the common case, without the loop below
     items = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
     ok = isinstance(items, (tuple, list)) and len(items) == n
     if ok:

@@ -31,7 +31,8 @@ def max_pool2d(x: Array, kernel: Pair, stride: Pair, padding: Pair, dilation: Pa
     in its input plane: two (N, C, OH, OW) tensors, out_size = (OH, OW). Without
     with_indices the positions are None: the kernel writes the values only (a
     forward that no backward follows and that returns no indices)."""
-    require_float(x, "max_pool2d()")
+    if not x._dtype.is_floating_point:  # (nn.functional checked; a call saved on the common road)
+        require_float(x, "max_pool2d()")
     shape = x.shape[:2] + tuple(out_size)
     out = empty(shape, x.dtype)
     indices = empty(shape, int64) if with_indices else None
@@ -51,7 +52,8 @@ def avg_pool2d(x: Array, kernel: Pair, stride: Pair, padding: Pair, count_includ
                out_size: Pair) -> Array:
     """Each window's mean of x (N, C, H, W); divisor 0 divides by the window's
     size (count_include_pad: padding included), else by divisor."""
-    require_float(x, "avg_pool2d()")
+    if not x._dtype.is_floating_point:  # (nn.functional checked; a call saved on the common road)
+        require_float(x, "avg_pool2d()")
     out = empty(x.shape[:2] + tuple(out_size), x.dtype)
     _lib.avg_pool2d(out, x, kernel, stride, padding, count_include_pad, divisor)
     return out

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .. import _lib
-from .._array import Array, alias, empty, empty_like
+from .._array import Array, empty, empty_like, same_elements
 from .._dtype import int64
 from .._errors import DimError
 from .._shape import contiguous_strides, keepdim_shape, numel, reduce_dims
@@ -40,9 +40,15 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
     func = f"{op}()"
     _require_array(x, func)
     arg = op in ("argmax", "argmin")
-    dims = reduce_dims(dim, x.ndim, func, not arg)
+    shape = x._shape
+    if type(dim) is int and -len(shape) <= dim < len(shape):
+        dims = (dim + len(shape) if dim < 0 else dim,)  # one dim, without reduce_dims' calls
+    else:
+        dims = reduce_dims(dim, x.ndim, func, not arg)
     if x._dtype.is_floating_point and op in _IDENTITY_OR_EXTREME:
         out_dtype = x._dtype  # their dtype rules, for a float x, without the two lookups
+    elif x._dtype.is_floating_point and arg:
+        out_dtype = int64
     else:
         if not op_takes("reduce", op, x.dtype):
             x = cast(x, int64)  # sum and prod of bools count in int64, as torch's
@@ -51,19 +57,24 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
         if arg:
             return fill_(empty((), int64), 0)
         return clone(x)
-    kept = keepdim_shape(x.shape, dims)
-    # (lists, not generators: a generator is a Python call per element)
-    final = kept if keepdim else tuple([n for d, n in enumerate(x.shape) if d not in dims])
-    reduced = numel([x.shape[d] for d in dims])
+    if len(dims) == 1:
+        (d,) = dims
+        kept, reduced = shape[:d] + (1,) + shape[d + 1:], shape[d]
+        final = kept if keepdim else shape[:d] + shape[d + 1:]
+    else:
+        kept = keepdim_shape(shape, dims)
+        # (lists, not generators: a generator is a Python call per element)
+        final = kept if keepdim else tuple([n for d, n in enumerate(shape) if d not in dims])
+        reduced = numel([shape[d] for d in dims])
     if reduced == 0 and op not in _IDENTITY:
         raise DimError(
             f"{func}: cannot reduce over zero elements (dims {dims} of a tensor of shape {x.shape}); "
             f"{op} has no identity"
         )
     out = empty(kept, out_dtype)
-    if out.numel() == 0:
+    if 0 in kept:
         pass
-    elif x.numel() == 0:
+    elif 0 in shape:
         fill_(out, _IDENTITY[op])
     elif len(dims) == x.ndim and (len(dims) > 1 or dim is None):
         _lib.reduce_all(op, out, x)
@@ -73,7 +84,9 @@ def reduce_(op: str, x: Array, dim: Any = None, keepdim: bool = False) -> Array:
             target = out if i == len(dims) - 1 else empty(src.shape[:d] + (1,) + src.shape[d + 1 :], x.dtype)
             _lib.reduce_(op, target, src, d)
             src = target
-    return alias(out, final, contiguous_strides(final), out.storage_offset())
+    if keepdim:
+        return out
+    return same_elements(out, final, contiguous_strides(final), 0)  # out's elements in the final shape
 
 
 def reduce_with_indices(op: str, x: Array, dim: int, keepdim: bool = False) -> tuple[Array, Array]:
@@ -86,21 +99,27 @@ def reduce_with_indices(op: str, x: Array, dim: int, keepdim: bool = False) -> t
         raise ValueError(f"reduce_with_indices(): op must be 'max' or 'min', got {op!r}")
     if dim is None or isinstance(dim, (tuple, list)):
         raise TypeError(f"{func}: the indices need one int dim, got {dim!r}")
-    dims = reduce_dims(dim, x.ndim, func, False)
-    if x.ndim == 0:
-        return clone(x), fill_(empty((), int64), 0)
-    (d,) = dims
-    if x.shape[d] == 0:
+    shape = x._shape
+    if type(dim) is int and -len(shape) <= dim < len(shape):
+        d = dim + len(shape) if dim < 0 else dim  # the common case, without reduce_dims' calls
+    else:
+        dims = reduce_dims(dim, x.ndim, func, False)
+        if x.ndim == 0:
+            return clone(x), fill_(empty((), int64), 0)
+        (d,) = dims
+    if shape[d] == 0:
         raise DimError(f"{func}: cannot reduce over zero elements (dim {d} of a tensor of shape {x.shape}); "
                        f"{op} has no identity")
-    kept = keepdim_shape(x.shape, dims)
-    final = kept if keepdim else x.shape[:d] + x.shape[d + 1:]
-    values, indices = empty(kept, x.dtype), empty(kept, int64)
-    if values.numel() > 0:
+    kept = shape[:d] + (1,) + shape[d + 1:]
+    values, indices = empty(kept, x._dtype), empty(kept, int64)
+    if 0 not in shape:
         _lib.reduce_with_indices(op, values, indices, x, d)
+    if keepdim:
+        return values, indices
+    # The same elements in the shape without dim d: views that need no check.
+    final = shape[:d] + shape[d + 1:]
     strides = contiguous_strides(final)
-    return (alias(values, final, strides, values.storage_offset()),
-            alias(indices, final, strides, indices.storage_offset()))
+    return (same_elements(values, final, strides, 0), same_elements(indices, final, strides, 0))
 
 
 def reduce_all(op: str, x: Array, keepdim: bool = False) -> Array:

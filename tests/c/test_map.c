@@ -433,6 +433,27 @@ int main(void)
             }
     }
 
+    /* COPY into a row-major out of an input of any layout, same dtype: the
+     * collapsed copy (src/copy_strided.cu) under the fast policy. Ranks 0..6
+     * (past 4 collapsed dims: map_strided), last dims that are and are not
+     * multiples of 4, expanded dims, offsets. */
+    TT_GROUP("copy into a row-major out") {
+        int64_t shape[MT_MAX_DIMS];
+        static const int64_t s_expand[] = {5, 6, 4, 8}, s_wide[] = {3, 7, 12};
+        for (int t = 0; t < 4; ++t) {
+            g_out_role = TT_CONTIGUOUS;
+            for (int c = 0; c < 24; ++c) {
+                int ndim = tt_random_shape(shape, 0, 6, 600, 0.05);
+                if (ndim > 0 && tt_chance(0.5))
+                    shape[ndim - 1] = 4 * tt_rand_int(1, 4);
+                map_case(MT_MAP_COPY, all_dtypes[t], all_dtypes[t], ndim, shape);
+            }
+            map_case(MT_MAP_COPY, all_dtypes[t], all_dtypes[t], 4, s_expand);
+            map_case(MT_MAP_COPY, all_dtypes[t], all_dtypes[t], 3, s_wide);
+            g_out_role = TT_OUTPUT;
+        }
+    }
+
     TT_GROUP("mt_fill") {
         int64_t shape[MT_MAX_DIMS];
         for (int t = 0; t < 4; ++t)
