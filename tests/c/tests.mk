@@ -21,7 +21,8 @@
 # compute-sanitizer); those linked with the broken kernels of broken_kernels.cu.
 TEST_C_NAMES    := test_indexing test_map test_zip test_reduce test_softmax test_logsumexp test_attention test_conv test_pool test_layernorm test_optim test_where test_gather test_matmul test_matmul_epilogue test_memory_errors \
                    test_hostile test_policy test_graph test_new_output \
-                   test_matmul_typed
+                   test_matmul_typed \
+                   test_batchnorm
 TEST_C_EMU_ONLY := test_harness test_emu_checks \
                    test_emu_group
 TEST_C_BROKEN   := test_memory_errors test_emu_checks
