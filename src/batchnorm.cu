@@ -34,7 +34,9 @@
  *
  * A block covers kBlockSize / lanes planes at once, `lanes` threads to a
  * plane (the smallest power of two that covers S, up to kBlockSize): an 8 x 8
- * plane (64 values) would otherwise leave 192 of 256 threads idle.
+ * plane (64 values) would otherwise leave 192 of 256 threads idle. When S is
+ * a multiple of 4 floats (2 doubles) and the tensors are 16-byte aligned,
+ * every pass loads and stores 16-byte Packs (vec), a lane to a Pack.
  */
 #include "batchnorm.h"
 
@@ -54,9 +56,11 @@ static int lanes_for(int64_t s)
 /* partial[(c * splits + split) * 2 + {0, 1}]: the sum of x - shift_c and of
  * (x - shift_c)^2 over the planes (n, c) with n = split mod splits. */
 template <typename T>
-__global__ void batch_norm_partials(double *partial, const T *x, int64_t n, int64_t channels, int64_t s, int lanes)
+__global__ void batch_norm_partials(double *partial, const T *x, int64_t n, int64_t channels, int64_t s, int lanes,
+                                    bool vec)
 {
     __shared__ BlockScratch<T> scratch;
+    constexpr int W = Pack<T>::kWidth;
     const int64_t c = blockIdx.x;
     const int64_t split = blockIdx.y, splits = gridDim.y;
     const int lane = threadIdx.x % lanes;
@@ -65,10 +69,21 @@ __global__ void batch_norm_partials(double *partial, const T *x, int64_t n, int6
     T sum = T(0), squares = T(0);
     for (int64_t i = split + splits * (threadIdx.x / lanes); i < n; i += splits * rows) {
         const T *plane = x + (i * channels + c) * s;
-        for (int64_t k = lane; k < s; k += lanes) {
-            const T d = plane[k] - shift;
-            sum += d;
-            squares += d * d;
+        if (vec) { /* 16-byte loads: four floats in flight per instruction, not one */
+            for (int64_t k = lane; k < s / W; k += lanes) {
+                const Pack<T> v = reinterpret_cast<const Pack<T> *>(plane)[k];
+                MT_UNROLL for (int j = 0; j < W; ++j) {
+                    const T d = v.v[j] - shift;
+                    sum += d;
+                    squares += d * d;
+                }
+            }
+        } else {
+            for (int64_t k = lane; k < s; k += lanes) {
+                const T d = plane[k] - shift;
+                sum += d;
+                squares += d * d;
+            }
         }
     }
     sum = block_reduce_warps(scratch, sum, T(0), CombineSum<T>());
@@ -139,9 +154,10 @@ __global__ void batch_norm_apply(T *y, const T *x, const T *mean, const T *rstd,
 /* partial[(c * splits + split) * 2 + {0, 1}]: the sum of g and of g * (x - mean_c). */
 template <typename T>
 __global__ void batch_norm_backward_partials(double *partial, const T *g, const T *x, const T *mean, int64_t n,
-                                             int64_t channels, int64_t s, int lanes)
+                                             int64_t channels, int64_t s, int lanes, bool vec)
 {
     __shared__ BlockScratch<T> scratch;
+    constexpr int W = Pack<T>::kWidth;
     const int64_t c = blockIdx.x;
     const int64_t split = blockIdx.y, splits = gridDim.y;
     const int lane = threadIdx.x % lanes;
@@ -150,10 +166,21 @@ __global__ void batch_norm_backward_partials(double *partial, const T *g, const 
     T sum_g = T(0), sum_gx = T(0);
     for (int64_t i = split + splits * (threadIdx.x / lanes); i < n; i += splits * rows) {
         const int64_t first = (i * channels + c) * s;
-        for (int64_t k = lane; k < s; k += lanes) {
-            const T gk = g[first + k];
-            sum_g += gk;
-            sum_gx += gk * (x[first + k] - m);
+        if (vec) {
+            for (int64_t k = lane; k < s / W; k += lanes) {
+                const Pack<T> gv = reinterpret_cast<const Pack<T> *>(g + first)[k];
+                const Pack<T> xv = reinterpret_cast<const Pack<T> *>(x + first)[k];
+                MT_UNROLL for (int j = 0; j < W; ++j) {
+                    sum_g += gv.v[j];
+                    sum_gx += gv.v[j] * (xv.v[j] - m);
+                }
+            }
+        } else {
+            for (int64_t k = lane; k < s; k += lanes) {
+                const T gk = g[first + k];
+                sum_g += gk;
+                sum_gx += gk * (x[first + k] - m);
+            }
         }
     }
     sum_g = block_reduce_warps(scratch, sum_g, T(0), CombineSum<T>());
@@ -194,15 +221,27 @@ __global__ void batch_norm_backward_finish(T *grad_weight, T *grad_bias, T *coef
 
 template <typename T>
 __global__ void batch_norm_backward_apply(T *dx, const T *g, const T *x, const T *mean, const T *coef,
-                                          int64_t planes, int64_t channels, int64_t s, int lanes)
+                                          int64_t planes, int64_t channels, int64_t s, int lanes, bool vec)
 {
+    constexpr int W = Pack<T>::kWidth;
     const int lane = threadIdx.x % lanes;
     const int64_t rows = blockDim.x / lanes;
     for (int64_t p = blockIdx.x * rows + threadIdx.x / lanes; p < planes; p += (int64_t)gridDim.x * rows) {
         const int64_t c = p % channels;
         const T k = coef[3 * c], u = coef[3 * c + 1], v = coef[3 * c + 2], m = mean[c];
-        for (int64_t j = p * s + lane; j < (p + 1) * s; j += lanes)
-            dx[j] = k * g[j] + u * (x[j] - m) + v;
+        if (vec) {
+            for (int64_t q = lane; q < s / W; q += lanes) {
+                const Pack<T> gv = reinterpret_cast<const Pack<T> *>(g + p * s)[q];
+                const Pack<T> xv = reinterpret_cast<const Pack<T> *>(x + p * s)[q];
+                Pack<T> out;
+                MT_UNROLL for (int j = 0; j < W; ++j)
+                    out.v[j] = k * gv.v[j] + u * (xv.v[j] - m) + v;
+                reinterpret_cast<Pack<T> *>(dx + p * s)[q] = out;
+            }
+        } else {
+            for (int64_t j = p * s + lane; j < (p + 1) * s; j += lanes)
+                dx[j] = k * g[j] + u * (x[j] - m) + v;
+        }
     }
 }
 
@@ -236,9 +275,12 @@ static mt_status launch_forward(const mt_tensor &out, const mt_tensor &mean, con
     const int64_t splits = splits_for(n, channels);
     DeviceScratch partial;
     CUDA_CHECK(partial.allocate((size_t)(channels * splits * 2) * sizeof(double)));
-    const int lanes = lanes_for(s);
+    constexpr int64_t W = Pack<T>::kWidth;
+    T *y = first_of<T>(out);
+    const bool vec = s % W == 0 && aligned16(x) && aligned16(y);
+    const int lanes = lanes_for(vec ? s / W : s);
     batch_norm_partials<T><<<dim3((unsigned int)channels, (unsigned int)splits), kBlockSize, 0, mt_stream()>>>(
-        partial.as<double>(), x, n, channels, s, lanes);
+        partial.as<double>(), x, n, channels, s, lanes, vec);
     CUDA_CHECK(mt_launch_status());
     const bool running = flags & MT_BATCH_NORM_RUNNING;
     batch_norm_finish<T><<<grid_size(channels, kBlockSize), kBlockSize, 0, mt_stream()>>>(
@@ -246,13 +288,9 @@ static mt_status launch_forward(const mt_tensor &out, const mt_tensor &mean, con
         running ? first_of<T>(running_var) : nullptr, partial.as<double>(), x, channels, s, splits, n * s, momentum,
         eps);
     CUDA_CHECK(mt_launch_status());
-    constexpr int64_t W = Pack<T>::kWidth;
-    T *y = first_of<T>(out);
-    const bool vec = s % W == 0 && aligned16(x) && aligned16(y);
-    const int apply_lanes = lanes_for(vec ? s / W : s);
-    batch_norm_apply<T><<<plane_blocks(n * channels, apply_lanes), kBlockSize, 0, mt_stream()>>>(
+    batch_norm_apply<T><<<plane_blocks(n * channels, lanes), kBlockSize, 0, mt_stream()>>>(
         y, x, first_of<T>(mean), first_of<T>(rstd), flags & MT_BATCH_NORM_WEIGHT ? first_of<T>(weight) : nullptr,
-        flags & MT_BATCH_NORM_BIAS ? first_of<T>(bias) : nullptr, n * channels, channels, s, apply_lanes, vec);
+        flags & MT_BATCH_NORM_BIAS ? first_of<T>(bias) : nullptr, n * channels, channels, s, lanes, vec);
     CUDA_CHECK(mt_launch_status());
     CUDA_CHECK(partial.release());
     return MT_OK;
@@ -271,9 +309,11 @@ static mt_status launch_backward(const mt_tensor &grad_in, const mt_tensor &grad
     CUDA_CHECK(partial.allocate((size_t)(channels * splits * 2) * sizeof(double)));
     if (dx)
         CUDA_CHECK(coef.allocate((size_t)(channels * 3) * sizeof(T)));
-    const int lanes = lanes_for(s);
+    constexpr int64_t W = Pack<T>::kWidth;
+    const bool vec = s % W == 0 && aligned16(g) && aligned16(x) && (!dx || aligned16(first_of<T>(grad_in)));
+    const int lanes = lanes_for(vec ? s / W : s);
     batch_norm_backward_partials<T><<<dim3((unsigned int)channels, (unsigned int)splits), kBlockSize, 0,
-                                      mt_stream()>>>(partial.as<double>(), g, x, m, n, channels, s, lanes);
+                                      mt_stream()>>>(partial.as<double>(), g, x, m, n, channels, s, lanes, vec);
     CUDA_CHECK(mt_launch_status());
     batch_norm_backward_finish<T><<<grid_size(channels, kBlockSize), kBlockSize, 0, mt_stream()>>>(
         want & MT_BATCH_NORM_WEIGHT ? first_of<T>(grad_weight) : nullptr,
@@ -283,7 +323,7 @@ static mt_status launch_backward(const mt_tensor &grad_in, const mt_tensor &grad
     CUDA_CHECK(mt_launch_status());
     if (dx) {
         batch_norm_backward_apply<T><<<plane_blocks(n * channels, lanes), kBlockSize, 0, mt_stream()>>>(
-            first_of<T>(grad_in), g, x, m, coef.as<T>(), n * channels, channels, s, lanes);
+            first_of<T>(grad_in), g, x, m, coef.as<T>(), n * channels, channels, s, lanes, vec);
         CUDA_CHECK(mt_launch_status());
         CUDA_CHECK(coef.release());
     }
