@@ -15,6 +15,8 @@ backward, clipping and AdamW's update, capturable=True) is captured once
 into a CUDA graph (mt.cuda.graph) after two eager steps and replayed for
 every later batch, copied into the graph's two input tensors; on the
 emulator the same code runs, each replay running the recorded launches.
+With --tf32, float32 products run as TF32 on tensor cores in both libraries
+(mt.backends.cuda.matmul.allow_tf32 and torch's allow_tf32 flags).
 """
 
 from __future__ import annotations
@@ -279,6 +281,17 @@ def setup_data_parallel(args: argparse.Namespace) -> None:
         sys.stdout = open(os.devnull, "w")  # one rank reports (the others' tokens/s are gathered)
 
 
+def set_tf32(on: bool, torch_too: bool) -> None:
+    """TF32 float32 products on (or off) in minitensor's matmuls and, with
+    torch_too, in torch's (cuBLAS's; off by default there, as here)."""
+    mt.backends.cuda.matmul.allow_tf32 = on
+    if torch_too:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -295,7 +308,10 @@ def main() -> int:
     parser.add_argument("--torch", action="store_true", help="also train the same model in PyTorch (GPU)")
     parser.add_argument("--graph", action="store_true",
                         help="run the whole training step as one replayed CUDA graph (captured after two steps)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="TF32 products (tensor cores) in both libraries' float32 matmuls")
     args = parser.parse_args()
+    set_tf32(args.tf32, torch_too=args.torch)
 
     start = time.perf_counter()
     setup_data_parallel(args)

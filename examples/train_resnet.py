@@ -21,7 +21,12 @@ double the width, their shortcut a stride-2 1x1 convolution with batch norm;
 global average pooling (the mean over H and W) and a linear classifier.
 AdamW, cross-entropy. It reports the training loss, the held-out accuracy
 and images per second, and fails unless the held-out accuracy reaches
---target. The defaults are sized for the CPU emulator (about 40 s of CPU
+--target (given, or 25% for a run of at least 100 steps: a shorter run, a
+benchmark's, is too short to be held to it). --tf32 lets both libraries
+multiply float32 on tensor cores (TF32: minitensor's matmuls, and its
+convolutions where a TF32 rung exists; torch's matmuls and cuDNN's
+convolutions); --profile adds a breakdown of the step's time by kind of
+layer (bench/resnet_step.py). The defaults are sized for the CPU emulator (about 40 s of CPU
 time); a GPU wants more, e.g. --batch 256 --width 64 --size 32 --steps 50.
 With --torch (PyTorch installed; a GPU if there is one) the same model
 starts from the same weights (the state_dict, names and all) on the same
@@ -199,6 +204,7 @@ def progress(step: int, steps: int, loss: float, width: int = 30) -> None:
     sys.stdout.flush()
 
 
+DEFAULT_TARGET, GATED_STEPS = 0.25, 100  # the demo's target, held to runs at least as long as the demo's
 WARMUP = 5  # steps not timed: the first ones pay for one-time work (autotuning, allocation)
 
 
@@ -230,11 +236,10 @@ def train_torch(state: dict[str, np.ndarray], args: argparse.Namespace, images: 
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    # minitensor computes true float32 products: so must torch, or the
-    # comparison measures TF32 against float32 (torch allows TF32 in its
+    # minitensor computes true float32 products unless --tf32: so must torch, or
+    # the comparison measures TF32 against float32 (torch allows TF32 in its
     # convolutions by default).
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    set_tf32(args.tf32, torch_too=True)
     model = torch_resnet(args.width, len(CLASSES), args.blocks)
     model.load_state_dict({name: torch.from_numpy(value) for name, value in state.items()})
     model.to(device)
@@ -261,6 +266,32 @@ def train_torch(state: dict[str, np.ndarray], args: argparse.Namespace, images: 
     return (args.steps - WARMUP) * args.batch / timed if timed else 0.0
 
 
+def set_tf32(on: bool, torch_too: bool) -> None:
+    """TF32 products on (or off) in minitensor and, with torch_too, in torch's
+    matmuls and cuDNN's convolutions alike."""
+    mt.backends.cuda.matmul.allow_tf32 = on
+    if torch_too:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+
+def tf32_conv_rung() -> str:
+    """Which rung minitensor's float32 convolutions take while allow_tf32 is set:
+    the ops layer names it (TF32_CONV_RUNG) when it has one."""
+    import importlib
+
+    for name in ("minitensor.ops.conv_tf32", "minitensor.ops.conv"):
+        try:
+            rung = getattr(importlib.import_module(name), "TF32_CONV_RUNG", None)
+        except ImportError:
+            continue
+        if rung:
+            return f"the TF32 rung ({rung})"
+    return "their float32 rungs (no TF32 convolution rung: only the linear head's matmul uses TF32)"
+
+
 @mt.no_grad()
 def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray, batch: int = 256) -> float:
     """The fraction of images whose highest score is their class (evaluation mode:
@@ -284,14 +315,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--weight-decay", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=0, help="the data, the initial weights and the batches")
-    parser.add_argument("--target", type=float, default=0.25, help="the held-out accuracy training must reach")
+    parser.add_argument("--target", type=float, default=None,
+                        help=f"the held-out accuracy training must reach (default: {DEFAULT_TARGET:.0%} "
+                             f"when --steps is at least {GATED_STEPS}, else none)")
     parser.add_argument("--torch", action="store_true", help="also train the same model in PyTorch")
+    parser.add_argument("--tf32", action="store_true",
+                        help="TF32 products (tensor cores) in both libraries' matmuls and convolutions")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time each kind of layer of the step, forward + backward (bench/resnet_step.py)")
     args = parser.parse_args(argv)
+    if args.target is None and args.steps >= GATED_STEPS:
+        args.target = DEFAULT_TARGET
     if args.steps <= WARMUP or args.size < 4 or args.batch < 2:
         parser.error(f"--steps must be above {WARMUP}, --size at least 4 and --batch at least 2")
 
     start = time.perf_counter()
+    set_tf32(args.tf32, torch_too=False)  # torch's flags: in train_torch, which imports it
     print(f"minitensor backend: {mt.backend()} ({mt.device_info()})")
+    if args.tf32:
+        print(f"TF32: on in both libraries; minitensor's convolutions run {tf32_conv_rung()}")
     images, labels = make_shapes(args.train, args.size, args.seed)
     test_images, test_labels = make_shapes(args.test, args.size, args.seed + 1)
     print(f"data: {args.train} training and {args.test} held-out {args.size}x{args.size} RGB images of "
@@ -312,8 +354,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.torch:
         torch_speed = train_torch(initial, args, images, labels, (test_images, test_labels))
         print(f"torch: {torch_speed:,.0f} images/s; minitensor / torch = {speed / torch_speed:.2f}")
+    if args.profile:
+        sys.path.insert(0, str(REPO / "bench"))
+        from resnet_step import profile  # noqa: E402  (bench/resnet_step.py)
+
+        profile(model, args, images[:args.batch], labels[:args.batch], torch_too=args.torch)
     print(f"total time {time.perf_counter() - start:.1f} s on the {mt.backend()} backend")
-    if held_out < args.target:
+    if args.target is None:
+        print(f"(no accuracy target: a run of {args.steps} steps, under the demo's {GATED_STEPS}; --target sets one)")
+    elif held_out < args.target:
         print(f"error: the held-out accuracy {held_out:.2%} is below the target {args.target:.0%}", file=sys.stderr)
         return 1
     return 0

@@ -581,6 +581,9 @@ mt_status mt_set_device(int device);
 /* The device this process uses (0 until mt_set_device chose another). */
 mt_status mt_get_device(int *device);
 
+/* ---- families declared in headers of their own ---------------------------- */
+#include "batchnorm.h" /* mt_batch_norm, mt_batch_norm_backward (src/batchnorm.cu) */
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,7 +41,11 @@ def reference_grads(x, weight, g, eps=1e-5):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (2, 1, 1, 3), (7, 2, 33, 1), (3, 5)])
+# The last five for the kernels (src/batchnorm.cu): many samples (a channel's
+# planes split over several blocks), planes of Pack multiples (16 values) and
+# not, S = 1 (BatchNorm1d's (N, C)) with many rows, a long plane.
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (2, 1, 1, 3), (7, 2, 33, 1), (3, 5),
+                                   (64, 3, 9, 7), (33, 2, 4, 4), (5, 70, 2, 2), (300, 4), (2, 3, 1, 257)])
 def test_training_forward_and_gradients_match_numpy(dtype, shape):
     x = random_array(1, shape, dtype) * 2 + 1
     w, b = random_array(2, shape[1:2], dtype), random_array(3, shape[1:2], dtype)
@@ -151,3 +155,47 @@ def test_refusals_name_the_shapes():
     with pytest.raises(TypeError, match="float tensor"):
         F.batch_norm(mt.zeros(2, 3, dtype=mt.int64), None, None, training=True)
     assert "BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)" in repr(nn.BatchNorm2d(3))
+
+
+# ---- the kernels (src/batchnorm.cu) at the shapes their launches split differently ----
+
+
+def test_a_mean_far_from_zero_keeps_its_variance():
+    """Values around 1000 with a spread of 1 in float32: the variance from sums
+    around the channel's first value, not E[x^2] - E[x]^2 (which would lose
+    every digit of it)."""
+    x = (1000 + random_array(9, (16, 2, 8, 8), mt.float32)).astype(np.float32)
+    out = F.batch_norm(mt.tensor(x), None, None, training=True)
+    ref = reference(x.astype(np.float64), np.ones(2), np.zeros(2))[0]
+    assert_close(out, ref, mt.float32, x.size // 2)
+
+
+def test_non_contiguous_input_and_no_affine():
+    """A transposed view (copied to (N, C, S) first) and no weight or bias."""
+    x = random_array(10, (6, 5, 4, 3), mt.float32)
+    xt = mt.tensor(x).transpose(2, 3)
+    out = F.batch_norm(xt, None, None, training=True)
+    ref = reference(np.swapaxes(x, 2, 3).astype(np.float64), np.ones(5), np.zeros(5))[0]
+    assert_close(out, ref, mt.float32, x.size // 5)
+
+
+def test_a_constant_channel_normalizes_to_the_bias():
+    """A channel of one value: variance 0 (not a rounding's negative), so rstd
+    is 1 / sqrt(eps) and every output is the bias."""
+    x = np.full((4, 2, 3, 3), 7.25, np.float32)
+    out = F.batch_norm(mt.tensor(x), None, None, bias=mt.tensor(np.array([0.5, -1.0], np.float32)),
+                       weight=mt.ones(2), training=True)
+    expected = np.broadcast_to(np.array([0.5, -1.0], np.float32).reshape(1, 2, 1, 1), x.shape)
+    assert_close(out, expected, mt.float32, 36)
+
+
+def test_ops_refusals_name_the_shapes():
+    from minitensor import ops
+
+    x = mt.tensor(random_array(11, (4, 3, 2, 2), mt.float32))
+    with pytest.raises(mt.ShapeError, match=r"weight has shape \(4,\), expected \(3,\)"):
+        ops.batch_norm(x, mt.ones(4), None, None, None, 0.1, 1e-5)
+    with pytest.raises(ValueError, match="go together"):
+        ops.batch_norm(x, None, None, mt.zeros(3), None, 0.1, 1e-5)
+    with pytest.raises(mt.DTypeError, match="bias is float64"):
+        ops.batch_norm(x, None, mt.zeros(3, dtype=mt.float64), None, None, 0.1, 1e-5)

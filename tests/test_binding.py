@@ -31,6 +31,15 @@ def _header_source() -> str:
         include = f'#include "{part}"'
         assert include in text, f"minitensor.h no longer includes {part}"
         text = text.replace(include, (HEADER.parent / part).read_text())
+    """minitensor.h with the op lists it includes (src/minitensor_ops.h) and the
+    family headers it includes at its end in place."""
+    text = HEADER.read_text()
+    include = '#include "minitensor_ops.h"'
+    assert include in text, "minitensor.h no longer includes its op lists"
+    text = text.replace(include, (HEADER.parent / "minitensor_ops.h").read_text())
+    # The families whose entry points have a header of their own, included at the end.
+    for family in ("batchnorm.h",):
+        text = text.replace(f'#include "{family}"', (HEADER.parent / family).read_text())
     return text
 
 # C type (normalized spelling) -> the ctypes type the binding must use.

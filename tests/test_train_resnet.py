@@ -86,3 +86,27 @@ def test_the_command_line(demo, capsys):
     assert "images/s (training step" in printed and "held-out accuracy" in printed
     with pytest.raises(SystemExit):
         demo.main(["--steps", "3"])
+
+
+def test_a_short_run_is_not_held_to_the_demo_target(demo, capsys):
+    """Below the demo's 100 steps no target applies unless --target is given
+    (a benchmark's short run must not fail); a given target is checked."""
+    small = ["--steps", "6", "--batch", "4", "--width", "2", "--size", "8", "--train", "16", "--test", "8"]
+    assert demo.main(small) == 0
+    assert "no accuracy target" in capsys.readouterr().out
+    assert demo.main(small + ["--target", "1.01"]) == 1
+
+
+def test_tf32_and_the_profile(demo, capsys):
+    """--tf32 sets minitensor's flag (and says which convolution rung runs);
+    --profile prints the step's time by kind of layer."""
+    try:
+        assert demo.main(["--steps", "6", "--batch", "4", "--width", "2", "--size", "8", "--train", "16",
+                          "--test", "8", "--tf32", "--profile"]) == 0
+        assert mt.backends.cuda.matmul.allow_tf32
+    finally:
+        mt.backends.cuda.matmul.allow_tf32 = False
+    printed = capsys.readouterr().out
+    assert "TF32: on in both libraries" in printed
+    for kind in ("conv", "batchnorm", "relu", "add", "head", "optimizer", "step"):
+        assert f"  {kind} " in printed

@@ -170,6 +170,8 @@ from .norm import (  # noqa: F401
     LAYER_NORM_GRAD_IN,
     layer_norm,
     layer_norm_backward,
+    batch_norm,
+    batch_norm_backward,
 )
 from .where import (  # noqa: F401
     where,

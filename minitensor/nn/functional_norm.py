@@ -8,10 +8,11 @@ batch's mean and *unbiased* variance by momentum (torch's convention: the
 normalization uses the biased variance, the running estimate the unbiased one).
 In evaluation (training=False) the running statistics normalize instead.
 
-The training path is one gradient rule (_BatchNormTraining) written with the
-ops layer's reductions and elementwise kernels, so that backward is the closed
-form (two per-channel sums, then one expression per element) rather than the
-gradient of every op of the forward chain.
+The training path is one gradient rule (_BatchNormTraining) over one kernel
+family (src/batchnorm.cu: per-channel sums, then one elementwise pass, forward
+and backward), so that backward is the closed form (two per-channel sums, then
+one expression per element) rather than the gradient of every op of the
+forward chain.
 """
 
 from __future__ import annotations
@@ -19,86 +20,31 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ops
-from .._array import Array
 from .._errors import DimError
 from ..autograd.engine import Function
 from ..tensor import Tensor
 
 
-def _channel_sum(x: Array) -> Array:
-    """The sum of each channel of x (N, C, *) over N and *: (C,).
-
-    Seen as (N, C, S), dim 0 first (one thread per (c, s) walks down N, reads
-    coalesced), then each channel's S values: a small tensor by then. On the
-    emulator this order is also about 5x cheaper than S first."""
-    if x.ndim == 2:
-        return ops.reduce_("sum", x, 0)
-    return ops.reduce_("sum", ops.reshape(x, (x.shape[0], x.shape[1], -1)), (0, 2))
-
-
-def _per_channel(v: Array, shape: tuple[int, ...]) -> Array:
-    """v (C,) spread over one sample's (C, *) of shape (N, C, *), contiguous.
-
-    Broadcasting v as (1, C, 1, ..) would send every elementwise op with it to
-    the general strided zip kernel; a dense (C, *) block repeated N times is a
-    trailing block of the (N, C, *) operand, the zip kernel's row-broadcast
-    case (src/zip.cu), and costs one copy of 1/N of the data."""
-    spatial = shape[2:]
-    return ops.contiguous(ops.expand(ops.reshape(v, (shape[1],) + (1,) * len(spatial)), shape[1:]))
-
-
 class _BatchNormTraining(Function):
     """Normalization by the batch's statistics. forward(x, weight, bias,
     running_mean, running_var, momentum, eps) also updates the running
-    statistics in place (not differentiated, as torch's kernel does)."""
+    statistics in place (not differentiated, as torch's kernel does): one
+    kernel family forward and one backward (ops.batch_norm,
+    ops.batch_norm_backward: src/batchnorm.cu)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, momentum, eps):
-        shape = x.shape
-        count = x.numel() // shape[1]  # values per channel
-        mean = ops.mul(_channel_sum(x), 1.0 / count)  # C
-        centered = ops.sub(x, _per_channel(mean, shape))  # N, C, *
-        var = ops.mul(_channel_sum(ops.mul(centered, centered)), 1.0 / count)  # C, biased (two passes: exact)
-        rstd = ops.map_("reciprocal", ops.map_("sqrt", ops.add(var, eps)))  # C
-        # out = xhat * weight + bias with xhat = centered * rstd: one scale per channel.
-        scale = rstd if weight is None else ops.mul(rstd, weight)
-        out = ops.mul(centered, _per_channel(scale, shape))
-        if bias is not None:
-            out = ops.add(out, _per_channel(bias, shape))
-        if running_mean is not None:
-            ops.inplace_("mul", running_mean, 1.0 - momentum)
-            ops.inplace_("add", running_mean, ops.mul(mean, momentum))
-        if running_var is not None:
-            # the unbiased variance: the sum of squares over count - 1
-            ops.inplace_("mul", running_var, 1.0 - momentum)
-            ops.inplace_("add", running_var, ops.mul(var, momentum * count / (count - 1)))
-        ctx.count = count
-        ctx.save_for_backward(centered, rstd, weight)
+        out, mean, rstd = ops.batch_norm(x, weight, bias, running_mean, running_var, momentum, eps)
+        ctx.save_for_backward(x, mean, rstd, weight)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        centered, rstd, weight = ctx.saved_tensors
+        x, mean, rstd, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        shape, count = centered.shape, ctx.count
-        # The two per-channel sums every gradient is made of: sum(g) and
-        # sum(g * xhat) = rstd * sum(g * centered).
-        grad_bias = _channel_sum(grad)  # C
-        grad_weight = ops.mul(_channel_sum(ops.mul(grad, centered)), rstd)  # C
-        dx = None
-        if needs[0]:
-            # y = xhat * w + b, xhat = (x - mean) * rstd: with g = dL/dy,
-            # dL/dx = k * (g - mean(g) - xhat * mean(g * xhat)), k = w * rstd
-            #       = k * g - (k * rstd * mean(g * xhat)) * centered - k * mean(g),
-            # the means over each channel's count values: three per-channel factors.
-            k = rstd if weight is None else ops.mul(rstd, weight)
-            along_centered = ops.mul(ops.mul(k, rstd), ops.mul(grad_weight, -1.0 / count))
-            constant = ops.mul(k, ops.mul(grad_bias, -1.0 / count))
-            dx = ops.mul(grad, _per_channel(k, shape))
-            dx = ops.add(dx, ops.mul(centered, _per_channel(along_centered, shape)))
-            dx = ops.add(dx, _per_channel(constant, shape))
-        dw = grad_weight if needs[1] else None
-        db = grad_bias if needs[2] else None
+        dx, dw, db = ops.batch_norm_backward(grad, x, mean, rstd, weight,
+                                             (needs[0], needs[1] and weight is not None,
+                                              needs[2]))
         return dx, dw, db, None, None, None, None
 
 

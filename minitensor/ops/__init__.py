@@ -157,6 +157,8 @@ from .cross_entropy import (  # noqa: F401
 from .norm import (  # noqa: F401
     layer_norm,
     layer_norm_backward,
+    batch_norm,
+    batch_norm_backward,
 )
 from .attention import (  # noqa: F401
     ATTENTION_MAX_DIM,

@@ -1,4 +1,5 @@
-"""Layer normalization and its gradient (src/layernorm.cu)."""
+"""Layer normalization and its gradient (src/layernorm.cu); batch normalization in
+training mode and its gradient (src/batchnorm.cu)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,55 @@ def layer_norm_backward(grad: Array, x: Array, mean: Array, rstd: Array, weight:
     param_shape = x.shape[x.ndim - k:]
     return (None if dx is None else view(dx, x.shape), None if dw is None else view(dw, param_shape),
             None if db is None else view(db, param_shape))
+
+
+def _planes_of(x: Array) -> Array:
+    """x (N, C, *) as a contiguous (N, C, S) Array, S the product of * (1 when none)."""
+    return view(contiguous(x), (x.shape[0], x.shape[1], math.prod(x.shape[2:])))
+
+
+def batch_norm(x: Array, weight: Any, bias: Any, running_mean: Any, running_var: Any, momentum: float,
+               eps: float) -> tuple[Array, Array, Array]:
+    """Batch normalization in training mode of x (N, C, *) per channel, one column
+    reduction and one elementwise pass (mt_batch_norm, src/batchnorm.cu): returns
+    (out, mean, rstd), the statistics (C,) kept for batch_norm_backward.
+    running_mean and running_var (C,), when given, move towards the batch's mean
+    and unbiased variance by momentum, in place."""
+    func = "batch_norm()"
+    _require_array(x, func)
+    require_float(x, func)
+    if x.ndim < 2:
+        raise ShapeError(f"{func}: the input must be (N, C, *), got shape {x.shape}")
+    channels = x.shape[1]
+    for name, p in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
+        if p is not None:
+            _require_array(p, func, name)
+            if p.shape != (channels,):
+                raise ShapeError(f"{func}: {name} has shape {p.shape}, expected ({channels},) for an input "
+                                 f"of shape {x.shape}")
+            if p.dtype is not x.dtype:
+                raise DTypeError(f"{func}: {name} is {p.dtype.name} but the input is {x.dtype.name}")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{func}: running_mean and running_var go together (one of them is None)")
+    weight = None if weight is None else contiguous(weight)
+    bias = None if bias is None else contiguous(bias)
+    planes = _planes_of(x)
+    out = empty(planes.shape, x.dtype)
+    mean, rstd = empty((channels,), x.dtype), empty((channels,), x.dtype)
+    _lib.batch_norm(out, mean, rstd, planes, weight, bias, running_mean, running_var,
+                    as_float(momentum, func), as_float(eps, func))
+    return view(out, x.shape), mean, rstd
+
+
+def batch_norm_backward(grad: Array, x: Array, mean: Array, rstd: Array, weight: Any,
+                        needs: tuple[bool, bool, bool]) -> tuple[Any, Any, Any]:
+    """The gradients (of x, weight, bias) of batch_norm that `needs` asks for, None
+    for the others, from the forward's x, statistics and weight
+    (mt_batch_norm_backward: one column reduction, one elementwise pass)."""
+    g, planes = _planes_of(grad), _planes_of(x)
+    channels = x.shape[1]
+    dx = empty(planes.shape, x.dtype) if needs[0] else None
+    dw = empty((channels,), x.dtype) if needs[1] else None
+    db = empty((channels,), x.dtype) if needs[2] else None
+    _lib.batch_norm_backward(dx, dw, db, g, planes, mean, rstd, None if weight is None else contiguous(weight))
+    return None if dx is None else view(dx, x.shape), dw, db
