@@ -24,22 +24,14 @@ HEADER = Path(__file__).resolve().parent.parent / "src" / "minitensor.h"
 
 
 def _header_source() -> str:
-    """minitensor.h with the headers it includes (src/minitensor_ops.h, the op lists;
-    src/minitensor_streams.h, streams, events and graphs) in place."""
+    """minitensor.h with the headers it includes in place: src/minitensor_ops.h
+    (the op lists), src/minitensor_streams.h (streams, events and graphs) and
+    the family headers included at its end (src/batchnorm.h)."""
     text = HEADER.read_text()
-    for part in ("minitensor_ops.h", "minitensor_streams.h"):
+    for part in ("minitensor_ops.h", "minitensor_streams.h", "batchnorm.h"):
         include = f'#include "{part}"'
         assert include in text, f"minitensor.h no longer includes {part}"
         text = text.replace(include, (HEADER.parent / part).read_text())
-    """minitensor.h with the op lists it includes (src/minitensor_ops.h) and the
-    family headers it includes at its end in place."""
-    text = HEADER.read_text()
-    include = '#include "minitensor_ops.h"'
-    assert include in text, "minitensor.h no longer includes its op lists"
-    text = text.replace(include, (HEADER.parent / "minitensor_ops.h").read_text())
-    # The families whose entry points have a header of their own, included at the end.
-    for family in ("batchnorm.h",):
-        text = text.replace(f'#include "{family}"', (HEADER.parent / family).read_text())
     return text
 
 # C type (normalized spelling) -> the ctypes type the binding must use.
