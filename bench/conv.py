@@ -58,7 +58,7 @@ import torch  # noqa: E402
 
 import minitensor as mt  # noqa: E402
 from event_timing import median_ms  # noqa: E402
-from minitensor.autograd import conv as conv_rules  # noqa: E402  (the im2col input gradient, to time alone)
+from minitensor.autograd import conv as conv_rules  # noqa: E402  (each gradient product, to time alone)
 
 # name, (N, C, H, W), (C_out, K), stride, padding, groups
 LAYERS = [
@@ -181,9 +181,9 @@ def _grad_products(layer: tuple[Any, ...], events: tuple[Any, Any]) -> str:
     up = mt.ones((shape[0], c_out, oh, ow))
     args = ((stride, stride), (padding, padding), (1, 1), groups)
     products = {
-        "dx igemm": lambda: mt.ops.conv2d_igemm_input_grad(up, w, shape, *args),
+        "dx igemm": lambda: conv_rules._input_grad("implicit_gemm", up, shape, w, *args),
         "dx im2col": lambda: conv_rules._input_grad("im2col", up, shape, w, *args),
-        "dw igemm": lambda: mt.ops.conv2d_igemm_weight_grad(up, x, w.shape, *args),
+        "dw igemm": lambda: conv_rules._weight_grad("implicit_gemm", up, x, w.shape, *args),
     }
     with mt.no_grad():
         return f"{name}: " + ", ".join(f"{what} {median_ms(fn, *events):.3f}" for what, fn in products.items())

@@ -55,6 +55,7 @@ and the layers without a kernel mean much there; on a GPU both do.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import statistics
 import sys
@@ -75,7 +76,9 @@ from minitensor import nn, optim  # noqa: E402
 def python_calls(fn: Callable[[], Any]) -> list[tuple[str, str]]:
     """(file, function) of every Python function entered while fn() runs, in
     order, fn itself left out. Freeing what fn dropped (a Storage's __del__)
-    is part of the case: it runs within the call."""
+    is part of the case: it runs within the call. The cyclic garbage collector
+    is run before and kept off during the count, so that objects an earlier
+    case left in reference cycles are not freed (and counted) inside this one."""
     calls: list[tuple[str, str]] = []
     top = fn.__code__
 
@@ -83,11 +86,16 @@ def python_calls(fn: Callable[[], Any]) -> list[tuple[str, str]]:
         if event == "call" and frame.f_code is not top:
             calls.append((_short(frame.f_code.co_filename), frame.f_code.co_name))
 
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
     sys.setprofile(profile)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        if was_enabled:
+            gc.enable()
     return calls
 
 

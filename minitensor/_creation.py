@@ -317,10 +317,12 @@ def arange(start: float, end: Optional[float] = None, step: float = 1, dtype: An
         raise ValueError("arange(): step must be non-zero")
     integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
     dtype = to_dtype(int64 if integral else default_dtype) if dtype is None else to_dtype(dtype)
-    if dtype is int64:
-        for value in (start, end, step):  # as torch: refused, not wrapped
-            if not (_INT64_MIN <= value <= _INT64_MAX) and math.isfinite(value):
-                raise _overflow(value, "arange()")
+    for value in (start, end, step):  # as torch: refused, not wrapped
+        is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if is_int and not _INT64_MIN <= value <= _INT64_MAX:  # any dtype: torch unpacks an int as int64
+            raise _overflow(value, "arange()")
+        if dtype is int64 and not is_int and math.isfinite(value) and not _INT64_MIN <= value <= _INT64_MAX:
+            raise _overflow(value, "arange()")
     try:
         if integral:  # exact: floats would round counts near 2**63
             count = max(0, -((int(start) - int(end)) // int(step)))

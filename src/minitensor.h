@@ -583,6 +583,7 @@ mt_status mt_get_device(int *device);
 
 /* ---- families declared in headers of their own ---------------------------- */
 #include "batchnorm.h" /* mt_batch_norm, mt_batch_norm_backward (src/batchnorm.cu) */
+#include "attention_tiled.h" /* mt_attention_tiled and its backward (src/attention_tiled.cu) */
 
 #ifdef __cplusplus
 }

@@ -26,9 +26,10 @@ HEADER = Path(__file__).resolve().parent.parent / "src" / "minitensor.h"
 def _header_source() -> str:
     """minitensor.h with the headers it includes in place: src/minitensor_ops.h
     (the op lists), src/minitensor_streams.h (streams, events and graphs) and
-    the family headers included at its end (src/batchnorm.h)."""
+    the family headers included at its end (src/batchnorm.h,
+    src/attention_tiled.h)."""
     text = HEADER.read_text()
-    for part in ("minitensor_ops.h", "minitensor_streams.h", "batchnorm.h"):
+    for part in ("minitensor_ops.h", "minitensor_streams.h", "batchnorm.h", "attention_tiled.h"):
         include = f'#include "{part}"'
         assert include in text, f"minitensor.h no longer includes {part}"
         text = text.replace(include, (HEADER.parent / part).read_text())

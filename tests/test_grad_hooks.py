@@ -5,6 +5,8 @@ gradient all-reduces from it)."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -68,3 +70,20 @@ def test_a_leaf_that_gets_no_gradient_runs_no_hook_and_backward_on_a_leaf_runs_i
     assert calls == ["a"] and b.grad is None
     b.backward(mt.tensor([1.0, 1.0]))  # backward on the leaf itself
     assert calls == ["a", "b"]
+
+
+def test_a_freed_leaf_takes_its_hooks_out_of_the_count() -> None:
+    """A leaf that dies with hooks still registered no longer makes every
+    backward count leaf uses (the process-wide hook count goes back)."""
+    from minitensor.autograd import engine
+
+    before = engine._hook_count
+    w = mt.ones(3, requires_grad=True)
+    handle = w.register_post_accumulate_grad_hook(lambda t: None)
+    w.register_post_accumulate_grad_hook(lambda t: None)
+    assert engine._hook_count == before + 2
+    del w
+    gc.collect()
+    assert engine._hook_count == before
+    handle.remove()  # removing after the leaf is gone changes nothing
+    assert engine._hook_count == before

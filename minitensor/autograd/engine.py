@@ -115,6 +115,13 @@ class enable_grad(_GradMode):  # noqa: N801 - torch's name
 _hook_count = 0
 
 
+def _forget_hooks(hooks: list) -> None:
+    """A hooked leaf was freed: its remaining hooks leave the process's count."""
+    global _hook_count
+    _hook_count -= len(hooks)
+    hooks.clear()
+
+
 class RemovableHandle:
     """What register_post_accumulate_grad_hook returns: ``remove()`` takes the hook away."""
 
@@ -124,10 +131,10 @@ class RemovableHandle:
 
     def remove(self) -> None:
         global _hook_count
-        if self._hooks is not None:
+        if self._hooks is not None and self._hook in self._hooks:  # not already freed with its leaf
             self._hooks.remove(self._hook)
-            self._hooks = None
             _hook_count -= 1
+        self._hooks = None
 
 
 class Variable(Array):
@@ -172,6 +179,9 @@ class Variable(Array):
             raise TypeError(f"register_post_accumulate_grad_hook: hook must be callable, got {type(hook).__name__}")
         if self._post_accumulate_grad_hooks is None:
             self._post_accumulate_grad_hooks = []
+            # A leaf that dies with hooks still on it takes them out of the
+            # count, so backward stops counting uses for hooks no one has.
+            weakref.finalize(self, _forget_hooks, self._post_accumulate_grad_hooks)
         self._post_accumulate_grad_hooks.append(hook)
         _hook_count += 1
         return RemovableHandle(self._post_accumulate_grad_hooks, hook)

@@ -40,7 +40,12 @@ def fused_attention_rung(head_dim: int, value_dim: int) -> Optional[str]:
     course's rungs run there)."""
     if not fast_kernels() or head_dim != value_dim:
         return None
-    return ATTENTION_FUSED_RUNGS.get(head_dim)
+    # Compared, not looked up: under torch.compile's fake tensors a head dim
+    # can be a symbolic int, which compares but does not hash.
+    for dim, rung in ATTENTION_FUSED_RUNGS.items():
+        if head_dim == dim:
+            return rung
+    return None
 
 
 def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dtype_name: str,
