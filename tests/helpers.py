@@ -183,3 +183,14 @@ def emulator_buildable() -> bool:
 
 
 _EMULATOR_BUILDABLE: Optional[bool] = None
+
+
+def all_cases() -> bool:
+    """Whether to run a test's whole case list: on the GPU (the CUDA backend),
+    or on the emulator under MT_TEST_ALL_CASES=1 (the variable the C tests read
+    too, tests/c/tt_groups.h). Tests of kernels whose every launch the
+    emulator's full checks make slow keep a few cases there and say why they
+    suffice."""
+    import os
+
+    return mt.backend() == "cuda" or os.environ.get("MT_TEST_ALL_CASES", "") not in ("", "0")

@@ -20,6 +20,14 @@ static inline int tt_env_int(const char *name, int fallback)
     return v && *v ? atoi(v) : fallback;
 }
 
+/* Whether to run a program's whole case list: on the GPU, or on the emulator
+ * under MT_TEST_ALL_CASES=1. Programs whose launches the emulator's full
+ * checks make slow run only the cases that cover each kernel variant there. */
+static inline int tt_all_cases(void)
+{
+    return strcmp(mt_backend_name(), "emulator") != 0 || tt_env_int("MT_TEST_ALL_CASES", 0);
+}
+
 /* This program's path, relative to the working directory when it is below
  * it (build/tests/emu/test_matmul), for the replay lines. */
 static inline void tt_find_exe(void)

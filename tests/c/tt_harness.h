@@ -35,6 +35,10 @@
  *   MT_TEST_VERBOSE=1  print every group and case, not only failures;
  *   MT_TEST_FORK=0     run the groups in this process, one after another
  *                      (for gdb; a crash then ends the program).
+ *   MT_TEST_ALL_CASES=1  every case on the emulator too: the programs whose
+ *                      kernels take seconds a launch under the emulator's
+ *                      full checks run a few cases there, the whole list on
+ *                      the GPU (tt_all_cases; each program says what it keeps).
  *
  * Every group draws its random numbers from the seed and its own name, so
  * a group gives the same cases whether it runs alone (a filter) or with
