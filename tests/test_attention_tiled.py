@@ -14,13 +14,17 @@ import pytest
 
 import minitensor as mt
 from gradcheck import gradcheck
-from helpers import assert_close
+from helpers import all_cases, assert_close
 from test_attention_warp import ref_attention
 
 # (dtype, head dim, queries, block) that run on the emulator: a partial block
-# and tile of each query block, the largest head dim, float64, one query.
-EMULATOR_CASES = {(mt.float32, 64, 70, 64), (mt.float32, 128, 70, 128), (mt.float32, 32, 1, 0),
-                  (mt.float64, 64, 70, 0)}
+# and tile of each query block, the largest head dim, float64, one query;
+# each with one of the masks (the case's full-checked launches take minutes
+# of CPU a mask): causal for the 128-query block and float64, not for the
+# 64-query block and the default block of float32 (128 queries unmasked).
+# tests/c/test_attention_tiled.c runs both masks on most of these classes.
+EMULATOR_CASES = {(mt.float32, 64, 70, 64): (False,), (mt.float32, 128, 70, 128): (True,),
+                  (mt.float32, 32, 1, 0): (False,), (mt.float64, 64, 70, 0): (True,)}
 
 
 @pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
@@ -30,13 +34,13 @@ EMULATOR_CASES = {(mt.float32, 64, 70, 64), (mt.float32, 128, 70, 128), (mt.floa
 def test_tiled_rung_matches_numpy(dtype, d, length, keys, block) -> None:
     if block == 128 and dtype is mt.float64:
         pytest.skip("128 queries a block is for float32 only (test_tiled_rung_refuses)")
-    if mt.backend() != "cuda" and (dtype, d, length, block) not in EMULATOR_CASES:
+    if not all_cases() and (dtype, d, length, block) not in EMULATOR_CASES:
         pytest.skip("the emulator runs a few of these cases (tests/c/test_attention_tiled.c more); "
                     "the GPU runs them all")
     rng = np.random.default_rng(d + length + block)
     q, k, v = (rng.standard_normal((2, n, d)) for n in (length, keys, keys))
     dout = rng.standard_normal((2, length, d))
-    for causal in (False, True):
+    for causal in (False, True) if all_cases() else EMULATOR_CASES[dtype, d, length, block]:
         ts = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v)]
         out = mt.kernels.attention(*ts, "tiled", causal=causal, block_queries=block)
         out.backward(mt.tensor(dout, dtype=dtype))
@@ -61,12 +65,17 @@ def test_tiled_rung_on_views_and_a_scale() -> None:
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_tiled_rung_gradcheck(causal) -> None:
-    """Central differences in float64 (the tiled rung's float64 kernels), in 8
+    """Central differences in float64 (the tiled rung's float64 kernels), in
     random directions a leaf: each launch is slow under the emulator's full
-    checks, and every element (608 of them, 2 launches each) took minutes."""
+    checks, and every element (608 of them, 2 launches each) took minutes.
+    The emulator checks 3 directions a leaf (18 launches, about 70 s a case
+    at 8): a wrong rule is off in almost every direction, and
+    test_tiled_rung_matches_numpy checks the float64 gradients element by
+    element; the GPU (or MT_TEST_ALL_CASES=1) checks 8."""
     rng = np.random.default_rng(11)
     arrays = [rng.standard_normal((1, n, 32)) for n in (5, 7, 7)]
-    gradcheck(lambda m, q, k, v: mt.kernels.attention(q, k, v, "tiled", causal=causal), arrays, directions=8)
+    gradcheck(lambda m, q, k, v: mt.kernels.attention(q, k, v, "tiled", causal=causal), arrays,
+              directions=8 if all_cases() else 3)
 
 
 def test_tiled_rung_refuses() -> None:
@@ -86,9 +95,10 @@ def test_tiled_rung_refuses() -> None:
 @pytest.mark.parametrize("rung", ["tiled/warp", "warp/tiled"])
 def test_forward_of_one_rung_backward_of_another(rung) -> None:
     """A rung "F/B" (what ops.fused_attention_rung may choose) runs F's forward
-    and B's backward: the lse each one-kernel rung saves is the same."""
+    and B's backward: the lse each one-kernel rung saves is the same. One
+    batch element on the emulator (the second only doubles the blocks)."""
     rng = np.random.default_rng(13)
-    q, k, v, dout = (rng.standard_normal((2, 70, 64)) for _ in range(4))
+    q, k, v, dout = (rng.standard_normal((2 if all_cases() else 1, 70, 64)) for _ in range(4))
     ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
     out = mt.autograd.Attention.apply(*ts, 0.125, True, rung)
     out.backward(mt.tensor(dout, dtype=mt.float32))
