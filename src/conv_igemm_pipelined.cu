@@ -34,12 +34,16 @@
 #include "async_copy.h"
 #include "conv_implicit_gemm.h"
 #include "conv_igemm_phases.h"
+#include "conv_igemm_walk.h"
 #include "warptile_loop.h"
 
-/* A warptile configuration with kStages shared-memory stages. */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_, int kStages_>
+/* A warptile configuration with kStages shared-memory stages; kStepped: the
+ * forward's gather walks its k with a running offset and a per-window mask
+ * of the taps inside the image (src/conv_igemm_walk.h). */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_, int kStages_, bool kStepped_ = false>
 struct PipelinedConfig : WarptileConfig<BM_, BN_, BK_, WM_, WN_, kMinBlocks_> {
     static constexpr int kStages = kStages_;
+    static constexpr bool kStepped = kStepped_;
 };
 
 /* Block (x, y, z): columns from x * BN, rows from y * BM of group
@@ -91,11 +95,16 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
     const int a_k = tid % BK, a_m = tid / BK;
     const int b_k = P::kBAlongK ? tid % BK : tid / kBRow;
     const int b_n = P::kBAlongK ? tid / BK : tid % kBRow;
-    typename P::Col b_col[kBCols];
+    constexpr bool kWalk = C::kStepped && std::is_same<P, ForwardProblem<T>>::value;
+    using BCol = typename std::conditional<kWalk, WalkCol<T>, typename P::Col>::type;
+    BCol b_col[kBCols];
     bool b_col_ok[kBCols];
     MT_UNROLL for (int c = 0; c < kBCols; ++c) {
         const int n = n0 + b_n + c * kThreads;
-        b_col[c] = P::kBAlongK ? typename P::Col{} : prob.col(g, n < N ? n : N - 1);
+        if constexpr (kWalk)
+            b_col[c] = walk_col(prob, g, n < N ? n : N - 1);
+        else
+            b_col[c] = P::kBAlongK ? typename P::Col{} : prob.col(g, n < N ? n : N - 1);
         b_col_ok[c] = n < N;
     }
     __shared__ typename P::Col col_table[BN];
@@ -131,6 +140,21 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
                 const int n = b_n + i * kBStep;
                 const T *src = n0 + n < N && k < k_end ? prob.b_at(col_table[n], bk) : nullptr;
                 async_copy<kBytes>(&b_tile[s][b_k][n], src ? src : zero_src, src ? kBytes : 0);
+            }
+        } else if constexpr (kWalk) { /* k split once, then walked by adds; the mask says what is padding */
+            const WalkPos pos0 = walk_pos(prob, k0 + b_k);
+            MT_UNROLL for (int c = 0; c < kBCols; ++c) {
+                WalkPos pos = pos0;
+                MT_UNROLL for (int i = 0; i < kBPerCol; ++i) {
+                    const int k = k0 + b_k + i * kBStep;
+                    const T *src = b_col_ok[c] && k < k_end ? walk_at(b_col[c], pos) : nullptr;
+                    async_copy<kBytes>(&b_tile[s][b_k + i * kBStep][b_n + c * kThreads], src ? src : zero_src,
+                                       src ? kBytes : 0);
+                    if (i + 1 < kBPerCol) {
+                        MT_UNROLL for (int step = 0; step < kBStep; ++step)
+                            walk_step(prob, pos);
+                    }
+                }
             }
         } else { /* k split once, then walked by kBStep (k_tap_step: no division) */
             const KTap tap0 = k_tap(prob.d, k0 + b_k);
@@ -222,6 +246,12 @@ using Pipe5 = PipelinedConfig<128, 256, 8, 64, 64, 1, 3>;  /* 8 warps, 256 pixel
 using Pipe6 = PipelinedConfig<256, 128, 8, 64, 64, 1, 3>;  /* 8 warps, 256 channels (the gradients' M) */
 using Pipe7 = PipelinedConfig<64, 256, 8, 64, 64, 1, 4>;   /* 4 warps on 64 channels, 2 columns a thread */
 using Pipe8 = PipelinedConfig<64, 128, 8, 64, 64, 4, 4>;   /* 2 warps on 64 channels, 2 columns a thread */
+/* The stepped forward (src/conv_igemm_walk.h) on tiles of the ones above;
+ * the gradients, whose gathers have no walk, run those tiles plainly. */
+using Pipe9 = PipelinedConfig<64, 256, 8, 64, 32, 1, 4, true>;   /* Pipe0, stepped */
+using Pipe10 = PipelinedConfig<64, 256, 8, 64, 64, 1, 4, true>;  /* Pipe7, stepped */
+using Pipe11 = PipelinedConfig<128, 256, 8, 64, 64, 1, 3, true>; /* Pipe5, stepped */
+using Pipe12 = PipelinedConfig<128, 128, 8, 64, 32, 1, 4, true>; /* Pipe1, stepped */
 
 static const char *const kPipeNames[] = {
     "64x256x8 warp 64x32, cp.async 4 stages (256 threads)",
@@ -233,11 +263,17 @@ static const char *const kPipeNames[] = {
     "256x128x8 warp 64x64, cp.async 3 stages (256 threads)",
     "64x256x8 warp 64x64, cp.async 4 stages (128 threads)",
     "64x128x8 warp 64x64, cp.async 4 stages (64 threads)",
+    "64x256x8 warp 64x32, cp.async 4 stages (256 threads), stepped forward gather",
+    "64x256x8 warp 64x64, cp.async 4 stages (128 threads), stepped forward gather",
+    "128x256x8 warp 64x64, cp.async 3 stages (256 threads), stepped forward gather",
+    "128x128x8 warp 64x32, cp.async 4 stages (256 threads), stepped forward gather",
 };
 static const IgemmTileSize kPipeTiles[] = {
     {Pipe0::BM, Pipe0::BN, Pipe0::BK}, {Pipe1::BM, Pipe1::BN, Pipe1::BK}, {Pipe2::BM, Pipe2::BN, Pipe2::BK},
     {Pipe3::BM, Pipe3::BN, Pipe3::BK}, {Pipe4::BM, Pipe4::BN, Pipe4::BK}, {Pipe5::BM, Pipe5::BN, Pipe5::BK},
     {Pipe6::BM, Pipe6::BN, Pipe6::BK}, {Pipe7::BM, Pipe7::BN, Pipe7::BK}, {Pipe8::BM, Pipe8::BN, Pipe8::BK},
+    {Pipe9::BM, Pipe9::BN, Pipe9::BK}, {Pipe10::BM, Pipe10::BN, Pipe10::BK}, {Pipe11::BM, Pipe11::BN, Pipe11::BK},
+    {Pipe12::BM, Pipe12::BN, Pipe12::BK},
 };
 constexpr int kPipeConfigs = (int)(sizeof(kPipeNames) / sizeof(kPipeNames[0]));
 static_assert(sizeof(kPipeTiles) / sizeof(kPipeTiles[0]) == kPipeConfigs, "a size for every name");
@@ -271,6 +307,18 @@ static mt_status launch_pipe(const P &prob, int64_t M, int64_t N, int splits, in
     return MT_OK;
 }
 
+/* A stepped config: its own kernel for a forward whose taps fit the mask,
+ * else (the gradients; a kernel of over 64 taps) the same tile plainly. */
+template <typename T, typename Stepped, typename Plain, typename P>
+static mt_status launch_pipe_stepped(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
+{
+    if constexpr (std::is_same<P, ForwardProblem<T>>::value) {
+        if (prob.d.taps <= 64)
+            return launch_pipe<T, Stepped>(prob, M, N, splits, k_per_split);
+    }
+    return launch_pipe<T, Plain>(prob, M, N, splits, k_per_split);
+}
+
 template <typename T, typename P>
 mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N, int splits, int k_per_split)
 {
@@ -293,6 +341,14 @@ mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N,
         return launch_pipe<T, Pipe7>(prob, M, N, splits, k_per_split);
     case 8:
         return launch_pipe<T, Pipe8>(prob, M, N, splits, k_per_split);
+    case 9:
+        return launch_pipe_stepped<T, Pipe9, Pipe0>(prob, M, N, splits, k_per_split);
+    case 10:
+        return launch_pipe_stepped<T, Pipe10, Pipe7>(prob, M, N, splits, k_per_split);
+    case 11:
+        return launch_pipe_stepped<T, Pipe11, Pipe5>(prob, M, N, splits, k_per_split);
+    case 12:
+        return launch_pipe_stepped<T, Pipe12, Pipe1>(prob, M, N, splits, k_per_split);
     default:
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", "pipelined config %d has no kernel", which);
     }
