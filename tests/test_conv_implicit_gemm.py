@@ -208,3 +208,26 @@ def test_strided_input_grad_by_phases_matches_numpy(dtype) -> None:
         got = ops.conv2d_igemm_input_grad(mt_grad, mt.tensor(w, dtype=dtype), shape, stride, padding, (1, 1), groups)
         assert_close(np.asarray(got.numpy(), dtype=np.float64), ref_input_grad(grad, w, shape, stride, padding, groups),
                      dtype, n=weight[0] // groups * weight[2] * weight[3])
+
+
+def test_every_tile_config_forward_matches_numpy() -> None:
+    """Each tile configuration the autotuner may pick (the stepped forward
+    gather's among them, src/conv_igemm_walk.h: a mask of the taps inside the
+    image per window, k walked by adds) on windows in and out of the padding,
+    dilation, groups, per-dim strides, a 7 x 7 kernel (49 taps, the mask's
+    largest family here) and a 9 x 9 one (81 taps: the plain gather), N = 1."""
+    from minitensor import _lib
+
+    rng = np.random.default_rng(30)
+    cases = [((2, 4, 9, 10), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+             ((1, 3, 19, 18), (5, 3, 7, 7), (2, 2), (3, 3), (1, 1), 1),
+             ((1, 2, 12, 11), (3, 2, 9, 9), (1, 1), (4, 4), (1, 1), 1),
+             ((1, 4, 13, 12), (4, 2, 3, 2), (1, 2), (2, 1), (2, 3), 2)]
+    for shape, weight, stride, padding, dilation, groups in cases:
+        x, w, b = rng.standard_normal(shape), rng.standard_normal(weight), rng.standard_normal(weight[0])
+        want = ref_conv2d(x, w, b, stride, padding, dilation, groups)
+        args = [mt.tensor(a, dtype=mt.float32) for a in (x, w, b)]
+        for config in range(_lib.conv2d_igemm_config_count()):
+            out = mt.full(want.shape, 5.0)  # every output is written
+            _lib.conv2d_igemm(out, *args, stride, padding, dilation, groups, config)
+            assert_close(out.numpy(), want, mt.float32, n=weight[1] * weight[2] * weight[3])
