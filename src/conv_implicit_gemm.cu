@@ -57,9 +57,10 @@
  * Groups run as gridDim.z (one group's product per z). Each product runs on
  * one of several tile configurations (the autotuner's choice per shape, see
  * below); the configs past the warptile ones run the same Problems on
- * cp.async stages and larger tiles (src/conv_igemm_pipelined.cu). With a
- * stride above 1 the input gradient runs one dense product per stride
- * phase instead (src/conv_igemm_phases.h: no zero taps). Next: tensor cores.
+ * cp.async stages and larger tiles (src/conv_igemm_pipelined.cu). With
+ * dilation 1 the input gradient runs one dense product per stride phase
+ * instead (src/conv_igemm_phases.h: no zero taps, a cheaper gather; the
+ * product below then serves dilation > 1). Next: tensor cores.
  */
 #include "conv_implicit_gemm.h"
 #include "conv_igemm_phases.h"
@@ -487,7 +488,7 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
     if (tensor_numel(grad_in) == 0)
         return MT_OK;
     const int64_t M = d.c_group, N = (int64_t)d.n * d.hw, K = (int64_t)d.c_out_group * d.taps;
-    if (igemm_input_grad_by_phases(d)) { /* a product per stride phase, no zero taps (src/conv_igemm_phases.h) */
+    if (igemm_input_grad_by_phases(d)) { /* a product per stride phase (src/conv_igemm_phases.h) */
         auto launch = [&](const auto &prob, int64_t m, int64_t n, int64_t k) {
             return launch_igemm<std::remove_pointer_t<decltype(prob.out)>>(prob, m, n, k, config, false);
         };
