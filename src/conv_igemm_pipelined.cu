@@ -95,7 +95,8 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
     const int a_k = tid % BK, a_m = tid / BK;
     const int b_k = P::kBAlongK ? tid % BK : tid / kBRow;
     const int b_n = P::kBAlongK ? tid / BK : tid % kBRow;
-    constexpr bool kWalk = C::kStepped && std::is_same<P, ForwardProblem<T>>::value;
+    constexpr bool kWalk = C::kStepped && (std::is_same<P, ForwardProblem<T>>::value ||
+                                           std::is_same<P, InputGradPhaseProblem<T>>::value);
     using BCol = typename std::conditional<kWalk, WalkCol<T>, typename P::Col>::type;
     BCol b_col[kBCols];
     bool b_col_ok[kBCols];
@@ -307,12 +308,13 @@ static mt_status launch_pipe(const P &prob, int64_t M, int64_t N, int splits, in
     return MT_OK;
 }
 
-/* A stepped config: its own kernel for a forward whose taps fit the mask,
- * else (the gradients; a kernel of over 64 taps) the same tile plainly. */
+/* A stepped config: its own kernel for a forward or a phase product of the
+ * input gradient whose taps fit the mask, else (the other products; over 64
+ * taps) the same tile plainly. */
 template <typename T, typename Stepped, typename Plain, typename P>
 static mt_status launch_pipe_stepped(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
 {
-    if constexpr (std::is_same<P, ForwardProblem<T>>::value) {
+    if constexpr (std::is_same<P, ForwardProblem<T>>::value || std::is_same<P, InputGradPhaseProblem<T>>::value) {
         if (prob.d.taps <= 64)
             return launch_pipe<T, Stepped>(prob, M, N, splits, k_per_split);
     }

@@ -18,13 +18,16 @@
  * by a running offset (c H W + i dh W + j dw) that a step moves on with adds
  * (every thread of a warp loads the same k, so the step's branches do not
  * diverge). An element then costs a mask bit, an add and the copy. The
- * mask holds 64 taps: larger kernels run the plain gather.
+ * mask holds 64 taps: larger kernels run the plain gather. The input
+ * gradient's phase product (src/conv_igemm_phases.h) is a correlation of
+ * grad_out with a phase's taps and walks the same way (below).
  *
  * Compiled as it is by nvcc and the emulator, like conv_implicit_gemm.h.
  */
 #ifndef MT_CONV_IGEMM_WALK_H
 #define MT_CONV_IGEMM_WALK_H
 
+#include "conv_igemm_phases.h"
 #include "conv_implicit_gemm.h"
 
 /* One column (output pixel) of the forward's B: where its window's corner
@@ -43,13 +46,6 @@ struct WalkPos {
     int64_t off;
     int tap, j;
 };
-
-/* Whether the walk serves this forward (the mask holds every tap). */
-template <typename T>
-MT_DEVICE bool walk_fits(const ForwardProblem<T> &prob)
-{
-    return prob.d.taps <= 64;
-}
 
 template <typename T>
 MT_DEVICE WalkCol<T> walk_col(const ForwardProblem<T> &prob, int g, int p)
@@ -92,6 +88,52 @@ MT_DEVICE void walk_step(const ForwardProblem<T> &prob, WalkPos &at)
         if (at.tap == d.taps) {
             at.tap = 0;
             at.off += d.hw - (int64_t)d.kh * d.dh * d.w; /* back to row 0 of the next channel */
+        }
+    }
+}
+
+/* ---- the same walk for the input gradient's phase product ------------------
+ * (src/conv_igemm_phases.h) Column (image, u, v) reads grad_out at output
+ * pixel (u + qy - ti, v + qx - tj) for tap (ti, tj) of the phase: a
+ * correlation of grad_out with the phase's taps, so the mask is of the taps
+ * that land inside the output, and the offset co OH OW - ti OW - tj walks
+ * backwards along a row. */
+template <typename T>
+MT_DEVICE WalkCol<T> walk_col(const InputGradPhaseProblem<T> &prob, int g, int p)
+{
+    const ConvDims &d = prob.d; /* kh, kw: the phase's taps */
+    const typename InputGradPhaseProblem<T>::Col cl = prob.col(g, p);
+    uint64_t inside = 0;
+    for (int i = 0; i < d.kh; ++i) {
+        if ((unsigned)(cl.ty - i) >= (unsigned)d.oh)
+            continue;
+        for (int j = 0; j < d.kw; ++j)
+            if ((unsigned)(cl.tx - j) < (unsigned)d.ow)
+                inside |= (uint64_t)1 << (i * d.kw + j);
+    }
+    return WalkCol<T>{cl.go, (int64_t)cl.ty * d.ow + cl.tx, inside};
+}
+
+template <typename T>
+MT_DEVICE WalkPos walk_pos(const InputGradPhaseProblem<T> &prob, int k)
+{
+    const ConvDims &d = prob.d;
+    const KTap t = k_tap(d, k);
+    return WalkPos{(int64_t)t.c * d.ohw - (int64_t)t.i * d.ow - t.j, t.i * d.kw + t.j, t.j};
+}
+
+template <typename T>
+MT_DEVICE void walk_step(const InputGradPhaseProblem<T> &prob, WalkPos &at)
+{
+    const ConvDims &d = prob.d;
+    at.off -= 1;
+    ++at.tap;
+    if (++at.j == d.kw) {
+        at.j = 0;
+        at.off += d.kw - d.ow; /* back to tap column 0, one output row up */
+        if (at.tap == d.taps) {
+            at.tap = 0;
+            at.off += d.ohw + (int64_t)d.kh * d.ow; /* back to tap row 0 of the next channel */
         }
     }
 }
