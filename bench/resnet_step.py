@@ -65,7 +65,10 @@ def _mt_hook(module: Any, record: Callable) -> Callable:
 
 
 def _torch_hook(module: Any, record: Callable) -> Callable:
-    return module.register_forward_pre_hook(lambda m, inputs: record(inputs[0].shape)).remove
+    def pre_hook(_module: Any, inputs: tuple[Any, ...]) -> None:
+        record(inputs[0].shape)  # None: a pre-hook that returns a value replaces the module's inputs
+
+    return module.register_forward_pre_hook(pre_hook).remove
 
 
 def relu_and_add_shapes(bn_shapes: dict[str, tuple[int, ...]]) -> tuple[list, list]:

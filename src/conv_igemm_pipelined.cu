@@ -33,12 +33,17 @@
  */
 #include "async_copy.h"
 #include "conv_implicit_gemm.h"
+#include "conv_igemm_phases.h"
+#include "conv_igemm_walk.h"
 #include "warptile_loop.h"
 
-/* A warptile configuration with kStages shared-memory stages. */
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_, int kStages_>
+/* A warptile configuration with kStages shared-memory stages; kStepped: the
+ * forward's gather walks its k with a running offset and a per-window mask
+ * of the taps inside the image (src/conv_igemm_walk.h). */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kMinBlocks_, int kStages_, bool kStepped_ = false>
 struct PipelinedConfig : WarptileConfig<BM_, BN_, BK_, WM_, WN_, kMinBlocks_> {
     static constexpr int kStages = kStages_;
+    static constexpr bool kStepped = kStepped_;
 };
 
 /* Block (x, y, z): columns from x * BN, rows from y * BM of group
@@ -59,10 +64,17 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
     constexpr int kALoads = BM * BK / kThreads; /* elements each thread copies per K-tile */
     constexpr int kBLoads = BK * BN / kThreads;
     constexpr int kAStep = kThreads / BK; /* the row distance between one thread's A copies */
-    constexpr int kBStep = P::kBAlongK ? kThreads / BK : kThreads / BN;
+    /* B along N: a tile wider than the block (BN > kThreads, the 64 x 64
+     * warp tiles on 64 rows) gives each thread kBCols columns, kThreads
+     * apart, each at every k of the K-tile. */
+    constexpr int kBRow = BN < kThreads ? BN : kThreads; /* threads along one k of the tile */
+    constexpr int kBCols = P::kBAlongK ? 1 : BN / kBRow;
+    constexpr int kBPerCol = kBLoads / kBCols;
+    constexpr int kBStep = P::kBAlongK ? kThreads / BK : kThreads / kBRow;
     static_assert(S >= 2, "at least one K-tile in flight");
     static_assert(kALoads * kThreads == BM * BK && kBLoads * kThreads == BK * BN, "whole copies per thread");
-    static_assert(kThreads % BK == 0 && kThreads % BN == 0, "threads cover whole rows and columns");
+    static_assert(kThreads % BK == 0 && (kThreads % BN == 0 || BN % kThreads == 0),
+                  "threads cover whole rows, and whole columns or several each");
     static_assert(S * BK * (BM + BN + 2 * kWarptilePad) * sizeof(T) <= 48 * 1024, "static shared memory limit");
 
     __shared__ __align__(16) T a_tile[S][BK][BM + kWarptilePad];
@@ -81,10 +93,21 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
      * rows; B along N: one column (worked out once, here) at kBLoads k;
      * B along K (the weight gradient): one k in kBLoads columns of a table. */
     const int a_k = tid % BK, a_m = tid / BK;
-    const int b_k = P::kBAlongK ? tid % BK : tid / BN;
-    const int b_n = P::kBAlongK ? tid / BK : tid % BN;
-    const typename P::Col b_col = P::kBAlongK ? typename P::Col{} : prob.col(g, n0 + b_n < N ? n0 + b_n : N - 1);
-    const bool b_col_ok = n0 + b_n < N;
+    const int b_k = P::kBAlongK ? tid % BK : tid / kBRow;
+    const int b_n = P::kBAlongK ? tid / BK : tid % kBRow;
+    constexpr bool kWalk = C::kStepped && (std::is_same<P, ForwardProblem<T>>::value ||
+                                           std::is_same<P, InputGradPhaseProblem<T>>::value);
+    using BCol = typename std::conditional<kWalk, WalkCol<T>, typename P::Col>::type;
+    BCol b_col[kBCols];
+    bool b_col_ok[kBCols];
+    MT_UNROLL for (int c = 0; c < kBCols; ++c) {
+        const int n = n0 + b_n + c * kThreads;
+        if constexpr (kWalk)
+            b_col[c] = walk_col(prob, g, n < N ? n : N - 1);
+        else
+            b_col[c] = P::kBAlongK ? typename P::Col{} : prob.col(g, n < N ? n : N - 1);
+        b_col_ok[c] = n < N;
+    }
     __shared__ typename P::Col col_table[BN];
     if constexpr (P::kBAlongK) {
         for (int n = tid; n < BN; n += kThreads)
@@ -119,14 +142,33 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
                 const T *src = n0 + n < N && k < k_end ? prob.b_at(col_table[n], bk) : nullptr;
                 async_copy<kBytes>(&b_tile[s][b_k][n], src ? src : zero_src, src ? kBytes : 0);
             }
+        } else if constexpr (kWalk) { /* k split once, then walked by adds; the mask says what is padding */
+            const WalkPos pos0 = walk_pos(prob, k0 + b_k);
+            MT_UNROLL for (int c = 0; c < kBCols; ++c) {
+                WalkPos pos = pos0;
+                MT_UNROLL for (int i = 0; i < kBPerCol; ++i) {
+                    const int k = k0 + b_k + i * kBStep;
+                    const T *src = b_col_ok[c] && k < k_end ? walk_at(b_col[c], pos) : nullptr;
+                    async_copy<kBytes>(&b_tile[s][b_k + i * kBStep][b_n + c * kThreads], src ? src : zero_src,
+                                       src ? kBytes : 0);
+                    if (i + 1 < kBPerCol) {
+                        MT_UNROLL for (int step = 0; step < kBStep; ++step)
+                            walk_step(prob, pos);
+                    }
+                }
+            }
         } else { /* k split once, then walked by kBStep (k_tap_step: no division) */
-            KTap tap = k_tap(prob.d, k0 + b_k);
-            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
-                const int k = k0 + b_k + i * kBStep;
-                const T *src = b_col_ok && k < k_end ? prob.b_at(b_col, tap) : nullptr;
-                async_copy<kBytes>(&b_tile[s][b_k + i * kBStep][b_n], src ? src : zero_src, src ? kBytes : 0);
-                if (i + 1 < kBLoads)
-                    k_tap_step(prob.d, tap, kBStep);
+            const KTap tap0 = k_tap(prob.d, k0 + b_k);
+            MT_UNROLL for (int c = 0; c < kBCols; ++c) {
+                KTap tap = tap0;
+                MT_UNROLL for (int i = 0; i < kBPerCol; ++i) {
+                    const int k = k0 + b_k + i * kBStep;
+                    const T *src = b_col_ok[c] && k < k_end ? prob.b_at(b_col[c], tap) : nullptr;
+                    async_copy<kBytes>(&b_tile[s][b_k + i * kBStep][b_n + c * kThreads], src ? src : zero_src,
+                                       src ? kBytes : 0);
+                    if (i + 1 < kBPerCol)
+                        k_tap_step(prob.d, tap, kBStep);
+                }
             }
         }
     };
@@ -198,6 +240,19 @@ using Pipe1 = PipelinedConfig<128, 128, 8, 64, 32, 1, 4>;  /* square, 8 warps, f
 using Pipe2 = PipelinedConfig<64, 128, 16, 64, 32, 2, 3>;  /* 4 warps, K 16, 3 stages */
 using Pipe3 = PipelinedConfig<128, 64, 16, 64, 32, 2, 3>;  /* taller: 128 rows, 64 columns */
 using Pipe4 = PipelinedConfig<64, 128, 8, 64, 32, 2, 4>;   /* 4 warps, K 8, 4 stages */
+/* Warp tiles of 64 x 64: 8 + 16 fragment values for 128 FMAs a step (64 x 32:
+ * 8 + 8 for 64), and each gathered element feeds 128 or 256 rows, the
+ * gather's address arithmetic spread over twice the multiply-adds. */
+using Pipe5 = PipelinedConfig<128, 256, 8, 64, 64, 1, 3>;  /* 8 warps, 256 pixels x 128 channels */
+using Pipe6 = PipelinedConfig<256, 128, 8, 64, 64, 1, 3>;  /* 8 warps, 256 channels (the gradients' M) */
+using Pipe7 = PipelinedConfig<64, 256, 8, 64, 64, 1, 4>;   /* 4 warps on 64 channels, 2 columns a thread */
+using Pipe8 = PipelinedConfig<64, 128, 8, 64, 64, 4, 4>;   /* 2 warps on 64 channels, 2 columns a thread */
+/* The stepped forward (src/conv_igemm_walk.h) on tiles of the ones above;
+ * the gradients, whose gathers have no walk, run those tiles plainly. */
+using Pipe9 = PipelinedConfig<64, 256, 8, 64, 32, 1, 4, true>;   /* Pipe0, stepped */
+using Pipe10 = PipelinedConfig<64, 256, 8, 64, 64, 1, 4, true>;  /* Pipe7, stepped */
+using Pipe11 = PipelinedConfig<128, 256, 8, 64, 64, 1, 3, true>; /* Pipe5, stepped */
+using Pipe12 = PipelinedConfig<128, 128, 8, 64, 32, 1, 4, true>; /* Pipe1, stepped */
 
 static const char *const kPipeNames[] = {
     "64x256x8 warp 64x32, cp.async 4 stages (256 threads)",
@@ -205,10 +260,21 @@ static const char *const kPipeNames[] = {
     "64x128x16 warp 64x32, cp.async 3 stages (128 threads)",
     "128x64x16 warp 64x32, cp.async 3 stages (128 threads)",
     "64x128x8 warp 64x32, cp.async 4 stages (128 threads)",
+    "128x256x8 warp 64x64, cp.async 3 stages (256 threads)",
+    "256x128x8 warp 64x64, cp.async 3 stages (256 threads)",
+    "64x256x8 warp 64x64, cp.async 4 stages (128 threads)",
+    "64x128x8 warp 64x64, cp.async 4 stages (64 threads)",
+    "64x256x8 warp 64x32, cp.async 4 stages (256 threads), stepped forward gather",
+    "64x256x8 warp 64x64, cp.async 4 stages (128 threads), stepped forward gather",
+    "128x256x8 warp 64x64, cp.async 3 stages (256 threads), stepped forward gather",
+    "128x128x8 warp 64x32, cp.async 4 stages (256 threads), stepped forward gather",
 };
 static const IgemmTileSize kPipeTiles[] = {
     {Pipe0::BM, Pipe0::BN, Pipe0::BK}, {Pipe1::BM, Pipe1::BN, Pipe1::BK}, {Pipe2::BM, Pipe2::BN, Pipe2::BK},
-    {Pipe3::BM, Pipe3::BN, Pipe3::BK}, {Pipe4::BM, Pipe4::BN, Pipe4::BK},
+    {Pipe3::BM, Pipe3::BN, Pipe3::BK}, {Pipe4::BM, Pipe4::BN, Pipe4::BK}, {Pipe5::BM, Pipe5::BN, Pipe5::BK},
+    {Pipe6::BM, Pipe6::BN, Pipe6::BK}, {Pipe7::BM, Pipe7::BN, Pipe7::BK}, {Pipe8::BM, Pipe8::BN, Pipe8::BK},
+    {Pipe9::BM, Pipe9::BN, Pipe9::BK}, {Pipe10::BM, Pipe10::BN, Pipe10::BK}, {Pipe11::BM, Pipe11::BN, Pipe11::BK},
+    {Pipe12::BM, Pipe12::BN, Pipe12::BK},
 };
 constexpr int kPipeConfigs = (int)(sizeof(kPipeNames) / sizeof(kPipeNames[0]));
 static_assert(sizeof(kPipeTiles) / sizeof(kPipeTiles[0]) == kPipeConfigs, "a size for every name");
@@ -242,6 +308,19 @@ static mt_status launch_pipe(const P &prob, int64_t M, int64_t N, int splits, in
     return MT_OK;
 }
 
+/* A stepped config: its own kernel for a forward or a phase product of the
+ * input gradient whose taps fit the mask, else (the other products; over 64
+ * taps) the same tile plainly. */
+template <typename T, typename Stepped, typename Plain, typename P>
+static mt_status launch_pipe_stepped(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
+{
+    if constexpr (std::is_same<P, ForwardProblem<T>>::value || std::is_same<P, InputGradPhaseProblem<T>>::value) {
+        if (prob.d.taps <= 64)
+            return launch_pipe<T, Stepped>(prob, M, N, splits, k_per_split);
+    }
+    return launch_pipe<T, Plain>(prob, M, N, splits, k_per_split);
+}
+
 template <typename T, typename P>
 mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N, int splits, int k_per_split)
 {
@@ -256,12 +335,28 @@ mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N,
         return launch_pipe<T, Pipe3>(prob, M, N, splits, k_per_split);
     case 4:
         return launch_pipe<T, Pipe4>(prob, M, N, splits, k_per_split);
+    case 5:
+        return launch_pipe<T, Pipe5>(prob, M, N, splits, k_per_split);
+    case 6:
+        return launch_pipe<T, Pipe6>(prob, M, N, splits, k_per_split);
+    case 7:
+        return launch_pipe<T, Pipe7>(prob, M, N, splits, k_per_split);
+    case 8:
+        return launch_pipe<T, Pipe8>(prob, M, N, splits, k_per_split);
+    case 9:
+        return launch_pipe_stepped<T, Pipe9, Pipe0>(prob, M, N, splits, k_per_split);
+    case 10:
+        return launch_pipe_stepped<T, Pipe10, Pipe7>(prob, M, N, splits, k_per_split);
+    case 11:
+        return launch_pipe_stepped<T, Pipe11, Pipe5>(prob, M, N, splits, k_per_split);
+    case 12:
+        return launch_pipe_stepped<T, Pipe12, Pipe1>(prob, M, N, splits, k_per_split);
     default:
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_conv2d_igemm", "pipelined config %d has no kernel", which);
     }
 }
 
-/* The six products conv_implicit_gemm.cu launches. */
+/* The products conv_implicit_gemm.cu launches (the input gradient two ways). */
 template mt_status launch_igemm_pipelined<float>(const ForwardProblem<float> &, int, int64_t, int64_t, int, int);
 template mt_status launch_igemm_pipelined<double>(const ForwardProblem<double> &, int, int64_t, int64_t, int, int);
 template mt_status launch_igemm_pipelined<float>(const InputGradProblem<float> &, int, int64_t, int64_t, int, int);
@@ -269,4 +364,7 @@ template mt_status launch_igemm_pipelined<double>(const InputGradProblem<double>
                                                   int);
 template mt_status launch_igemm_pipelined<float>(const WeightGradProblem<float> &, int, int64_t, int64_t, int, int);
 template mt_status launch_igemm_pipelined<double>(const WeightGradProblem<double> &, int, int64_t, int64_t, int,
+                                                  int);
+template mt_status launch_igemm_pipelined<float>(const InputGradPhaseProblem<float> &, int, int64_t, int64_t, int, int);
+template mt_status launch_igemm_pipelined<double>(const InputGradPhaseProblem<double> &, int, int64_t, int64_t, int,
                                                   int);

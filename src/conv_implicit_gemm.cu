@@ -57,11 +57,13 @@
  * Groups run as gridDim.z (one group's product per z). Each product runs on
  * one of several tile configurations (the autotuner's choice per shape, see
  * below); the configs past the warptile ones run the same Problems on
- * cp.async stages and larger tiles (src/conv_igemm_pipelined.cu). Next:
- * the stride phases of the input gradient as separate dense products (no
- * zero taps), tensor cores.
+ * cp.async stages and larger tiles (src/conv_igemm_pipelined.cu). With
+ * dilation 1 the input gradient runs one dense product per stride phase
+ * instead (src/conv_igemm_phases.h: no zero taps, a cheaper gather; the
+ * product below then serves dilation > 1). Next: tensor cores.
  */
 #include "conv_implicit_gemm.h"
+#include "conv_igemm_phases.h"
 #include "matmul_view.h"
 #include "scratch.h"
 #include "warptile_loop.h"
@@ -486,6 +488,16 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
     if (tensor_numel(grad_in) == 0)
         return MT_OK;
     const int64_t M = d.c_group, N = (int64_t)d.n * d.hw, K = (int64_t)d.c_out_group * d.taps;
+    if (igemm_input_grad_by_phases(d)) { /* a product per stride phase (src/conv_igemm_phases.h) */
+        auto launch = [&](const auto &prob, int64_t m, int64_t n, int64_t k) {
+            return launch_igemm<std::remove_pointer_t<decltype(prob.out)>>(prob, m, n, k, config, false);
+        };
+        if (grad_in.dtype == MT_FLOAT32)
+            return for_each_input_grad_phase(first<float>(grad_out), first<float>(weight), first_out<float>(grad_in), d,
+                                             launch);
+        return for_each_input_grad_phase(first<double>(grad_out), first<double>(weight), first_out<double>(grad_in),
+                                         d, launch);
+    }
     if (grad_in.dtype == MT_FLOAT32) {
         const InputGradProblem<float> prob{first<float>(grad_out), first<float>(weight), first_out<float>(grad_in), d};
         return launch_igemm<float>(prob, M, N, K, config, false);

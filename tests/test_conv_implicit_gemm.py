@@ -162,3 +162,72 @@ def test_implicit_gemm_c_refusals_name_the_problem() -> None:
     with pytest.raises(mt.ShapeError, match="no window fits"):
         ops.conv2d_igemm_weight_grad(mt.randn(1, 3, 1, 1), mt.randn(1, 2, 2, 2), (3, 2, 3, 3), (1, 1), (0, 0),
                                      (1, 1), 1)
+
+
+def ref_input_grad(grad: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], stride: tuple[int, int],
+                   padding: tuple[int, int], groups: int) -> np.ndarray:
+    """The input gradient of a convolution (dilation 1), in float64: each tap's
+    W^T G added at the input positions that tap read (a strided slice of a
+    padded input)."""
+    n, c, h, wd = x_shape
+    c_out, c_group, kh, kw = w.shape
+    oh, ow = grad.shape[2:]
+    (sh, sw), (ph, pw), co_group = stride, padding, c_out // groups
+    dx = np.zeros((n, c, h + 2 * ph + kh * sh, wd + 2 * pw + kw * sw))
+    for g in range(groups):
+        gs, cs = slice(g * co_group, (g + 1) * co_group), slice(g * c_group, (g + 1) * c_group)
+        for i in range(kh):
+            for j in range(kw):
+                dx[:, cs, i:i + oh * sh:sh, j:j + ow * sw:sw] += np.einsum("oc,noyx->ncyx", w[gs, :, i, j], grad[:, gs])
+    return dx[:, :, ph:ph + h, pw:pw + wd]
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+def test_strided_input_grad_by_phases_matches_numpy(dtype) -> None:
+    """Stride > 1 with dilation 1: the input gradient runs one product per stride
+    phase (src/conv_igemm_phases.h). Random shapes (strides 2-3 per dim, kernels
+    1-5, padding, groups, N = 1, planes smaller than the stride), a transposed
+    (non-contiguous) upstream gradient, against NumPy."""
+    rng = np.random.default_rng(29)
+    cases = [((1, 16, 9, 9), (8, 16, 3, 3), (2, 2), (1, 1), 1),  # the 3 x 3 / 2 layer
+             ((2, 6, 7, 8), (4, 6, 1, 1), (2, 2), (0, 0), 1),  # 1 x 1 / 2: three phases get zeros
+             ((1, 4, 1, 5), (6, 2, 1, 3), (2, 3), (0, 1), 2)]  # H = 1 under stride 2
+    for _ in range(6):
+        groups = int(rng.integers(1, 3))
+        kh, kw = (int(k) for k in rng.integers(1, 6, size=2))
+        shape = (int(rng.integers(1, 3)), groups * int(rng.integers(1, 4)), int(rng.integers(kh, 15)),
+                 int(rng.integers(kw, 15)))
+        weight = (groups * int(rng.integers(1, 4)), shape[1] // groups, kh, kw)
+        cases.append((shape, weight, tuple(int(s) for s in rng.integers(2, 4, size=2)),
+                      (int(rng.integers(0, kh)), int(rng.integers(0, kw))), groups))
+    for shape, weight, stride, padding, groups in cases:
+        oh, ow = ((size + 2 * p - k) // s + 1 for size, k, s, p in zip(shape[2:], weight[2:], stride, padding))
+        grad = rng.standard_normal((shape[0], weight[0], ow, oh)).transpose(0, 1, 3, 2)  # a transposed view
+        w = rng.standard_normal(weight)
+        mt_grad = mt.tensor(np.ascontiguousarray(grad.transpose(0, 1, 3, 2)), dtype=dtype).transpose(2, 3)
+        got = ops.conv2d_igemm_input_grad(mt_grad, mt.tensor(w, dtype=dtype), shape, stride, padding, (1, 1), groups)
+        assert_close(np.asarray(got.numpy(), dtype=np.float64), ref_input_grad(grad, w, shape, stride, padding, groups),
+                     dtype, n=weight[0] // groups * weight[2] * weight[3])
+
+
+def test_every_tile_config_forward_matches_numpy() -> None:
+    """Each tile configuration the autotuner may pick (the stepped forward
+    gather's among them, src/conv_igemm_walk.h: a mask of the taps inside the
+    image per window, k walked by adds) on windows in and out of the padding,
+    dilation, groups, per-dim strides, a 7 x 7 kernel (49 taps, the mask's
+    largest family here) and a 9 x 9 one (81 taps: the plain gather), N = 1."""
+    from minitensor import _lib
+
+    rng = np.random.default_rng(30)
+    cases = [((2, 4, 9, 10), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+             ((1, 3, 19, 18), (5, 3, 7, 7), (2, 2), (3, 3), (1, 1), 1),
+             ((1, 2, 12, 11), (3, 2, 9, 9), (1, 1), (4, 4), (1, 1), 1),
+             ((1, 4, 13, 12), (4, 2, 3, 2), (1, 2), (2, 1), (2, 3), 2)]
+    for shape, weight, stride, padding, dilation, groups in cases:
+        x, w, b = rng.standard_normal(shape), rng.standard_normal(weight), rng.standard_normal(weight[0])
+        want = ref_conv2d(x, w, b, stride, padding, dilation, groups)
+        args = [mt.tensor(a, dtype=mt.float32) for a in (x, w, b)]
+        for config in range(_lib.conv2d_igemm_config_count()):
+            out = mt.full(want.shape, 5.0)  # every output is written
+            _lib.conv2d_igemm(out, *args, stride, padding, dilation, groups, config)
+            assert_close(out.numpy(), want, mt.float32, n=weight[1] * weight[2] * weight[3])

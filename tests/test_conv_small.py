@@ -149,3 +149,21 @@ def test_small_rungs_refusals_name_the_problem() -> None:
         mt.kernels.conv2d(x, mt.randn(3, 2, 7, 7), algo="direct")
     with pytest.raises(mt.ShapeError, match="groups"):
         mt.kernels.conv2d(x, mt.randn(3, 2, 3, 3), groups=2, algo="direct")
+
+
+def test_first_layer_without_input_grad_takes_the_implicit_gemm_above_9_taps() -> None:
+    """The direct rung's win is its input gradient: a first layer (its input the
+    data, no gradient) with more than ops.DIRECT_MAX_TAPS_NO_INPUT_GRAD taps runs
+    the implicit GEMM (the ResNet stem: 27 taps); the digits layer (9) stays direct."""
+    rng = np.random.default_rng(26)
+    images = mt.tensor(rng.standard_normal((2, 3, 8, 8)))  # no gradient
+    stem_w = mt.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
+    digits = mt.tensor(rng.standard_normal((2, 1, 8, 8)))
+    digits_w = mt.tensor(rng.standard_normal((4, 1, 3, 3)), requires_grad=True)
+    with mt.kernels.policy("fast"):
+        out = F.conv2d(images, stem_w, padding=1)
+        assert type(out.grad_fn).__name__ == "Conv2dImplicitGemm"
+        assert_close(out.detach().numpy(), ref_conv2d(images.numpy(), stem_w.detach().numpy(), None, (1, 1), (1, 1)),
+                     mt.float64, n=27)
+        assert type(F.conv2d(images.requires_grad_(), stem_w, padding=1).grad_fn).__name__ == "Conv2dDirect"
+        assert type(F.conv2d(digits, digits_w, padding=1).grad_fn).__name__ == "Conv2dDirect"

@@ -150,7 +150,8 @@ def _default_conv2d_rung(input: Tensor, weight: Tensor, kernel: tuple[int, int],
     indices do not hold the sizes; then im2col."""
     if not ops.fast_kernels():
         return "im2col"
-    small = ops.conv2d_small_rung(input.shape, weight.shape, stride, dilation, groups, input.dtype)
+    input_grad = getattr(input, "requires_grad", True)  # an Array (torch_ops): as if it had one
+    small = ops.conv2d_small_rung(input.shape, weight.shape, stride, dilation, groups, input.dtype, input_grad)
     if small is not None:  # depthwise, or few products per output (src/conv_depthwise.cu, conv_direct.cu)
         return small
     if weight.shape[1] == 1 and groups > 1 and ops.conv2d_tiled_fits(kernel, stride, dilation, input.dtype):

@@ -242,6 +242,8 @@ def conv2d_grad_rungs(input_shape: tuple[int, ...], weight_shape: tuple[int, ...
 
 DEPTHWISE_TILE = (32, 32)  # src/conv_depthwise.cu's kTileH x kTileW outputs a block
 DIRECT_MAX_TAPS = 27  # C / groups * KH * KW up to which F.conv2d takes the direct rung
+# ... and without an input gradient (a network's first layer): above, the implicit GEMM.
+DIRECT_MAX_TAPS_NO_INPUT_GRAD = 9
 
 
 def conv2d_depthwise_fits(kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
@@ -255,7 +257,7 @@ def conv2d_depthwise_fits(kernel: tuple[int, int], stride: tuple[int, int], dila
 
 
 def conv2d_small_rung(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, int],
-                      dilation: tuple[int, int], groups: int, dtype: DType) -> str | None:
+                      dilation: tuple[int, int], groups: int, dtype: DType, input_grad: bool = True) -> str | None:
     """The rung of F.conv2d's fast policy for the convolutions a matrix product
     serves badly, or None for the others (the caller's choice then stands):
 
@@ -264,11 +266,17 @@ def conv2d_small_rung(input_shape: tuple[int, ...], weight_shape: tuple[int, ...
     - "direct" when groups = 1 and each output sums at most DIRECT_MAX_TAPS
       products (C KH KW: the digits CNN's 1 -> 32 channel 3 x 3 layer has 9):
       the GEMM's K would be a sliver of its tile, im2col's backward a window
-      tensor and a col2im of KH KW adds."""
+      tensor and a col2im of KH KW adds. Its win is the input gradient (a
+      gather, where the implicit GEMM's would run im2col for so few channels):
+      with input_grad False (a first layer, whose input is the data) it is
+      kept only up to DIRECT_MAX_TAPS_NO_INPUT_GRAD taps, the digits layer's 9.
+      The H100 timed the ResNet example's stem (3 -> 64, 3 x 3, 32 x 32, N256,
+      27 taps) at 0.296 ms forward and 0.753 forward + weight gradient on the
+      direct rung, 0.173 and 0.296 on the implicit GEMM."""
     c, c_out, c_group, kh, kw = input_shape[1], weight_shape[0], weight_shape[1], weight_shape[2], weight_shape[3]
     if c_group == 1 and groups == c == c_out:
         return "depthwise" if conv2d_depthwise_fits((kh, kw), stride, dilation, dtype) else None
-    if groups == 1 and c_group * kh * kw <= DIRECT_MAX_TAPS:
+    if groups == 1 and c_group * kh * kw <= (DIRECT_MAX_TAPS if input_grad else DIRECT_MAX_TAPS_NO_INPUT_GRAD):
         return "direct"
     return None
 

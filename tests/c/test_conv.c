@@ -13,7 +13,9 @@
  * its 64 / 128 x 128 tiles, strides the tiled patch cannot hold), and its two
  * gradients, mt_conv2d_igemm_input_grad and mt_conv2d_igemm_weight_grad,
  * against their sums (stride > 1, dilation, groups, a weight gradient split
- * over blocks, an empty batch), with their refusals. The depthwise rung's
+ * over blocks, an empty batch), with their refusals; the input gradient of
+ * a strided convolution, which runs one product per stride phase, on phases
+ * with and without taps and on every tile configuration. The depthwise rung's
  * backward, mt_conv2d_depthwise_input_grad and _weight_grad, against the same
  * sums (groups = C = C_out: stride, padding, dilation, per-dim arguments,
  * planes off the 256-thread block, a 7 x 7 stem-like kernel at stride 2, an
@@ -360,6 +362,37 @@ int main(void)
             grad_case(dtype, (conv_args){2, 3, 19, 18, 5, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0});
             for (int r = 0; r < 8; ++r)
                 grad_case(dtype, random_args());
+        }
+        /* Stride > 1 with dilation 1: the input gradient runs one product per
+         * stride phase (src/conv_igemm_phases.h): phases with 1, 2 and 4 taps
+         * of a 3 x 3 kernel, none of a 1 x 1 (its pixels get zeros), more
+         * phases than rows (H = 1 at stride 2), per-dim strides, groups; each
+         * on every tile configuration once, then random cases. */
+        TT_GROUP("conv2d_igemm input gradient by stride phases %s", tt_dtype_name(dtype)) {
+            const conv_args phase_cases[] = {
+                /* n  c  h   w   co kh kw sh sw ph pw dh dw g  bias */
+                {2, 3, 9, 10, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0},  /* the ResNet's 3 x 3 / 2 */
+                {1, 4, 7, 8, 5, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0},   /* 1 x 1 / 2: three phases without a tap */
+                {1, 2, 1, 6, 3, 1, 3, 2, 3, 0, 1, 1, 1, 1, 0},   /* H = 1: one row phase */
+                {2, 4, 11, 13, 6, 4, 2, 3, 2, 2, 1, 1, 1, 2, 0}, /* per-dim strides, 2 groups */
+                {1, 3, 19, 18, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0}, /* the stem's 7 x 7 / 2 */
+            };
+            for (size_t e = 0; e < sizeof(phase_cases) / sizeof(phase_cases[0]); ++e)
+                grad_case(dtype, phase_cases[e]);
+            for (igemm_config = 0; igemm_config < mt_conv2d_igemm_config_count(); ++igemm_config) {
+                tt_case("config %d: %s", igemm_config, mt_conv2d_igemm_config_name(igemm_config));
+                /*                   n  c   h  w  co  kh kw sh sw ph pw dh dw g  bias */
+                grad_case(dtype, (conv_args){1, 70, 5, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0}); /* M = 70: two row tiles of 64 */
+            }
+            igemm_config = -1;
+            for (int r = 0; r < 6; ++r) {
+                conv_args a = random_args();
+                a.dh = a.dw = 1;
+                a.sh = (int)tt_rand_int(2, 3);
+                a.h = tt_rand_int(1, 20) + a.kh - 1;
+                a.w = tt_rand_int(1, 20) + a.kw - 1;
+                grad_case(dtype, a);
+            }
         }
         TT_GROUP("conv2d depthwise gradients %s", tt_dtype_name(dtype)) {
             use_depthwise = 1;
