@@ -1,9 +1,10 @@
 """The attention ladder against PyTorch's scaled_dot_product_attention, on the GPU.
 
     python3 bench/attention.py            # on the GPU machine (needs torch)
-    python3 bench/attention.py --rungs warp,tiled:64,tiled:128 --repeats 10
+    python3 bench/attention.py --rungs warp,tiled:64,tiled:128x2 --repeats 10
                                           # some rungs; tiled:N the tiled
-                                          # rung with N queries a block
+                                          # rung with N queries a block,
+                                          # tiled:NxR with R rows a thread
 
 Forward and forward + backward of softmax(q k^T / sqrt(d) [causal]) v for
 (batch, heads, length, head dim) float32 inputs, each rung of minitensor's
@@ -69,11 +70,15 @@ def main() -> int:
                              "query block); default: all")
     parser.add_argument("--repeats", type=int, default=20, help="timed calls a median is taken over")
     parser.add_argument("--no-flash-table", action="store_true", help="leave out the head dim 63 / 64 table")
+    parser.add_argument("--dims", default="64,128", help="comma-separated head dims of SHAPES to time")
+    parser.add_argument("--lengths", default="256,1024,2048", help="comma-separated lengths of SHAPES to time")
+    parser.add_argument("--no-backward", action="store_true", help="time the forward only")
     args = parser.parse_args()
     rungs = args.rungs.split(",")
     for r in rungs:
         if r.split(":")[0] not in RUNGS:
-            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128)")
+            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128, tiled:64x2)")
+    dims, lengths = [int(d) for d in args.dims.split(",")], [int(n) for n in args.lengths.split(",")]
     print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}")
     names = [HEADINGS.get(r, r) for r in rungs]
     print(f"| B, H, L, D, causal | pass | {' | '.join(names)} | torch sdpa | torch / {', '.join(names)} |")
@@ -81,6 +86,8 @@ def main() -> int:
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     for shape in SHAPES:
+        if shape[3] not in dims or shape[2] not in lengths:
+            continue
         for causal in (False, True):
             rng = np.random.default_rng(0)
             arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
@@ -91,12 +98,14 @@ def main() -> int:
             mgrad, tgrad = mt.tensor(grad), torch.tensor(grad, device="cuda")
 
             def rung(spec):
-                algo, _, block = spec.partition(":")
+                algo, _, config = spec.partition(":")
+                block, _, rows = config.partition("x")
                 if algo == "sdpa":
                     return lambda: F.scaled_dot_product_attention(mq, mk, mv, is_causal=causal)
                 if algo == "flash" and shape[-1] > 64:  # the flash rung holds a row of at most 64 in registers
                     return None
-                return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0))
+                return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0),
+                                                    thread_rows=int(rows or 0))
 
             fns = [rung(spec) for spec in rungs]
 
@@ -118,7 +127,7 @@ def main() -> int:
                     if errors[0] > 2e-4 or max(errors[1:]) > 2e-3:  # said, and the timings still taken
                         print(f"MISMATCH {spec} {shape} causal={causal}: out, dq, dk, dv errors "
                               f"{['%.1e' % e for e in errors]}")
-            for name in ("forward", "fwd + bwd"):
+            for name in ("forward",) if args.no_backward else ("forward", "fwd + bwd"):
                 def timed(fn, events):
                     if fn is None:
                         return None
