@@ -25,14 +25,19 @@ ladder against torch in the same process:
             scores and P V as register-tiled products, K/V tiles staged with
             cp.async, one fused backward kernel (dQ by atomics).
     tiled   src/attention_tiled.cu ("tiled"): flash block-tiled as a matmul,
-            64 or 128 queries a block (tiled:64, tiled:128), K and V each in
-            one shared buffer staged in turn, masks only on the tiles that
-            need them; backward a dQ kernel then a dK/dV kernel, no atomics.
+            64 or 128 queries a block (tiled:64, tiled:128), 4 or 2 rows a
+            thread in the forward (tiled:64x2: twice the threads a block),
+            K and V each in one shared buffer staged in turn, masks only on
+            the tiles that need them; backward a dQ kernel then a dK/dV
+            kernel, no atomics.
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
             (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
-            with the warp backward, at 128 the warp rung; no mask).
+            with the warp backward, at 128 the warp rung; no mask; with a
+            gradient at head dim 128 without the mask from length 1024 the
+            matmul rung, ops.ATTENTION_MATMUL_WITH_GRAD).
     torch   torch.nn.functional.scaled_dot_product_attention (its own choice of
-            fused kernel: memory-efficient for float32 on an H100).
+            fused kernel: memory-efficient for float32 on an H100, whose
+            products run on tensor cores as 3xTF32, float32's accuracy).
 
 Times are medians of CUDA-event timings after warm-up (milliseconds); the
 ratios are torch's time over each rung's (> 1: minitensor faster). The

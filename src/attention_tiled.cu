@@ -48,7 +48,11 @@ MT_DEVICE double tile_exp2(double x) { return exp2(x); }
 /* Tile sizes of a head dim, dtype, query block and rows a thread (4, or 2
  * for the forward's variant with twice the warps: each thread half the
  * accumulators, so more blocks' warps fit an SM to hide the shared-memory
- * latency that an issue-bound block of 4 warps waits on). */
+ * latency that an issue-bound block of 4 warps waits on). Measured on the
+ * H100 (docs/performance.md), 2 rows were 10-43 % slower everywhere: the
+ * score product's shared loads a multiply-add rise from 3/32 to 5/32 (head
+ * dim 64) or 1/8 to 3/16 (128) in an issue-bound loop, more than the extra
+ * warps hide. Opt-in, never the default. */
 template <typename T, int kDim, int kQueriesArg, int kThreadRowsArg = 4>
 struct TiledTiles {
     static_assert(kDim == 32 || kDim == 64 || kDim == 128, "the tiled rung's head dims");

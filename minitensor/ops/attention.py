@@ -36,12 +36,13 @@ ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
 # Where the matmul, masked softmax, matmul rung (scores stored, the backward
 # four matmuls and one softmax-backward kernel) beats the one-kernel rungs
 # when a gradient is wanted: (head dim, causal) -> the shortest length it
-# does so at, from bench/attention.py on the H100 (2026-11-27 evening: at
-# head dim 128 without the mask, length 1024, 11.8 ms forward + backward
-# against the warp rung's 15.7; the same at 256). Without a gradient, and
-# for every other pair, the one-kernel rungs are faster (the causal mask
-# halves their work, not the matmuls'). The scores (B, L, S) it keeps are
-# capped at ATTENTION_MATMUL_MAX_SCORES elements (1 GiB of float32).
+# does so at, from bench/attention.py on the H100 (checkpoint 2026-11-27
+# 23:50: at head dim 128 without the mask, B16 H12 T1024, 11.79 ms forward +
+# backward against the warp rung's 15.50; at T256 2.51 against 2.41, so not
+# there). Without a gradient, and for every other pair, the one-kernel rungs
+# are faster (the causal mask halves their work, not the matmuls'; at head
+# dim 64 the warp backward beat it at every length). The scores (B, L, S) it
+# keeps are capped at ATTENTION_MATMUL_MAX_SCORES elements (1 GiB of float32).
 ATTENTION_MATMUL_WITH_GRAD = {(128, False): 1024}
 ATTENTION_MATMUL_MAX_SCORES = 1 << 28
 
