@@ -1,9 +1,10 @@
 """The attention ladder against PyTorch's scaled_dot_product_attention, on the GPU.
 
     python3 bench/attention.py            # on the GPU machine (needs torch)
-    python3 bench/attention.py --rungs warp,tiled:64,tiled:128 --repeats 10
+    python3 bench/attention.py --rungs warp,tiled:64,tiled:128x2 --repeats 10
                                           # some rungs; tiled:N the tiled
-                                          # rung with N queries a block
+                                          # rung with N queries a block,
+                                          # tiled:NxR with R rows a thread
 
 Forward and forward + backward of softmax(q k^T / sqrt(d) [causal]) v for
 (batch, heads, length, head dim) float32 inputs, each rung of minitensor's
@@ -24,14 +25,19 @@ ladder against torch in the same process:
             scores and P V as register-tiled products, K/V tiles staged with
             cp.async, one fused backward kernel (dQ by atomics).
     tiled   src/attention_tiled.cu ("tiled"): flash block-tiled as a matmul,
-            64 or 128 queries a block (tiled:64, tiled:128), K and V each in
-            one shared buffer staged in turn, masks only on the tiles that
-            need them; backward a dQ kernel then a dK/dV kernel, no atomics.
+            64 or 128 queries a block (tiled:64, tiled:128), 4 or 2 rows a
+            thread in the forward (tiled:64x2: twice the threads a block),
+            K and V each in one shared buffer staged in turn, masks only on
+            the tiles that need them; backward a dQ kernel then a dK/dV
+            kernel, no atomics.
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
             (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
-            with the warp backward, at 128 the warp rung; no mask).
+            with the warp backward, at 128 the warp rung; no mask; with a
+            gradient at head dim 128 without the mask from length 1024 the
+            matmul rung, ops.ATTENTION_MATMUL_WITH_GRAD).
     torch   torch.nn.functional.scaled_dot_product_attention (its own choice of
-            fused kernel: memory-efficient for float32 on an H100).
+            fused kernel: memory-efficient for float32 on an H100, whose
+            products run on tensor cores as 3xTF32, float32's accuracy).
 
 Times are medians of CUDA-event timings after warm-up (milliseconds); the
 ratios are torch's time over each rung's (> 1: minitensor faster). The
@@ -69,11 +75,15 @@ def main() -> int:
                              "query block); default: all")
     parser.add_argument("--repeats", type=int, default=20, help="timed calls a median is taken over")
     parser.add_argument("--no-flash-table", action="store_true", help="leave out the head dim 63 / 64 table")
+    parser.add_argument("--dims", default="64,128", help="comma-separated head dims of SHAPES to time")
+    parser.add_argument("--lengths", default="256,1024,2048", help="comma-separated lengths of SHAPES to time")
+    parser.add_argument("--no-backward", action="store_true", help="time the forward only")
     args = parser.parse_args()
     rungs = args.rungs.split(",")
     for r in rungs:
         if r.split(":")[0] not in RUNGS:
-            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128)")
+            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128, tiled:64x2)")
+    dims, lengths = [int(d) for d in args.dims.split(",")], [int(n) for n in args.lengths.split(",")]
     print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}")
     names = [HEADINGS.get(r, r) for r in rungs]
     print(f"| B, H, L, D, causal | pass | {' | '.join(names)} | torch sdpa | torch / {', '.join(names)} |")
@@ -81,22 +91,25 @@ def main() -> int:
     mt_events = (mt.cuda.Event(enable_timing=True), mt.cuda.Event(enable_timing=True))
     t_events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     for shape in SHAPES:
+        if shape[3] not in dims or shape[2] not in lengths:
+            continue
+        rng = np.random.default_rng(0)  # once a shape (float32 directly): at B4 H16 T2048 D128 this took seconds
+        arrays = [rng.standard_normal(shape, dtype=np.float32) for _ in range(3)]
+        grad = rng.standard_normal(shape, dtype=np.float32)
         for causal in (False, True):
-            rng = np.random.default_rng(0)
-            arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
             mq, mk, mv = (mt.tensor(a, requires_grad=True) for a in arrays)
             tq, tk, tv = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrays)
-
-            grad = rng.standard_normal(shape).astype(np.float32)
             mgrad, tgrad = mt.tensor(grad), torch.tensor(grad, device="cuda")
 
             def rung(spec):
-                algo, _, block = spec.partition(":")
+                algo, _, config = spec.partition(":")
+                block, _, rows = config.partition("x")
                 if algo == "sdpa":
                     return lambda: F.scaled_dot_product_attention(mq, mk, mv, is_causal=causal)
                 if algo == "flash" and shape[-1] > 64:  # the flash rung holds a row of at most 64 in registers
                     return None
-                return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0))
+                return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0),
+                                                    thread_rows=int(rows or 0))
 
             fns = [rung(spec) for spec in rungs]
 
@@ -118,7 +131,7 @@ def main() -> int:
                     if errors[0] > 2e-4 or max(errors[1:]) > 2e-3:  # said, and the timings still taken
                         print(f"MISMATCH {spec} {shape} causal={causal}: out, dq, dk, dv errors "
                               f"{['%.1e' % e for e in errors]}")
-            for name in ("forward", "fwd + bwd"):
+            for name in ("forward",) if args.no_backward else ("forward", "fwd + bwd"):
                 def timed(fn, events):
                     if fn is None:
                         return None

@@ -431,7 +431,7 @@ ATTENTION_ALGOS = ("naive", "masked_softmax", "flash", "warp", "tiled")
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: bool = False,
-              scale: Optional[float] = None, block_queries: int = 0) -> Tensor:
+              scale: Optional[float] = None, block_queries: int = 0, thread_rows: int = 0) -> Tensor:
     """softmax(q @ k^T * scale) @ v with a chosen rung of the attention ladder.
 
     Args:
@@ -452,6 +452,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
         scale: 1/sqrt(D) by default.
         block_queries: the tiled rung's queries a block, 64 or 128 (float32
             only); 0 (any rung) the default.
+        thread_rows: the tiled rung's forward rows a thread, 4 or 2 (twice
+            the threads a block, float32 only); 0 (any rung) the default.
 
     Unlike the other functions here, the result is differentiable: the flash,
     warp and tiled rungs' backward recomputes the weights from each row's lse.
@@ -468,7 +470,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             or k.shape[-2] != v.shape[-2]:
         raise ops.ShapeError(f"{func}: q {q.shape}, k {k.shape} and v {v.shape} do not agree: (..., L, D), "
                              f"(..., S, D) and (..., S, Dv) with the same leading dims")
-    ops.check_attention_rung(func, algo, q.shape[-1], v.shape[-1], q.dtype.name, block_queries)
+    ops.check_attention_rung(func, algo, q.shape[-1], v.shape[-1], q.dtype.name, block_queries, thread_rows)
     # A head dim of 0 makes every score an empty sum, 0, whatever the scale (torch
     # scales q and k, not the scores): a softmax of zeros; 1/sqrt(0) never taken.
     scale = 1.0 if q.shape[-1] == 0 else 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
@@ -482,9 +484,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
         return scores.softmax(-1) @ v
     if algo == "masked_softmax":
         return autograd.MaskedSoftmax.apply(q @ k.transpose(-2, -1), None, scale, causal) @ v
-    flat = [t.reshape(-1, t.shape[-2], t.shape[-1]) for t in (q, k, v)]
-    out = autograd.Attention.apply(*flat, scale, causal, algo, block_queries)
-    return out.reshape(*q.shape[:-2], q.shape[-2], v.shape[-1])
+    return autograd.Attention.apply(q, k, v, scale, causal, algo, block_queries, thread_rows)
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1,  # noqa: A002

@@ -45,12 +45,21 @@ constexpr double kLog2e = 1.4426950408889634; /* log2(e): exp(x) = 2^(x log2(e))
 MT_DEVICE float tile_exp2(float x) { return exp2f(x); }
 MT_DEVICE double tile_exp2(double x) { return exp2(x); }
 
-/* Tile sizes of a head dim, dtype and query block. */
-template <typename T, int kDim, int kQueriesArg>
+/* Tile sizes of a head dim, dtype, query block and rows a thread (4, or 2
+ * for the forward's variant with twice the warps: each thread half the
+ * accumulators, so more blocks' warps fit an SM to hide the shared-memory
+ * latency that an issue-bound block of 4 warps waits on). Measured on the
+ * H100 (docs/performance.md), 2 rows were 10-43 % slower everywhere: the
+ * score product's shared loads a multiply-add rise from 3/32 to 5/32 (head
+ * dim 64) or 1/8 to 3/16 (128) in an issue-bound loop, more than the extra
+ * warps hide. Opt-in, never the default. */
+template <typename T, int kDim, int kQueriesArg, int kThreadRowsArg = 4>
 struct TiledTiles {
     static_assert(kDim == 32 || kDim == 64 || kDim == 128, "the tiled rung's head dims");
+    static_assert(kThreadRowsArg == 4 || kThreadRowsArg == 2, "4 or 2 rows a thread");
     static constexpr int kQueries = kQueriesArg;       /* BR: queries a block (forward, dQ) */
-    static constexpr int kThreads = 2 * kQueries;      /* 4 rows of 8 lanes a warp: 4 rows a thread */
+    static constexpr int kThreadRows = kThreadRowsArg; /* RI: a thread's rows of a tile */
+    static constexpr int kThreads = 8 * kQueries / kThreadRows; /* 8 lanes a row */
     static constexpr int kGroups = kThreads / 8;       /* row groups: a thread owns rows ty + kGroups i */
     static constexpr bool kWide = kDim == 128 || sizeof(T) == 8;
     static constexpr int kKeys = kWide ? 32 : 64;      /* BC: keys a tile; 32 keeps D 128's registers */
@@ -60,7 +69,8 @@ struct TiledTiles {
      * take 106 KiB of shared memory, room for 2 blocks of 256 threads if a
      * thread keeps to 128 registers (the compiler's own choice is ~176: one
      * block, 8 warps an SM, no better than the warp rung). */
-    static constexpr int kMinBlocks = kQueries == 128 && kDim <= 64 ? 2 : 1;
+    static constexpr int kMinBlocks = kThreadRows == 2 ? (kThreads <= 256 ? 2 : 1)
+                                      : kQueries == 128 && kDim <= 64 ? 2 : 1;
 
     static constexpr size_t forward_bytes()
     {
@@ -103,16 +113,16 @@ MT_DEVICE bool tile_needs_mask(int64_t key0, int bc, int64_t keys, int64_t q0, b
     return key0 + bc > keys || (causal && key0 + bc - 1 > q0);
 }
 
-template <typename T, int kDim, int kQueries>
-__global__ void __launch_bounds__(TiledTiles<T, kDim, kQueries>::kThreads,
-                                  TiledTiles<T, kDim, kQueries>::kMinBlocks)
+template <typename T, int kDim, int kQueries, int kThreadRows>
+__global__ void __launch_bounds__(TiledTiles<T, kDim, kQueries, kThreadRows>::kThreads,
+                                  TiledTiles<T, kDim, kQueries, kThreadRows>::kMinBlocks)
 attention_tiled_forward(T *out, T *lse, const T *q, const T *k, const T *v, int64_t length, int64_t keys, T scale,
                         int causal, int64_t row_tiles, int vec)
 {
-    using Tiles = TiledTiles<T, kDim, kQueries>;
+    using Tiles = TiledTiles<T, kDim, kQueries, kThreadRows>;
     constexpr int BR = Tiles::kQueries, BC = Tiles::kKeys, RS = Tiles::kRow, PS = Tiles::kWeightRow;
     constexpr int NT = Tiles::kThreads, G = Tiles::kGroups;
-    constexpr int RI = 4, NJ = BC / 8, NO = kDim / 8;
+    constexpr int RI = kThreadRows, NJ = BC / 8, NO = kDim / 8;
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     T *q_tile = reinterpret_cast<T *>(&shared_bytes[0]); /* [BR][RS] */
     T *k_tile = q_tile + BR * RS;                         /* [BC][RS]: one buffer, refilled after S */
@@ -446,20 +456,20 @@ static mt_status with_tiled_shape(int64_t d, int queries, Launch launch)
     }
 }
 
-template <typename T, int kDim, int kQueries>
+template <typename T, int kDim, int kQueries, int kThreadRows>
 static mt_status launch_tiled_forward(const mt_tensor &out, const mt_tensor &lse, const mt_tensor &q,
                                       const mt_tensor &k, const mt_tensor &v, double scale, int causal)
 {
-    using Tiles = TiledTiles<T, kDim, kQueries>;
+    using Tiles = TiledTiles<T, kDim, kQueries, kThreadRows>;
     const int64_t b = q.shape[0], length = q.shape[1];
     const int64_t row_tiles = (length + kQueries - 1) / kQueries;
     if (b * row_tiles > INT32_MAX)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_attention_tiled", "more blocks than a grid holds");
     const size_t bytes = Tiles::forward_bytes();
-    CUDA_CHECK(cudaFuncSetAttribute(attention_tiled_forward<T, kDim, kQueries>,
+    CUDA_CHECK(cudaFuncSetAttribute(attention_tiled_forward<T, kDim, kQueries, kThreadRows>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     const bool vec = aligned16(first_of<T>(q)) && aligned16(first_of<T>(k)) && aligned16(first_of<T>(v));
-    attention_tiled_forward<T, kDim, kQueries>
+    attention_tiled_forward<T, kDim, kQueries, kThreadRows>
         <<<(unsigned int)(b * row_tiles), Tiles::kThreads, bytes, mt_stream()>>>(
             first_of<T>(out), first_of<T>(lse), first_of<T>(q), first_of<T>(k), first_of<T>(v), length,
             k.shape[1], (T)scale, causal != 0, row_tiles, vec);
@@ -467,23 +477,39 @@ static mt_status launch_tiled_forward(const mt_tensor &out, const mt_tensor &lse
     return MT_OK;
 }
 
+/* A thread's rows in the forward: 0 takes 4, else 4 or 2 (float32 only:
+ * the variant with twice the threads a block). */
+static mt_status check_thread_rows(const char *func, int dtype, int thread_rows, int *chosen)
+{
+    if (thread_rows != 0 && thread_rows != 4 && thread_rows != 2)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "thread_rows %d: 0 (the default, 4), 4 or 2", thread_rows);
+    if (thread_rows == 2 && dtype != MT_FLOAT32)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "thread_rows 2 is for float32 only");
+    *chosen = thread_rows != 0 ? thread_rows : 4;
+    return MT_OK;
+}
+
 mt_status mt_attention_tiled(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,
-                             int causal, int block_queries)
+                             int causal, int block_queries, int thread_rows)
 {
     const char *func = "mt_attention_tiled";
     MT_TRY(check_attention_forward(func, out, lse, q, k, v, kTiledMaxDim));
     MT_TRY(check_tiled_dims(func, q, v));
-    int queries = 0;
+    int queries = 0, rows_each = 0;
     MT_TRY(check_block_queries(func, q.dtype, block_queries, causal, &queries));
+    MT_TRY(check_thread_rows(func, q.dtype, thread_rows, &rows_each));
     if (tensor_numel(lse) == 0)
         return MT_OK; /* no query */
     auto launch = [&](auto dim, auto rows) {
         constexpr int kDim = decltype(dim)::value, kQueries = decltype(rows)::value;
+        if (rows_each == 2) /* float32 only (checked above) */
+            return launch_tiled_forward<float, kDim, kQueries, 2>(out, lse, q, k, v, scale, causal);
         if constexpr (kQueries == 128)
-            return launch_tiled_forward<float, kDim, 128>(out, lse, q, k, v, scale, causal);
+            return launch_tiled_forward<float, kDim, 128, 4>(out, lse, q, k, v, scale, causal);
         else
-            return q.dtype == MT_FLOAT32 ? launch_tiled_forward<float, kDim, 64>(out, lse, q, k, v, scale, causal)
-                                         : launch_tiled_forward<double, kDim, 64>(out, lse, q, k, v, scale, causal);
+            return q.dtype == MT_FLOAT32
+                       ? launch_tiled_forward<float, kDim, 64, 4>(out, lse, q, k, v, scale, causal)
+                       : launch_tiled_forward<double, kDim, 64, 4>(out, lse, q, k, v, scale, causal);
     };
     return q.dtype == MT_FLOAT32 ? with_tiled_shape<float>(q.shape[2], queries, launch)
                                  : with_tiled_shape<double>(q.shape[2], queries, launch);

@@ -15,9 +15,10 @@ extern "C" {
  * (64 or 128, float32 only; 0 for the default: float32 128 without the
  * causal mask, else 64) walks tiles of keys
  * staged in shared memory, each thread a register tile of the scores and of
- * the output. D = Dv, and D 32, 64 or 128. */
+ * the output: thread_rows rows of it (4, or 2 for twice the threads a block,
+ * float32 only; 0 for 4). D = Dv, and D 32, 64 or 128. */
 mt_status mt_attention_tiled(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,
-                             int causal, int block_queries);
+                             int causal, int block_queries, int thread_rows);
 /* Its gradients, deterministic: a kernel per query tile writes dQ (and each
  * row's rowsum(dO * O)), then a kernel per key tile writes dK and dV. The
  * forward's operands and block_queries (the dQ kernel's query block). */

@@ -7,6 +7,7 @@ differences in float64; the refusals."""
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -106,3 +107,92 @@ def test_forward_of_one_rung_backward_of_another(rung) -> None:
     assert_close(out, want[0], mt.float32, n=70 * 64)
     for t, w in zip(ts, want[1:]):
         assert_close(t.grad, w, mt.float32, n=70 * 64 * 2)
+
+
+# (head dim, queries, keys, block) of the 2-rows-a-thread forward that run on
+# the emulator: a partial block and tile of each query block, one query.
+EMULATOR_ROW_CASES = {(128, 70, 45, 64), (64, 130, 33, 128), (32, 1, 1, 0)}
+
+
+@pytest.mark.parametrize("d", [32, 64, 128])
+@pytest.mark.parametrize("length, keys", [(1, 1), (70, 45), (130, 33), (200, 200)])
+@pytest.mark.parametrize("block", [0, 64, 128])
+def test_tiled_forward_with_two_rows_a_thread_matches_numpy(d, length, keys, block) -> None:
+    """thread_rows 2 (twice the threads a block, each half the rows): the output
+    and, through the backward that the forward's lse feeds, the gradients as
+    NumPy's, with and without the causal mask."""
+    if mt.backend() != "cuda" and (d, length, keys, block) not in EMULATOR_ROW_CASES:
+        pytest.skip("the emulator runs a few of these cases (tests/c/test_attention_tiled.c more)")
+    rng = np.random.default_rng(3 * d + length + block)
+    q, k, v = (rng.standard_normal((2, n, d)) for n in (length, keys, keys))
+    dout = rng.standard_normal((2, length, d))
+    for causal in (False, True):
+        ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
+        out = mt.kernels.attention(*ts, "tiled", causal=causal, block_queries=block, thread_rows=2)
+        out.backward(mt.tensor(dout, dtype=mt.float32))
+        want = ref_attention(q, k, v, dout, 1 / math.sqrt(d), causal)
+        assert_close(out, want[0], mt.float32, n=keys * d)
+        for t, w, n in zip(ts, want[1:], (keys * d, length * d, length)):
+            assert_close(t.grad, w, mt.float32, n=n * d)
+
+
+def test_tiled_rung_refuses_rows_a_thread() -> None:
+    q64 = mt.tensor(np.ones((1, 4, 64), np.float32))
+    with pytest.raises(ValueError, match="thread_rows 3"):
+        mt.kernels.attention(q64, q64, q64, "tiled", thread_rows=3)
+    with pytest.raises(ValueError, match="the other rungs 0 only"):
+        mt.kernels.attention(q64, q64, q64, "warp", thread_rows=2)
+    with pytest.raises(ValueError, match="float32 only"):
+        d64 = mt.tensor(np.ones((1, 4, 64)))
+        mt.kernels.attention(d64, d64, d64, "tiled", thread_rows=2)
+
+
+def test_attention_takes_leading_dims_as_one_node() -> None:
+    """autograd.Attention over (B, H, L, E) directly (the leading dims merged by
+    views inside ops.attention, no reshape node): the output, its graph of one
+    node, and the gradients as over the (B*H, L, E) reshapes."""
+    rng = np.random.default_rng(17)
+    q, k, v, dout = (rng.standard_normal((2, 3, n, 32)) for n in (9, 11, 11, 9))
+    dout = dout[:, :, :9]
+    ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
+    out = mt.autograd.Attention.apply(*ts, 0.2, True, "tiled/warp")
+    assert out.shape == (2, 3, 9, 32)
+    assert all(t.grad_fn is None for t in ts) and type(out.grad_fn).__name__.startswith("Attention")
+    out.backward(mt.tensor(dout, dtype=mt.float32))
+    want = ref_attention(q, k, v, dout, 0.2, True)
+    assert_close(out, want[0], mt.float32, n=11 * 32)
+    for t, w in zip(ts, want[1:]):
+        assert_close(t.grad, w, mt.float32, n=11 * 32 * 2)
+
+
+def test_sdpa_takes_the_matmul_rung_where_it_is_faster_with_a_gradient(monkeypatch) -> None:
+    """ops.ATTENTION_MATMUL_WITH_GRAD: where the matmul, masked softmax, matmul
+    rung measured faster forward + backward, sdpa runs it when a gradient is
+    wanted, and the one-kernel rung when none is (no_grad, or no input that
+    requires one); past ATTENTION_MATMUL_MAX_SCORES stored scores the one-kernel
+    rung again. The same results either way."""
+    chosen = []
+    fused = mt.nn.functional._fused_attention
+    monkeypatch.setattr(mt.nn.functional, "_fused_attention", lambda *a: chosen.append(a[5]) or fused(*a))
+    rules = importlib.import_module("minitensor.ops.attention")  # mt.ops.attention is the function
+    monkeypatch.setattr(rules, "ATTENTION_MATMUL_WITH_GRAD", {(32, False): 16})
+    rng = np.random.default_rng(19)
+    q, k, v, dout = (rng.standard_normal((1, 2, 20, 32)) for _ in range(4))
+    want = ref_attention(q, k, v, dout, 1 / math.sqrt(32), False)
+    with mt.kernels.policy("fast"):
+        ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
+        out = mt.nn.functional.scaled_dot_product_attention(*ts)
+        assert chosen == []  # the matmul rung
+        out.backward(mt.tensor(dout, dtype=mt.float32))
+        assert_close(out, want[0], mt.float32, n=20 * 32)
+        for t, w in zip(ts, want[1:]):
+            assert_close(t.grad, w, mt.float32, n=20 * 32 * 2)
+        with mt.no_grad():
+            out = mt.nn.functional.scaled_dot_product_attention(*ts)
+        assert len(chosen) == 1
+        assert_close(out, want[0], mt.float32, n=20 * 32)
+        mt.nn.functional.scaled_dot_product_attention(*(t.detach() for t in ts))
+        mt.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)  # not in the table
+        monkeypatch.setattr(rules, "ATTENTION_MATMUL_MAX_SCORES", 2 * 20 * 20 - 1)
+        mt.nn.functional.scaled_dot_product_attention(*ts)
+        assert len(chosen) == 4

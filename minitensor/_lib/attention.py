@@ -18,7 +18,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_attention_warp": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int]),
     "mt_attention_warp_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                            MtTensor, MtTensor, c_double, c_int]),
-    "mt_attention_tiled": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int, c_int]),
+    "mt_attention_tiled": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int, c_int,
+                                   c_int]),
     "mt_attention_tiled_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                             MtTensor, MtTensor, c_double, c_int, c_int]),
 }
@@ -37,13 +38,15 @@ def masked_softmax(out: Any, inp: Any, mask: Any, scale: float, causal: bool) ->
 
 
 def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: bool, rung: str = "flash",
-              block_queries: int = 0) -> None:
+              block_queries: int = 0, thread_rows: int = 0) -> None:
     """out = softmax(q @ k^T * scale) @ v in one kernel, each row's log-sum-exp in
     lse (mt_attention, or mt_attention_warp for rung "warp", mt_attention_tiled
-    with block_queries for rung "tiled"); contiguous 3-D tensors, lse (B, L)."""
+    with block_queries and thread_rows for rung "tiled"); contiguous 3-D
+    tensors, lse (B, L)."""
     if rung == "tiled":
         check(lib().mt_attention_tiled(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(),
-                                       v.descriptor(), float(scale), 1 if causal else 0, int(block_queries)),
+                                       v.descriptor(), float(scale), 1 if causal else 0, int(block_queries),
+                                       int(thread_rows)),
               "mt_attention_tiled")
         return
     name = "mt_attention_warp" if rung == "warp" else "mt_attention"

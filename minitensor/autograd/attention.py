@@ -32,27 +32,30 @@ class MaskedSoftmax(Function):
 
 
 class Attention(Function):
-    """softmax(q @ k^T * scale [causal]) @ v over (B, L, D), (B, S, D), (B, S, Dv):
-    one fused kernel forward (ops.attention), which stores no score, only each
-    row's log-sum-exp. The backward (ops.attention_backward, two kernels)
-    recomputes each weight P_ij = exp(q_i . k_j * scale - lse_i) rather than
-    keep the L x S matrix, as flash attention does, and applies the chain rule:
+    """softmax(q @ k^T * scale [causal]) @ v over (..., L, D), (..., S, D), (..., S, Dv)
+    with the same leading dims: one fused kernel forward (ops.attention), which
+    stores no score, only each row's log-sum-exp. The backward
+    (ops.attention_backward, two kernels) recomputes each weight
+    P_ij = exp(q_i . k_j * scale - lse_i) rather than keep the L x S matrix, as
+    flash attention does, and applies the chain rule:
     dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K * scale,
     dK = dS^T Q * scale. rung "warp" runs the warp rung's kernels instead
     (src/attention_warp.cu: register tiles, one fused backward kernel), rung
     "tiled" the tiled rung's (src/attention_tiled.cu: block_queries queries a
-    block; a dQ kernel, then a dK/dV kernel, no atomics)."""
+    block, thread_rows rows a thread in the forward; a dQ kernel, then a dK/dV
+    kernel, no atomics). The leading dims are merged inside ops.attention by
+    views: one node of the graph, not one a reshape."""
 
     @staticmethod
-    def forward(ctx, q, k, v, scale, causal, rung="flash", block_queries=0):
+    def forward(ctx, q, k, v, scale, causal, rung="flash", block_queries=0, thread_rows=0):
         ctx.scale, ctx.causal, ctx.rung, ctx.block_queries = scale, causal, rung, block_queries
-        out, lse = ops.attention(q, k, v, scale, causal, rung, block_queries)
+        out, lse = ops.attention(q, k, v, scale, causal, rung, block_queries, thread_rows)
         ctx.save_for_backward(q, k, v, out, lse)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = ops.attention_backward(grad, ops.contiguous(q), ops.contiguous(k), ops.contiguous(v), out,
-                                            lse, ctx.scale, ctx.causal, ctx.rung, ctx.block_queries)
-        return dq, dk, dv, None, None, None, None
+        dq, dk, dv = ops.attention_backward(grad, q, k, v, out, lse, ctx.scale, ctx.causal, ctx.rung,
+                                            ctx.block_queries)
+        return dq, dk, dv, None, None, None, None, None

@@ -518,7 +518,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     # A head dim of 0: every score is an empty sum, 0, whatever the scale (torch
     # scales query and key, not the scores), so 1/sqrt(0) is never taken.
     scale = 1.0 if query.shape[-1] == 0 else 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    rung = _fused_rung(query, key, value)
+    rung = _fused_rung(query, key, value, is_causal)
     if attn_mask is None and dropout_p == 0.0 and rung is not None:
         return _fused_attention(query, key, value, scale, is_causal, rung, func)
     scores = query @ key.transpose(-2, -1)
@@ -539,24 +539,34 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return weights @ value
 
 
-def _fused_rung(query: Tensor, key: Tensor, value: Tensor) -> Optional[str]:
+def _fused_rung(query: Tensor, key: Tensor, value: Tensor, is_causal: bool = False) -> Optional[str]:
     """The one-kernel rung scaled_dot_product_attention runs (src/attention_tiled.cu
     or src/attention_warp.cu, no score stored), or None: under the fast kernel
     policy only (the teaching policy keeps the course's rung), for one float
     dtype, query's and value's head dims alike and one the rungs take
     (ops.fused_attention_rung), and at least one query, key and batch element;
-    else the matmul, masked softmax, matmul rung."""
+    else, or where the matmul rung is the faster when a gradient is wanted (a
+    pass per measurement: ops.ATTENTION_MATMUL_WITH_GRAD), the matmul, masked
+    softmax, matmul rung."""
     if not (query.dtype is key.dtype is value.dtype and query.dtype.is_floating_point
             and query.numel() > 0 and key.numel() > 0 and value.numel() > 0):
         return None
-    return ops.fused_attention_rung(query.shape[-1], value.shape[-1])
+    needs_grad = autograd.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+    scores = math.prod(broadcast_shapes(query.shape[:-1], key.shape[:-2] + (1,), "scaled_dot_product_attention()")) \
+        * key.shape[-2]
+    return ops.fused_attention_rung(query.shape[-1], value.shape[-1], query.shape[-2], scores, is_causal,
+                                    needs_grad)
 
 
 def _fused_attention(query: Tensor, key: Tensor, value: Tensor, scale: float, is_causal: bool, rung: str,
                      func: str) -> Tensor:
-    """A one-kernel rung over (B, L, E) views of the broadcast batch dims."""
+    """A one-kernel rung over the batch dims: query, key and value as they come
+    when their leading dims agree (the rung merges them by views: one node of
+    the graph, and no Python op a reshape, which at length 256 cost as much
+    as a tenth of the kernel), else expanded to the broadcast batch dims."""
+    if query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+        return autograd.Attention.apply(query, key, value, scale, is_causal, rung)
     batch = broadcast_shapes(broadcast_shapes(query.shape[:-2], key.shape[:-2], func), value.shape[:-2], func)
-    q, k, v = (t.expand(*batch, *t.shape[-2:]).reshape(-1, t.shape[-2], t.shape[-1]) for t in (query, key, value))
-    out = autograd.Attention.apply(q, k, v, scale, is_causal, rung)
-    return out.reshape(*batch, query.shape[-2], value.shape[-1])
+    q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
+    return autograd.Attention.apply(q, k, v, scale, is_causal, rung)
 

@@ -220,3 +220,4 @@ from .optim import (  # noqa: F401
     sgd_step_,
     adam_step_,
 )
+from .attention import ATTENTION_TILED_ROWS  # noqa: F401,E402

@@ -12,7 +12,7 @@ from .._array import Array, empty, upload
 from .._views import expand
 from .._dtype import bool_
 from .._errors import DTypeError, ShapeError
-from .core import _require_array, require_float, contiguous, fast_kernels
+from .core import _require_array, require_float, contiguous, fast_kernels, reshape
 from .reduce import reduce_
 from .elementwise import zip_, add, mul
 from .where import where
@@ -23,6 +23,7 @@ ATTENTION_MAX_DIM = 64  # the fused kernel keeps a row in registers (src/attenti
 ATTENTION_WARP_DIMS = (32, 64, 128)  # the warp rung's compile-time head dims, q's and v's alike (src/attention_warp.cu)
 ATTENTION_TILED_DIMS = (32, 64, 128)  # the tiled rung's, likewise (src/attention_tiled.cu)
 ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 for float32 only
+ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 2 (twice the threads) float32 only
 # The rung per head dim, from bench/attention.py on the H100 (2026-11-27 20:30,
 # docs/performance.md "Attention: the tiled rung"): at head dim 64 the tiled
 # rung's forward was 3-12% faster than the warp rung's, its deterministic
@@ -32,14 +33,37 @@ ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 fo
 ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
 
 
-def fused_attention_rung(head_dim: int, value_dim: int) -> Optional[str]:
+# Where the matmul, masked softmax, matmul rung (scores stored, the backward
+# four matmuls and one softmax-backward kernel) beats the one-kernel rungs
+# when a gradient is wanted: (head dim, causal) -> the shortest length it
+# does so at, from bench/attention.py on the H100 (checkpoint 2026-11-27
+# 23:50: at head dim 128 without the mask, B16 H12 T1024, 11.79 ms forward +
+# backward against the warp rung's 15.50; at T256 2.51 against 2.41, so not
+# there). Without a gradient, and for every other pair, the one-kernel rungs
+# are faster (the causal mask halves their work, not the matmuls'; at head
+# dim 64 the warp backward beat it at every length). The scores (B, L, S) it
+# keeps are capped at ATTENTION_MATMUL_MAX_SCORES elements (1 GiB of float32).
+ATTENTION_MATMUL_WITH_GRAD = {(128, False): 1024}
+ATTENTION_MATMUL_MAX_SCORES = 1 << 28
+
+
+def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores: int = 0, causal: bool = False,
+                         needs_grad: bool = False) -> Optional[str]:
     """The fastest one-kernel attention rung for these head dims under the fast
     kernel policy (ATTENTION_FUSED_RUNGS): "warp" (src/attention_warp.cu),
     "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward;
-    None when no one-kernel rung takes them, or under the teaching policy (the
-    course's rungs run there)."""
+    None when no one-kernel rung takes them, under the teaching policy (the
+    course's rungs run there), or when a gradient is wanted (needs_grad) and
+    the matmul rung is faster at this length (ATTENTION_MATMUL_WITH_GRAD;
+    scores, the (B, L, S) elements it would store, at most
+    ATTENTION_MATMUL_MAX_SCORES)."""
     if not fast_kernels() or head_dim != value_dim:
         return None
+    if needs_grad and 0 < scores <= ATTENTION_MATMUL_MAX_SCORES:
+        # Compared, not looked up (as below).
+        for (dim, masked), shortest in ATTENTION_MATMUL_WITH_GRAD.items():
+            if head_dim == dim and bool(causal) == masked and length >= shortest:
+                return None
     # Compared, not looked up: under torch.compile's fake tensors a head dim
     # can be a symbolic int, which compares but does not hash.
     for dim, rung in ATTENTION_FUSED_RUNGS.items():
@@ -49,11 +73,12 @@ def fused_attention_rung(head_dim: int, value_dim: int) -> Optional[str]:
 
 
 def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dtype_name: str,
-                         block_queries: int = 0) -> None:
+                         block_queries: int = 0, thread_rows: int = 0) -> None:
     """Raise a ValueError naming the dims when a one-kernel rung does not take
     these head dims (flash: up to ATTENTION_MAX_DIM; warp and tiled: equal dims
-    of their lists) or this query block (the tiled rung's ATTENTION_TILED_BLOCKS,
-    128 for float32 only; 0 for any rung)."""
+    of their lists), this query block (the tiled rung's ATTENTION_TILED_BLOCKS,
+    128 for float32 only; 0 for any rung) or these rows a thread (the tiled
+    rung's ATTENTION_TILED_ROWS, 2 for float32 only; 0 for any rung)."""
     if algo == "flash" and max(head_dim, value_dim) > ATTENTION_MAX_DIM:
         raise ValueError(f"{func}: the flash rung takes head dims up to {ATTENTION_MAX_DIM}, got "
                          f"{head_dim} and {value_dim}; use algo='naive'")
@@ -67,6 +92,11 @@ def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dt
     if block_queries == 128 and dtype_name != "float32":
         raise ValueError(f"{func}: block_queries 128 is for float32 only, got {dtype_name} (its tiles would "
                          f"not fit in shared memory)")
+    if thread_rows not in (ATTENTION_TILED_ROWS if algo == "tiled" else (0,)):
+        raise ValueError(f"{func}: thread_rows {thread_rows!r}: the tiled rung takes {ATTENTION_TILED_ROWS}, "
+                         f"the other rungs 0 only")
+    if thread_rows == 2 and dtype_name != "float32":
+        raise ValueError(f"{func}: thread_rows 2 is for float32 only, got {dtype_name}")
 
 
 def causal_future(length: int, keys: int) -> Array:
@@ -79,21 +109,37 @@ def causal_future(length: int, keys: int) -> Array:
     return out
 
 
+def _flat(x: Array, trailing: int) -> Array:
+    """x with its leading dims merged into one before its last `trailing` dims:
+    (..., L, E) as (B, L, E) with trailing 2, an lse (..., L) as (B, L) with
+    trailing 1. A view of a contiguous x (the kernels take contiguous 3-D q,
+    k, v and a 2-D lse)."""
+    x = contiguous(x)
+    if x.ndim == trailing + 1:
+        return x
+    batch = 1
+    for n in x.shape[:-trailing]:
+        batch *= n
+    return reshape(x, (batch,) + tuple(x.shape[-trailing:]))
+
+
 def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: str = "flash",
-              block_queries: int = 0) -> tuple[Array, Array]:
-    """softmax(q @ k^T * scale) @ v over (B, L, D), (B, S, D), (B, S, Dv), in one kernel
-    (rung "flash": mt_attention, a thread per query row; rung "warp":
-    mt_attention_warp, register tiles, D = Dv in ATTENTION_WARP_DIMS; rung
-    "tiled": mt_attention_tiled, block_queries queries a block, D = Dv in
-    ATTENTION_TILED_DIMS): no score is written to memory. Returns the output and
-    each row's log-sum-exp (B, L) of the scaled scores, which is all the backward
+              block_queries: int = 0, thread_rows: int = 0) -> tuple[Array, Array]:
+    """softmax(q @ k^T * scale) @ v over (..., L, D), (..., S, D), (..., S, Dv) with
+    the same leading dims, in one kernel (rung "flash": mt_attention, a thread
+    per query row; rung "warp": mt_attention_warp, register tiles, D = Dv in
+    ATTENTION_WARP_DIMS; rung "tiled": mt_attention_tiled, block_queries
+    queries a block, thread_rows rows a thread, D = Dv in ATTENTION_TILED_DIMS):
+    no score is written to memory. Returns the output (..., L, Dv) and each
+    row's log-sum-exp (..., L) of the scaled scores, which is all the backward
     needs to recompute the weights. A rung "F/B" (fused_attention_rung) runs F
-    here and B in attention_backward: every one-kernel rung saves the same lse."""
-    q, k, v = contiguous(q), contiguous(k), contiguous(v)
-    out = empty((q.shape[0], q.shape[1], v.shape[2]), q.dtype)
-    lse = empty((q.shape[0], q.shape[1]), q.dtype)
+    here and B in attention_backward: every one-kernel rung saves the same lse.
+    The leading dims are flattened into one by views, not by autograd ops."""
+    out = empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
+    lse = empty(q.shape[:-1], q.dtype)
     if out.numel() > 0 or lse.numel() > 0:
-        _lib.attention(out, lse, q, k, v, scale, causal, rung.partition("/")[0], block_queries)
+        _lib.attention(_flat(out, 2), _flat(lse, 1), _flat(q, 2), _flat(k, 2), _flat(v, 2), scale, causal,
+                       rung.partition("/")[0], block_queries, thread_rows)
     return out, lse
 
 
@@ -103,11 +149,11 @@ def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, ls
     and lse, recomputing each weight from lse: the flash rung's two kernels
     (mt_attention_backward), the warp rung's fused one (mt_attention_warp_backward)
     or the tiled rung's two, dQ then dK and dV (mt_attention_tiled_backward)."""
-    grad = contiguous(grad)
     dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
     if dq.numel() + dk.numel() + dv.numel() > 0:
-        _lib.attention_backward(dq, dk, dv, grad, q, k, v, out, lse, scale, causal, rung.partition("/")[2] or rung,
-                                block_queries)
+        _lib.attention_backward(_flat(dq, 2), _flat(dk, 2), _flat(dv, 2), _flat(grad, 2), _flat(q, 2),
+                                _flat(k, 2), _flat(v, 2), _flat(out, 2), _flat(lse, 1), scale, causal,
+                                rung.partition("/")[2] or rung, block_queries)
     return dq, dk, dv
 
 

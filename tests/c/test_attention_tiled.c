@@ -91,7 +91,8 @@ static void reference_attention(const tt_tensor *q, const tt_tensor *k, const tt
 }
 
 /* Forward and backward of one shape against the reference. */
-static void tiled_case(int dtype, int64_t b, int64_t length, int64_t keys, int64_t d, int causal, int queries)
+static void tiled_case(int dtype, int64_t b, int64_t length, int64_t keys, int64_t d, int causal, int queries,
+                       int thread_rows)
 {
     int64_t qs[3] = {b, length, d}, ks[3] = {b, keys, d}, ls[2] = {b, length};
     tt_tensor q = tt_new(dtype, 3, qs, TT_CONTIGUOUS), k = tt_new(dtype, 3, ks, TT_CONTIGUOUS);
@@ -104,8 +105,8 @@ static void tiled_case(int dtype, int64_t b, int64_t length, int64_t keys, int64
     tt_fill(&v, -2, 2, 0);
     tt_fill(&dout, -1, 1, 0);
     const double scale = 1.0 / sqrt((double)d);
-    tt_case("mt_attention_tiled %s, %d queries a block: q %s, k %s%s", tt_dtype_name(dtype), queries, tt_str(&q),
-            tt_str(&k), causal ? ", causal" : "");
+    tt_case("mt_attention_tiled %s, %d queries a block, %d rows a thread: q %s, k %s%s", tt_dtype_name(dtype),
+            queries, thread_rows, tt_str(&q), tt_str(&k), causal ? ", causal" : "");
     tt_expect *eo = tt_expect_alloc(&out), *el = tt_expect_alloc(&lse), *eq = tt_expect_alloc(&dq);
     tt_expect *ek = tt_expect_alloc(&dk), *ev = tt_expect_alloc(&dv);
     reference r = {malloc(sizeof(double) * (size_t)(length * d + 1)), malloc(sizeof(double) * (size_t)(length + 1)),
@@ -127,7 +128,8 @@ static void tiled_case(int dtype, int64_t b, int64_t length, int64_t keys, int64
             ev[bi * keys * d + j] = (tt_expect){r.dv[j], 2.0, length * 2 * d};
         }
     }
-    if (tt_expect_ok(mt_attention_tiled(out.t, lse.t, q.t, k.t, v.t, scale, causal, queries), "mt_attention_tiled")) {
+    if (tt_expect_ok(mt_attention_tiled(out.t, lse.t, q.t, k.t, v.t, scale, causal, queries, thread_rows),
+                     "mt_attention_tiled")) {
         tt_check_output(&out, eo);
         tt_check_output(&lse, el);
         if (tt_expect_ok(mt_attention_tiled_backward(dq.t, dk.t, dv.t, dout.t, q.t, k.t, v.t, out.t, lse.t, scale,
@@ -167,41 +169,41 @@ int main(void)
     if (emulator && policy && strcmp(policy, "teaching") == 0)
         return tt_summary();
     TT_GROUP("tiled rung, float32, head dim 64, 64 queries a block") {
-        tiled_case(MT_FLOAT32, 1, 70, 70, 64, 0, 64); /* a partial query block and key tile */
-        tiled_case(MT_FLOAT32, 2, 1, 1, 64, 1, 0);    /* one query, one key */
+        tiled_case(MT_FLOAT32, 1, 70, 70, 64, 0, 64, 0); /* a partial query block and key tile */
+        tiled_case(MT_FLOAT32, 2, 1, 1, 64, 1, 0, 0);    /* one query, one key */
         if (!emulator)
             for (int causal = 0; causal < 2; ++causal) {
-                tiled_case(MT_FLOAT32, 1, 70, 70, 64, causal, 64);
-                tiled_case(MT_FLOAT32, 1, 45, 150, 64, causal, 64); /* more keys than queries */
-                tiled_case(MT_FLOAT32, 2, 256, 256, 64, causal, 0); /* whole blocks and tiles */
+                tiled_case(MT_FLOAT32, 1, 70, 70, 64, causal, 64, 0);
+                tiled_case(MT_FLOAT32, 1, 45, 150, 64, causal, 64, 0); /* more keys than queries */
+                tiled_case(MT_FLOAT32, 2, 256, 256, 64, causal, 0, 0); /* whole blocks and tiles */
             }
     }
     TT_GROUP("tiled rung, float32, head dim 64, 128 queries a block") {
-        tiled_case(MT_FLOAT32, 1, 130, 45, 64, 1, 128); /* more queries than keys, a second block */
+        tiled_case(MT_FLOAT32, 1, 130, 45, 64, 1, 128, 0); /* more queries than keys, a second block */
         if (!emulator)
             for (int causal = 0; causal < 2; ++causal) {
-                tiled_case(MT_FLOAT32, 1, 130, 45, 64, causal, 128);
-                tiled_case(MT_FLOAT32, 2, 256, 256, 64, causal, 128);
+                tiled_case(MT_FLOAT32, 1, 130, 45, 64, causal, 128, 0);
+                tiled_case(MT_FLOAT32, 2, 256, 256, 64, causal, 128, 0);
             }
     }
     TT_GROUP("tiled rung, float32, head dim 128") {
-        tiled_case(MT_FLOAT32, 1, 70, 40, 128, 1, 64);
-        tiled_case(MT_FLOAT32, 1, 1, 1, 128, 0, 128);
+        tiled_case(MT_FLOAT32, 1, 70, 40, 128, 1, 64, 0);
+        tiled_case(MT_FLOAT32, 1, 1, 1, 128, 0, 128, 0);
         if (!emulator)
             for (int causal = 0; causal < 2; ++causal) {
-                tiled_case(MT_FLOAT32, 1, 129, 97, 128, causal, 128);
-                tiled_case(MT_FLOAT32, 1, 64, 64, 128, causal, 64);
-                tiled_case(MT_FLOAT32, 1, 70, 40, 128, causal, 0);
+                tiled_case(MT_FLOAT32, 1, 129, 97, 128, causal, 128, 0);
+                tiled_case(MT_FLOAT32, 1, 64, 64, 128, causal, 64, 0);
+                tiled_case(MT_FLOAT32, 1, 70, 40, 128, causal, 0, 0);
             }
     }
     TT_GROUP("tiled rung, head dim 32, float64") {
-        tiled_case(MT_FLOAT32, 1, 40, 33, 32, 1, 64);
-        tiled_case(MT_FLOAT64, 1, 20, 33, 64, 0, 0);
+        tiled_case(MT_FLOAT32, 1, 40, 33, 32, 1, 64, 0);
+        tiled_case(MT_FLOAT64, 1, 20, 33, 64, 0, 0, 0);
         if (!emulator)
             for (int causal = 0; causal < 2; ++causal) {
-                tiled_case(MT_FLOAT64, 1, 70, 45, 64, causal, 0);
-                tiled_case(MT_FLOAT64, 1, 33, 70, 128, causal, 64);
-                tiled_case(MT_FLOAT64, 2, 20, 20, 32, causal, 0);
+                tiled_case(MT_FLOAT64, 1, 70, 45, 64, causal, 0, 0);
+                tiled_case(MT_FLOAT64, 1, 33, 70, 128, causal, 64, 0);
+                tiled_case(MT_FLOAT64, 2, 20, 20, 32, causal, 0, 0);
             }
     }
     /* One random shape on the emulator (each costs about 13 s of CPU under
@@ -213,8 +215,20 @@ int main(void)
             const int64_t d = dims[tt_rand_int(0, 2)];
             const int queries = tt_rand_int(0, 1) ? 128 : 64;
             tiled_case(MT_FLOAT32, tt_rand_int(1, 2), tt_rand_int(1, emulator ? 40 : 300),
-                       tt_rand_int(1, emulator ? 40 : 300), d, (int)tt_rand_int(0, 1), queries);
+                       tt_rand_int(1, emulator ? 40 : 300), d, (int)tt_rand_int(0, 1), queries, 0);
         }
+    }
+    TT_GROUP("tiled rung, float32, 2 rows a thread (twice the threads a block)") {
+        tiled_case(MT_FLOAT32, 1, 70, 40, 128, 1, 64, 2);  /* a partial query block and key tile */
+        tiled_case(MT_FLOAT32, 1, 130, 45, 64, 0, 128, 2); /* a second block of 128 */
+        if (!emulator)
+            for (int causal = 0; causal < 2; ++causal) {
+                tiled_case(MT_FLOAT32, 2, 1, 1, 128, causal, 0, 2);
+                tiled_case(MT_FLOAT32, 1, 129, 97, 128, causal, 128, 2);
+                tiled_case(MT_FLOAT32, 2, 256, 256, 128, causal, 64, 2);
+                tiled_case(MT_FLOAT32, 1, 45, 150, 64, causal, 64, 2);
+                tiled_case(MT_FLOAT32, 1, 70, 33, 32, causal, 0, 2);
+            }
     }
     TT_GROUP("tiled rung refuses") {
         int64_t s16[] = {1, 4, 16}, s64[] = {1, 4, 64}, s2[] = {1, 4};
@@ -226,16 +240,22 @@ int main(void)
         tt_fill(&q64, -1, 1, 0);
         tt_fill(&d64, -1, 1, 0);
         tt_case("a head dim of 16");
-        tt_expect_error(mt_attention_tiled(o16.t, lse.t, q16.t, q16.t, q16.t, 1.0, 0, 0), MT_ERR_INVALID_ARGUMENT,
+        tt_expect_error(mt_attention_tiled(o16.t, lse.t, q16.t, q16.t, q16.t, 1.0, 0, 0, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_attention_tiled", &o16);
         tt_case("q's and v's head dims differ");
-        tt_expect_error(mt_attention_tiled(o16.t, lse.t, q64.t, q64.t, q16.t, 1.0, 0, 0), MT_ERR_INVALID_ARGUMENT,
+        tt_expect_error(mt_attention_tiled(o16.t, lse.t, q64.t, q64.t, q16.t, 1.0, 0, 0, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_attention_tiled", &o16);
         tt_case("a query block of 32");
-        tt_expect_error(mt_attention_tiled(o64.t, lse.t, q64.t, q64.t, q64.t, 1.0, 0, 32), MT_ERR_INVALID_ARGUMENT,
+        tt_expect_error(mt_attention_tiled(o64.t, lse.t, q64.t, q64.t, q64.t, 1.0, 0, 32, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_attention_tiled", &o64);
         tt_case("float64 with 128 queries a block");
-        tt_expect_error(mt_attention_tiled(od64.t, lse64.t, d64.t, d64.t, d64.t, 1.0, 1, 128),
+        tt_expect_error(mt_attention_tiled(od64.t, lse64.t, d64.t, d64.t, d64.t, 1.0, 1, 128, 0),
+                        MT_ERR_INVALID_ARGUMENT, "mt_attention_tiled", &od64);
+        tt_case("3 rows a thread");
+        tt_expect_error(mt_attention_tiled(o64.t, lse.t, q64.t, q64.t, q64.t, 1.0, 0, 0, 3), MT_ERR_INVALID_ARGUMENT,
+                        "mt_attention_tiled", &o64);
+        tt_case("float64 with 2 rows a thread");
+        tt_expect_error(mt_attention_tiled(od64.t, lse64.t, d64.t, d64.t, d64.t, 1.0, 0, 64, 2),
                         MT_ERR_INVALID_ARGUMENT, "mt_attention_tiled", &od64);
         tt_case("backward: dq overlaps dk");
         tt_expect_error(mt_attention_tiled_backward(o64.t, o64.t, q64.t, q64.t, q64.t, q64.t, q64.t, q64.t, lse.t,
