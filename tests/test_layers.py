@@ -163,7 +163,7 @@ OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "log
              "attention", "perf_model_tree", "perf_model_roofline", "perf_model_conv", "perf_model",
              "autotune", "matmul", "conv", "pool", "optim"]
 FAMILY_SOURCES: dict[str, list[str]] = {
-    "reduce": ["src/reduce.cu", "src/reduce_ladder.cu"],
+    "reduce": ["src/reduce.cu", "src/reduce_ladder.cu", "src/reduce_index_rows.cu"],
     "elementwise": ["src/map.cu", "src/zip.cu", "src/new_output.cu", "src/copy_strided.cu"],
     "gather": ["src/gather.cu"],
     "where": ["src/where.cu"],

@@ -141,6 +141,7 @@ from .reduce import (  # noqa: F401
     reduce_all,
     reduce_variant,
     reduce_with_indices,
+    reduce_index_rows,
 )
 from .matmul import (  # noqa: F401
     matmul,
