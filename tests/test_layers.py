@@ -175,7 +175,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu", "src/conv_depthwise_backward.cu", "src/conv_igemm_pipelined.cu",
              "src/conv_depthwise.cu", "src/conv_direct.cu"],
-    "pool": ["src/pool.cu"],
+    "pool": ["src/pool.cu", "src/pool_new.cu"],
     "optim": ["src/optim.cu"],
 }
 NO_GRADIENT = {"optim"}  # the optimizers' updates are not differentiated

@@ -300,3 +300,25 @@ def test_avg_pool2d_without_gradient_matches_the_recorded_road() -> None:
     np.testing.assert_array_equal(plain.numpy(), recorded.detach().numpy())
     unbatched = F.avg_pool2d(mt.tensor(a[0]), 2)
     np.testing.assert_array_equal(unbatched.numpy(), F.avg_pool2d(mt.tensor(a[:1]), 2).numpy()[0])
+
+
+def test_pool_forwards_make_their_results_in_one_call_and_free_them() -> None:
+    """The forwards' results come allocated from the library's call
+    (mt_max_pool2d_new, mt_avg_pool2d_new): right values and indices, and every
+    byte back once the results are gone."""
+    from minitensor import _lib as lib
+
+    a = np.random.default_rng(13).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    x = mt.tensor(a)
+    windows = a.reshape(2, 3, 4, 2, 4, 2).transpose(0, 1, 2, 4, 3, 5).reshape(2, 3, 4, 4, 4)
+    before = lib.memory_in_use()
+    for _ in range(3):
+        values, indices = F.max_pool2d(x, 2, return_indices=True)
+        np.testing.assert_array_equal(values.numpy(), windows.max(-1))
+        first = windows.argmax(-1)
+        rows, cols = np.arange(4)[:, None] * 2 + first // 2, np.arange(4)[None, :] * 2 + first % 2
+        np.testing.assert_array_equal(indices.numpy(), rows * 8 + cols)
+        np.testing.assert_allclose(F.avg_pool2d(x, 2).numpy(), windows.mean(-1), rtol=1e-6, atol=1e-6)
+        assert F.max_pool2d(x, 2).shape == (2, 3, 4, 4)
+        del values, indices
+    assert lib.memory_in_use() == before
