@@ -322,3 +322,19 @@ def test_pool_forwards_make_their_results_in_one_call_and_free_them() -> None:
         assert F.max_pool2d(x, 2).shape == (2, 3, 4, 4)
         del values, indices
     assert lib.memory_in_use() == before
+
+
+def test_max_pool2d_return_indices_without_gradient_matches_the_recorded_road() -> None:
+    """max_pool2d(return_indices=True) with no gradient wanted runs the kernel
+    without the rule's node: the same values and indices, batched or not."""
+    a = np.random.default_rng(14).integers(-2, 3, (2, 3, 9, 9)).astype(np.float32)  # ties
+    x = mt.tensor(a, requires_grad=True)
+    values, indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    with mt.no_grad():
+        plain_values, plain_indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+        one_values, one_indices = F.max_pool2d(mt.tensor(a[0]), 3, 2, 1, return_indices=True)
+    assert values.grad_fn is not None and plain_values.grad_fn is None and plain_indices.dtype is mt.int64
+    np.testing.assert_array_equal(plain_values.numpy(), values.detach().numpy())
+    np.testing.assert_array_equal(plain_indices.numpy(), indices.numpy())
+    np.testing.assert_array_equal(one_values.numpy(), plain_values.numpy()[0])
+    np.testing.assert_array_equal(one_indices.numpy(), plain_indices.numpy()[0])

@@ -235,10 +235,15 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     func = "max_pool2d()"
     x, unbatched = _pool_input(input, func)
     kernel, stride, padding, dilation, size = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode, func)
-    if not return_indices and not (x.requires_grad and autograd.is_grad_enabled()):
-        # No backward and no indices asked for: the kernel writes the values only.
-        values = Tensor._from_array(ops.max_pool2d(x, kernel, stride, padding, dilation, size, False)[0])
-        return values.squeeze(0) if unbatched else values
+    if not (x.requires_grad and autograd.is_grad_enabled()):
+        # No backward: the kernel alone, without the rule's node; the values
+        # only unless the indices are asked for.
+        values, positions = ops.max_pool2d(x, kernel, stride, padding, dilation, size, return_indices)
+        values = Tensor._from_array(values)
+        if not return_indices:
+            return values.squeeze(0) if unbatched else values
+        positions = Tensor._from_array(positions)
+        return (values.squeeze(0), positions.squeeze(0)) if unbatched else (values, positions)
     pooled = ops.max_pool2d(x, kernel, stride, padding, dilation, size)
     values = autograd.MaxPool2d.apply(x, pooled, kernel, stride, padding, dilation)
     indices = Tensor._from_array(pooled[1])
