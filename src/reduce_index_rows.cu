@@ -13,8 +13,8 @@
  *   - an in-order fold: a thread meets its elements in increasing index, so
  *     an element replaces the thread's best only when strictly better, or
  *     the first NaN (no index comparison per element, the tie rule holds by
- *     itself). Starting from the thread's first element (not an identity)
- *     a row of -inf still gets its index. One compare with an unordered
+ *     itself). A thread whose elements are all the start value (-inf for
+ *     max) takes its first one after the loop. One compare with an unordered
  *     result, `!(x <= best)`, is "x better, or x NaN", and the best's own
  *     NaN test stops a NaN from being replaced;
  *   - a group of `warps` warps per row (1, 2, 4 or 8 of a block's 8): the
@@ -117,20 +117,7 @@ __global__ void __launch_bounds__(kBlockSize) reduce_index_rows(mt_tensor in_row
     if (row < rows && member < packs) {
         const Pack<T> *p = reinterpret_cast<const Pack<T> *>(static_cast<const T *>(in_rows.data) +
                                                             ordinal_to_position(row, &in_rows));
-        /* The thread's first element starts its best, so the fold needs no
-         * identity (a row of -inf keeps a real index). */
         int32_t c = member;
-        {
-            const Pack<T> first = p[c];
-            best = Best<T>{first.v[0], c * W};
-            MT_UNROLL for (int w = 1; w < W; ++w) {
-                if constexpr (kIndex)
-                    best = fold_in_order<T, kMax>(best, first.v[w], c * W + w);
-                else
-                    best.value = kMax ? mt_max(best.value, first.v[w]) : mt_min(best.value, first.v[w]);
-            }
-            c += group_threads;
-        }
         /* Four Packs in flight before any is combined. */
         for (; c + 3 * group_threads < packs; c += 4 * group_threads) {
             Pack<T> q[4];
@@ -153,6 +140,11 @@ __global__ void __launch_bounds__(kBlockSize) reduce_index_rows(mt_tensor in_row
                     best.value = kMax ? mt_max(best.value, q.v[w]) : mt_min(best.value, q.v[w]);
             }
         }
+        /* Nothing replaced the start (the worst value, no index): every
+         * element the thread read was that worst value (-inf for max; a NaN
+         * would have replaced it), so its best is its first element. */
+        if (best.index == INT32_MAX)
+            best.index = member * W;
     }
     /* Every lane of the warp joins the shuffles (rows past the last too). */
     if constexpr (kIndex)
