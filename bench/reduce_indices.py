@@ -13,7 +13,12 @@ timings per case, medians of CUDA-event timings in ms:
     loop  ten calls back to back, divided by ten
 
 and the two rungs that can serve a long row (`kernels.reduce(x, "argmax", 1,
-rung)`), the (value, index) pass of max(dim) without its values.
+rung)`), the (value, index) pass of max(dim) without its values, and the
+one-pass row kernel (src/reduce_index_rows.cu, `ops.reduce_index_rows`) with
+1, 2, 4 and 8 warps a row: the library takes it for rows of at least 128
+Packs, with the group size `index_rows_default_warps` picks.
+
+    python3 bench/reduce_indices.py --quick     # fewer repeats, the sweep of warps
 """
 
 from __future__ import annotations
@@ -82,13 +87,30 @@ def same(got: Any, want: Any) -> bool:
     return torch.equal(to_torch(got, want.dtype), want)
 
 
+def rows_kernel(mA: Any, op: str, warps: int) -> Any:
+    """ops.reduce_index_rows as Tensors (a pair for max / min)."""
+    got = mt.ops.reduce_index_rows(op, mA, warps)
+    if isinstance(got, tuple):
+        return tuple(mt.Tensor._from_array(g) for g in got)
+    return mt.Tensor._from_array(got)
+
+
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--shapes", default="16384x4096,16384x16384",
+                        help="comma-separated ROWSxCOLS (default: %(default)s)")
+    args = parser.parse_args()
+    repeats = 7 if args.quick else 15
     torch.manual_seed(0)
     print(f"{torch.cuda.get_device_name()}, float32; torch / minitensor (> 1: minitensor faster), ms in brackets")
     print("| case | gpu | call | loop |")
     print("| --- | ---: | ---: | ---: |")
-    for n in (4096, 16384):
-        A = torch.randn(16384, n, device="cuda")
+    for shape in args.shapes.split(","):
+        rows, n = (int(v) for v in shape.split("x"))
+        A = torch.randn(rows, n, device="cuda")
         mA = to_mt(A)
         cases: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
             ("max(dim=1) values and indices", lambda: mA.max(dim=1), lambda: A.max(dim=1)),
@@ -100,17 +122,24 @@ def main() -> None:
         for rung in ("vectorized", "warp_rows"):
             cases.append((f"argmax(dim=1), rung {rung}", lambda r=rung: mt.kernels.reduce(mA, "argmax", 1, r),
                           lambda: A.argmax(dim=1)))
+        for warps in (1, 2, 4, 8):
+            cases.append((f"max(dim=1) values and indices, index_rows {warps} warps",
+                          lambda w=warps: rows_kernel(mA, "max", w), lambda: A.max(dim=1)))
+            cases.append((f"argmax(dim=1), index_rows {warps} warps", lambda w=warps: rows_kernel(mA, "argmax", w),
+                          lambda: A.argmax(dim=1)))
+            cases.append((f"amax(dim=1), index_rows {warps} warps", lambda w=warps: rows_kernel(mA, "amax", w),
+                          lambda: A.amax(dim=1)))
         for name, mt_fn, torch_fn in cases:
             try:
                 want = torch_fn()
                 # (torch's named pair is a tuple; a plain tensor has an .indices method too)
                 want = (want[0], want[1]) if isinstance(want, tuple) else want
                 ok = same(mt_fn(), want)
-                m, t = timings(mt_fn), timings(torch_fn)
+                m, t = timings(mt_fn, repeats), timings(torch_fn, repeats)
                 cells = " | ".join(f"{b / a:.2f}x ({a:.4f} / {b:.4f})" for a, b in zip(m, t))
-                print(f"| {name}, 16384 x {n}{'' if ok else ' (WRONG)'} | {cells} |", flush=True)
+                print(f"| {name}, {rows} x {n}{'' if ok else ' (WRONG)'} | {cells} |", flush=True)
             except Exception as err:  # one failing case must not hide the others' numbers
-                print(f"| {name}, 16384 x {n} | failed: {type(err).__name__}: {err} | | |", flush=True)
+                print(f"| {name}, {rows} x {n} | failed: {type(err).__name__}: {err} | | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -253,6 +253,11 @@ mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in);
  * values the first index wins; a NaN beats every number (the first NaN's
  * index). An empty dim is an error. */
 mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt_tensor in, int dim);
+/* mt_reduce_with_indices on src/reduce_index_rows.cu with 1, 2, 4 or 8 warps
+ * a row (0: the library's), for benchmarks and tests; values or indices may
+ * be none (a zeroed mt_tensor), not both. in: float32/64 rows of the last
+ * dim, stride 1, whole 16-byte aligned Packs (else MT_ERR_INVALID_ARGUMENT). */
+mt_status mt_reduce_index_rows(int op, mt_tensor values, mt_tensor indices, mt_tensor in, int dim, int warps);
 /* out = a @ b over the last two dims: a (..., M, K), b (..., K, N),
  * out (..., M, N); the leading (batch) dims broadcast as in NumPy. algo is
  * an mt_matmul_algo. Same as mt_matmul_with_config with config -1. */
@@ -584,6 +589,7 @@ mt_status mt_get_device(int *device);
 /* ---- families declared in headers of their own ---------------------------- */
 #include "batchnorm.h" /* mt_batch_norm, mt_batch_norm_backward (src/batchnorm.cu) */
 #include "attention_tiled.h" /* mt_attention_tiled and its backward (src/attention_tiled.cu) */
+#include "pool.h" /* mt_max_pool2d_new, mt_avg_pool2d_new (src/pool_new.cu) */
 
 #ifdef __cplusplus
 }

@@ -376,9 +376,26 @@ static int default_rung(const mt_tensor &out, const mt_tensor &in, int dim, bool
     return MT_REDUCE_ALGO_WARP_SHUFFLE;
 }
 
+/* Does the fast policy take reduce_index_rows (src/reduce_index_rows.cu) for
+ * an order-free op along dim: rows that fit it, at least 128 Packs long (512
+ * floats: four Packs a lane of a warp); shorter ones keep warp_rows' groups
+ * of lanes. */
+static bool takes_index_rows(int op, const mt_tensor &in, int dim)
+{
+    return mt_fast_kernels() && is_order_free(op) && index_rows_fit(in, dim) &&
+           in.shape[dim] / (int64_t)(16 / dtype_size(in.dtype)) >= 128;
+}
+
 template <typename T>
 static mt_status reduce_default(const char *func, int op, const mt_tensor &out, const mt_tensor &in, int dim)
 {
+    if (takes_index_rows(op, in, dim)) {
+        const bool max = op == MT_REDUCE_MAX || op == MT_REDUCE_ARGMAX;
+        const int warps = index_rows_default_warps(in, dim);
+        if (is_arg_op(op))
+            return reduce_index_rows_launch(max, nullptr, &out, in, dim, warps);
+        return reduce_index_rows_launch(max, &out, nullptr, in, dim, warps);
+    }
     const int rung = default_rung(out, in, dim, is_order_free(op));
     if (rung != kWalkColumns)
         return reduce_rows_variant(func, rung, op, out, in, dim);
@@ -433,12 +450,12 @@ mt_status mt_reduce_all(int op, mt_tensor out, mt_tensor in)
     });
 }
 
-/* max(dim) / min(dim) with indices: the argmax (argmin) pass, on the kernel
- * mt_reduce would take for the layout, writing both halves of each row's
- * (value, index) candidate. */
-mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt_tensor in, int dim)
+/* The checks of max(dim) / min(dim) with indices (op MAX, MIN, ARGMAX or
+ * ARGMIN; max: MAX or ARGMAX): indices int64, values of in's dtype, both of
+ * the keepdim shape, of the same strides and apart. */
+static mt_status check_with_indices(const char *func, int op, const mt_tensor &values, const mt_tensor &indices,
+                                    const mt_tensor &in, int dim)
 {
-    const char *func = "mt_reduce_with_indices";
     MT_TRY(mt_check_id(func, "reduce op", op, MT_REDUCE_OP_COUNT));
     if (op == MT_REDUCE_SUM || op == MT_REDUCE_PROD)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "op is %s; only max, min, argmax and argmin have indices",
@@ -461,9 +478,22 @@ mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt
     MT_TRY(mt_check_alias(func, &values, &in, "in"));
     if (tensors_overlap(values, indices))
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "values and indices overlap; each needs its own memory");
+    return MT_OK;
+}
+
+/* max(dim) / min(dim) with indices: the argmax (argmin) pass, on the kernel
+ * mt_reduce would take for the layout, writing both halves of each row's
+ * (value, index) candidate. */
+mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt_tensor in, int dim)
+{
+    const char *func = "mt_reduce_with_indices";
+    MT_TRY(check_with_indices(func, op, values, indices, in, dim));
     if (tensor_numel(indices) == 0)
         return MT_OK;
 
+    const bool max = op == MT_REDUCE_MAX || op == MT_REDUCE_ARGMAX;
+    if (takes_index_rows(op, in, dim))
+        return reduce_index_rows_launch(max, &values, &indices, in, dim, index_rows_default_warps(in, dim));
     const int rung = default_rung(indices, in, dim, true);
     if (rung != kWalkColumns)
         return reduce_rows_with_index_variant(func, rung, max, values, indices, in, dim);
@@ -475,4 +505,51 @@ mt_status mt_reduce_with_indices(int op, mt_tensor values, mt_tensor indices, mt
             return launch_reduce_columns<T>(indices, in, dim, ReduceWithIndex<T, true>{{}, indices_first, values_first});
         return launch_reduce_columns<T>(indices, in, dim, ReduceWithIndex<T, false>{{}, indices_first, values_first});
     });
+}
+
+/* reduce_index_rows with a chosen group of warps a row, for the benchmarks
+ * and the tests: values and indices as mt_reduce_with_indices, but either may
+ * be none (a zeroed mt_tensor: argmax / argmin write no values, amax / amin
+ * no indices; not both). */
+mt_status mt_reduce_index_rows(int op, mt_tensor values, mt_tensor indices, mt_tensor in, int dim, int warps)
+{
+    const char *func = "mt_reduce_index_rows";
+    const bool with_values = !(values.data == nullptr && values.ndim == 0);
+    const bool with_indices = !(indices.data == nullptr && indices.ndim == 0);
+    if (!with_values && !with_indices)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "values and indices are both none; one is needed");
+    if (with_values && with_indices) {
+        MT_TRY(check_with_indices(func, op, values, indices, in, dim));
+    } else {
+        /* One output: indices (int64) for argmax / argmin, values (in's
+         * dtype) for amax / amin, checked as mt_reduce checks its out. */
+        MT_TRY(mt_check_id(func, "reduce op", op, MT_REDUCE_OP_COUNT));
+        if (op == MT_REDUCE_SUM || op == MT_REDUCE_PROD)
+            return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "op is %s; only max, min, argmax and argmin run here",
+                           mt_op_name("reduce", op));
+        const bool max = op == MT_REDUCE_MAX || op == MT_REDUCE_ARGMAX;
+        const int checked_op = with_values ? (max ? MT_REDUCE_MAX : MT_REDUCE_MIN)
+                                           : (max ? MT_REDUCE_ARGMAX : MT_REDUCE_ARGMIN);
+        const mt_tensor &out = with_values ? values : indices;
+        MT_TRY(check_reduce_args(func, checked_op, out, in));
+        MT_TRY(mt_check_dim(func, &in, "in", dim));
+        MT_TRY(check_reduced_shape(func, out, in, dim));
+        MT_TRY(check_arg_not_empty(func, checked_op, in, dim));
+    }
+    if (warps != 0 && warps != 1 && warps != 2 && warps != 4 && warps != 8)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "warps is %d; it must be 1, 2, 4 or 8 (0: the library's)",
+                       warps);
+    if (!index_rows_fit(in, dim)) {
+        char shape[256];
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "in (%s, shape %s) along dim %d does not suit this kernel: "
+                       "it reads float32 or float64 rows of the last dim, stride 1, a whole number of 16-byte "
+                       "Packs each, every row start 16-byte aligned", dtype_name(in.dtype),
+                       mt_shape_str(&in, shape, sizeof shape), dim);
+    }
+    const mt_tensor &out = with_indices ? indices : values;
+    if (tensor_numel(out) == 0)
+        return MT_OK;
+    const bool max = op == MT_REDUCE_MAX || op == MT_REDUCE_ARGMAX;
+    return reduce_index_rows_launch(max, with_values ? &values : nullptr, with_indices ? &indices : nullptr, in,
+                                    dim, warps == 0 ? index_rows_default_warps(in, dim) : warps);
 }

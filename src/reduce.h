@@ -268,4 +268,16 @@ mt_status reduce_rows_variant(const char *func, int algo, int op, const mt_tenso
 mt_status reduce_rows_with_index_variant(const char *func, int algo, bool max, const mt_tensor &values,
                                          const mt_tensor &indices, const mt_tensor &in, int dim);
 
+/* max / min / argmax / argmin over contiguous rows in one pass, the index
+ * in 32 bits (src/reduce_index_rows.cu). index_rows_fit: does the layout
+ * and dtype of `in` suit it along dim; index_rows_default_warps: the
+ * library's warps a row (1, 2, 4 or 8) for it; reduce_index_rows_launch:
+ * runs it on validated, non-empty tensors that fit, writing the values to
+ * *values and the int64 indices to *indices (same strides), either null but
+ * not both. */
+bool index_rows_fit(const mt_tensor &in, int dim);
+int index_rows_default_warps(const mt_tensor &in, int dim);
+mt_status reduce_index_rows_launch(bool max, const mt_tensor *values, const mt_tensor *indices, const mt_tensor &in,
+                                   int dim, int warps);
+
 #endif /* MT_REDUCE_H */

@@ -29,7 +29,7 @@ def _header_source() -> str:
     the family headers included at its end (src/batchnorm.h,
     src/attention_tiled.h)."""
     text = HEADER.read_text()
-    for part in ("minitensor_ops.h", "minitensor_streams.h", "batchnorm.h", "attention_tiled.h"):
+    for part in ("minitensor_ops.h", "minitensor_streams.h", "batchnorm.h", "attention_tiled.h", "pool.h"):
         include = f'#include "{part}"'
         assert include in text, f"minitensor.h no longer includes {part}"
         text = text.replace(include, (HEADER.parent / part).read_text())

@@ -163,7 +163,7 @@ OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "log
              "attention", "perf_model_tree", "perf_model_roofline", "perf_model_conv", "perf_model",
              "autotune", "matmul", "conv", "pool", "optim"]
 FAMILY_SOURCES: dict[str, list[str]] = {
-    "reduce": ["src/reduce.cu", "src/reduce_ladder.cu"],
+    "reduce": ["src/reduce.cu", "src/reduce_ladder.cu", "src/reduce_index_rows.cu"],
     "elementwise": ["src/map.cu", "src/zip.cu", "src/new_output.cu", "src/copy_strided.cu"],
     "gather": ["src/gather.cu"],
     "where": ["src/where.cu"],
@@ -175,7 +175,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu", "src/conv_depthwise_backward.cu", "src/conv_igemm_pipelined.cu",
              "src/conv_depthwise.cu", "src/conv_direct.cu"],
-    "pool": ["src/pool.cu"],
+    "pool": ["src/pool.cu", "src/pool_new.cu"],
     "optim": ["src/optim.cu"],
 }
 NO_GRADIENT = {"optim"}  # the optimizers' updates are not differentiated

@@ -260,3 +260,81 @@ def test_conv2d_same_padding_puts_the_odd_one_at_the_end(kernel, dilation) -> No
     gradcheck(lambda m, x: m.nn.functional.conv2d(x, m.tensor(w[:, :, :, :]), padding="same", dilation=dilation),
               [x[:1, :, :4, :5]])
     assert F.conv1d(mt.randn(1, 2, 9), mt.randn(3, 2, 4), padding="same").shape == (1, 3, 9)
+
+
+def test_pooling_arguments_remembered_per_input_size_still_checked() -> None:
+    """_pool_args remembers the checked arguments of plain ints per input size: a
+    second call of another size gets its own output size, and arguments that are
+    not plain ints (a bool, a negative padding, a padding past half the kernel)
+    are still refused after a remembered call."""
+    rng = np.random.default_rng(11)
+    for shape in ((2, 3, 8, 8), (2, 3, 9, 7), (1, 2, 8, 8)):
+        a = rng.standard_normal(shape).astype(np.float32)
+        x = mt.tensor(a)
+        oh, ow = shape[2] // 2, shape[3] // 2
+        windows = a[:, :, : oh * 2, : ow * 2].reshape(shape[0], shape[1], oh, 2, ow, 2)
+        for _ in range(2):  # the first call checks and remembers, the second reuses
+            got = F.max_pool2d(x, 2)
+            assert got.shape == shape[:2] + (oh, ow)
+            np.testing.assert_array_equal(got.numpy(), windows.max(axis=(3, 5)))
+            np.testing.assert_allclose(F.avg_pool2d(x, 2).numpy(), windows.mean(axis=(3, 5)), rtol=1e-6, atol=1e-6)
+    x = mt.tensor(rng.standard_normal((2, 3, 8, 8)).astype(np.float32))
+    F.max_pool2d(x, 2, 2, 1)
+    for bad in (dict(kernel_size=True), dict(kernel_size=2, padding=-1), dict(kernel_size=2, padding=2),
+                dict(kernel_size=2, stride=False)):
+        with pytest.raises(ValueError):
+            F.max_pool2d(x, **bad)
+        with pytest.raises(ValueError):
+            F.avg_pool2d(x, **bad)
+
+
+def test_avg_pool2d_without_gradient_matches_the_recorded_road() -> None:
+    """avg_pool2d with no gradient wanted runs the kernel without the rule's node:
+    the same values as the recorded road, and no grad_fn."""
+    a = np.random.default_rng(12).standard_normal((2, 3, 9, 9)).astype(np.float32)
+    x = mt.tensor(a, requires_grad=True)
+    recorded = F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)
+    with mt.no_grad():
+        plain = F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)
+    assert recorded.grad_fn is not None and plain.grad_fn is None and not plain.requires_grad
+    np.testing.assert_array_equal(plain.numpy(), recorded.detach().numpy())
+    unbatched = F.avg_pool2d(mt.tensor(a[0]), 2)
+    np.testing.assert_array_equal(unbatched.numpy(), F.avg_pool2d(mt.tensor(a[:1]), 2).numpy()[0])
+
+
+def test_pool_forwards_make_their_results_in_one_call_and_free_them() -> None:
+    """The forwards' results come allocated from the library's call
+    (mt_max_pool2d_new, mt_avg_pool2d_new): right values and indices, and every
+    byte back once the results are gone."""
+    from minitensor import _lib as lib
+
+    a = np.random.default_rng(13).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    x = mt.tensor(a)
+    windows = a.reshape(2, 3, 4, 2, 4, 2).transpose(0, 1, 2, 4, 3, 5).reshape(2, 3, 4, 4, 4)
+    before = lib.memory_in_use()
+    for _ in range(3):
+        values, indices = F.max_pool2d(x, 2, return_indices=True)
+        np.testing.assert_array_equal(values.numpy(), windows.max(-1))
+        first = windows.argmax(-1)
+        rows, cols = np.arange(4)[:, None] * 2 + first // 2, np.arange(4)[None, :] * 2 + first % 2
+        np.testing.assert_array_equal(indices.numpy(), rows * 8 + cols)
+        np.testing.assert_allclose(F.avg_pool2d(x, 2).numpy(), windows.mean(-1), rtol=1e-6, atol=1e-6)
+        assert F.max_pool2d(x, 2).shape == (2, 3, 4, 4)
+        del values, indices
+    assert lib.memory_in_use() == before
+
+
+def test_max_pool2d_return_indices_without_gradient_matches_the_recorded_road() -> None:
+    """max_pool2d(return_indices=True) with no gradient wanted runs the kernel
+    without the rule's node: the same values and indices, batched or not."""
+    a = np.random.default_rng(14).integers(-2, 3, (2, 3, 9, 9)).astype(np.float32)  # ties
+    x = mt.tensor(a, requires_grad=True)
+    values, indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    with mt.no_grad():
+        plain_values, plain_indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+        one_values, one_indices = F.max_pool2d(mt.tensor(a[0]), 3, 2, 1, return_indices=True)
+    assert values.grad_fn is not None and plain_values.grad_fn is None and plain_indices.dtype is mt.int64
+    np.testing.assert_array_equal(plain_values.numpy(), values.detach().numpy())
+    np.testing.assert_array_equal(plain_indices.numpy(), indices.numpy())
+    np.testing.assert_array_equal(one_values.numpy(), plain_values.numpy()[0])
+    np.testing.assert_array_equal(one_indices.numpy(), plain_indices.numpy()[0])

@@ -299,7 +299,7 @@ def test_max_with_indices_refuses_empty_dims_and_tuples() -> None:
 
 
 ROW_KERNELS = ("reduce_rows_warp", "reduce_rows_first_add", "reduce_rows_warp_rows", "reduce_rows_vectorized",
-               "reduce_columns")
+               "reduce_columns", "reduce_index_rows")
 
 
 @pytest.mark.parametrize("shape, dim", [((40, 3000), 1), ((3000, 40), 0)])
@@ -329,3 +329,78 @@ def test_arg_of_rows_of_the_identity_value(value: float, dtype: type, length: in
     for got in (t.argmax(1), t.argmin(1), t.max(1).indices, t.min(1).indices):
         np.testing.assert_array_equal(got.numpy(), np.zeros(3, dtype=np.int64))
     np.testing.assert_array_equal(t.max(1).values.numpy(), a[:, 0])
+
+
+def _rows_of_packs(rng: np.random.Generator, dtype: type, rows: int, length: int, kind: str) -> np.ndarray:
+    """rows x length values: whole numbers (ties), ties with NaNs, random, or all -inf."""
+    if kind == "ties":
+        return rng.integers(-3, 4, (rows, length)).astype(dtype)
+    if kind == "nan":
+        a = rng.integers(-2, 3, (rows, length)).astype(dtype)
+        a[rng.random((rows, length)) < 0.01] = np.nan
+        return a
+    if kind == "-inf":
+        return np.full((rows, length), -np.inf, dtype=dtype)
+    return rng.standard_normal((rows, length)).astype(dtype)
+
+
+@pytest.mark.parametrize("warps", [0, 1, 2, 4, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_index_rows_kernel_against_numpy(warps: int, dtype: type) -> None:
+    """The one-pass row kernel (src/reduce_index_rows.cu) by name, every group size:
+    max/min with indices, amax/amin, argmax/argmin against NumPy's first maximum
+    (the first NaN), on rows of 1 to 1025 Packs, row counts off the block's rows,
+    rows sliced out of wider ones and batched (3 dims)."""
+    rng = np.random.default_rng(warps * 7 + (dtype is np.float64))
+    width = 4 if dtype is np.float32 else 2
+    for c, packs in enumerate((1, 3, 32, 33, 128, 129, 257, 1025)):
+        kind = ("ties", "nan", "random", "-inf")[c % 4]
+        rows = (1, 3, 9, 17)[c % 4] if packs < 512 else 2
+        if c % 3 == 1:  # rows sliced out of wider ones, from an aligned start
+            t = mt.tensor(_rows_of_packs(rng, dtype, rows, (packs + 2) * width, kind))[:, width:(packs + 1) * width]
+        elif c % 3 == 2:  # batched: three dims
+            t = mt.tensor(_rows_of_packs(rng, dtype, 2 * rows, packs * width, kind).reshape(2, rows, packs * width))
+        else:
+            t = mt.tensor(_rows_of_packs(rng, dtype, rows, packs * width, kind))
+        ref = t.numpy()
+        for op in ("max", "min"):
+            values, indices = mt.ops.reduce_index_rows(op, t, warps)
+            np.testing.assert_array_equal(indices.numpy(), (np.argmax if op == "max" else np.argmin)(ref, -1))
+            np.testing.assert_array_equal(values.numpy(), (np.max if op == "max" else np.min)(ref, -1))
+            np.testing.assert_array_equal(mt.ops.reduce_index_rows("a" + op, t, warps).numpy(),
+                                          (np.max if op == "max" else np.min)(ref, -1))
+            np.testing.assert_array_equal(mt.ops.reduce_index_rows("arg" + op, t, warps).numpy(),
+                                          (np.argmax if op == "max" else np.argmin)(ref, -1))
+
+
+def test_index_rows_kernel_refuses_layouts_it_cannot_read() -> None:
+    """Rows of stride 2, off 16 bytes, not whole Packs, int64, a bad group size: a
+    ValueError that says what the kernel reads."""
+    t = mt.tensor(np.arange(48, dtype=np.float32).reshape(4, 12))
+    for bad in (t[:, ::2], t[:, 1:9], t[:, :6], t.long()):
+        with pytest.raises(ValueError, match="16-byte"):
+            mt.ops.reduce_index_rows("max", bad)
+    with pytest.raises(ValueError, match="warps is 3"):
+        mt.ops.reduce_index_rows("argmax", t, 3)
+    with pytest.raises(ValueError, match="op must be"):
+        mt.ops.reduce_index_rows("sum", t)
+
+
+@pytest.mark.parametrize("policy", ["fast", "teaching"])
+@pytest.mark.parametrize("shape", [(3, 512), (5, 4096), (2, 3, 1028), (17, 2048)])
+def test_max_min_arg_over_long_rows_under_both_policies(policy: str, shape: tuple) -> None:
+    """max(dim)/min(dim), amax, argmax, argmin over the last dim of rows long enough
+    for the one-pass row kernel (fast policy) or first_add (teaching): the same
+    results, NumPy's, with ties, a NaN and a row of -inf."""
+    rng = np.random.default_rng(sum(shape))
+    a = rng.integers(-3, 4, shape).astype(np.float32)
+    a.reshape(-1, shape[-1])[0, 5] = np.nan
+    a.reshape(-1, shape[-1])[-1] = -np.inf
+    with mt.kernels.policy(policy):
+        t = mt.tensor(a)
+        for op, np_value, np_arg in (("max", np.max, np.argmax), ("min", np.min, np.argmin)):
+            values, indices = getattr(t, op)(-1)
+            np.testing.assert_array_equal(values.numpy(), np_value(a, -1))
+            np.testing.assert_array_equal(indices.numpy(), np_arg(a, -1))
+            np.testing.assert_array_equal(getattr(t, "a" + op)(-1).numpy(), np_value(a, -1))
+            np.testing.assert_array_equal(getattr(t, "arg" + op)(-1).numpy(), np_arg(a, -1))

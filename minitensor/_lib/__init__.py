@@ -141,6 +141,7 @@ from .reduce import (  # noqa: F401
     reduce_all,
     reduce_variant,
     reduce_with_indices,
+    reduce_index_rows,
 )
 from .matmul import (  # noqa: F401
     matmul,
@@ -187,6 +188,8 @@ from .pool import (  # noqa: F401
     avg_pool2d_backward,
     adaptive_avg_pool2d,
     adaptive_avg_pool2d_backward,
+    max_pool2d_new,
+    avg_pool2d_new,
 )
 from .conv import (  # noqa: F401
     conv2d,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ctypes import c_int, c_int64
-from typing import Any
+from ctypes import POINTER, c_int, c_int64
+from typing import Any, Optional
 
 from .loader import MT_OK, C, MtTensor, declare, lib, check
 
@@ -17,6 +17,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_avg_pool2d_backward": (c_int, [MtTensor, MtTensor] + [c_int] * 6 + [c_int, c_int64]),
     "mt_adaptive_avg_pool2d": (c_int, [MtTensor, MtTensor]),
     "mt_adaptive_avg_pool2d_backward": (c_int, [MtTensor, MtTensor]),
+    "mt_max_pool2d_new": (c_int, [POINTER(MtTensor), POINTER(MtTensor), POINTER(MtTensor)] + _WINDOW),
+    "mt_avg_pool2d_new": (c_int, [POINTER(MtTensor), POINTER(MtTensor)] + [c_int] * 6 + [c_int, c_int64]),
 }
 declare(SIGNATURES)
 
@@ -65,3 +67,23 @@ def adaptive_avg_pool2d_backward(grad_in: Any, grad_out: Any) -> None:
     """grad_in = each adaptive window's gradient spread over it (mt_adaptive_avg_pool2d_backward)."""
     check(lib().mt_adaptive_avg_pool2d_backward(grad_in.descriptor(), grad_out.descriptor()),
           "mt_adaptive_avg_pool2d_backward")
+
+
+def max_pool2d_new(out: MtTensor, indices: Optional[MtTensor], inp: Any, kernel: Pair, stride: Pair, padding: Pair,
+                   dilation: Pair) -> None:
+    """mt_max_pool2d into outputs allocated by the library in the same call
+    (mt_max_pool2d_new): out and indices (None: the values only) describe them
+    and get their addresses, which the caller then owns."""
+    status = C.mt_max_pool2d_new(out, indices, inp._desc or inp.descriptor(), *kernel, *stride, *padding, *dilation)
+    if status != MT_OK:
+        check(status, "mt_max_pool2d_new")
+
+
+def avg_pool2d_new(out: MtTensor, inp: Any, kernel: Pair, stride: Pair, padding: Pair, count_include_pad: bool,
+                   divisor: int) -> None:
+    """mt_avg_pool2d into an output allocated by the library in the same call
+    (mt_avg_pool2d_new); out gets its address, which the caller then owns."""
+    status = C.mt_avg_pool2d_new(out, inp._desc or inp.descriptor(), *kernel, *stride, *padding,
+                                 int(bool(count_include_pad)), int(divisor))
+    if status != MT_OK:
+        check(status, "mt_avg_pool2d_new")

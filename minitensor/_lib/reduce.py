@@ -13,6 +13,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_reduce_all": (c_int, [c_int, MtTensor, MtTensor]),
     "mt_reduce_variant": (c_int, [c_int, MtTensor, MtTensor, c_int, c_int]),
     "mt_reduce_with_indices": (c_int, [c_int, MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_reduce_index_rows": (c_int, [c_int, MtTensor, MtTensor, MtTensor, c_int, c_int]),
 }
 declare(SIGNATURES)
 
@@ -53,3 +54,12 @@ def reduce_variant(op: str, out: Any, inp: Any, dim: int, algo: str) -> None:
         lib().mt_reduce_variant(_op_id("reduce", op), out.descriptor(), inp.descriptor(), dim, _op_id("reduce_algo", algo)),
         f"mt_reduce_variant({op}, {algo})",
     )
+
+
+def reduce_index_rows(op: str, values: Any, indices: Any, inp: Any, dim: int, warps: int) -> None:
+    """max / min / argmax / argmin of inp's contiguous rows (dim its last) into values and
+    indices (either None: not written) on src/reduce_index_rows.cu with `warps` warps a
+    row (0: the library's choice) (mt_reduce_index_rows)."""
+    check(lib().mt_reduce_index_rows(_op_id("reduce", op), MtTensor() if values is None else values.descriptor(),
+                                     MtTensor() if indices is None else indices.descriptor(), inp.descriptor(),
+                                     dim, warps), f"mt_reduce_index_rows({op}, warps={warps})")

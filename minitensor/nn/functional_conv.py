@@ -178,6 +178,8 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
 
 def _pool_input(input: Any, func: str) -> tuple[Tensor, bool]:  # noqa: A002
     """input as (N, C, H, W), and whether it came unbatched, (C, H, W), as torch takes it."""
+    if isinstance(input, Tensor) and input.ndim == 4 and input._dtype.is_floating_point:
+        return input, False  # the common case, checked without a call
     if isinstance(input, Tensor) and input.ndim == 3:
         _check_input(input, 3, func, "(N, C, H, W) or (C, H, W)")
         return input.unsqueeze(0), True
@@ -185,9 +187,22 @@ def _pool_input(input: Any, func: str) -> tuple[Tensor, bool]:  # noqa: A002
     return input, False
 
 
+# (H, W, kernel_size, stride, padding, dilation, ceil_mode) -> _pool_args' result, for
+# arguments that are plain ints (stride also None) and passed its checks: a pooling
+# layer called again on inputs of the same size skips five calls.
+_POOL_ARGS: dict[tuple[Any, ...], tuple[tuple[int, int], ...]] = {}
+
+
 def _pool_args(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
                func: str) -> tuple[tuple[int, int], ...]:
     """kernel, stride, padding, dilation and the output size (OH, OW), checked as torch checks them."""
+    plain = type(kernel_size) is int and (stride is None or type(stride) is int) and type(padding) is int \
+        and type(dilation) is int
+    if plain:
+        key = (input.shape[2], input.shape[3], kernel_size, stride, padding, dilation, bool(ceil_mode))
+        known = _POOL_ARGS.get(key)
+        if known is not None:
+            return known
     kernel = _ints(kernel_size, 2, "kernel_size", func, 1)
     stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) \
         else _ints(stride, 2, "stride", func, 1)
@@ -202,6 +217,10 @@ def _pool_args(input: Tensor, kernel_size: Any, stride: Any, padding: Any, dilat
     if min(size) < 1:
         raise ops.ShapeError(f"{func}: the input of shape {input.shape} padded by {padding} is smaller than the "
                              f"kernel {kernel} with dilation {dilation}: the output size {size} is too small")
+    if plain:
+        if len(_POOL_ARGS) >= 256:
+            _POOL_ARGS.clear()
+        _POOL_ARGS[key] = (kernel, stride, padding, dilation, size)
     return kernel, stride, padding, dilation, size
 
 
@@ -217,10 +236,15 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     func = "max_pool2d()"
     x, unbatched = _pool_input(input, func)
     kernel, stride, padding, dilation, size = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode, func)
-    if not return_indices and not (x.requires_grad and autograd.is_grad_enabled()):
-        # No backward and no indices asked for: the kernel writes the values only.
-        values = Tensor._from_array(ops.max_pool2d(x, kernel, stride, padding, dilation, size, False)[0])
-        return values.squeeze(0) if unbatched else values
+    if not (x.requires_grad and autograd.is_grad_enabled()):
+        # No backward: the kernel alone, without the rule's node; the values
+        # only unless the indices are asked for.
+        values, positions = ops.max_pool2d(x, kernel, stride, padding, dilation, size, return_indices)
+        values = Tensor._from_array(values)
+        if not return_indices:
+            return values.squeeze(0) if unbatched else values
+        positions = Tensor._from_array(positions)
+        return (values.squeeze(0), positions.squeeze(0)) if unbatched else (values, positions)
     pooled = ops.max_pool2d(x, kernel, stride, padding, dilation, size)
     values = autograd.MaxPool2d.apply(x, pooled, kernel, stride, padding, dilation)
     indices = Tensor._from_array(pooled[1])
@@ -248,6 +272,10 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
         divisor = int(divisor_override)
         if divisor < 0:  # the kernel takes a positive divisor; the sign goes after
             return -avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, -divisor)
+    if not (x.requires_grad and autograd.is_grad_enabled()):
+        # No backward: the kernel alone, without the rule's node.
+        out = Tensor._from_array(ops.avg_pool2d(x, kernel, stride, padding, bool(count_include_pad), divisor, size))
+        return out.squeeze(0) if unbatched else out
     out = autograd.AvgPool2d.apply(x, kernel, stride, padding, bool(count_include_pad), divisor, size)
     return out.squeeze(0) if unbatched else out
 

@@ -112,6 +112,7 @@ from .reduce import (  # noqa: F401
     reduce_with_indices,
     mean,
     reduce_rung_,
+    reduce_index_rows,
 )
 from .elementwise import (  # noqa: F401
     map_,

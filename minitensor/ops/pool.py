@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import _lib
-from .._array import Array, empty
+from .._array import Array, adopt, empty
 from .._dtype import int64
-from .core import require_float
+from .core import _NEW_RESULTS, _new_result, require_float
 
 Pair = tuple[int, int]
 
@@ -33,11 +33,25 @@ def max_pool2d(x: Array, kernel: Pair, stride: Pair, padding: Pair, dilation: Pa
     forward that no backward follows and that returns no indices)."""
     if not x._dtype.is_floating_point:  # (nn.functional checked; a call saved on the common road)
         require_float(x, "max_pool2d()")
-    shape = x.shape[:2] + tuple(out_size)
-    out = empty(shape, x.dtype)
-    indices = empty(shape, int64) if with_indices else None
-    _lib.max_pool2d(out, indices, x, kernel, stride, padding, dilation)
-    return out, indices
+    shape = x._shape[:2] + tuple(out_size)
+    dtype = x._dtype
+    # The outputs' layouts (core's cache of new results), then one call that
+    # allocates them and runs the kernel (mt_max_pool2d_new).
+    strides, nbytes, raw = _NEW_RESULTS.get((shape, dtype)) or _new_result(shape, dtype)
+    if not nbytes:  # no element, or too many bytes: empty() says which
+        out = empty(shape, dtype)
+        indices = empty(shape, int64) if with_indices else None
+        _lib.max_pool2d(out, indices, x, kernel, stride, padding, dilation)
+        return out, indices
+    desc = _lib.MtTensor.from_buffer_copy(raw)
+    if with_indices:
+        _, index_bytes, index_raw = _NEW_RESULTS.get((shape, int64)) or _new_result(shape, int64)
+        index_desc = _lib.MtTensor.from_buffer_copy(index_raw)
+        _lib.max_pool2d_new(desc, index_desc, x, kernel, stride, padding, dilation)
+        return (adopt(desc.data, desc, shape, strides, dtype, nbytes),
+                adopt(index_desc.data, index_desc, shape, strides, int64, index_bytes))
+    _lib.max_pool2d_new(desc, None, x, kernel, stride, padding, dilation)
+    return adopt(desc.data, desc, shape, strides, dtype, nbytes), None
 
 
 def max_pool2d_backward(grad: Array, indices: Array, in_shape: tuple[int, ...], kernel: Pair, stride: Pair,
@@ -54,9 +68,16 @@ def avg_pool2d(x: Array, kernel: Pair, stride: Pair, padding: Pair, count_includ
     size (count_include_pad: padding included), else by divisor."""
     if not x._dtype.is_floating_point:  # (nn.functional checked; a call saved on the common road)
         require_float(x, "avg_pool2d()")
-    out = empty(x.shape[:2] + tuple(out_size), x.dtype)
-    _lib.avg_pool2d(out, x, kernel, stride, padding, count_include_pad, divisor)
-    return out
+    shape = x._shape[:2] + tuple(out_size)
+    dtype = x._dtype
+    strides, nbytes, raw = _NEW_RESULTS.get((shape, dtype)) or _new_result(shape, dtype)
+    if not nbytes:  # as in max_pool2d
+        out = empty(shape, dtype)
+        _lib.avg_pool2d(out, x, kernel, stride, padding, count_include_pad, divisor)
+        return out
+    desc = _lib.MtTensor.from_buffer_copy(raw)
+    _lib.avg_pool2d_new(desc, x, kernel, stride, padding, count_include_pad, divisor)
+    return adopt(desc.data, desc, shape, strides, dtype, nbytes)
 
 
 def avg_pool2d_backward(grad: Array, in_shape: tuple[int, ...], kernel: Pair, stride: Pair, padding: Pair,

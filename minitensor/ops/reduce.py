@@ -147,3 +147,33 @@ def reduce_rung_(op: str, out: Array, x: Array, dim: int, algo: str) -> None:
     """Reduces x along dim into out (keepdim shape) with rung algo of the reduction
     ladder (mt_reduce_variant); the caller checked the arguments (minitensor.kernels.reduce)."""
     _lib.reduce_variant(op, out, x, dim, algo)
+
+
+def reduce_index_rows(op: str, x: Array, warps: int = 0) -> Any:
+    """max / min / argmax / argmin of x along its last dim on the one-pass row kernel
+    (src/reduce_index_rows.cu) with `warps` warps a row (1, 2, 4 or 8; 0: the library's
+    choice), for the benchmarks and the tests: op "max" or "min" gives (values,
+    indices), "amax" / "amin" the values, "argmax" / "argmin" the int64 indices, each of
+    x's shape without its last dim. x must be float32 or float64 rows of stride 1, a
+    whole number of 16-byte Packs each, every row 16-byte aligned (else a ValueError
+    from the library)."""
+    func = "reduce_index_rows()"
+    _require_array(x, func)
+    kinds = {"max": ("max", True, True), "min": ("min", True, True), "amax": ("max", True, False),
+             "amin": ("min", True, False), "argmax": ("argmax", False, True), "argmin": ("argmin", False, True)}
+    if op not in kinds:
+        raise ValueError(f"{func}: op must be one of {sorted(kinds)}, got {op!r}")
+    if x.ndim == 0:
+        raise DimError(f"{func}: x must have at least one dim (it reduces the last), got shape ()")
+    c_op, with_values, with_indices = kinds[op]
+    final = x.shape[:-1]
+    kept = final + (1,)
+    values = empty(kept, x.dtype) if with_values else None
+    indices = empty(kept, int64) if with_indices else None
+    _lib.reduce_index_rows(c_op, values, indices, x, x.ndim - 1, warps)
+    strides = contiguous_strides(final)
+    values = None if values is None else same_elements(values, final, strides, 0)
+    indices = None if indices is None else same_elements(indices, final, strides, 0)
+    if with_values and with_indices:
+        return values, indices
+    return values if with_values else indices

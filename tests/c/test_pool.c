@@ -8,7 +8,9 @@
  * average pooling, global and with overlapping windows; floor and ceil_mode
  * output sizes, padding up to half the kernel, strides under, equal to and
  * over the kernel, dilation, N or C of 1, an empty batch; random cases from
- * the harness's fixed seed. Then the refusals.
+ * the harness's fixed seed. Then the refusals; then mt_max_pool2d_new and
+ * mt_avg_pool2d_new (their outputs allocated in the call): the same bytes as
+ * the calls above, nothing left allocated after a refusal.
  *
  *   make check-c T=test_pool
  */
@@ -365,6 +367,119 @@ static void refusals(void)
     tt_free(&empty_plane);
 }
 
+/* The bytes of a contiguous device tensor t into a new host buffer. */
+static unsigned char *download_bytes(const mt_tensor *t, size_t bytes)
+{
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    if (bytes)
+        tt_expect_ok(mt_memcpy_d2h(host, (const char *)t->data + t->offset * tt_itemsize(t->dtype), bytes),
+                     "mt_memcpy_d2h");
+    return host;
+}
+
+/* Do two contiguous tensors of one shape and dtype hold the same bytes? */
+static void expect_same_bytes(const mt_tensor *got, const mt_tensor *want, const char *what)
+{
+    const size_t bytes = (size_t)tt_numel(want) * tt_itemsize(want->dtype);
+    unsigned char *g = download_bytes(got, bytes), *w = download_bytes(want, bytes);
+    TT_CHECK(memcmp(g, w, bytes) == 0, "%s: the new output's bytes differ from mt_*_pool2d's", what);
+    free(g);
+    free(w);
+}
+
+/* mt_max_pool2d_new (values and indices, then values alone) and
+ * mt_avg_pool2d_new: the same bytes as mt_max_pool2d and mt_avg_pool2d (which
+ * the cases above hold to the references) into outputs of the caller, in new
+ * buffers the caller owns and frees (the group's end finds none left). */
+static void new_output_case(int dtype, pool_args a)
+{
+    const int64_t oh = out_size(a.h, a.kh, a.sh, a.ph, a.dh, a.ceil_mode);
+    const int64_t ow = out_size(a.w, a.kw, a.sw, a.pw, a.dw, a.ceil_mode);
+    tt_tensor in = new4(dtype, a.n, a.c, a.h, a.w, TT_INPUT), out = new4(dtype, a.n, a.c, oh, ow, TT_CONTIGUOUS);
+    tt_tensor indices = new4(MT_INT64, a.n, a.c, oh, ow, TT_CONTIGUOUS);
+    tt_fill(&in, -3, 3, TT_INTEGERS);
+    if (tt_chance(0.3))
+        tt_plant_nans(&in, 0.05);
+    tt_case("mt_max_pool2d_new %s: in %s, out %s", tt_dtype_name(dtype), tt_str(&in), tt_str(&out));
+    mt_tensor made = out.t, made_indices = indices.t;
+    made.data = made_indices.data = NULL;
+    if (tt_expect_ok(mt_max_pool2d(out.t, indices.t, in.t, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw),
+                     "mt_max_pool2d") &&
+        tt_expect_ok(mt_max_pool2d_new(&made, &made_indices, &in.t, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw),
+                     "mt_max_pool2d_new")) {
+        TT_CHECK((made.data != NULL) == (tt_numel(&out.t) > 0), "out.data is %p for %lld elements", made.data,
+                 (long long)tt_numel(&out.t));
+        expect_same_bytes(&made, &out.t, "values");
+        expect_same_bytes(&made_indices, &indices.t, "indices");
+    }
+    tt_expect_ok(mt_free(made.data), "mt_free");
+    tt_expect_ok(mt_free(made_indices.data), "mt_free");
+    made.data = NULL;
+    if (tt_expect_ok(mt_max_pool2d_new(&made, NULL, &in.t, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw),
+                     "mt_max_pool2d_new (values only)"))
+        expect_same_bytes(&made, &out.t, "values only");
+    tt_expect_ok(mt_free(made.data), "mt_free");
+    tt_expect_unchanged(&in, "in");
+
+    tt_case("mt_avg_pool2d_new %s: in %s", tt_dtype_name(dtype), tt_str(&in));
+    a.dh = a.dw = 1;
+    const int64_t ah = out_size(a.h, a.kh, a.sh, a.ph, 1, a.ceil_mode), aw = out_size(a.w, a.kw, a.sw, a.pw, 1, a.ceil_mode);
+    tt_tensor avg = new4(dtype, a.n, a.c, ah, aw, TT_CONTIGUOUS);
+    mt_tensor made_avg = avg.t;
+    made_avg.data = NULL;
+    if (tt_expect_ok(mt_avg_pool2d(avg.t, in.t, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.count_include_pad, a.divisor),
+                     "mt_avg_pool2d") &&
+        tt_expect_ok(mt_avg_pool2d_new(&made_avg, &in.t, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.count_include_pad,
+                                       a.divisor), "mt_avg_pool2d_new"))
+        expect_same_bytes(&made_avg, &avg.t, "avg");
+    tt_expect_ok(mt_free(made_avg.data), "mt_free");
+    tt_free(&in);
+    tt_free(&out);
+    tt_free(&indices);
+    tt_free(&avg);
+}
+
+/* What the new-output entry points refuse: their outputs' data NULL after,
+ * nothing left allocated (the group's end checks). */
+static void new_output_refusals(void)
+{
+    tt_tensor in = new4(MT_FLOAT32, 1, 2, 6, 6, TT_CONTIGUOUS), in_i = new4(MT_INT64, 1, 2, 6, 6, TT_CONTIGUOUS);
+    tt_tensor out = new4(MT_FLOAT32, 1, 2, 3, 3, TT_CONTIGUOUS), idx = new4(MT_INT64, 1, 2, 3, 3, TT_CONTIGUOUS);
+    tt_fill(&in, -1, 1, 0);
+    tt_fill(&in_i, -3, 3, TT_INTEGERS);
+    mt_tensor made = out.t, made_idx = idx.t;
+    tt_case("mt_max_pool2d_new: an int64 input");
+    made.dtype = MT_INT64;
+    tt_expect_error(mt_max_pool2d_new(&made, &made_idx, &in_i.t, 2, 2, 2, 2, 0, 0, 1, 1), MT_ERR_DTYPE,
+                    "mt_max_pool2d", NULL);
+    TT_CHECK(made.data == NULL && made_idx.data == NULL, "a refused call left data %p and %p", made.data,
+             made_idx.data);
+    tt_case("mt_max_pool2d_new: float32 indices");
+    made = out.t;
+    made_idx = out.t;
+    tt_expect_error(mt_max_pool2d_new(&made, &made_idx, &in.t, 2, 2, 2, 2, 0, 0, 1, 1), MT_ERR_DTYPE,
+                    "mt_max_pool2d", NULL);
+    TT_CHECK(made.data == NULL && made_idx.data == NULL, "a refused call left data %p and %p", made.data,
+             made_idx.data);
+    tt_case("mt_avg_pool2d_new: an out of the wrong size, then one of column-major strides");
+    made = out.t;
+    made.shape[2] = 4; /* (1, 2, 4, 3), row-major */
+    made.strides[1] = 12, made.strides[0] = 24;
+    tt_expect_error(mt_avg_pool2d_new(&made, &in.t, 2, 2, 2, 2, 0, 0, 1, 0), MT_ERR_SHAPE, "mt_avg_pool2d", NULL);
+    made = out.t;
+    made.strides[2] = 1, made.strides[3] = 3;
+    tt_expect_error(mt_avg_pool2d_new(&made, &in.t, 2, 2, 2, 2, 0, 0, 1, 0), MT_ERR_INVALID_ARGUMENT,
+                    "mt_avg_pool2d_new", NULL);
+    TT_CHECK(made.data == NULL, "a refused call left data %p", made.data);
+    tt_case("mt_avg_pool2d_new: a null out");
+    tt_expect_error(mt_avg_pool2d_new(NULL, &in.t, 2, 2, 2, 2, 0, 0, 1, 0), MT_ERR_INVALID_ARGUMENT,
+                    "mt_avg_pool2d_new", NULL);
+    tt_free(&in);
+    tt_free(&in_i);
+    tt_free(&out);
+    tt_free(&idx);
+}
+
 int main(void)
 {
     tt_init("test_pool");
@@ -411,5 +526,15 @@ int main(void)
     TT_GROUP("refused") {
         refusals();
     }
+    for (int ti = 0; ti < 2; ++ti)
+        TT_GROUP("new outputs %s", tt_dtype_name(dtypes[ti])) {
+            new_output_case(dtypes[ti], (pool_args){2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0});
+            new_output_case(dtypes[ti], (pool_args){1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0});
+            new_output_case(dtypes[ti], (pool_args){0, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0}); /* empty */
+            for (int r = 0; r < 4; ++r)
+                new_output_case(dtypes[ti], random_args());
+        }
+    TT_GROUP("new outputs refused")
+        new_output_refusals();
     return tt_summary();
 }
