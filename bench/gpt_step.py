@@ -4,6 +4,7 @@
     python bench/gpt_step.py ... --precisions float32,tf32   # and TF32 products in both libraries
     python bench/gpt_step.py ... --graph         # and minitensor's step as one CUDA graph
     python bench/gpt_step.py ... --no-torch      # minitensor alone
+    python bench/gpt_step.py ... --unpacked      # and its self-attention without the packed node
 
 The model, the batches and the step are examples/train_gpt.py's (GPT,
 make_train_step; torch_gpt, make_torch_train_step for torch's twin): zero_grad,
@@ -108,7 +109,7 @@ def profile_kernels(torch: Any, steps: int, run: Callable[[], None]) -> dict[str
     """The GPU activity of `steps` calls of run() (each ends with a synchronize)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the GPU's activity only: a small trace
         for _ in range(steps):
             run()
         torch.cuda.synchronize()
@@ -152,8 +153,8 @@ def print_table(library: str, table: dict[str, tuple[int, float]], steps: int, t
 def make_steps(demo: Any, torch: Optional[Any], args: argparse.Namespace, vocab: int,
                x_np: np.ndarray, y_np: np.ndarray) -> dict[str, Callable[[], None]]:
     """One training step per library (each ends with loss.item(), as the
-    example's loop), by name: minitensor's, with --graph minitensor's as one
-    replayed CUDA graph (the example's GraphedStep), and torch's when there."""
+    example's loop), by name: minitensor's, torch's when there, and with
+    --graph minitensor's as one replayed CUDA graph (the example's GraphedStep)."""
     def minitensor_step(capturable: bool) -> Any:
         mt.manual_seed(args.seed)
         model = demo.GPT(vocab, args.context, args.width, args.heads, args.layers)
@@ -163,9 +164,6 @@ def make_steps(demo: Any, torch: Optional[Any], args: argparse.Namespace, vocab:
     steps: dict[str, Callable[[], None]] = {}
     train_step, x, y = minitensor_step(False), mt.tensor(x_np), mt.tensor(y_np)
     steps["minitensor"] = lambda: train_step(x, y).item()
-    if args.graph:
-        graphed = demo.GraphedStep(minitensor_step(True), args.batch_size, args.context, vocab)
-        steps["mt graph"] = lambda: graphed(x_np, y_np).item()
     if torch is not None:
         torch.manual_seed(args.seed)
         twin = demo.torch_gpt(vocab, args.context, args.width, args.heads, args.layers)
@@ -173,6 +171,9 @@ def make_steps(demo: Any, torch: Optional[Any], args: argparse.Namespace, vocab:
                                                                         weight_decay=0.01))
         tx, ty = torch.from_numpy(x_np).cuda(), torch.from_numpy(y_np).cuda()
         steps["torch"] = lambda: torch_step(tx, ty).item()
+    if args.graph:  # last: a run cut short by a time limit has the two libraries' numbers already
+        graphed = demo.GraphedStep(minitensor_step(True), args.batch_size, args.context, vocab)
+        steps["mt graph"] = lambda: graphed(x_np, y_np).item()
     return steps
 
 
@@ -217,6 +218,9 @@ def main() -> int:
     parser.add_argument("--graph", action="store_true",
                         help="also minitensor's step as one replayed CUDA graph (train_gpt.py --graph)")
     parser.add_argument("--no-torch", action="store_true", help="minitensor alone")
+    parser.add_argument("--unpacked", action="store_true",
+                        help="minitensor's self-attention through MultiheadAttention's general path (narrow "
+                             "views of the projection), not the packed node: an A/B of that node")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     precisions = args.precisions.split(",")
@@ -224,6 +228,8 @@ def main() -> int:
         if p not in ("float32", "tf32"):
             parser.error(f"--precisions: {p!r} is neither float32 nor tf32")
 
+    if args.unpacked:
+        mt.nn.MultiheadAttention._packed_rung = lambda *a: None  # forward then takes the general path
     demo = load_example()
     torch = None if args.no_torch else torch_or_none()
     codes, chars = demo.load_text()
@@ -232,7 +238,7 @@ def main() -> int:
     tokens = args.batch_size * args.context
     print(f"GPT step: {args.layers} layers, width {args.width}, {args.heads} heads, context {args.context}, "
           f"batch {args.batch_size} ({tokens} tokens); minitensor on {mt.backend()} ({mt.device_info()}), "
-          f"policy {mt.kernels.get_policy()}")
+          f"policy {mt.kernels.get_policy()}{', self-attention unpacked' if args.unpacked else ''}")
     if torch is None:
         print("torch with a CUDA device is not here: minitensor alone, no kernel profile "
               "(CUPTI needs a GPU); launches are counted by the emulator where it runs")
@@ -244,7 +250,9 @@ def main() -> int:
         demo.set_tf32(precision == "tf32", torch_too=torch is not None)
         print(f"\n==== {precision} ====")
         for library, run in make_steps(demo, torch, args, len(chars), x_np, y_np).items():
-            summary[precision, library] = measure(torch, run, f"{library} ({precision})", args)
+            summary[precision, library] = ms, _, launches = measure(torch, run, f"{library} ({precision})", args)
+            print(f"{library} ({precision}): {ms:.3f} ms per step, {tokens / ms * 1e3:,.0f} tokens/s, "
+                  f"{launches:.0f} launches per step")
 
     print(f"\n{'precision':<9} {'library':<11} {'wall ms/step':>12} {'tokens/s':>11} {'kernel ms/step':>14} "
           f"{'gap ms (host/idle)':>18} {'launches/step':>13}")
