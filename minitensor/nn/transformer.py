@@ -29,53 +29,52 @@ class _PackedSelfAttention(autograd.Function):
     rung, batch_first).
 
     The layout work of MultiheadAttention's self-attention in one node. Forward:
-    one copy lays q, k and v out as (N * heads, L, d) each, the rung runs, one
-    copy puts the heads side by side again. Backward: the rung's backward, and
-    dq, dk and dv each copied into its third of qkv's gradient. Built from
-    narrow views of qkv and per-head reshapes instead, the backward gave each
-    view a zero-filled gradient as large as qkv and added the three up: five
-    full passes over qkv's gradient more, per layer and step."""
+    one copy per third lays q, k and v out as (N * heads, L, d), the rung runs,
+    one copy puts the heads side by side again. Backward: the rung's backward,
+    dq, dk and dv each copied back to the layout of a third, and one copy
+    interleaves the three into qkv's gradient. Every copy writes a dense
+    block and reads a view of at most four dims (three, for the last one, once
+    its dims are merged): the strided copy's fast rung (src/copy_strided.cu),
+    where a five-dim view, or a strided destination, took map_strided at a
+    quarter of the memory's speed. Built from narrow views of qkv and per-head
+    reshapes instead, the backward gave each view a zero-filled gradient as
+    large as qkv and added the three up."""
 
     @staticmethod
-    def _to_heads(layout: tuple[int, ...], batch_first: bool) -> tuple[int, ...]:
-        """The permutation of (N, L, ...) or (L, N, ...) + (3?, h, d) that gives (3?, N, h, L, d)."""
-        n, length = (0, 1) if batch_first else (1, 0)
-        if len(layout) == 5:  # (., ., 3, h, d)
-            return (2, n, 3, length, 4)
-        return (n, 2, length, 3)
+    def _to_heads(batch_first: bool) -> tuple[int, ...]:
+        """The permutation of one third, (N, L, h, d) or (L, N, h, d), that gives (N, h, L, d)."""
+        return (0, 2, 1, 3) if batch_first else (1, 2, 0, 3)
 
     @staticmethod
     def forward(ctx, qkv, heads, scale, causal, rung, batch_first):
         n, length = (qkv.shape[0], qkv.shape[1]) if batch_first else (qkv.shape[1], qkv.shape[0])
         e = qkv.shape[2] // 3
         d = e // heads
-        layout = (qkv.shape[0], qkv.shape[1], 3, heads, d)
-        to_qkv_heads = _PackedSelfAttention._to_heads(layout, batch_first)
-        split = ops.contiguous(ops.permute(ops.reshape(qkv, layout), to_qkv_heads))  # (3, N, h, L, d)
-        q, k, v = (ops.reshape(ops.index(split, i), (n * heads, length, d)) for i in range(3))
+        third = (qkv.shape[0], qkv.shape[1], heads, d)  # the layout of q, k or v in qkv
+        to_heads = _PackedSelfAttention._to_heads(batch_first)
+        q, k, v = (ops.reshape(ops.contiguous(ops.permute(ops.reshape(ops.narrow(qkv, 2, i * e, e), third), to_heads)),
+                               (n * heads, length, d)) for i in range(3))
         out, lse = ops.attention(q, k, v, scale, causal, rung)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.args = (heads, scale, causal, rung, batch_first, layout)
-        # (N * h, L, d) -> (N, h, L, d) -> (N, L, h, d) or (L, N, h, d): the inverse of _to_heads
-        to_heads = _PackedSelfAttention._to_heads(layout[:2] + layout[3:], batch_first)
-        back = tuple(to_heads.index(i) for i in range(4))
+        ctx.args = (heads, scale, causal, rung, batch_first, third)
+        back = tuple(to_heads.index(i) for i in range(4))  # (N, h, L, d) -> the layout of a third
         side_by_side = ops.contiguous(ops.permute(ops.reshape(out, (n, heads, length, d)), back))
         return ops.reshape(side_by_side, (qkv.shape[0], qkv.shape[1], e))
 
     @staticmethod
     def backward(ctx, grad):
         q, k, v, out, lse = ctx.saved_tensors
-        heads, scale, causal, rung, batch_first, layout = ctx.args
+        heads, scale, causal, rung, batch_first, third = ctx.args
         n_h, length, d = q.shape
-        to_heads = _PackedSelfAttention._to_heads(layout[:2] + layout[3:], batch_first)
-        g = ops.reshape(ops.contiguous(ops.permute(ops.reshape(grad, layout[:2] + layout[3:]), to_heads)),
-                        (n_h, length, d))
+        to_heads = _PackedSelfAttention._to_heads(batch_first)
+        back = tuple(to_heads.index(i) for i in range(4))
+        g = ops.reshape(ops.contiguous(ops.permute(ops.reshape(grad, third), to_heads)), (n_h, length, d))
         dq, dk, dv = ops.attention_backward(g, q, k, v, out, lse, scale, causal, rung)
-        dqkv = ops.empty(layout, grad.dtype)
+        parts = ops.empty((3,) + third, grad.dtype)  # (3, ., ., h, d): dq, dk, dv in a third's layout
         for i, part in enumerate((dq, dk, dv)):
-            third = ops.index(dqkv, (slice(None), slice(None), i))  # (., ., h, d)
-            ops.copy_(ops.permute(third, to_heads), ops.reshape(part, (n_h // heads, heads, length, d)))
-        return ops.reshape(dqkv, (layout[0], layout[1], 3 * layout[3] * d)), None, None, None, None, None
+            ops.copy_(ops.index(parts, i), ops.permute(ops.reshape(part, (n_h // heads, heads, length, d)), back))
+        dqkv = ops.contiguous(ops.permute(parts, (1, 2, 0, 3, 4)))  # (., ., 3, h, d): q's, k's, v's side by side
+        return ops.reshape(dqkv, (third[0], third[1], 3 * heads * d)), None, None, None, None, None
 
 
 class MultiheadAttention(Module):
