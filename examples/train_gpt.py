@@ -215,21 +215,22 @@ def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str
     return model, tokens / timed if timed else 0.0
 
 
-def train_torch(args: argparse.Namespace, data: np.ndarray, chars: list[str]) -> float:
-    """The same model, batches and optimizer in PyTorch on the GPU: tokens per second."""
+def torch_gpt(vocab: int, context: int, width: int, heads: int, layers: int) -> Any:
+    """GPT's twin in PyTorch, on the GPU: the same layers, built by torch's
+    own modules (nn.TransformerEncoderLayer, pre-LN, causal)."""
     import torch
 
     class TorchGPT(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.tokens = torch.nn.Embedding(len(chars), args.width)
-            self.positions = torch.nn.Embedding(args.context, args.width)
+            self.tokens = torch.nn.Embedding(vocab, width)
+            self.positions = torch.nn.Embedding(context, width)
             self.blocks = torch.nn.ModuleList([
-                torch.nn.TransformerEncoderLayer(args.width, args.heads, 4 * args.width, dropout=0.0,
+                torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0,
                                                  activation="gelu", batch_first=True, norm_first=True)
-                for _ in range(args.layers)])
-            self.norm = torch.nn.LayerNorm(args.width)
-            self.head = torch.nn.Linear(args.width, len(chars))
+                for _ in range(layers)])
+            self.norm = torch.nn.LayerNorm(width)
+            self.head = torch.nn.Linear(width, vocab)
 
         def forward(self, idx: torch.Tensor) -> torch.Tensor:
             t = idx.shape[1]
@@ -239,22 +240,39 @@ def train_torch(args: argparse.Namespace, data: np.ndarray, chars: list[str]) ->
                 x = block(x, src_mask=mask, is_causal=True)
             return self.head(self.norm(x))
 
+    return TorchGPT().cuda()
+
+
+def make_torch_train_step(model: Any, optimizer: Any) -> Any:
+    """make_train_step's twin for torch_gpt's model: the same five parts."""
+    import torch
+
+    def train_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return loss
+    return train_step
+
+
+def train_torch(args: argparse.Namespace, data: np.ndarray, chars: list[str]) -> float:
+    """The same model, batches and optimizer in PyTorch on the GPU: tokens per second."""
+    import torch
+
     torch.manual_seed(args.seed)
-    model = TorchGPT().cuda()
+    model = torch_gpt(len(chars), args.context, args.width, args.heads, args.layers)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    train_step = make_torch_train_step(model, optimizer)
     rng = np.random.default_rng(args.seed)
     timed = 0.0
     for step in range(1, args.steps + 1):
         x, y = (torch.from_numpy(a).cuda() for a in batch(data, args.batch_size, args.context, rng))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        optimizer.zero_grad()
-        logits = model(x)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, len(chars)), y.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        value = loss.item()
+        value = train_step(x, y).item()
         if step > 5:
             timed += time.perf_counter() - t0
     print(f"torch: final training loss {value:.3f}")

@@ -29,11 +29,6 @@ def test_hook_runs_once_after_the_last_use_of_a_leaf():
     np.testing.assert_allclose(seen[1], want + np.array([4.0, 5.0, 6.0]))
 
 
-@pytest.mark.xfail(mt.kernels.get_policy() == "teaching", strict=True,
-                   reason="open: under the teaching policy Linear is a transpose view, a matmul and an add, "
-                          "and the engine's topological order runs the three transposes (the weights' last "
-                          "uses) after every matmul, so the hooks fire in forward order: DDP's buckets still "
-                          "average correctly, but start only at the end of the pass")
 def test_hooks_run_in_the_order_gradients_complete():
     """A chain of layers: the last layer's parameter is complete first, as DDP's buckets assume."""
     mt.manual_seed(0)

@@ -362,3 +362,36 @@ def test_masked_softmax_gradients_and_refusals() -> None:
         F.scaled_dot_product_attention(q, q, q, attn_mask=mt.tensor(bias, dtype=mt.float32))
     with pytest.raises(mt.ShapeError, match="does not broadcast"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=mt.tensor(np.ones((3, 2, 4, 4))))
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_packed_self_attention_matches_the_general_path(batch_first: bool, is_causal: bool) -> None:
+    """MultiheadAttention's packed self-attention node (one copy into heads, the
+    one-kernel rung, one copy back; under the fast policy, head dim 64) gives
+    the output and every gradient of the general path (narrow views of the
+    projection split into heads, F.scaled_dot_product_attention)."""
+    rng = np.random.default_rng(3)
+    mt.manual_seed(0)
+    m = nn.MultiheadAttention(128, 2, batch_first=batch_first)
+    with mt.no_grad():
+        m.in_proj_bias.copy_(mt.tensor(rng.standard_normal(384).astype(np.float32)))
+    x = mt.tensor(rng.standard_normal((3, 5, 128)).astype(np.float32), requires_grad=True)
+    mask = ~F.causal_mask(5 if batch_first else 3) if is_causal else None
+    grad_out = mt.tensor(rng.standard_normal((3, 5, 128)).astype(np.float32))
+    results = []
+    with mt.kernels.policy("fast"):
+        assert m._packed_rung(x, True, False, None, mask, is_causal) is not None  # the packed path runs
+        for packed in (True, False):
+            x.grad = None
+            m.zero_grad()
+            if not packed:
+                m._packed_rung = lambda *args: None  # the general path
+            out, weights = m(x, x, x, need_weights=False, attn_mask=mask, is_causal=is_causal)
+            assert weights is None and out.shape == (3, 5, 128)
+            out.backward(grad_out)
+            results.append([out.numpy(), x.grad.numpy()] + [p.grad.numpy() for p in m.parameters()])
+            if not packed:
+                del m._packed_rung
+    for got, want in zip(*results):
+        assert_close(got, want, mt.float32, n=128)

@@ -21,6 +21,62 @@ from .modules import Dropout, GELU, LayerNorm, Linear, Module, ReLU, _uniform
 from .parameter import Parameter
 
 
+class _PackedSelfAttention(autograd.Function):
+    """Self-attention from the packed in-projection qkv, (N, L, 3 E) with
+    batch_first or (L, N, 3 E), whose thirds are q, k and v, heads side by side:
+    to the heads' outputs side by side, (N, L, E) or (L, N, E), through a
+    one-kernel attention rung. Called as apply(qkv, heads, scale, is_causal,
+    rung, batch_first).
+
+    The layout work of MultiheadAttention's self-attention in one node. Forward:
+    one copy per third lays q, k and v out as (N * heads, L, d), the rung runs,
+    one copy puts the heads side by side again. Backward: the rung's backward,
+    dq, dk and dv each copied back to the layout of a third, and one copy
+    interleaves the three into qkv's gradient. Every copy writes a dense
+    block and reads a view of at most four dims (three, for the last one, once
+    its dims are merged): the strided copy's fast rung (src/copy_strided.cu),
+    where a five-dim view, or a strided destination, took map_strided at a
+    quarter of the memory's speed. Built from narrow views of qkv and per-head
+    reshapes instead, the backward gave each view a zero-filled gradient as
+    large as qkv and added the three up."""
+
+    @staticmethod
+    def _to_heads(batch_first: bool) -> tuple[int, ...]:
+        """The permutation of one third, (N, L, h, d) or (L, N, h, d), that gives (N, h, L, d)."""
+        return (0, 2, 1, 3) if batch_first else (1, 2, 0, 3)
+
+    @staticmethod
+    def forward(ctx, qkv, heads, scale, causal, rung, batch_first):
+        n, length = (qkv.shape[0], qkv.shape[1]) if batch_first else (qkv.shape[1], qkv.shape[0])
+        e = qkv.shape[2] // 3
+        d = e // heads
+        third = (qkv.shape[0], qkv.shape[1], heads, d)  # the layout of q, k or v in qkv
+        to_heads = _PackedSelfAttention._to_heads(batch_first)
+        q, k, v = (ops.reshape(ops.contiguous(ops.permute(ops.reshape(ops.narrow(qkv, 2, i * e, e), third), to_heads)),
+                               (n * heads, length, d)) for i in range(3))
+        out, lse = ops.attention(q, k, v, scale, causal, rung)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.args = (heads, scale, causal, rung, batch_first, third)
+        back = tuple(to_heads.index(i) for i in range(4))  # (N, h, L, d) -> the layout of a third
+        side_by_side = ops.contiguous(ops.permute(ops.reshape(out, (n, heads, length, d)), back))
+        return ops.reshape(side_by_side, (qkv.shape[0], qkv.shape[1], e))
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, out, lse = ctx.saved_tensors
+        heads, scale, causal, rung, batch_first, third = ctx.args
+        n_h, length, d = q.shape
+        to_heads = _PackedSelfAttention._to_heads(batch_first)
+        back = tuple(to_heads.index(i) for i in range(4))
+        g = ops.reshape(ops.contiguous(ops.permute(ops.reshape(grad, third), to_heads)), (n_h, length, d))
+        dq, dk, dv = ops.attention_backward(g, q, k, v, out, lse, scale, causal, rung)
+        parts = ops.empty((3,) + third, grad.dtype)  # (3, ., ., h, d): dq, dk, dv in a third's layout
+        for i, part in enumerate((dq, dk, dv)):
+            ops.copy_(ops.index(parts, i), ops.permute(ops.reshape(part, (n_h // heads, heads, length, d)), back))
+        dqkv = ops.contiguous(ops.permute(parts, (1, 2, 0, 3, 4)))  # (., ., 3, h, d): q's, k's, v's side by side
+        return ops.reshape(dqkv, (third[0], third[1], 3 * heads * d)), None, None, None, None, None
+
+
 class MultiheadAttention(Module):
     """Attention with num_heads heads of embed_dim / num_heads features each.
 
@@ -111,6 +167,15 @@ class MultiheadAttention(Module):
                 need_weights: bool = True, attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Optional[Tensor]]:
         packed = self.in_proj_weight is not None and query is key and key is value  # self-attention
+        rung = self._packed_rung(query, packed, need_weights, key_padding_mask, attn_mask, is_causal)
+        if rung is not None:
+            batch, length = query.shape[:2] if self.batch_first else query.shape[1::-1]
+            self._check_masks(attn_mask, None, length, length, batch)  # the hint's mask, checked as torch does
+            qkv = F.linear(query, self.in_proj_weight, self.in_proj_bias)  # in the input's own layout
+            d = self.embed_dim // self.num_heads
+            heads = _PackedSelfAttention.apply(qkv, self.num_heads, 1.0 / math.sqrt(d), is_causal, rung,
+                                               self.batch_first)
+            return self.out_proj(heads), None
         if self.batch_first:
             query, key, value = (t.transpose(0, 1) if isinstance(t, Tensor) else t for t in (query, key, value))
         self._check(query, key, value)
@@ -162,6 +227,25 @@ class MultiheadAttention(Module):
         if not need_weights:
             return out, None
         return out, (weights.mean(1) if average_attn_weights else weights)
+
+    def _packed_rung(self, query: Any, packed: bool, need_weights: bool, key_padding_mask: Any,
+                     attn_mask: Any, is_causal: bool) -> Optional[str]:
+        """The one-kernel attention rung of the packed self-attention path
+        (_PackedSelfAttention), or None where forward takes the general path:
+        self-attention with the packed in-projection, no weights to return, no
+        padding mask, no mask or torch's causal hint (which needs one: that
+        error is the general path's), no dropout in training, a float query of
+        at least one element and a head dim that a rung takes (none under the
+        teaching policy: the course's rungs run there)."""
+        hinted_or_none = attn_mask is not None if is_causal else attn_mask is None
+        if not (packed and not need_weights and key_padding_mask is None and hinted_or_none and
+                (self.dropout == 0.0 or not self.training)):
+            return None
+        if not (isinstance(query, Tensor) and query.ndim == 3 and query.numel() > 0
+                and query.dtype.is_floating_point and query.shape[-1] == self.embed_dim):
+            return None  # the general path checks the shapes and names what is wrong
+        d = self.embed_dim // self.num_heads
+        return ops.fused_attention_rung(d, d)
 
     @staticmethod
     def _mask(attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], length: int,

@@ -53,8 +53,10 @@ print("w is a leaf:", w.grad_fn is None, " z.grad_fn:", type(z.grad_fn).__name__
 # `grad_fn` leads to another node; one without is a leaf (a parameter if it
 # requires a gradient, else a constant such as the data). The numbers on the
 # nodes are the order in which `backward` calls them: the library's own
-# ordering function, `autograd.topological_order`, a depth-first search
-# written as a loop (a recursive one would hit Python's recursion limit on a
+# ordering function, `autograd.topological_order`, which runs a node once
+# every node that consumes its result has run (its gradient is complete) and,
+# among the nodes ready, the one recorded last first, as torch's engine does
+# (written as loops: a recursive walk would hit Python's recursion limit on a
 # deep graph).
 
 # %%
