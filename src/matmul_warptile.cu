@@ -176,8 +176,8 @@ static const char *const kWarptileConfigNames[] = {
     "128x128x16 warp 64x32, fragments prefetched (256 threads, 1 block/SM)",
     "128x64x16 warp 64x32, fragments prefetched (128 threads, 3 blocks/SM)",
     "128x64x16 warp 32x32, fragments prefetched (256 threads, 2 blocks/SM)",
-    "128x128x16 warp 64x32, fragments prefetched, split K 2 (256 threads, 1 block/SM)",
-    "128x64x16 warp 32x32, fragments prefetched, split K 2 (256 threads, 2 blocks/SM)",
+    "128x128x16 warp 64x32, fragments prefetched, split K to fill the GPU (256 threads, 1 block/SM)",
+    "128x64x16 warp 32x32, fragments prefetched, split K to fill the GPU (256 threads, 2 blocks/SM)",
 };
 constexpr int kWarptileConfigs = (int)(sizeof(kWarptileConfigNames) / sizeof(kWarptileConfigNames[0]));
 
@@ -229,20 +229,21 @@ static mt_status launch_warptile_layouts(const mt_tensor &out, const mt_tensor &
 
 /* ---- split-K ---------------------------------------------------------------
  * A product with few output tiles leaves SMs idle or gives each scheduler a
- * single warp to issue from (1024^3: 64 tiles of 128 x 128 for 132 SMs).
- * Splitting K into kSplits slices makes that many times more blocks: slice
- * s computes A[:, s K/S .. (s+1) K/S) @ B[s K/S .. (s+1) K/S, :] into
- * partial[s]. That is a batched product of three views, the slice being the
- * batch dim (its stride is K / S columns of A and K / S rows of B), so it
- * runs the warptile kernel as it is. A second kernel then adds the partials
- * in a fixed order (slice 0, 1, ...: the same result on every run, unlike
- * atomic adds) and applies the epilogue. The price: the partials' round trip
- * through memory (L2 at these sizes) and one more launch. */
+ * single warp to issue from (1024^3: 64 tiles of 128 x 128 for 132 SMs; a
+ * transformer's weight gradient, 384 x 1536 summed over 16384 tokens: 36).
+ * Splitting K into S slices makes S times more blocks: slice s computes
+ * A[:, s K/S .. (s+1) K/S) @ B[s K/S .. (s+1) K/S, :] into partial[s]. That
+ * is a batched product of three views, the slice being the batch dim (its
+ * stride is K / S columns of A and K / S rows of B), so it runs the warptile
+ * kernel as it is. A second kernel then adds the partials in a fixed order
+ * (slice 0, 1, ...: the same result on every run, unlike atomic adds) and
+ * applies the epilogue. The price: the partials' round trip through memory
+ * (L2 at these sizes) and one more launch. */
 
 /* out(row, col .. col + 3) = epilogue(sum over s of partial[s][row][col ..]):
  * one thread a run of 4 outputs, as the main kernel's epilogue stores them. */
-template <typename T, int kSplits, typename Epi>
-__global__ void matmul_split_sum(mt_tensor out, const T *partial, bool vec_out, Epi epi)
+template <typename T, typename Epi>
+__global__ void matmul_split_sum(mt_tensor out, const T *partial, int splits, bool vec_out, Epi epi)
 {
     const MatrixView<T> Out = matrix_view<T>(out, out.offset);
     const int64_t M = Out.rows, N = Out.cols;
@@ -255,7 +256,7 @@ __global__ void matmul_split_sum(mt_tensor out, const T *partial, bool vec_out, 
     MT_UNROLL for (int w = 0; w < 4; ++w) {
         v[w] = T(0);
         if (col + w < N)
-            MT_UNROLL for (int s = 0; s < kSplits; ++s)
+            for (int s = 0; s < splits; ++s)
                 v[w] += partial[(s * M + row) * N + col + w];
     }
     epi.at_batch(0).apply(v, row, col);
@@ -283,42 +284,59 @@ static mt_tensor k_slices(const mt_tensor &x, int splits, bool along_cols)
 }
 
 /* The shortest slice of K worth a split: below it the second launch and the
- * partials cost more than the blocks gain. */
+ * partials cost more than the blocks gain. The most slices: beyond it the
+ * partials (splits x M x N) outgrow what a fuller GPU gains. */
 constexpr int64_t kSplitMinK = 64;
+constexpr int kSplitMax = 16;
 
-/* Config C's tile with K split kSplits ways: for a single product (no batch
- * dims) whose split grid still has at most two blocks per SM, whose slices
- * stay 16-byte aligned (K a multiple of kSplits Packs) and are at least
- * kSplitMinK long; anything else runs C unsplit. */
-template <typename T, typename C, int kSplits, typename Epi>
-static mt_status launch_warptile_split(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
+/* How many slices config C cuts K into for an M x N x K product: doubling
+ * from 1 while the grid still fills less than 90% of the GPU's block slots
+ * (SMs x the config's blocks an SM), the slices stay 16-byte aligned (K a
+ * multiple of splits Packs) and at least kSplitMinK long. 1: no split. */
+template <typename T, typename C>
+static int split_count(int64_t M, int64_t N, int64_t K)
 {
     constexpr int W = Pack<T>::kWidth;
+    const int64_t tiles = out_tiles(M, N, 1, C::BM, C::BN);
+    const int64_t slots = (int64_t)mt_sm_count() * C::kMinBlocks;
+    int splits = 1;
+    while (splits < kSplitMax && 10 * tiles * splits < 9 * slots && K % (2 * splits * W) == 0 &&
+           K / (2 * splits) >= kSplitMinK)
+        splits *= 2;
+    return splits;
+}
+
+/* Config C's tile with K split split_count ways, for a single product (no
+ * batch dims); anything else, or a product that needs no split, runs C
+ * unsplit. */
+template <typename T, typename C, typename Epi>
+static mt_status launch_warptile_split(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
+{
     const int64_t M = out.shape[out.ndim - 2];
     const int64_t N = out.shape[out.ndim - 1];
     const int64_t K = a.shape[a.ndim - 1];
-    if (shape_numel(out.shape, out.ndim - 2) != 1 || out_tiles(M, N, 1, C::BM, C::BN) * kSplits > 2 * (int64_t)mt_sm_count() ||
-        K % (kSplits * W) != 0 || K / kSplits < kSplitMinK)
+    const int splits = shape_numel(out.shape, out.ndim - 2) == 1 ? split_count<T, C>(M, N, K) : 1;
+    if (splits == 1)
         return launch_warptile_layouts<T, C>(out, a, b, epi);
     DeviceScratch scratch;
-    CUDA_CHECK(scratch.allocate((size_t)(kSplits * M * N) * sizeof(T)));
+    CUDA_CHECK(scratch.allocate((size_t)(splits * M * N) * sizeof(T)));
     mt_tensor partial = out;
     partial.data = scratch.as<T>();
     partial.offset = 0;
     partial.ndim = 3;
-    partial.shape[0] = kSplits;
+    partial.shape[0] = splits;
     partial.shape[1] = M;
     partial.shape[2] = N;
     partial.strides[0] = M * N;
     partial.strides[1] = N;
     partial.strides[2] = 1;
-    const mt_tensor a_slices = k_slices(a, kSplits, true);
-    const mt_tensor b_slices = k_slices(b, kSplits, false);
+    const mt_tensor a_slices = k_slices(a, splits, true);
+    const mt_tensor b_slices = k_slices(b, splits, false);
     MT_TRY((launch_warptile_layouts<T, C>(partial, a_slices, b_slices, PlainStore{})));
     const int64_t threads = M * ((N + 3) / 4);
     constexpr int kBlock = 256;
-    matmul_split_sum<T, kSplits, Epi><<<(unsigned)((threads + kBlock - 1) / kBlock), kBlock, 0, mt_stream()>>>(
-        out, scratch.as<T>(), out_vector_ok(out), epi);
+    matmul_split_sum<T, Epi><<<(unsigned)((threads + kBlock - 1) / kBlock), kBlock, 0, mt_stream()>>>(
+        out, scratch.as<T>(), splits, out_vector_ok(out), epi);
     CUDA_CHECK(mt_launch_status());
     CUDA_CHECK(scratch.release());
     return MT_OK;
@@ -354,9 +372,9 @@ mt_status launch_warptile_epilogue(const mt_tensor &out, const mt_tensor &a, con
     case 11:
         return launch_warptile_layouts<T, Cfg11>(out, a, b, epi);
     case 12:
-        return launch_warptile_split<T, Cfg9, 2>(out, a, b, epi);
+        return launch_warptile_split<T, Cfg9>(out, a, b, epi);
     case 13:
-        return launch_warptile_split<T, Cfg11, 2>(out, a, b, epi);
+        return launch_warptile_split<T, Cfg11>(out, a, b, epi);
     default:
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_matmul", "warptile config %d has no kernel", config);
     }

@@ -73,8 +73,10 @@ REPEATS = 3
 # 2: the pipelined rung's configurations joined warptile's. A cache of an
 # older version chose among fewer configurations: it is dropped (silently)
 # and the shapes are timed again. 3: warptile's prefetching configurations
-# (8-11) joined, and pipelined's numbers moved up by four.
-CACHE_VERSION = 3
+# (8-11) joined, and pipelined's numbers moved up by four. 4: the split-K
+# configurations (12, 13) cut K into as many slices as fill the GPU (2-16),
+# not always two: a shape class timed before may now choose them.
+CACHE_VERSION = 4
 
 # A timer takes a callable that runs one product with a given config and
 # returns seconds per run. Tests install a fake one with set_timer().

@@ -85,17 +85,29 @@ def roofline_s(problem: Any, config: Any, device: Device) -> Roofline:
     return replace(r, time=r.time + copy, memory=r.memory + copy) if copy else r
 
 
+def split_count(m: int, n: int, k: int, itemsize: int, config: Any, device: Device) -> int:
+    """The slices a fill-the-GPU split-K configuration cuts K into, as
+    src/matmul_warptile.cu's split_count: doubling from 1 while the grid fills
+    less than 90% of the block slots (SMs x the config's blocks an SM), K
+    stays a multiple of the slices' 16 bytes and slices stay 64 or longer, up
+    to 16."""
+    tiles = math.ceil(m / config.bm) * math.ceil(n / config.bn)
+    slots = device.sms * max(config.min_blocks, 1)
+    width = 16 // itemsize
+    splits = 1
+    while splits < 16 and 10 * tiles * splits < 9 * slots and k % (2 * splits * width) == 0 and k // (2 * splits) >= 64:
+        splits *= 2
+    return splits
+
+
 def split_k_roofline(problem: MatmulProblem, config: Any, device: Device) -> Roofline:
     """gemm_roofline, for a split-K configuration (src/matmul_warptile.cu,
-    launch_warptile_split) as it runs: where the library splits (one product
-    whose split grid has at most two blocks an SM, K a multiple of splits x 16 bytes, slices of at
-    least 64), S products of K / S, then one pass that reads the S partials
-    and writes out; elsewhere the tile unsplit."""
+    launch_warptile_split) as it runs: for one product (no batch dims), S
+    products of K / S with S from split_count, then one pass that reads the S
+    partials and writes out; elsewhere (S = 1) the tile unsplit."""
     m, n, k, batches, itemsize = problem.m, problem.n, problem.k, problem.batches, problem.itemsize
-    splits = config.splits
-    tiles = math.ceil(m / config.bm) * math.ceil(n / config.bn)
-    if (splits == 1 or batches != 1 or tiles * splits > 2 * device.sms or k % (splits * 16 // itemsize) != 0
-            or k // splits < 64):
+    splits = split_count(m, n, k, itemsize, config, device) if config.splits == 0 and batches == 1 else 1
+    if splits == 1:
         return gemm_roofline(m, n, k, batches, itemsize, config, device)
     r = gemm_roofline(m, n, k // splits, splits, itemsize, config, device)
     passes = (splits + 1) * m * n * itemsize * 2 / device.l2_bytes_s + device.launch_s

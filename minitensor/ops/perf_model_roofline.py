@@ -95,7 +95,8 @@ class TileConfig:
     float64 halves it), warp tile wm x wn, stages of shared memory, threads,
     and the blocks per SM its __launch_bounds__ asks room for (0: unsaid);
     splits: the slices K is cut into (split-K: a partial product per slice,
-    then a pass that adds them; 1: no split)."""
+    then a pass that adds them; 1: no split; 0: as many as fill the GPU,
+    chosen per product as src/matmul_warptile.cu's split_count does)."""
 
     rung: str
     bm: int
@@ -110,7 +111,7 @@ class TileConfig:
 
 
 _NAME = re.compile(r"^(?:(pipelined) )?(\d+)x(\d+)x(\d+) warp (\d+)x(\d+)(?:, (\d+) stages)?"
-                   r"(?:, fragments prefetched)?(?:, split K (\d+))? "
+                   r"(?:, fragments prefetched)?(?:, split K (\d+|to fill the GPU))? "
                    r"\((\d+) threads(?:, (\d+) blocks?/SM)?\)$")
 
 
@@ -123,7 +124,7 @@ def parse_config(name: str) -> TileConfig:
     pipelined, bm, bn, bk, wm, wn, stages, splits, threads, blocks = match.groups()
     return TileConfig("pipelined" if pipelined else "warptile", int(bm), int(bn), int(bk), int(wm), int(wn),
                       int(stages) if stages else 2, int(threads), int(blocks) if blocks else 0,
-                      int(splits) if splits else 1)
+                      (0 if splits == "to fill the GPU" else int(splits)) if splits else 1)
 
 
 # ---- the roofline -----------------------------------------------------------------------------

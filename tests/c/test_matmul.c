@@ -333,6 +333,12 @@ int main(void)
                      * the split-K configs split it. */
                     plain_case(algo, dtype, 70, 60, 136, ROW_MAJOR, ROW_MAJOR);
                     plain_case(algo, dtype, 100, 64, 128, TRANSPOSED, RANDOM_LAYOUT);
+                    /* K long enough for the most slices (16 of 64), as a
+                     * weight gradient's sum over tokens: on a GPU of 16 SMs or
+                     * more (MINITENSOR_EMU_THREADS=16 on the emulator) a split
+                     * config cuts this one-tile product 16 ways. */
+                    if (strstr(mt_matmul_config_name(g_config), "split"))
+                        plain_case(algo, dtype, 40, 36, 1024, TRANSPOSED, ROW_MAJOR);
                     static const int64_t b2[] = {2};
                     matmul_case(algo, dtype, 1, b2, 1, b2, 0, NULL, 36, 132, 68, ROW_MAJOR, TRANSPOSED);
                 }

@@ -159,6 +159,9 @@ int main(void)
              * or more: the split-K configs split it. */
             epilogue_case(MT_FLOAT32, MT_EPILOGUE_GELU, 7, 0, 100, 60, 136, 1, 0);
             epilogue_case(MT_FLOAT64, MT_EPILOGUE_RELU, 7, 0, 65, 64, 128, 0, 1);
+            /* K long enough for the most slices (16 of 64): 16 partials summed before the epilogue. */
+            if (strstr(mt_matmul_config_name(epilogue_config), "split"))
+                epilogue_case(MT_FLOAT32, MT_EPILOGUE_GELU, 7, 2, 40, 36, 1024, 1, 0);
         }
         epilogue_config = -1;
     }
