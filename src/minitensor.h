@@ -584,6 +584,7 @@ mt_status mt_get_device(int *device);
 /* ---- families declared in headers of their own ---------------------------- */
 #include "batchnorm.h" /* mt_batch_norm, mt_batch_norm_backward (src/batchnorm.cu) */
 #include "attention_tiled.h" /* mt_attention_tiled and its backward (src/attention_tiled.cu) */
+#include "conv_igemm_tf32.h" /* mt_conv2d_tf32 and its gradients (src/conv_igemm_tf32.cu) */
 
 #ifdef __cplusplus
 }

@@ -220,3 +220,10 @@ from .optim import (  # noqa: F401
     sgd_step_,
     adam_step_,
 )
+from .conv_tf32 import (  # noqa: F401
+    TF32_CONV_RUNG,
+    tf32_conv_allowed,
+    conv2d_tf32,
+    conv2d_tf32_input_grad,
+    conv2d_tf32_weight_grad,
+)
