@@ -17,12 +17,16 @@
  *
  *  - the tiles are stored k-major, tile[k][m] and tile[k][n], as the gather
  *    writes them (one element per copy, so nothing is gained by the
- *    matmul's row-major 16-byte chunks). A fragment is then read with scalar
- *    loads: lane (g, t) = (lane / 4, lane % 4) reads k = t (and t + 4) of
- *    row or column g (and g + 8). With rows of BM + 8 floats, BM a multiple
- *    of 32, the 32 lanes' addresses 8 t + g (mod 32) fall on 32 different
- *    banks: the padding does what the matmul's swizzle does, and ldmatrix
- *    (which reads rows along k) is not needed;
+ *    matmul's row-major 16-byte chunks). Lane (g, t) = (lane / 4, lane % 4)
+ *    needs k = t and t + 4 of rows g, g + 8, g + 16, g + 24 of each 32 rows
+ *    (two A fragments) and of columns g, g + 8, g + 16, g + 24 of each 32
+ *    columns (four B fragments). Within each 32, row 8 q + r is stored at
+ *    4 r + q (frag_pos), so that those four are adjacent: one 16-byte load
+ *    instead of four scalar ones (the fragment loads were 24 of a warp's
+ *    shared-memory instructions per 16 mmas, now 6). With rows of BM + 8
+ *    floats (BM a multiple of 32) each quarter-warp's 8 loads cover the 32
+ *    banks once: the padding does what the matmul's swizzle does, and
+ *    ldmatrix (which reads rows along k) is not needed;
  *  - the operands are rounded to TF32 (cvt.rna) as the fragments are read,
  *    as in the matmul rung and as cuDNN does;
  *  - each lane stores its accumulators where the Problem's index map says
@@ -54,9 +58,16 @@ struct Tf32ConvTiles {
     static constexpr int kStageFloats = BK * (kALd + kBLd);
     static constexpr size_t kSharedBytes = (size_t)kStages * kStageFloats * sizeof(float);
     static_assert(BM % 32 == 0 && BN % 32 == 0, "the padding spreads lanes over banks for multiples of 32");
-    static_assert(WM % 16 == 0 && WN % 8 == 0 && BK % 8 == 0, "whole mma fragments");
+    static_assert(WM % 32 == 0 && WN % 32 == 0 && BK % 8 == 0, "whole 32-row groups of fragments (frag_pos)");
     static_assert(kStages >= 2, "at least one K-tile in flight");
 };
+
+/* Where row (or column) m of a tile is stored in its k-row: within each 32,
+ * 8 q + r goes to 4 r + q (the file comment says why). */
+MT_DEVICE int frag_pos(int m)
+{
+    return (m & ~31) | ((m & 7) << 2) | ((m >> 3) & 3);
+}
 
 /* Block (x, y, z): columns from x * BN and rows from y * BM of group
  * z % groups's product, over the K-tiles of split z / groups. */
@@ -114,8 +125,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) conv_igemm_tf32(P 
             const typename P::AK ak = prob.a_k(k < k_end ? k : k_begin);
             MT_UNROLL for (int i = 0; i < kALoads; ++i) {
                 const bool ok = m0 + a_m + i * kAStep < M && k < k_end;
-                async_copy<4>(a_stage + a_k * C::kALd + a_m + i * kAStep, ok ? prob.a_at(a_row[i], ak) : zero_src,
-                              ok ? 4 : 0);
+                async_copy<4>(a_stage + a_k * C::kALd + frag_pos(a_m + i * kAStep),
+                              ok ? prob.a_at(a_row[i], ak) : zero_src, ok ? 4 : 0);
             }
         }
         if constexpr (P::kBAlongK) {
@@ -124,14 +135,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) conv_igemm_tf32(P 
             MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
                 const int n = b_n + i * kBStep;
                 const float *src = n0 + n < N && k < k_end ? prob.b_at(col_table[n], bk) : nullptr;
-                async_copy<4>(b_stage + b_k * C::kBLd + n, src ? src : zero_src, src ? 4 : 0);
+                async_copy<4>(b_stage + b_k * C::kBLd + frag_pos(n), src ? src : zero_src, src ? 4 : 0);
             }
         } else { /* k split once, then walked by kBStep */
             KTap tap = k_tap(prob.d, k0 + b_k);
             MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
                 const int k = k0 + b_k + i * kBStep;
                 const float *src = b_col_ok && k < k_end ? prob.b_at(b_col, tap) : nullptr;
-                async_copy<4>(b_stage + (b_k + i * kBStep) * C::kBLd + b_n, src ? src : zero_src, src ? 4 : 0);
+                async_copy<4>(b_stage + (b_k + i * kBStep) * C::kBLd + frag_pos(b_n), src ? src : zero_src,
+                              src ? 4 : 0);
                 if (i + 1 < kBLoads)
                     k_tap_step(prob.d, tap, kBStep);
             }
@@ -173,23 +185,25 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) conv_igemm_tf32(P 
         const float *b_stage = a_stage + BK * C::kALd;
         MT_UNROLL for (int kk = 0; kk < BK; kk += 8) {
             /* a = A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4] of the
-             * fragment; b = B[t][g], B[t + 4][g] (src/mma_tf32.h). */
-            const float *a_k0 = a_stage + (kk + t) * C::kALd + warp_row + g;
-            const float *a_k4 = a_k0 + 4 * C::kALd;
+             * fragment; b = B[t][g], B[t + 4][g] (src/mma_tf32.h). One
+             * 16-byte load gives rows g, g + 8, g + 16, g + 24 of 32 at one k:
+             * fragments 2p and 2p + 1 of A, 4p .. 4p + 3 of B. */
             uint32_t a_frag[C::kMFrags][4];
-            MT_UNROLL for (int i = 0; i < C::kMFrags; ++i) {
-                a_frag[i][0] = tf32_bits(a_k0[i * 16]);
-                a_frag[i][1] = tf32_bits(a_k0[i * 16 + 8]);
-                a_frag[i][2] = tf32_bits(a_k4[i * 16]);
-                a_frag[i][3] = tf32_bits(a_k4[i * 16 + 8]);
-            }
-            const float *b_k0 = b_stage + (kk + t) * C::kBLd + warp_col + g;
-            const float *b_k4 = b_k0 + 4 * C::kBLd;
+            MT_UNROLL for (int p = 0; p < C::kMFrags / 2; ++p)
+                MT_UNROLL for (int h = 0; h < 2; ++h) { /* k = t, then t + 4 */
+                    const Pack<float> v = *reinterpret_cast<const Pack<float> *>(
+                        a_stage + (kk + t + 4 * h) * C::kALd + warp_row + 32 * p + 4 * g);
+                    MT_UNROLL for (int e = 0; e < 4; ++e)
+                        a_frag[2 * p + e / 2][2 * h + e % 2] = tf32_bits(v.v[e]);
+                }
             uint32_t b_frag[C::kNFrags][2];
-            MT_UNROLL for (int j = 0; j < C::kNFrags; ++j) {
-                b_frag[j][0] = tf32_bits(b_k0[j * 8]);
-                b_frag[j][1] = tf32_bits(b_k4[j * 8]);
-            }
+            MT_UNROLL for (int p = 0; p < C::kNFrags / 4; ++p)
+                MT_UNROLL for (int h = 0; h < 2; ++h) {
+                    const Pack<float> v = *reinterpret_cast<const Pack<float> *>(
+                        b_stage + (kk + t + 4 * h) * C::kBLd + warp_col + 32 * p + 4 * g);
+                    MT_UNROLL for (int e = 0; e < 4; ++e)
+                        b_frag[4 * p + e][h] = tf32_bits(v.v[e]);
+                }
             MT_UNROLL for (int i = 0; i < C::kMFrags; ++i)
                 MT_UNROLL for (int j = 0; j < C::kNFrags; ++j)
                     mma_tf32_16x8x8(acc[i][j], a_frag[i], b_frag[j]);
@@ -238,16 +252,27 @@ using Tf32Conv2 = Tf32ConvTiles<128, 256, 32, 64, 64, 3, 1>; /* 150 KiB, 8 warps
 using Tf32Conv3 = Tf32ConvTiles<64, 64, 32, 32, 32, 4, 2>;   /* 72 KiB, 4 warps: small products */
 using Tf32Conv4 = Tf32ConvTiles<64, 256, 16, 64, 32, 4, 2>;  /* 84 KiB, 8 warps: cuDNN's 256 pixels x 64 */
 using Tf32Conv5 = Tf32ConvTiles<128, 128, 16, 64, 64, 4, 1>; /* 68 KiB, 4 warps, 64 x 64 a warp */
+/* ptxas (sm_90) spills in 0 and 1 under the 2-block cap of 128 registers
+ * (each thread holds 16 A-row pointers with K-tiles of 32): the same tiles
+ * uncapped, and 0 with K-tiles of 16 (8 rows a thread). */
+using Tf32Conv6 = Tf32ConvTiles<128, 128, 32, 64, 32, 3, 1>;
+using Tf32Conv7 = Tf32ConvTiles<64, 128, 32, 32, 32, 3, 1>;
+using Tf32Conv8 = Tf32ConvTiles<128, 128, 16, 64, 32, 4, 2>; /* 70 KiB */
 
 static const char *const kTf32ConvNames[] = {
     "tf32 128x128x32 warp 64x32, 3 stages (256 threads)", "tf32 64x128x32 warp 32x32, 3 stages (256 threads)",
     "tf32 128x256x32 warp 64x64, 3 stages (256 threads)", "tf32 64x64x32 warp 32x32, 4 stages (128 threads)",
     "tf32 64x256x16 warp 64x32, 4 stages (256 threads)",  "tf32 128x128x16 warp 64x64, 4 stages (128 threads)",
+    "tf32 128x128x32 warp 64x32, 3 stages (256 threads, 1 block/SM)",
+    "tf32 64x128x32 warp 32x32, 3 stages (256 threads, 1 block/SM)",
+    "tf32 128x128x16 warp 64x32, 4 stages (256 threads)",
 };
 static const IgemmTileSize kTf32ConvTiles[] = {
     {Tf32Conv0::BM, Tf32Conv0::BN, Tf32Conv0::BK}, {Tf32Conv1::BM, Tf32Conv1::BN, Tf32Conv1::BK},
     {Tf32Conv2::BM, Tf32Conv2::BN, Tf32Conv2::BK}, {Tf32Conv3::BM, Tf32Conv3::BN, Tf32Conv3::BK},
     {Tf32Conv4::BM, Tf32Conv4::BN, Tf32Conv4::BK}, {Tf32Conv5::BM, Tf32Conv5::BN, Tf32Conv5::BK},
+    {Tf32Conv6::BM, Tf32Conv6::BN, Tf32Conv6::BK}, {Tf32Conv7::BM, Tf32Conv7::BN, Tf32Conv7::BK},
+    {Tf32Conv8::BM, Tf32Conv8::BN, Tf32Conv8::BK},
 };
 constexpr int kTf32ConvConfigs = (int)(sizeof(kTf32ConvNames) / sizeof(kTf32ConvNames[0]));
 static_assert(sizeof(kTf32ConvTiles) / sizeof(kTf32ConvTiles[0]) == kTf32ConvConfigs, "a size for every name");
@@ -299,7 +324,10 @@ static mt_status launch_tf32(const P &prob, int config, int64_t M, int64_t N, in
     case 2: return launch_tf32_tiles<Tf32Conv2>(prob, M, N, splits, k_per_split);
     case 3: return launch_tf32_tiles<Tf32Conv3>(prob, M, N, splits, k_per_split);
     case 4: return launch_tf32_tiles<Tf32Conv4>(prob, M, N, splits, k_per_split);
-    default: return launch_tf32_tiles<Tf32Conv5>(prob, M, N, splits, k_per_split);
+    case 5: return launch_tf32_tiles<Tf32Conv5>(prob, M, N, splits, k_per_split);
+    case 6: return launch_tf32_tiles<Tf32Conv6>(prob, M, N, splits, k_per_split);
+    case 7: return launch_tf32_tiles<Tf32Conv7>(prob, M, N, splits, k_per_split);
+    default: return launch_tf32_tiles<Tf32Conv8>(prob, M, N, splits, k_per_split);
     }
 }
 
