@@ -252,19 +252,22 @@ using Tf32Conv2 = Tf32ConvTiles<128, 256, 32, 64, 64, 3, 1>; /* 150 KiB, 8 warps
 using Tf32Conv3 = Tf32ConvTiles<64, 64, 32, 32, 32, 4, 2>;   /* 72 KiB, 4 warps: small products */
 using Tf32Conv4 = Tf32ConvTiles<64, 256, 16, 64, 32, 4, 2>;  /* 84 KiB, 8 warps: cuDNN's 256 pixels x 64 */
 using Tf32Conv5 = Tf32ConvTiles<128, 128, 16, 64, 64, 4, 1>; /* 68 KiB, 4 warps, 64 x 64 a warp */
-/* ptxas (sm_90) spills in 0 and 1 under the 2-block cap of 128 registers
- * (each thread holds 16 A-row pointers with K-tiles of 32): the same tiles
- * uncapped, and 0 with K-tiles of 16 (8 rows a thread). */
-using Tf32Conv6 = Tf32ConvTiles<128, 128, 32, 64, 32, 3, 1>;
-using Tf32Conv7 = Tf32ConvTiles<64, 128, 32, 32, 32, 3, 1>;
+/* The H100 sweep (bench/conv_tf32.py, 27 Nov 2026) liked K-tiles of 16
+ * with two 256-thread blocks an SM (8: fastest on every 128- and 256-channel
+ * layer; 4 on the 64-channel one): the same tile uncapped by registers (one
+ * block an SM) was 1.3-1.5x slower than under the cap, spills and all, so
+ * the warps an SM holds count more than the registers. 6 and 7 add stages to
+ * 8 (more gathers in flight) instead; the autotuner decides. */
+using Tf32Conv6 = Tf32ConvTiles<128, 128, 16, 64, 32, 6, 2>; /* 104 KiB: two blocks fill the SM */
+using Tf32Conv7 = Tf32ConvTiles<128, 128, 8, 64, 32, 8, 2>;  /* 70 KiB, K-tiles of 8 */
 using Tf32Conv8 = Tf32ConvTiles<128, 128, 16, 64, 32, 4, 2>; /* 70 KiB */
 
 static const char *const kTf32ConvNames[] = {
     "tf32 128x128x32 warp 64x32, 3 stages (256 threads)", "tf32 64x128x32 warp 32x32, 3 stages (256 threads)",
     "tf32 128x256x32 warp 64x64, 3 stages (256 threads)", "tf32 64x64x32 warp 32x32, 4 stages (128 threads)",
     "tf32 64x256x16 warp 64x32, 4 stages (256 threads)",  "tf32 128x128x16 warp 64x64, 4 stages (128 threads)",
-    "tf32 128x128x32 warp 64x32, 3 stages (256 threads, 1 block/SM)",
-    "tf32 64x128x32 warp 32x32, 3 stages (256 threads, 1 block/SM)",
+    "tf32 128x128x16 warp 64x32, 6 stages (256 threads)",
+    "tf32 128x128x8 warp 64x32, 8 stages (256 threads)",
     "tf32 128x128x16 warp 64x32, 4 stages (256 threads)",
 };
 static const IgemmTileSize kTf32ConvTiles[] = {
@@ -287,17 +290,16 @@ const char *mt_conv2d_tf32_config_name(int config)
     return config >= 0 && config < kTf32ConvConfigs ? kTf32ConvNames[config] : nullptr;
 }
 
-/* The library's choice: the tallest tile whose count fills the SMs twice
- * over, else the small one. */
+/* The library's choice, from the H100 sweep (every product alike): the
+ * 64 x 256 tile for up to 64 rows (channels), else 128 x 128 with K-tiles
+ * of 16; the small tile where those would not fill the SMs. */
 static int tf32_default_config(int64_t M, int64_t N, int64_t groups)
 {
     const int64_t sms = mt_sm_count();
     auto tiles = [&](int64_t bm, int64_t bn) { return (M + bm - 1) / bm * ((N + bn - 1) / bn) * groups; };
-    if (M > 64 && tiles(128, 128) >= 2 * sms)
-        return 0;
-    if (tiles(64, 128) >= 2 * sms)
-        return 1;
-    return 3;
+    if (M <= 64)
+        return tiles(64, 256) >= sms ? 4 : 3;
+    return tiles(128, 128) >= sms ? 8 : 3;
 }
 
 template <typename C, typename P>
@@ -419,7 +421,8 @@ mt_status mt_conv2d_tf32_weight_grad(mt_tensor grad_weight, mt_tensor grad_out, 
     const int64_t M = d.c_out_group, N = (int64_t)d.c_group * d.taps, K = (int64_t)d.n * d.ohw;
     /* The tiles alone are few (M and N are channel counts): K split so that
      * the blocks fill the GPU, as the float32 rung does. */
-    const int which = config >= 0 ? config : 3;
+    /* The weight gradient's blocks are many once K is split: the choice by M alone. */
+    const int which = config >= 0 ? config : M <= 64 ? 4 : 8;
     const IgemmTileSize tile = kTf32ConvTiles[which];
     int splits = 1, k_per_split = 1;
     weight_grad_splits(d, M, N, K, tile.bm, tile.bn, tile.bk, &splits, &k_per_split);
