@@ -270,6 +270,7 @@ def set_tf32(on: bool, torch_too: bool) -> None:
     """TF32 products on (or off) in minitensor and, with torch_too, in torch's
     matmuls and cuDNN's convolutions alike."""
     mt.backends.cuda.matmul.allow_tf32 = on
+    mt.backends.cuda.conv.allow_tf32 = on  # the TF32 convolution rung (minitensor/ops/conv_tf32.py)
     if torch_too:
         import torch
 

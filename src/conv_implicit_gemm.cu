@@ -341,10 +341,6 @@ static mt_status check_igemm_config(const char *func, int config)
 
 /* ---- the entry points: checks, then the launches --------------------------- */
 
-struct ConvParams {
-    int sh, sw, ph, pw, dh, dw, groups;
-};
-
 static int64_t igemm_out_size(int64_t size, int64_t kernel, int stride, int pad, int dilation)
 {
     const int64_t span = (int64_t)dilation * (kernel - 1) + 1;
@@ -355,9 +351,8 @@ static int64_t igemm_out_size(int64_t size, int64_t kernel, int stride, int pad,
 /* The checks every entry point makes of its operands: valid descriptors
  * inside known memory, one float dtype, the given ranks, dense, and the
  * output sharing no byte with an input. */
-static mt_status check_operands(const char *func, const mt_tensor *out, const char *out_name,
-                                const mt_tensor *const inputs[], const char *const names[], const int ranks[],
-                                int count)
+mt_status check_operands(const char *func, const mt_tensor *out, const char *out_name,
+                         const mt_tensor *const inputs[], const char *const names[], const int ranks[], int count)
 {
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_output(func, out_name, out));
@@ -382,8 +377,8 @@ static mt_status check_operands(const char *func, const mt_tensor *out, const ch
  * KH, KW) weight, checked: parameters in range, groups that divide, a window
  * that fits, and every pixel and k count below 2^31 (the kernel's int
  * indices). */
-static mt_status conv_dims(const char *func, const int64_t in_shape[4], const int64_t w_shape[4],
-                           const ConvParams &p, ConvDims *d)
+mt_status conv_dims(const char *func, const int64_t in_shape[4], const int64_t w_shape[4], const ConvParams &p,
+                    ConvDims *d)
 {
     if (p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1 || p.ph < 0 || p.pw < 0)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "stride (%d, %d) and dilation (%d, %d) must be >= 1, "
@@ -514,8 +509,8 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
  * memory with few warps to switch to), each
  * piece at least 8 K-tiles (fewer would spend more time writing partial
  * products than summing), and a multiple of the K-tile each. */
-static void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64_t bk,
-                               int *splits, int *k_per_split)
+void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64_t bk,
+                        int *splits, int *k_per_split)
 {
     const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * d.groups;
     const int64_t k_tiles = (K + bk - 1) / bk;

@@ -359,4 +359,19 @@ IgemmTileSize igemm_pipelined_tile(int which);
 template <typename T, typename P>
 mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N, int splits, int k_per_split);
 
+/* ---- shared with the TF32 rung (src/conv_igemm_tf32.cu) --------------------
+ * The entry points' checks (src/conv_implicit_gemm.cu): check_operands
+ * (descriptors, one float dtype, the ranks, dense, no overlap), conv_dims
+ * (the sizes, every count below 2^31) and weight_grad_splits (how many
+ * pieces the weight gradient's K is split into for bm x bn x bk tiles). */
+struct ConvParams {
+    int sh, sw, ph, pw, dh, dw, groups;
+};
+mt_status check_operands(const char *func, const mt_tensor *out, const char *out_name,
+                         const mt_tensor *const inputs[], const char *const names[], const int ranks[], int count);
+mt_status conv_dims(const char *func, const int64_t in_shape[4], const int64_t w_shape[4], const ConvParams &p,
+                    ConvDims *d);
+void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64_t bk,
+                        int *splits, int *k_per_split);
+
 #endif /* MT_CONV_IMPLICIT_GEMM_H */

@@ -590,6 +590,7 @@ mt_status mt_get_device(int *device);
 #include "batchnorm.h" /* mt_batch_norm, mt_batch_norm_backward (src/batchnorm.cu) */
 #include "attention_tiled.h" /* mt_attention_tiled and its backward (src/attention_tiled.cu) */
 #include "pool.h" /* mt_max_pool2d_new, mt_avg_pool2d_new (src/pool_new.cu) */
+#include "conv_igemm_tf32.h" /* mt_conv2d_tf32 and its gradients (src/conv_igemm_tf32.cu) */
 
 #ifdef __cplusplus
 }

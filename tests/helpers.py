@@ -194,3 +194,25 @@ def all_cases() -> bool:
     import os
 
     return mt.backend() == "cuda" or os.environ.get("MT_TEST_ALL_CASES", "") not in ("", "0")
+
+
+# TF32 products (mt.backends.cuda.matmul / conv.allow_tf32): each operand rounded
+# to 11 significant bits is off by at most 2^-11 relative, so a product by about
+# 2^-10, then float sums: |got - exact| <= 2^-10 sum |terms| + 1e-5 (1 + |exact|),
+# where sum |terms| is the same product of the operands' absolute values.
+TF32_ATOL, TF32_RTOL, TF32_TERMS = 1e-5, 1e-5, 2.0**-10
+
+
+def assert_within_tf32(got: Any, exact: np.ndarray, abs_terms: np.ndarray) -> None:
+    """got (a Tensor or array) matches the float64 result exact of a TF32 product
+    whose sums of |terms| are abs_terms, within the bound above."""
+    if isinstance(got, mt.Tensor):
+        got = got.numpy()
+    got = np.asarray(got, dtype=np.float64)
+    assert got.shape == exact.shape, f"shape {got.shape}, expected {exact.shape}"
+    bound = TF32_TERMS * abs_terms + TF32_ATOL + TF32_RTOL * np.abs(exact)
+    worst = np.argmax(np.abs(got - exact) - bound)
+    assert np.all(np.abs(got - exact) <= bound), (
+        f"{np.sum(np.abs(got - exact) > bound)} elements past the TF32 bound; at flat index {worst}: "
+        f"got {got.flat[worst]}, exact {exact.flat[worst]}, bound {bound.flat[worst]}")
+

@@ -161,7 +161,7 @@ def test_the_check_sees_upward_imports_also_inside_functions() -> None:
 # every family uses): a module imports only from the ones before it.
 OPS_ORDER = ["core", "reduce", "elementwise", "gather", "where", "softmax", "logsumexp", "cross_entropy", "norm",
              "attention", "perf_model_tree", "perf_model_roofline", "perf_model_conv", "perf_model",
-             "autotune", "matmul", "conv", "pool", "optim"]
+             "autotune", "matmul", "conv_tf32", "conv", "pool", "optim"]
 FAMILY_SOURCES: dict[str, list[str]] = {
     "reduce": ["src/reduce.cu", "src/reduce_ladder.cu", "src/reduce_index_rows.cu"],
     "elementwise": ["src/map.cu", "src/zip.cu", "src/new_output.cu", "src/copy_strided.cu"],
@@ -174,7 +174,8 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "attention": ["src/attention.cu", "src/attention_warp.cu", "src/masked_softmax.cu", "src/attention_tiled.cu"],
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu", "src/conv_depthwise_backward.cu", "src/conv_igemm_pipelined.cu",
-             "src/conv_depthwise.cu", "src/conv_direct.cu"],
+             "src/conv_depthwise.cu", "src/conv_direct.cu",
+             "src/conv_igemm_tf32.cu"],
     "pool": ["src/pool.cu", "src/pool_new.cu"],
     "optim": ["src/optim.cu"],
 }

@@ -219,6 +219,13 @@ from .gather import (  # noqa: F401
     gather,
     scatter_add,
 )
+from .conv_tf32 import (  # noqa: F401
+    conv2d_tf32,
+    conv2d_tf32_input_grad,
+    conv2d_tf32_weight_grad,
+    conv2d_tf32_config_count,
+    conv2d_tf32_config_name,
+)
 
 
 # The tables under the names the package used before they were read from the

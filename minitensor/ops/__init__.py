@@ -222,3 +222,10 @@ from .optim import (  # noqa: F401
     adam_step_,
 )
 from .attention import ATTENTION_TILED_ROWS  # noqa: F401,E402
+from .conv_tf32 import (  # noqa: F401
+    TF32_CONV_RUNG,
+    tf32_conv_allowed,
+    conv2d_tf32,
+    conv2d_tf32_input_grad,
+    conv2d_tf32_weight_grad,
+)

@@ -367,12 +367,13 @@ def epilogue_config(out: Any, a: Any, b: Any, run: Callable[[int], None]) -> int
 
 
 def conv_config(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, ...], dtype: Any,
-                params: tuple[Any, ...], run: Callable[[int], None]) -> int:
+                params: tuple[Any, ...], run: Callable[[int], None], rung: str = "conv2d") -> int:
     """The implicit-GEMM tile configuration for one of a convolution's products
     (product: "forward", "input_grad" or "weight_grad"; ops.conv2d_igemm*), by
     timing run(config) on the first call of each exact shape: a network has few
     of them, and a layer runs every step. params: stride, padding, dilation and
-    groups, part of the key."""
+    groups, part of the key. rung "conv2d_tf32": the TF32 rung's configurations
+    (ops.conv2d_tf32*), under keys of their own."""
     n, c, h, w = x_shape
     c_out, c_group, kh, kw = weight_shape
     stride, padding, dilation, groups = params
@@ -382,6 +383,8 @@ def conv_config(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int,
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     if oh < 1 or ow < 1 or not _tunable(n * oh * ow * c_out * c_group * kh * kw):
         return -1
-    key = (f"conv2d {product} {dtype.name} x{n}x{c}x{h}x{w} w{c_out}x{c_group}x{kh}x{kw} "
+    key = (f"{rung} {product} {dtype.name} x{n}x{c}x{h}x{w} w{c_out}x{c_group}x{kh}x{kw} "
            f"s{stride[0]}x{stride[1]} p{padding[0]}x{padding[1]} d{dilation[0]}x{dilation[1]} g{groups}")
+    if rung == "conv2d_tf32":
+        return _choose(key, _lib.conv2d_tf32_config_count(), run, _lib.conv2d_tf32_config_name)
     return _choose(key, _lib.conv2d_igemm_config_count(), run, _lib.conv2d_igemm_config_name)

@@ -14,6 +14,7 @@ from .._views import as_strided, index, narrow
 from .._dtype import DType
 from .core import fill_, copy_, clone, contiguous
 from .elementwise import inplace_
+from . import conv_tf32  # tf32conv's hook (three marked places below): the opt-in TF32 rung
 
 
 # ---- sliding windows (convolution and pooling) ------------------------------------------------
@@ -135,6 +136,8 @@ def conv2d_igemm(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
     matrix product of the weights with the input's windows, gathered tile by
     tile into shared memory and never written to memory. The tile configuration
     is the autotuner's (timed on the first call of the shape, then cached)."""
+    if conv_tf32.tf32_conv_allowed(x.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
+        return conv_tf32.conv2d_tf32(x, weight, bias, stride, padding, dilation, groups)
     def kernel(out: Array, x: Array, weight: Array, bias: Any, *args: Any) -> None:
         def run(config: int) -> None:
             _lib.conv2d_igemm(out, x, weight, bias, *args, config)
@@ -149,6 +152,8 @@ def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, 
     """The gradient of conv2d_igemm's input (of input_shape, (N, C, H, W)) for the
     output's gradient grad (N, C_out, OH, OW): another implicit GEMM, of the
     weights with grad's elements that each input pixel fed (no col2im)."""
+    if conv_tf32.tf32_conv_allowed(grad.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
+        return conv_tf32.conv2d_tf32_input_grad(grad, weight, input_shape, stride, padding, dilation, groups)
     out = empty(tuple(input_shape), grad.dtype)
     grad, weight = contiguous(grad), contiguous(weight)
 
@@ -165,6 +170,8 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
     """The gradient of conv2d_igemm's weight (of weight_shape, (C_out, C / groups, KH,
     KW)) for the output's gradient grad and the input x, summed over the batch: an
     implicit GEMM over the output pixels of grad with x's windows."""
+    if conv_tf32.tf32_conv_allowed(grad.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
+        return conv_tf32.conv2d_tf32_weight_grad(grad, x, weight_shape, stride, padding, dilation, groups)
     out = empty(tuple(weight_shape), grad.dtype)
     grad, x = contiguous(grad), contiguous(x)
 
