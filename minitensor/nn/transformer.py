@@ -245,7 +245,13 @@ class MultiheadAttention(Module):
                 and query.dtype.is_floating_point and query.shape[-1] == self.embed_dim):
             return None  # the general path checks the shapes and names what is wrong
         d = self.embed_dim // self.num_heads
-        return ops.fused_attention_rung(d, d)
+        # The rung choice takes the length, the scores a matmul rung would
+        # store and whether a gradient is wanted, as scaled_dot_product_attention's
+        # (at head dim 128, unmasked and long, the matmul rung is the faster one
+        # with a gradient: ops.ATTENTION_MATMUL_WITH_GRAD).
+        length, batch = (query.shape[1], query.shape[0]) if self.batch_first else (query.shape[0], query.shape[1])
+        needs_grad = autograd.is_grad_enabled() and (query.requires_grad or self.in_proj_weight.requires_grad)
+        return ops.fused_attention_rung(d, d, length, batch * self.num_heads * length * length, is_causal, needs_grad)
 
     @staticmethod
     def _mask(attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], length: int,
