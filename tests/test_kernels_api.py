@@ -347,6 +347,8 @@ def private_uses(path: Path) -> list[str]:
 INTERNALS_ON_PURPOSE: dict[str, str] = {
     "bench/pool_host.py": "times the pooling forward's host road one layer at a time (ops, _lib, the allocation)",
     "bench/reduce_indices.py": "sweeps the warps a row of ops.reduce_index_rows, a tuning knob with no public API",
+    "bench/conv_tf32.py": "sweeps the TF32 convolution rung's tile configurations (_lib.conv2d_tf32*), which have no public API",
+    "bench/gpt_step.py": "counts a step's launches on the emulator (_lib.launch_count), which has no public API",
 }
 
 
