@@ -68,11 +68,12 @@ TEST_C_NO_POLICY := test_harness test_emu_checks \
 # Also left out of the emulator's teaching pass: programs that call every
 # kernel by name (mt_matmul_tf32_tile: no launcher asks the policy), so the
 # pass would run the same kernels on the same inputs again; minutes of the
-# emulator's full checks. (The policy changes only the copy that makes a
+# emulator's full checks. test_conv_tf32 too (mt_conv2d_tf32*: no launcher
+# asks the policy, and it makes no copy; 98 s a teaching pass). (The policy changes only the copy that makes a
 # strided operand row-major, test_map's under both policies.) The CUDA
 # build runs them under both. test_attention_tiled returns at once under
 # the teaching policy on the emulator, for the same reason.
-TEST_C_BY_NAME   := test_matmul_tf32
+TEST_C_BY_NAME   := test_matmul_tf32 test_conv_tf32
 test-c-emu: $(TEST_C_EMU_BINS)
 	@status=0; \
 	MINITENSOR_KERNELS=fast bash tests/c/run_tests.sh emulator $(TEST_C_EMU_BINS) || status=1; \
