@@ -25,6 +25,17 @@ the teaching policy, whose default paths run the kernels students write;
 ``fused=True`` always takes the kernel (an error where it cannot),
 ``fused=False`` always the chain.
 
+Adam and AdamW run the kernel in one of two forms, as torch's ``foreach``
+argument chooses: one launch per parameter (src/optim.cu, the kernel a
+course reads), or one call for the whole list of parameters, a few launches
+in all (src/optim_multi.cu: torch's multi_tensor_apply, which its foreach
+and fused optimizers are built on). ``foreach=None`` (the default) takes the
+list under the fast policy wherever the kernel runs (as torch's foreach
+default on CUDA), the per-parameter launches under the teaching policy;
+``foreach=True`` always the list, ``foreach=False`` never. As torch,
+``fused=True`` with ``foreach=True`` is refused; so is ``fused=False`` with
+``foreach=True`` (the chain of ops has no list form).
+
 ``capturable=True`` (torch's, for Adam and AdamW; minitensor's SGD takes it
 too) keeps the step count on the device, a 0-d int64 tensor
 ``state["step"]`` (torch's is float32), advanced by the update's kernel and
@@ -205,7 +216,15 @@ class Adam(Optimizer):
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, fused: Optional[bool] = None,
-                 capturable: bool = False) -> None:
+                 capturable: bool = False, *, foreach: Optional[bool] = None) -> None:
+        if foreach not in (None, True, False):
+            raise TypeError(f"foreach must be None, True or False, got {foreach!r}")
+        if foreach and fused:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")  # torch's words
+        if foreach and fused is False:
+            raise ValueError(f"{type(self).__name__}: foreach=True runs the multi-tensor kernel, which the chain "
+                             f"of ops (fused=False) has no form of")
+        self.foreach = foreach
         if lr < 0.0 or eps < 0.0 or weight_decay < 0.0:
             raise ValueError(f"{type(self).__name__}: lr, eps and weight_decay must be >= 0, got {lr}, {eps}, "
                              f"{weight_decay}")
@@ -232,7 +251,39 @@ class Adam(Optimizer):
                 f"replay would not advance (the replay reuses the captured count); make the optimizer with "
                 f"capturable=True (the count on the device), or capture the forward and backward and call "
                 f"step() after each replay")
-        super().step()
+        fast = ops.fast_kernels()
+        if self.fused is not False and (self.foreach or (self.foreach is None and fast)):
+            self._step_list(fast)
+        else:
+            super().step()
+
+    @autograd.no_grad()
+    def _step_list(self, fast: bool) -> None:
+        """The update of every parameter with a .grad in one call of the
+        multi-tensor kernel per step count (one, unless some parameters had
+        no gradient at some step); a parameter the kernel cannot take
+        (not contiguous) is updated alone, as step() would."""
+        lists: dict[Any, tuple[list[Tensor], ...]] = {}  # step count (or "device") -> p, g, m, v, device counts
+        for p, state in zip(self.params, self.state):
+            g = p.grad
+            if g is None:
+                continue
+            if not ops.fused_update_applies(p, g):
+                if self._fuse(p, fast):  # fused=True: an error naming the parameter
+                    self._fused_update_one(p, state)
+                else:
+                    self._update_one(p, state)
+                continue
+            m, v, count = self._advance(p, state)
+            key = "device" if self.capturable else count
+            group = lists.get(key)
+            if group is None:
+                group = lists[key] = ([], [], [], [], [])
+            for values, x in zip(group, (p, g, m, v, count)):
+                values.append(x)
+        for key, (ps, gs, ms, vs, counts) in lists.items():
+            ops.adam_step_list_(ps, gs, ms, vs, self.lr, self.betas, self.eps, self.weight_decay,
+                                counts if key == "device" else key, self.decoupled)
 
     def _update_one(self, p: Tensor, state: dict[str, Any]) -> None:
         if self.decoupled and self.weight_decay:
@@ -267,7 +318,10 @@ class Adam(Optimizer):
         #| raise NotImplementedError("task layers_optim is not done: Adam._adam_update in minitensor/optim.py")
         # TASK(layers_optim) END
 
-    def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+    def _advance(self, p: Tensor, state: dict[str, Any]) -> tuple[Tensor, Tensor, Any]:
+        """p's moving averages (made as zeros on first use) and its step count:
+        the host's, advanced here, or (capturable) the device's, which the
+        kernel advances."""
         m = state.get("exp_avg")  # _state_like's lookup first: a call less per parameter and step
         if m is None:
             m = self._state_like(p, state, "exp_avg")
@@ -275,9 +329,12 @@ class Adam(Optimizer):
         if v is None:
             v = self._state_like(p, state, "exp_avg_sq")
         if self.capturable:
-            t = self._device_step(state)  # advanced on the device
-        else:
-            t = state["step"] = state.get("step", 0) + 1
+            return m, v, self._device_step(state)
+        t = state["step"] = state.get("step", 0) + 1
+        return m, v, t
+
+    def _fused_update_one(self, p: Tensor, state: dict[str, Any]) -> None:
+        m, v, t = self._advance(p, state)
         ops.adam_step_(p, p.grad, m, v, self.lr, self.betas, self.eps, self.weight_decay, t, self.decoupled)
 
 
@@ -292,5 +349,5 @@ class AdamW(Adam):
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, fused: Optional[bool] = None,
-                 capturable: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, fused, capturable)
+                 capturable: bool = False, *, foreach: Optional[bool] = None) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, fused, capturable, foreach=foreach)

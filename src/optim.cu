@@ -28,7 +28,7 @@
  * no barrier across its blocks. Then each thread of the update reads t and
  * computes the bias corrections itself, once, before its loop.
  */
-#include "ops_common.h"
+#include "optim.h"
 
 /* One thread: the step count of a capturable update, advanced on the device. */
 __global__ void count_step(int64_t *step)
@@ -54,36 +54,15 @@ __global__ void sgd_step(T *p, const T *g, T *buf, int64_t n, T lr, T momentum, 
     }
 }
 
-template <typename T>
-struct AdamScalars {
-    T lr, beta1, beta2, eps, weight_decay, step_size, inv_sqrt_bc2;
-    bool decoupled;
-};
-
 /* step: the device count, already advanced (capturable), or null (the host
- * computed step_size and inv_sqrt_bc2). The bias corrections in double
- * whatever T, as on the host: beta^t for large t. */
+ * computed step_size and inv_sqrt_bc2). */
 template <typename T>
 __global__ void adam_step(T *p, const T *g, T *m, T *v, int64_t n, AdamScalars<T> s, const int64_t *step)
 {
-    if (step) {
-        const double t = (double)*step;
-        s.step_size = T((double)s.lr / (1.0 - pow((double)s.beta1, t)));
-        s.inv_sqrt_bc2 = T(1.0 / sqrt(1.0 - pow((double)s.beta2, t)));
-    }
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        T pi = p[i];
-        T gi = g[i];
-        if (s.decoupled)
-            pi *= T(1) - s.lr * s.weight_decay;
-        else
-            gi += s.weight_decay * pi;
-        const T mi = s.beta1 * m[i] + (T(1) - s.beta1) * gi;
-        const T vi = s.beta2 * v[i] + (T(1) - s.beta2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi - s.step_size * mi / (mt_sqrt(vi) * s.inv_sqrt_bc2 + s.eps);
-    }
+    if (step)
+        adam_corrections(s, *step);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        adam_element(p, g, m, v, i, s);
 }
 
 template <typename T>
@@ -95,8 +74,8 @@ static T *first_of(const mt_tensor &t)
 /* Every argument of an update: a contiguous float tensor of param's shape and
  * dtype, sharing no byte with param unless it is exactly param (an element is
  * read and written by one thread only). */
-static mt_status check_operand(const char *func, const char *name, const mt_tensor *t, const mt_tensor *param,
-                               bool output)
+mt_status optim_check_operand(const char *func, const char *name, const mt_tensor *t, const mt_tensor *param,
+                              bool output)
 {
     MT_TRY(output ? mt_check_output(func, name, t) : mt_check_tensor(func, name, t));
     MT_TRY(mt_check_extent(func, name, t));
@@ -110,12 +89,12 @@ static mt_status check_operand(const char *func, const char *name, const mt_tens
     return MT_OK;
 }
 
-static mt_status check_param(const char *func, const mt_tensor *param)
+mt_status optim_check_param(const char *func, const mt_tensor *param)
 {
     MT_TRY(mt_ensure_init(func));
     MT_TRY(mt_check_tensor(func, "param", param));
     MT_TRY(mt_check_float(func, "param", param));
-    return check_operand(func, "param", param, param, true);
+    return optim_check_operand(func, "param", param, param, true);
 }
 
 static mt_status check_hyper(const char *func, const char *name, double value, double low, double high)
@@ -127,7 +106,7 @@ static mt_status check_hyper(const char *func, const char *name, double value, d
 
 /* The step count of a capturable update: one int64 element, in memory the
  * library knows, sharing none with param. */
-static mt_status check_step(const char *func, const mt_tensor *step, const mt_tensor *param)
+mt_status optim_check_step(const char *func, const mt_tensor *step, const mt_tensor *param)
 {
     MT_TRY(mt_check_output(func, "step", step));
     MT_TRY(mt_check_extent(func, "step", step));
@@ -135,6 +114,43 @@ static mt_status check_step(const char *func, const mt_tensor *step, const mt_te
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "step must be one int64 element (the step count), got "
                        "%lld elements of %s", (long long)tensor_numel(*step), dtype_name(step->dtype));
     return mt_check_alias(func, step, param, "param");
+}
+
+mt_status optim_check_adam_operands(const char *func, const mt_tensor *param, const mt_tensor *grad,
+                                    const mt_tensor *exp_avg, const mt_tensor *exp_avg_sq)
+{
+    MT_TRY(optim_check_param(func, param));
+    MT_TRY(optim_check_operand(func, "grad", grad, param, false));
+    MT_TRY(optim_check_operand(func, "exp_avg", exp_avg, param, true));
+    MT_TRY(optim_check_operand(func, "exp_avg_sq", exp_avg_sq, param, true));
+    MT_TRY(mt_check_alias(func, exp_avg, grad, "grad"));
+    MT_TRY(mt_check_alias(func, exp_avg_sq, grad, "grad"));
+    MT_TRY(mt_check_alias(func, exp_avg_sq, exp_avg, "exp_avg"));
+    if (tensor_numel(*param) > 0 && exp_avg->data == exp_avg_sq->data && exp_avg->offset == exp_avg_sq->offset)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "exp_avg and exp_avg_sq are the same tensor");
+    return MT_OK;
+}
+
+mt_status optim_check_adam_hyper(const char *func, double lr, double beta1, double beta2, double eps,
+                                 double weight_decay)
+{
+    MT_TRY(check_hyper(func, "lr", lr, 0.0, INFINITY));
+    MT_TRY(check_hyper(func, "beta1", beta1, 0.0, 0.999999999));
+    MT_TRY(check_hyper(func, "beta2", beta2, 0.0, 0.999999999));
+    MT_TRY(check_hyper(func, "eps", eps, 0.0, INFINITY));
+    MT_TRY(check_hyper(func, "weight_decay", weight_decay, 0.0, INFINITY));
+    return MT_OK;
+}
+
+mt_status optim_host_corrections(const char *func, int64_t step, double lr, double beta1, double beta2,
+                                 double *step_size, double *inv_sqrt_bc2)
+{
+    if (step < 1)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "step counts from 1, got %lld", (long long)step);
+    /* The bias corrections in double whatever the dtype: beta^t for large t. */
+    *step_size = lr / (1.0 - pow(beta1, (double)step));
+    *inv_sqrt_bc2 = 1.0 / sqrt(1.0 - pow(beta2, (double)step));
+    return MT_OK;
 }
 
 static int64_t *step_of(const mt_tensor *step)
@@ -146,17 +162,17 @@ static int64_t *step_of(const mt_tensor *step)
 static mt_status sgd(const char *func, mt_tensor &param, mt_tensor &grad, mt_tensor &momentum_buffer,
                      const mt_tensor *step, double lr, double momentum, double weight_decay, int first_step)
 {
-    MT_TRY(check_param(func, &param));
-    MT_TRY(check_operand(func, "grad", &grad, &param, false));
+    MT_TRY(optim_check_param(func, &param));
+    MT_TRY(optim_check_operand(func, "grad", &grad, &param, false));
     MT_TRY(check_hyper(func, "lr", lr, 0.0, INFINITY));
     MT_TRY(check_hyper(func, "momentum", momentum, 0.0, INFINITY));
     MT_TRY(check_hyper(func, "weight_decay", weight_decay, 0.0, INFINITY));
     if (momentum != 0.0) {
-        MT_TRY(check_operand(func, "momentum_buffer", &momentum_buffer, &param, true));
+        MT_TRY(optim_check_operand(func, "momentum_buffer", &momentum_buffer, &param, true));
         MT_TRY(mt_check_alias(func, &momentum_buffer, &grad, "grad"));
     }
     if (step) {
-        MT_TRY(check_step(func, step, &param));
+        MT_TRY(optim_check_step(func, step, &param));
         MT_TRY(mt_check_alias(func, step, &grad, "grad"));
         if (momentum != 0.0)
             MT_TRY(mt_check_alias(func, step, &momentum_buffer, "momentum_buffer"));
@@ -208,23 +224,11 @@ static mt_status adam(const char *func, mt_tensor &param, mt_tensor &grad, mt_te
                       const mt_tensor *step, double lr, double beta1, double beta2, double eps, double weight_decay,
                       int64_t host_step, int decoupled)
 {
-    MT_TRY(check_param(func, &param));
-    MT_TRY(check_operand(func, "grad", &grad, &param, false));
-    MT_TRY(check_operand(func, "exp_avg", &exp_avg, &param, true));
-    MT_TRY(check_operand(func, "exp_avg_sq", &exp_avg_sq, &param, true));
-    MT_TRY(mt_check_alias(func, &exp_avg, &grad, "grad"));
-    MT_TRY(mt_check_alias(func, &exp_avg_sq, &grad, "grad"));
-    MT_TRY(mt_check_alias(func, &exp_avg_sq, &exp_avg, "exp_avg"));
-    if (tensor_numel(param) > 0 && exp_avg.data == exp_avg_sq.data && exp_avg.offset == exp_avg_sq.offset)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "exp_avg and exp_avg_sq are the same tensor");
-    MT_TRY(check_hyper(func, "lr", lr, 0.0, INFINITY));
-    MT_TRY(check_hyper(func, "beta1", beta1, 0.0, 0.999999999));
-    MT_TRY(check_hyper(func, "beta2", beta2, 0.0, 0.999999999));
-    MT_TRY(check_hyper(func, "eps", eps, 0.0, INFINITY));
-    MT_TRY(check_hyper(func, "weight_decay", weight_decay, 0.0, INFINITY));
+    MT_TRY(optim_check_adam_operands(func, &param, &grad, &exp_avg, &exp_avg_sq));
+    MT_TRY(optim_check_adam_hyper(func, lr, beta1, beta2, eps, weight_decay));
     double step_size = 0.0, inv_sqrt_bc2 = 0.0;
     if (step) {
-        MT_TRY(check_step(func, step, &param));
+        MT_TRY(optim_check_step(func, step, &param));
         MT_TRY(mt_check_alias(func, step, &grad, "grad"));
         MT_TRY(mt_check_alias(func, step, &exp_avg, "exp_avg"));
         MT_TRY(mt_check_alias(func, step, &exp_avg_sq, "exp_avg_sq"));
@@ -232,11 +236,7 @@ static mt_status adam(const char *func, mt_tensor &param, mt_tensor &grad, mt_te
         count_step<<<1, 1, 0, mt_stream()>>>(step_of(step));
         CUDA_CHECK(mt_launch_status());
     } else {
-        if (host_step < 1)
-            return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "step counts from 1, got %lld", (long long)host_step);
-        /* The bias corrections in double whatever the dtype: beta^t for large t. */
-        step_size = lr / (1.0 - pow(beta1, (double)host_step));
-        inv_sqrt_bc2 = 1.0 / sqrt(1.0 - pow(beta2, (double)host_step));
+        MT_TRY(optim_host_corrections(func, host_step, lr, beta1, beta2, &step_size, &inv_sqrt_bc2));
     }
     const int64_t n = tensor_numel(param);
     if (n == 0)

@@ -177,7 +177,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
              "src/conv_depthwise.cu", "src/conv_direct.cu",
              "src/conv_igemm_tf32.cu"],
     "pool": ["src/pool.cu", "src/pool_new.cu"],
-    "optim": ["src/optim.cu"],
+    "optim": ["src/optim.cu", "src/optim_multi.cu"],
 }
 NO_GRADIENT = {"optim"}  # the optimizers' updates are not differentiated
 # The .cu files of src/ that are no op family: the C API's checks, memory,

@@ -509,16 +509,20 @@ def test_the_fused_update_is_one_launch_and_follows_the_kernel_policy():
         pytest.skip("the CUDA build counts no launches")
     params = [nn.Parameter(mt.randn(4, 3)), nn.Parameter(mt.randn(3))]
     opt = mt.optim.Adam(params)
+    per_parameter = mt.optim.Adam(params, foreach=False)
     for p in params:
         p.grad = mt.ones(*p.shape)
     with mt.kernels.policy("fast"):
         _lib.reset_launch_counts()
-        opt.step()
-        assert _lib.launch_count("adam_step") == 2  # one per parameter
+        opt.step()  # foreach's default under the fast policy: the whole list in one launch
+        assert (_lib.launch_count("adam_step_list"), _lib.launch_count("adam_step")) == (1, 0)
+        _lib.reset_launch_counts()
+        per_parameter.step()
+        assert (_lib.launch_count("adam_step_list"), _lib.launch_count("adam_step")) == (0, 2)  # one per parameter
     with mt.kernels.policy("teaching"):  # the default paths run the students' kernels
         _lib.reset_launch_counts()
         opt.step()
-        assert _lib.launch_count("adam_step") == 0
+        assert (_lib.launch_count("adam_step_list"), _lib.launch_count("adam_step")) == (0, 0)
 
 
 def test_fused_true_refuses_what_the_kernel_cannot_take():

@@ -214,6 +214,10 @@ from .optim import (  # noqa: F401
     adam_step,
     sgd_step_capturable,
     adam_step_capturable,
+    descriptors,
+    adam_step_list,
+    grad_norm_list,
+    grad_scale_list,
 )
 from .gather import (  # noqa: F401
     gather,

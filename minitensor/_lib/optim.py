@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ctypes import c_double, c_int, c_int64
-from typing import Any
+from ctypes import POINTER, c_double, c_int, c_int64
+from typing import Any, Optional, Sequence
 
 from .loader import MT_OK, MtTensor, declare, C, check, _desc
 
@@ -15,6 +15,11 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_sgd_step_capturable": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double, c_double]),
     "mt_adam_step_capturable": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_double,
                                         c_double, c_double, c_double, c_int]),
+    "mt_adam_step_list": (c_int, [c_int64, POINTER(MtTensor), POINTER(MtTensor), POINTER(MtTensor),
+                                  POINTER(MtTensor), POINTER(MtTensor), c_double, c_double, c_double, c_double,
+                                  c_double, c_int64, c_int]),
+    "mt_grad_norm_list": (c_int, [c_int64, POINTER(MtTensor), MtTensor, c_int]),
+    "mt_grad_scale_list": (c_int, [c_int64, POINTER(MtTensor), MtTensor, c_double]),
 }
 declare(SIGNATURES)
 
@@ -58,3 +63,34 @@ def adam_step_capturable(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, s
                                        1 if decoupled else 0)
     if status != MT_OK:  # as in adam_step
         check(status, "mt_adam_step_capturable")
+
+
+def descriptors(tensors: Sequence[Any]) -> Any:
+    """The descriptors of tensors as one C array (an argument of the *_list
+    functions): built once per list, each from the descriptor the tensor
+    already holds where it has one."""
+    return (MtTensor * len(tensors))(*[t._desc or t.descriptor() for t in tensors])
+
+
+def adam_step_list(params: Any, grads: Any, exp_avgs: Any, exp_avg_sqs: Any, steps: Optional[Any], count: int,
+                   lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: int,
+                   decoupled: bool) -> None:
+    """Adam's (AdamW's) update of count parameters in a few launches
+    (mt_adam_step_list); each list is a descriptors() array; steps (the
+    device counts, capturable) or None (the host's count step)."""
+    status = C.mt_adam_step_list(count, params, grads, exp_avgs, exp_avg_sqs, steps, float(lr), float(beta1),
+                                 float(beta2), float(eps), float(weight_decay), int(step), 1 if decoupled else 0)
+    if status != MT_OK:
+        check(status, "mt_adam_step_list")
+
+
+def grad_norm_list(grads: Any, count: int, norm: Any, inf_norm: bool) -> None:
+    """The joint 2-norm (or inf-norm) of count gradients (a descriptors()
+    array) into norm, one float64 element (mt_grad_norm_list)."""
+    check(C.mt_grad_norm_list(count, grads, norm.descriptor(), 1 if inf_norm else 0), "mt_grad_norm_list")
+
+
+def grad_scale_list(grads: Any, count: int, norm: Any, max_norm: float) -> None:
+    """Every gradient times min(max_norm / (norm + 1e-6), 1), the factor
+    computed from norm on the device (mt_grad_scale_list)."""
+    check(C.mt_grad_scale_list(count, grads, norm.descriptor(), float(max_norm)), "mt_grad_scale_list")

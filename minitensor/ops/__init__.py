@@ -220,6 +220,8 @@ from .optim import (  # noqa: F401
     fused_update_applies,
     sgd_step_,
     adam_step_,
+    adam_step_list_,
+    clip_grad_norm_list_,
 )
 from .attention import ATTENTION_TILED_ROWS  # noqa: F401,E402
 from .conv_tf32 import (  # noqa: F401

@@ -1,11 +1,14 @@
-"""The optimizers' fused updates, in place, one kernel per parameter (src/optim.cu)."""
+"""The optimizers' fused updates, in place: one kernel per parameter (src/optim.cu),
+or one call for a whole list of parameters, a few launches in all
+(src/optim_multi.cu, torch's foreach and fused optimizers)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from .. import _lib
-from .._array import Array, bump_version
+from .._array import Array, bump_version, empty
+from .._dtype import float64
 from .._shape import is_contiguous
 
 
@@ -55,3 +58,41 @@ def adam_step_(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array, lr:
                                   weight_decay, decoupled)
         return
     _lib.adam_step(param, grad, exp_avg, exp_avg_sq, lr, betas[0], betas[1], eps, weight_decay, step, decoupled)
+
+
+# ---- the same over a list of tensors, a few launches in all ----------------------------
+
+
+def adam_step_list_(params: Sequence[Array], grads: Sequence[Array], exp_avgs: Sequence[Array],
+                    exp_avg_sqs: Sequence[Array], lr: float, betas: tuple[float, float], eps: float,
+                    weight_decay: float, step: Union[int, Sequence[Array]], decoupled: bool = False) -> None:
+    """adam_step_ on every (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]) in
+    one call (mt_adam_step_list): the update of a whole model in a few
+    launches. step is the host's count, from 1, or (capturable) a list of the
+    parameters' device counts, each advanced there before the update reads it."""
+    for group in (params, exp_avgs, exp_avg_sqs):
+        for x in group:
+            x._storage.version += 1  # bump_version's line, without a call per tensor
+    steps = None
+    if not isinstance(step, int):
+        for x in step:
+            x._storage.version += 1
+        steps = _lib.descriptors(step)
+    _lib.adam_step_list(_lib.descriptors(params), _lib.descriptors(grads), _lib.descriptors(exp_avgs),
+                        _lib.descriptors(exp_avg_sqs), steps, len(params), lr, betas[0], betas[1], eps,
+                        weight_decay, 0 if steps is not None else step, decoupled)
+
+
+def clip_grad_norm_list_(grads: Sequence[Array], max_norm: float, inf_norm: bool = False) -> Array:
+    """Scales every gradient of grads in place by min(max_norm / (norm + 1e-6), 1),
+    where norm is their joint 2-norm (all of them as one vector; with
+    inf_norm, their largest |g|), and returns that norm: a 0-d float64 Array,
+    never read back (mt_grad_norm_list, then mt_grad_scale_list: the norm in
+    one or two launches, the scaling in one, whatever the number of tensors)."""
+    norm = empty((), float64, "clip_grad_norm_")
+    descriptors = _lib.descriptors(grads)
+    _lib.grad_norm_list(descriptors, len(grads), norm, inf_norm)
+    for g in grads:
+        g._storage.version += 1
+    _lib.grad_scale_list(descriptors, len(grads), norm, max_norm)
+    return norm
