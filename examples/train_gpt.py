@@ -182,6 +182,27 @@ def progress(step: int, steps: int, loss: float, width: int = 30) -> None:
     sys.stdout.flush()
 
 
+def timed_loop(args: argparse.Namespace, train_step: Any, progress_on: bool = False) -> float:
+    """Runs args.steps training steps (train_step() makes a batch, steps on
+    it and returns the loss tensor); returns the seconds of the steps after
+    the first five, which pay for one-time work (autotuning, allocation).
+    The loss is read back (a wait for the step's kernels) only every tenth
+    step and at the last, as a training loop that reports its progress does:
+    between reads the host queues the next step while the GPU runs this one.
+    Both libraries are timed by this loop."""
+    timed_from = 0.0
+    for step in range(1, args.steps + 1):
+        loss = train_step()
+        if step == min(5, args.steps):
+            loss.item()  # the warm-up steps' kernels finished: the clock starts here
+            timed_from = time.perf_counter()
+        if step % 10 == 0 or step == args.steps:
+            value = loss.item()
+            if progress_on and dist.get_rank() == 0:
+                progress(step, args.steps, value)
+    return time.perf_counter() - timed_from if args.steps > 5 else 0.0
+
+
 def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str]) -> tuple[GPT, float]:
     mt.manual_seed(args.seed)
     model = GPT(len(chars), args.context, args.width, args.heads, args.layers)
@@ -196,16 +217,8 @@ def train_minitensor(args: argparse.Namespace, data: np.ndarray, chars: list[str
         def step_of(x: np.ndarray, y: np.ndarray) -> mt.Tensor:
             return train_step(mt.tensor(x), mt.tensor(y))
     rng = np.random.default_rng(args.seed + 1000 * dist.get_rank())  # each rank its own windows
-    start, timed = time.perf_counter(), 0.0
-    for step in range(1, args.steps + 1):
-        x, y = batch(data, args.batch_size, args.context, rng)
-        t0 = time.perf_counter()
-        loss = step_of(x, y)
-        value = loss.item()  # waits for the step's kernels
-        if step > 5:  # the first steps pay for one-time work (autotuning, allocation)
-            timed += time.perf_counter() - t0
-        if (step % 10 == 0 or step == args.steps) and dist.get_rank() == 0:
-            progress(step, args.steps, value)
+    start = time.perf_counter()
+    timed = timed_loop(args, lambda: step_of(*batch(data, args.batch_size, args.context, rng)), progress_on=True)
     if dist.get_rank() == 0:
         print(f"  {time.perf_counter() - start:.1f} s")
     if args.ddp and dist.get_world_size() > 1:
@@ -267,16 +280,15 @@ def train_torch(args: argparse.Namespace, data: np.ndarray, chars: list[str]) ->
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     train_step = make_torch_train_step(model, optimizer)
     rng = np.random.default_rng(args.seed)
-    timed = 0.0
-    for step in range(1, args.steps + 1):
+    last = [None]  # the last step's loss
+
+    def one_step() -> Any:
         x, y = (torch.from_numpy(a).cuda() for a in batch(data, args.batch_size, args.context, rng))
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        value = train_step(x, y).item()
-        if step > 5:
-            timed += time.perf_counter() - t0
-    print(f"torch: final training loss {value:.3f}")
-    return (args.steps - 5) * args.batch_size * args.context / timed
+        last[0] = train_step(x, y)
+        return last[0]
+    timed = timed_loop(args, one_step)
+    print(f"torch: final training loss {last[0].item():.3f}")
+    return (args.steps - 5) * args.batch_size * args.context / timed if timed else 0.0
 
 
 def setup_data_parallel(args: argparse.Namespace) -> None:
