@@ -145,6 +145,12 @@ def keepdim_shape(shape: Sequence[int], dims: Sequence[int]) -> Shape:
 
 def as_shape(shape: Any, func: str) -> Shape:
     """A tuple of ints from a shape given as a tuple, a list or varargs."""
+    if type(shape) is tuple:  # the common case, a tuple of ints already: no call per size
+        for size in shape:
+            if type(size) is not int:
+                break
+        else:
+            return shape
     if isinstance(shape, (tuple, list)) and len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
