@@ -13,7 +13,10 @@ library:
 
 1. --warmup steps (first-time work: the autotuner's timing, allocation);
 2. --steps steps timed with the host's clock, each ending with loss.item()
-   as the example's loop does: the step's wall time, and tokens/s;
+   (a wait for the step's kernels): the step's wall time, host and GPU
+   together, and tokens/s (examples/train_gpt.py's loop reads the loss every
+   tenth step instead, so there the host queues a step while the GPU runs
+   the one before);
 3. --profile-steps more under torch.profiler with CUDA activity. CUPTI
    records every kernel, memset and memcpy of the process, minitensor's too,
    so the same profiler measures both libraries (one session each).
