@@ -341,9 +341,11 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
     if (rung == MT_TF32_SIMPLE)
         return launch_tf32(out, a, b);
     /* The pipelined and mma rungs copy 16 bytes at a time: row-major
-     * operands (a transposed view is copied; their tiles have no
-     * column-major variant). */
-    return with_prepared_operands(a, b, false, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+     * operands, or column-major ones (a transposed view) for the mma
+     * rung's own tile choice, which has a kernel per layout; any other
+     * operand is copied. */
+    const bool transposed_ok = rung == MT_TF32_MMA && tile == -1;
+    return with_prepared_operands(a, b, transposed_ok, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
         if (rung == MT_TF32_PIPELINED)
             return launch_tf32_pipelined(out, a_view, b_view);
         return launch_tf32_mma(out, a_view, b_view, tile);
