@@ -17,8 +17,9 @@ milliseconds (median of CUDA-event timings after warm-up) and the ratio
 torch / minitensor (> 1: minitensor faster). Then the fused Linear + GELU
 (F.linear_act under allow_tf32) against torch's F.gelu(F.linear(...)), the
 4096^3 product with each library's largest error against float64 (relative
-to the sum of |terms|), and the rung's tile variants (mt_matmul_tf32_tile,
-row-major operands) at the dx shapes.
+to the sum of |terms|), and the rung's tile variants (mt_matmul_tf32_tile) on
+row-major copies of each product's operands, without split-K, beside the
+library's choice on the step's own layouts.
 """
 
 from __future__ import annotations
@@ -152,17 +153,19 @@ def main() -> int:
 
     if not args.no_sweep:
         names = mt._lib.matmul_tf32_tile_names()
-        print("tile variants (row-major operands), ms:")
+        print("tile variants on row-major copies of the operands (no split-K), against the library's choice "
+              "on the step's own layouts (in place, split-K where it splits), ms:")
         for name, a, b, a_t, b_t in products(args.rows):
-            if a_t or b_t:
-                continue
-            ma, mb = mt.tensor(a), mt.tensor(b)
             out = mt.empty(a.shape[0], b.shape[1])
+            la, lb = as_mt(a, a_t), as_mt(b, b_t)
+            choice = mt_ms(lambda: mt._lib.matmul_tf32_tile(out, la, lb, -1), args.repeats)
+            ma, mb = mt.tensor(np.ascontiguousarray(a)), mt.tensor(np.ascontiguousarray(b))
             times = [mt_ms(lambda t=t: mt._lib.matmul_tf32_tile(out, ma, mb, t), args.repeats)
-                     for t in range(-1, len(names))]
-            best = int(np.argmin(times[1:]))
-            print(f"  {name:<34} choice {times[0]:.3f}  " + " ".join(f"{t}:{v:.3f}" for t, v in enumerate(times[1:]))
-                  + f"  best {best} ({names[best]})", flush=True)
+                     for t in range(len(names))]
+            best = int(np.argmin(times))
+            print(f"  {name:<34} choice {choice:.3f}  " + " ".join(f"{t}:{v:.3f}" for t, v in enumerate(times))
+                  + f"  best {best}", flush=True)
+        print("  tiles: " + "; ".join(f"{t} {n}" for t, n in enumerate(names)))
     return 0
 
 
