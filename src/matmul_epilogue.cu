@@ -138,14 +138,7 @@ mt_status mt_matmul_tf32_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_te
     MT_TRY(check_epilogue_call(func, out, a, b, bias, residual, pre, act, flags));
     if (out.dtype != MT_FLOAT32)
         return mt_fail(MT_ERR_DTYPE, func, "TF32 products take float32 operands, got %s", dtype_name(out.dtype));
-#ifndef MT_EMULATOR
-    int device = 0, major = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 8)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "TF32 tensor cores need compute capability 8.0 or newer; this GPU has %d.x", major);
-#endif
+    MT_TRY(check_tf32_device(func));
     if (tensor_numel(out) == 0)
         return MT_OK;
     const BiasActResidual<float> epi = make_epilogue<float>(out, bias, residual, pre, act, flags);

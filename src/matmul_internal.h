@@ -123,6 +123,22 @@ struct BiasActResidual;
  * (splits, M, N) row-major buffer, summed in slice order (float32 for
  * PlainStore and BiasActResidual; the warptile kernel's own types as well). */
 mt_tensor k_slices(const mt_tensor &x, int splits, bool along_cols);
+/* The partial products' buffer `data` as a (splits, M, N) row-major tensor,
+ * M x N being out's matrix. */
+inline mt_tensor split_partials(const mt_tensor &out, int splits, void *data)
+{
+    mt_tensor partial = out;
+    partial.data = data;
+    partial.offset = 0;
+    partial.ndim = 3;
+    partial.shape[0] = splits;
+    partial.shape[1] = out.shape[out.ndim - 2];
+    partial.shape[2] = out.shape[out.ndim - 1];
+    partial.strides[0] = partial.shape[1] * partial.shape[2];
+    partial.strides[1] = partial.shape[2];
+    partial.strides[2] = 1;
+    return partial;
+}
 template <typename T, typename Epi>
 mt_status launch_split_sum(const mt_tensor &out, const T *partial, int splits, const Epi &epi);
 mt_status launch_tf32_mma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
@@ -135,6 +151,9 @@ const char *tf32_mma_tile_name(int tile);
  * broadcast, no overlap), else a failure naming func; and x made readable by
  * the vectorised kernels (gemm_operand_ok), copied into scratch if need be. */
 mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+/* MT_ERR_INVALID_ARGUMENT naming func on a GPU without TF32 tensor cores
+ * (compute capability below 8.0); the emulator has them. */
+mt_status check_tf32_device(const char *func);
 mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tensor *view, DeviceScratch *scratch);
 
 /* launch(a_view, b_view) on a and b made readable by the vectorised

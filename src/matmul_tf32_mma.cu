@@ -471,16 +471,7 @@ static mt_status launch_tf32_mma_default(const mt_tensor &out, const mt_tensor &
         return launch_tf32_mma_chosen(out, a, b, epi);
     DeviceScratch scratch;
     CUDA_CHECK(scratch.allocate((size_t)(splits * M * N) * sizeof(float)));
-    mt_tensor partial = out;
-    partial.data = scratch.as<float>();
-    partial.offset = 0;
-    partial.ndim = 3;
-    partial.shape[0] = splits;
-    partial.shape[1] = M;
-    partial.shape[2] = N;
-    partial.strides[0] = M * N;
-    partial.strides[1] = N;
-    partial.strides[2] = 1;
+    const mt_tensor partial = split_partials(out, splits, scratch.as<float>());
     MT_TRY(launch_tf32_mma_chosen(partial, k_slices(a, splits, true), k_slices(b, splits, false), PlainStore{}));
     MT_TRY(launch_split_sum<float>(out, scratch.as<float>(), splits, epi));
     CUDA_CHECK(scratch.release());

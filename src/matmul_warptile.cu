@@ -333,16 +333,7 @@ static mt_status launch_warptile_split(const mt_tensor &out, const mt_tensor &a,
         return launch_warptile_layouts<T, C>(out, a, b, epi);
     DeviceScratch scratch;
     CUDA_CHECK(scratch.allocate((size_t)(splits * M * N) * sizeof(T)));
-    mt_tensor partial = out;
-    partial.data = scratch.as<T>();
-    partial.offset = 0;
-    partial.ndim = 3;
-    partial.shape[0] = splits;
-    partial.shape[1] = M;
-    partial.shape[2] = N;
-    partial.strides[0] = M * N;
-    partial.strides[1] = N;
-    partial.strides[2] = 1;
+    const mt_tensor partial = split_partials(out, splits, scratch.as<T>());
     const mt_tensor a_slices = k_slices(a, splits, true);
     const mt_tensor b_slices = k_slices(b, splits, false);
     MT_TRY((launch_warptile_layouts<T, C>(partial, a_slices, b_slices, PlainStore{})));
