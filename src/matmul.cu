@@ -309,6 +309,20 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
     return launch_matmul<double>(algo, config, out, a, b);
 }
 
+mt_status check_tf32_device(const char *func)
+{
+#ifndef MT_EMULATOR
+    int device = 0, major = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 8)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "TF32 tensor cores need compute capability 8.0 or newer; this GPU has %d.x", major);
+#endif
+    (void)func;
+    return MT_OK;
+}
+
 /* mt_matmul_tf32, mt_matmul_tf32_rung and mt_matmul_tf32_tile, each naming
  * itself in errors; tile is the mma rung's tile variant (-1: its choice). */
 static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor a, mt_tensor b, int rung, int tile)
@@ -328,22 +342,17 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
     MT_TRY(mt_check_extent(func, "a", &a));
     MT_TRY(mt_check_extent(func, "b", &b));
     MT_TRY(check_product(func, out, a, b));
-#ifndef MT_EMULATOR
-    int device = 0, major = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 8)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "TF32 tensor cores need compute capability 8.0 or newer; this GPU has %d.x", major);
-#endif
+    MT_TRY(check_tf32_device(func));
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (rung == MT_TF32_SIMPLE)
         return launch_tf32(out, a, b);
     /* The pipelined and mma rungs copy 16 bytes at a time: row-major
-     * operands (a transposed view is copied; their tiles have no
-     * column-major variant). */
-    return with_prepared_operands(a, b, false, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+     * operands, or column-major ones (a transposed view) for the mma
+     * rung's own tile choice, which has a kernel per layout; any other
+     * operand is copied. */
+    const bool transposed_ok = rung == MT_TF32_MMA && tile == -1;
+    return with_prepared_operands(a, b, transposed_ok, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
         if (rung == MT_TF32_PIPELINED)
             return launch_tf32_pipelined(out, a_view, b_view);
         return launch_tf32_mma(out, a_view, b_view, tile);

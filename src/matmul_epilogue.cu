@@ -73,19 +73,47 @@ static mt_status check_epilogue(const char *func, const mt_tensor &out, const mt
     return MT_OK;
 }
 
+/* The checks both entry points share (the config's aside). */
+static mt_status check_epilogue_call(const char *func, const mt_tensor &out, const mt_tensor &a,
+                                     const mt_tensor &b, const mt_tensor &bias, const mt_tensor &residual,
+                                     const mt_tensor &pre, int act, int flags)
+{
+    MT_TRY(mt_check_id(func, "epilogue activation", act, MT_EPILOGUE_ACT_COUNT));
+    if (flags & ~(MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE))
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "unknown flags 0x%x (MT_EPILOGUE_BIAS 1, MT_EPILOGUE_RESIDUAL 2, MT_EPILOGUE_PRE 4)", flags);
+    MT_TRY(mt_ensure_init(func));
+    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
+    MT_TRY(mt_check_float(func, "a", &a));
+    MT_TRY(mt_check_extent(func, "out", &out));
+    MT_TRY(mt_check_extent(func, "a", &a));
+    MT_TRY(mt_check_extent(func, "b", &b));
+    MT_TRY(check_product(func, out, a, b));
+    return check_epilogue(func, out, a, b, bias, residual, pre, flags);
+}
+
+/* The epilogue of a call. An absent residual or pre is never touched, but
+ * the epilogue reads out's bounds from their shapes: out's descriptor
+ * stands in. */
+template <typename T>
+static BiasActResidual<T> make_epilogue(const mt_tensor &out, const mt_tensor &bias, const mt_tensor &residual,
+                                        const mt_tensor &pre, int act, int flags)
+{
+    BiasActResidual<T> epi;
+    epi.bias = bias;
+    epi.residual = (flags & MT_EPILOGUE_RESIDUAL) ? residual : out;
+    epi.pre = (flags & MT_EPILOGUE_PRE) ? pre : out;
+    epi.act = act;
+    epi.flags = flags;
+    return epi;
+}
+
 template <typename T>
 static mt_status launch_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
                                  const mt_tensor &bias, const mt_tensor &residual, const mt_tensor &pre, int act,
                                  int flags, int config)
 {
-    BiasActResidual<T> epi;
-    epi.bias = bias;
-    /* An absent residual or pre is never touched, but the epilogue reads
-     * out's bounds from their shapes: give it out's descriptor. */
-    epi.residual = (flags & MT_EPILOGUE_RESIDUAL) ? residual : out;
-    epi.pre = (flags & MT_EPILOGUE_PRE) ? pre : out;
-    epi.act = act;
-    epi.flags = flags;
+    const BiasActResidual<T> epi = make_epilogue<T>(out, bias, residual, pre, act, flags);
 
     /* The operands as mt_matmul's warptile takes them (float32 may be a
      * transposed view, such as F.linear's weight.T). */
@@ -103,6 +131,24 @@ static mt_status launch_epilogue(const mt_tensor &out, const mt_tensor &a, const
     });
 }
 
+mt_status mt_matmul_tf32_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
+                                  mt_tensor pre, int act, int flags)
+{
+    const char *func = "mt_matmul_tf32_epilogue";
+    MT_TRY(check_epilogue_call(func, out, a, b, bias, residual, pre, act, flags));
+    if (out.dtype != MT_FLOAT32)
+        return mt_fail(MT_ERR_DTYPE, func, "TF32 products take float32 operands, got %s", dtype_name(out.dtype));
+    MT_TRY(check_tf32_device(func));
+    if (tensor_numel(out) == 0)
+        return MT_OK;
+    const BiasActResidual<float> epi = make_epilogue<float>(out, bias, residual, pre, act, flags);
+    /* Row-major or column-major operands are read in place (the mma rung
+     * has a kernel per layout); any other is copied. */
+    return with_prepared_operands(a, b, true, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+        return launch_tf32_mma_epilogue(out, a_view, b_view, epi);
+    });
+}
+
 int mt_matmul_epilogue_config_count(void)
 {
     return mt_matmul_config_count();
@@ -112,23 +158,12 @@ mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor 
                              mt_tensor pre, int act, int flags, int config)
 {
     const char *func = "mt_matmul_epilogue";
-    MT_TRY(mt_check_id(func, "epilogue activation", act, MT_EPILOGUE_ACT_COUNT));
     if (config < -1 || config >= mt_matmul_config_count())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
                        "unknown epilogue config %d (valid: -1 for the library's choice, or a matmul "
                        "configuration 0..%d)",
                        config, mt_matmul_config_count() - 1);
-    if (flags & ~(MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE))
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "unknown flags 0x%x (MT_EPILOGUE_BIAS 1, MT_EPILOGUE_RESIDUAL 2, MT_EPILOGUE_PRE 4)", flags);
-    MT_TRY(mt_ensure_init(func));
-    MT_TRY(mt_check_binary(func, &out, &a, "a", &b, "b"));
-    MT_TRY(mt_check_float(func, "a", &a));
-    MT_TRY(mt_check_extent(func, "out", &out));
-    MT_TRY(mt_check_extent(func, "a", &a));
-    MT_TRY(mt_check_extent(func, "b", &b));
-    MT_TRY(check_product(func, out, a, b));
-    MT_TRY(check_epilogue(func, out, a, b, bias, residual, pre, flags));
+    MT_TRY(check_epilogue_call(func, out, a, b, bias, residual, pre, act, flags));
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (out.dtype == MT_FLOAT32)

@@ -109,9 +109,40 @@ mt_status launch_pipelined_epilogue(const mt_tensor &out, const mt_tensor &a, co
  * accepts (without transposed views). */
 mt_status launch_tf32(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 mt_status launch_tf32_pipelined(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
-/* The mma.sync rung (row-major operands as the pipelined one), with one of
- * its tile variants (0..tf32_mma_tile_count() - 1) or -1: its choice. */
+/* The mma.sync rung, with one of its tile variants (0..tf32_mma_tile_count()
+ * - 1: row-major operands as the pipelined one) or -1: its choice, which
+ * also reads column-major operands in place (gemm_operand_ok's
+ * transposed_ok); and that choice with the fused epilogue (src/matmul_epilogue.h). */
 mt_status launch_tf32_mma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile);
+template <typename T>
+struct BiasActResidual;
+/* Split-K's pieces (src/matmul_warptile.cu): x's matrix cut along K into
+ * `splits` slices, a 3-d view (slice, rows, cols) whose slice dim steps K /
+ * splits along K (along_cols: K is x's last dim, as A's; else its second
+ * last, as B's); and out = epi(the sum over s of partial[s]), partial a
+ * (splits, M, N) row-major buffer, summed in slice order (float32 for
+ * PlainStore and BiasActResidual; the warptile kernel's own types as well). */
+mt_tensor k_slices(const mt_tensor &x, int splits, bool along_cols);
+/* The partial products' buffer `data` as a (splits, M, N) row-major tensor,
+ * M x N being out's matrix. */
+inline mt_tensor split_partials(const mt_tensor &out, int splits, void *data)
+{
+    mt_tensor partial = out;
+    partial.data = data;
+    partial.offset = 0;
+    partial.ndim = 3;
+    partial.shape[0] = splits;
+    partial.shape[1] = out.shape[out.ndim - 2];
+    partial.shape[2] = out.shape[out.ndim - 1];
+    partial.strides[0] = partial.shape[1] * partial.shape[2];
+    partial.strides[1] = partial.shape[2];
+    partial.strides[2] = 1;
+    return partial;
+}
+template <typename T, typename Epi>
+mt_status launch_split_sum(const mt_tensor &out, const T *partial, int splits, const Epi &epi);
+mt_status launch_tf32_mma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
+                                   const BiasActResidual<float> &epi);
 int tf32_mma_tile_count(void);
 const char *tf32_mma_tile_name(int tile);
 
@@ -120,6 +151,9 @@ const char *tf32_mma_tile_name(int tile);
  * broadcast, no overlap), else a failure naming func; and x made readable by
  * the vectorised kernels (gemm_operand_ok), copied into scratch if need be. */
 mt_status check_product(const char *func, const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+/* MT_ERR_INVALID_ARGUMENT naming func on a GPU without TF32 tensor cores
+ * (compute capability below 8.0); the emulator has them. */
+mt_status check_tf32_device(const char *func);
 mt_status prepare_operand(const mt_tensor &x, bool transposed_ok, mt_tensor *view, DeviceScratch *scratch);
 
 /* launch(a_view, b_view) on a and b made readable by the vectorised

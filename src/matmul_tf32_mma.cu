@@ -22,19 +22,36 @@
  *      each with a 64 x 32 or 64 x 64 tile of out: 32-64 float accumulators
  *      a lane, 16-32 mmas between fragment loads;
  *   4. each lane stores its accumulators straight to out (it knows which
- *      elements they are), with the edges checked.
+ *      elements they are), with the edges checked, through an epilogue Epi
+ *      (src/matmul_epilogue.h): PlainStore for the product alone,
+ *      BiasActResidual for mt_matmul_tf32_epilogue's bias, activation and
+ *      residual, applied to the sums while they are still in registers.
  *
  * Operands are rounded to TF32 (cvt.rna) as the fragments are loaded, as
  * cuBLAS does. Blocks walk out's tiles in groups of kGroupRows tile rows
  * (column by column inside a group), so that the blocks running at once
  * share A's rows and B's columns in L2.
  *
- * Operands: row-major with aligned rows (gemm_operand_ok); mt_matmul_tf32
- * copies any other operand (a transposed view included) first. Sizes off
- * the tile: the copies zero-fill rows, columns and K past the edges (zeros
- * add nothing to a product), and the stores skip what lies outside out.
+ * Operands: row-major or column-major (a transposed view of a row-major
+ * matrix, such as F.linear's weight.T or the backward's grad.T), with
+ * aligned rows or columns (gemm_operand_ok); mt_matmul_tf32 copies only
+ * other strides. A column-major operand is staged in the layout it has in
+ * memory, so that each cp.async still copies 16 contiguous bytes:
+ *
+ *   A row-major:    BM rows of BK (m-major), a_col's swizzle, ldmatrix;
+ *   A column-major: BK rows of BM (k-major), b_col's swizzle, a lane reads
+ *                   its 4 elements with 32-bit loads (as B row-major's);
+ *   B row-major:    BK rows of BN (k-major), b_col's swizzle, 32-bit loads;
+ *   B column-major: BN rows of BK (n-major), a_col's swizzle: B's fragment
+ *                   is then laid out as A's, and one ldmatrix.x4 gives a
+ *                   lane its elements of two fragments.
+ *
+ * Sizes off the tile: the copies zero-fill rows, columns and K past the
+ * edges (zeros add nothing to a product), and the stores skip what lies
+ * outside out.
  */
 #include "async_copy.h"
+#include "matmul_epilogue.h"
 #include "matmul_internal.h"
 #include "mma_tf32.h"
 
@@ -107,12 +124,17 @@ MT_DEVICE void copy_chunk16(float *dst, const float *data, int64_t row, bool row
 /* Tile rows per group of the block order (see the file comment). */
 constexpr int kGroupRows = 8;
 
-template <typename C>
+/* kATrans / kBTrans: a / b is column-major (lda / ldb is then the stride
+ * between its columns). */
+template <typename C, bool kATrans, bool kBTrans, typename Epi>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     matmul_tf32_mma(mt_tensor out, mt_tensor a, mt_tensor b, int64_t lda, int64_t ldb, bool vec_out,
-                    int64_t row_tile_start, int64_t batch_start)
+                    int64_t row_tile_start, int64_t batch_start, Epi epi)
 {
 #if defined(MT_EMULATOR) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+    static_assert(!(C::kPairB && (kATrans || kBTrans)), "the paired-B tiles take row-major operands");
+    static_assert(!kBTrans || C::kNFrags % 2 == 0, "B column-major: one ldmatrix.x4 for two fragments");
+    static_assert(!kATrans || C::BM % 32 == 0, "A's k-major rows: at least 8 chunks for b_col's swizzle");
     constexpr int S = C::kStages;
     constexpr int kAChunks = C::BM * C::BK / 4 / C::kThreads; /* 16-byte copies a thread per stage */
     constexpr int kBChunks = C::BK * C::BN / 4 / C::kThreads;
@@ -148,19 +170,31 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const int warp_col = (warp % (C::BN / C::WN)) * C::WN;
 
     /* The copies of the K-tile at k0 into stage s; consecutive threads take
-     * consecutive chunks of a row (coalesced reads of global memory). */
+     * consecutive chunks of a row as memory holds it (coalesced reads of
+     * global memory): a row of A's or B's tile, or for a column-major
+     * operand a column (see the file comment for the stage layouts). */
     auto issue_tile = [&](int64_t k0, int s) {
         float *a_stage = stages + s * C::kStageFloats;
         float *b_stage = a_stage + C::BM * C::BK;
         MT_UNROLL for (int i = 0; i < kAChunks; ++i) {
             const int p = tid + i * C::kThreads;
-            const int r = p / (C::BK / 4), c = (p % (C::BK / 4)) * 4;
-            copy_chunk16(a_stage + r * C::BK + a_col(r, c), a_data, row0 + r, row0 + r < M, k0 + c, K, lda);
+            if constexpr (kATrans) { /* row r: A[row0 .., k0 + r], 4 m a chunk */
+                const int r = p / (C::BM / 4), c = (p % (C::BM / 4)) * 4;
+                copy_chunk16(a_stage + r * C::BM + b_col(r, c), a_data, k0 + r, k0 + r < K, row0 + c, M, lda);
+            } else {
+                const int r = p / (C::BK / 4), c = (p % (C::BK / 4)) * 4;
+                copy_chunk16(a_stage + r * C::BK + a_col(r, c), a_data, row0 + r, row0 + r < M, k0 + c, K, lda);
+            }
         }
         MT_UNROLL for (int i = 0; i < kBChunks; ++i) {
             const int p = tid + i * C::kThreads;
-            const int r = p / (C::BN / 4), c = (p % (C::BN / 4)) * 4;
-            copy_chunk16(b_stage + r * C::BN + b_col(r, c), b_data, k0 + r, k0 + r < K, col0 + c, N, ldb);
+            if constexpr (kBTrans) { /* row r: B[k0 .., col0 + r], 4 k a chunk */
+                const int r = p / (C::BK / 4), c = (p % (C::BK / 4)) * 4;
+                copy_chunk16(b_stage + r * C::BK + a_col(r, c), b_data, col0 + r, col0 + r < N, k0 + c, K, ldb);
+            } else {
+                const int r = p / (C::BN / 4), c = (p % (C::BN / 4)) * 4;
+                copy_chunk16(b_stage + r * C::BN + b_col(r, c), b_data, k0 + r, k0 + r < K, col0 + c, N, ldb);
+            }
         }
     };
 
@@ -200,10 +234,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
              * half l / 16 of its fragment; it receives a[0..3] in mma order. */
             uint32_t a_frag[C::kMFrags][4];
             MT_UNROLL for (int i = 0; i < C::kMFrags; ++i) {
-                const int r = warp_row + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-                ldmatrix_x4(a_frag[i], a_stage + r * C::BK + a_col(r, kk + (lane >> 4) * 4));
-                MT_UNROLL for (int e = 0; e < 4; ++e)
-                    a_frag[i][e] = tf32_round_bits(a_frag[i][e]);
+                if constexpr (kATrans) {
+                    /* k-major: a[e] = A[m + 8 (e % 2)][kk + t + 4 (e / 2)] from
+                     * row k, column m. The 4 k-rows x 8 columns of one load
+                     * hit 32 banks (b_col, as B's loads below). */
+                    const int m = warp_row + i * 16 + g;
+                    MT_UNROLL for (int e = 0; e < 4; ++e) {
+                        const int k = kk + t + (e / 2) * 4, mm = m + (e % 2) * 8;
+                        a_frag[i][e] = tf32_bits(a_stage[k * C::BM + b_col(k, mm)]);
+                    }
+                } else {
+                    const int r = warp_row + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+                    ldmatrix_x4(a_frag[i], a_stage + r * C::BK + a_col(r, kk + (lane >> 4) * 4));
+                    MT_UNROLL for (int e = 0; e < 4; ++e)
+                        a_frag[i][e] = tf32_round_bits(a_frag[i][e]);
+                }
             }
             /* B: b[0] = B[kk + t][n], b[1] = B[kk + t + 4][n], n = column g
              * of the fragment. Paired (kPairB): fragments j and j + 1 take the
@@ -212,7 +257,22 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
              * of a row with one 8-byte load; the stores below put the
              * columns back. */
             uint32_t b_frag[C::kNFrags][2];
-            if constexpr (C::kPairB) {
+            if constexpr (kBTrans) {
+                /* n-major: B's 8 x 8 fragment is an 8 (n) x 8 (k) block laid
+                 * out as A's, so ldmatrix.x4 loads fragments j and j + 1:
+                 * matrices (n 0-7, k 0-3), (n 0-7, k 4-7), (n 8-15, k 0-3),
+                 * (n 8-15, k 4-7) give b[j][0], b[j][1], b[j+1][0], b[j+1][1]
+                 * (element (g, t) of the first is B[kk + t][n0 + g]). */
+                MT_UNROLL for (int j = 0; j < C::kNFrags; j += 2) {
+                    const int n = warp_col + j * 8 + (lane >> 4) * 8 + (lane & 7);
+                    uint32_t r[4];
+                    ldmatrix_x4(r, b_stage + n * C::BK + a_col(n, kk + ((lane >> 3) & 1) * 4));
+                    b_frag[j][0] = tf32_round_bits(r[0]);
+                    b_frag[j][1] = tf32_round_bits(r[1]);
+                    b_frag[j + 1][0] = tf32_round_bits(r[2]);
+                    b_frag[j + 1][1] = tf32_round_bits(r[3]);
+                }
+            } else if constexpr (C::kPairB) {
                 MT_UNROLL for (int j = 0; j < C::kNFrags; j += 2) {
                     const int n = warp_col + j * 8 + 2 * g;
                     MT_UNROLL for (int h = 0; h < 2; ++h) {
@@ -240,25 +300,34 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     /* Lane (g, t) holds out[g][2t], [g][2t + 1], [g + 8][2t], [g + 8][2t + 1]
      * of each fragment. Paired, fragments j and j + 1 hold the even and odd
      * columns: the lane's 4 consecutive columns n0 + 4t .. + 3 of rows g
-     * and g + 8, one 16-byte store each where out allows (vec_out). */
+     * and g + 8, one 16-byte store each where out allows (vec_out).
+     * Each run of a row goes through the epilogue first (nothing for
+     * PlainStore; bias, activation, residual for BiasActResidual). */
     const MatrixView<float> Out = matrix_view<float>(out, start.out);
+    const typename Epi::Batch finish = epi.at_batch(batch_start + blockIdx.z);
     if constexpr (C::kPairB) {
         MT_UNROLL for (int i = 0; i < C::kMFrags; ++i)
             MT_UNROLL for (int j = 0; j < C::kNFrags; j += 2)
                 MT_UNROLL for (int h = 0; h < 2; ++h) {
-                    const float v[4] = {acc[i][j][2 * h], acc[i][j + 1][2 * h], acc[i][j][2 * h + 1],
-                                        acc[i][j + 1][2 * h + 1]};
-                    store_row<float, 4>(Out, v, row0 + warp_row + i * 16 + g + 8 * h, col0 + warp_col + j * 8 + 4 * t,
-                                        vec_out);
+                    float v[4] = {acc[i][j][2 * h], acc[i][j + 1][2 * h], acc[i][j][2 * h + 1],
+                                  acc[i][j + 1][2 * h + 1]};
+                    const int64_t row = row0 + warp_row + i * 16 + g + 8 * h;
+                    const int64_t col = col0 + warp_col + j * 8 + 4 * t;
+                    finish.apply(v, row, col);
+                    store_row<float, 4>(Out, v, row, col, vec_out);
                 }
     } else {
         MT_UNROLL for (int i = 0; i < C::kMFrags; ++i)
             MT_UNROLL for (int j = 0; j < C::kNFrags; ++j)
-                MT_UNROLL for (int e = 0; e < 4; ++e) {
-                    const int64_t row = row0 + warp_row + i * 16 + g + (e / 2) * 8;
-                    const int64_t col = col0 + warp_col + j * 8 + 2 * t + (e % 2);
+                MT_UNROLL for (int h = 0; h < 2; ++h) {
+                    float v[2] = {acc[i][j][2 * h], acc[i][j][2 * h + 1]};
+                    const int64_t row = row0 + warp_row + i * 16 + g + 8 * h;
+                    const int64_t col = col0 + warp_col + j * 8 + 2 * t;
+                    finish.apply(v, row, col);
                     if (row < M && col < N)
-                        Out.at(row, col) = acc[i][j][e];
+                        Out.at(row, col) = v[0];
+                    if (row < M && col + 1 < N)
+                        Out.at(row, col + 1) = v[1];
                 }
     }
 #endif
@@ -295,46 +364,145 @@ constexpr int kTileCount = (int)(sizeof kTileNames / sizeof kTileNames[0]);
 int tf32_mma_tile_count(void) { return kTileCount; }
 const char *tf32_mma_tile_name(int tile) { return tile >= 0 && tile < kTileCount ? kTileNames[tile] : nullptr; }
 
-template <typename C>
-static mt_status launch_tf32_mma_tiles(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+template <typename C, bool kATrans, bool kBTrans, typename Epi>
+static mt_status launch_tf32_mma_typed(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
 {
-    const int64_t lda = leading_dim(a, false);
-    const int64_t ldb = leading_dim(b, false);
+    const int64_t lda = leading_dim(a, kATrans);
+    const int64_t ldb = leading_dim(b, kBTrans);
     const bool vec_out = out_vector_ok(out);
-    CUDA_CHECK(cudaFuncSetAttribute(matmul_tf32_mma<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)C::kSharedBytes));
+    auto kernel = matmul_tf32_mma<C, kATrans, kBTrans, Epi>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSharedBytes));
     return for_each_out_tile(out, C::BM, C::BN, [&](dim3 grid, int64_t y0, int64_t b0) {
-        matmul_tf32_mma<C><<<grid, C::kThreads, C::kSharedBytes, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0,
-                                                                                b0);
+        kernel<<<grid, C::kThreads, C::kSharedBytes, mt_stream()>>>(out, a, b, lda, ldb, vec_out, y0, b0, epi);
         CUDA_CHECK(mt_launch_status());
         return MT_OK;
     });
 }
 
-/* tile: one of the variants above, or -1: the wide tile where the product
+/* Does the kernel read x (which gemm_operand_ok accepted, transposed_ok) as
+ * column-major? Unless its rows are contiguous and 16-byte aligned: every
+ * cp.async reads 16 aligned bytes. A (K, 1) column with unit row stride is
+ * then column-major (its one column contiguous), where
+ * gemm_operand_transposed, for warptile's loads, calls it row-major. */
+static bool tf32_column_major(const mt_tensor &x)
+{
+    const int64_t rows = x.shape[x.ndim - 2];
+    const int64_t cols = x.shape[x.ndim - 1];
+    const int64_t rs = x.strides[x.ndim - 2];
+    const int64_t cs = x.strides[x.ndim - 1];
+    return !((cs == 1 || cols == 1) && (rows == 1 || rs % 4 == 0));
+}
+
+/* The library's tiles (4, 5, 6 below) take each operand row-major or
+ * column-major, a kernel per layout. */
+template <typename C, typename Epi>
+static mt_status launch_tf32_mma_layouts(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
+{
+    const bool at = tf32_column_major(a), bt = tf32_column_major(b);
+    if (at && bt)
+        return launch_tf32_mma_typed<C, true, true>(out, a, b, epi);
+    if (at)
+        return launch_tf32_mma_typed<C, true, false>(out, a, b, epi);
+    if (bt)
+        return launch_tf32_mma_typed<C, false, true>(out, a, b, epi);
+    return launch_tf32_mma_typed<C, false, false>(out, a, b, epi);
+}
+
+/* The tile the library takes for a product: the wide tile where the product
  * has enough of them to fill the GPU, else smaller ones. The H100 sweep at
  * 4096^3 (2026-11-27): variant 6 1.227 ms (112 TFLOP/s), 9 1.234, 3 1.259,
  * 7 1.279, 2 1.310, 5 1.378, 1 1.414, 8 1.541, 0 1.637, 4 1.676; at 1024^3
  * variant 4 (the small tile) took 0.041 ms. */
+static int tf32_mma_default_tile(const mt_tensor &out)
+{
+    const int64_t M = out.shape[out.ndim - 2];
+    const int64_t N = out.shape[out.ndim - 1];
+    const int64_t batches = shape_numel(out.shape, out.ndim - 2);
+    const int64_t sms = mt_sm_count();
+    return out_tiles(M, N, batches, 128, 256) >= sms ? 6 : out_tiles(M, N, batches, 128, 128) >= sms ? 5 : 4;
+}
+
+template <typename Epi>
+static mt_status launch_tf32_mma_chosen(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, const Epi &epi)
+{
+    switch (tf32_mma_default_tile(out)) {
+    case 6: return launch_tf32_mma_layouts<Tf32Mma128x256S3U>(out, a, b, epi);
+    case 5: return launch_tf32_mma_layouts<Tf32Mma128x128S3U>(out, a, b, epi);
+    default: return launch_tf32_mma_layouts<Tf32Mma64x128S4>(out, a, b, epi);
+    }
+}
+
+/* ---- split-K ---------------------------------------------------------------
+ * A transformer's weight gradient (384 x 1536 summed over 16384 tokens) has
+ * 72 tiles of the small 64 x 128 tile for 132 SMs x 2 block slots, each
+ * walking 512 K steps: most of the GPU idles. As the warptile rung does
+ * (src/matmul_warptile.cu), K is then cut into slices, each slice's product
+ * a batch of one launch (k_slices: views, no copy) into a scratch buffer of
+ * partial products, which a second kernel sums in slice order (the same
+ * result on every run) and passes through the epilogue. */
+
+/* The shortest slice worth a split (8 K-tiles of 32), and the most slices. */
+constexpr int64_t kSplitMinK = 256;
+constexpr int kSplitMax = 16;
+
+/* How many slices a single M x N x K product is cut into: doubling from 1
+ * while the small tile's blocks fill less than 90% of the GPU's block slots
+ * (2 an SM) and the slices stay 16-byte aligned and kSplitMinK long. */
+static int tf32_split_count(int64_t M, int64_t N, int64_t K)
+{
+    const int64_t tiles = out_tiles(M, N, 1, Tf32Mma64x128S4::BM, Tf32Mma64x128S4::BN);
+    const int64_t slots = (int64_t)mt_sm_count() * Tf32Mma64x128S4::kMinBlocks;
+    int splits = 1;
+    while (splits < kSplitMax && 10 * tiles * splits < 9 * slots && K % (2 * splits * 4) == 0 &&
+           K / (2 * splits) >= kSplitMinK)
+        splits *= 2;
+    return splits;
+}
+
+template <typename Epi>
+static mt_status launch_tf32_mma_default(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
+                                         const Epi &epi)
+{
+    const int64_t M = out.shape[out.ndim - 2];
+    const int64_t N = out.shape[out.ndim - 1];
+    const int64_t K = a.shape[a.ndim - 1];
+    const int splits = shape_numel(out.shape, out.ndim - 2) == 1 ? tf32_split_count(M, N, K) : 1;
+    if (splits == 1)
+        return launch_tf32_mma_chosen(out, a, b, epi);
+    DeviceScratch scratch;
+    CUDA_CHECK(scratch.allocate((size_t)(splits * M * N) * sizeof(float)));
+    const mt_tensor partial = split_partials(out, splits, scratch.as<float>());
+    MT_TRY(launch_tf32_mma_chosen(partial, k_slices(a, splits, true), k_slices(b, splits, false), PlainStore{}));
+    MT_TRY(launch_split_sum<float>(out, scratch.as<float>(), splits, epi));
+    CUDA_CHECK(scratch.release());
+    return MT_OK;
+}
+
+/* tile: one of the variants above (row-major operands: the sweep of
+ * bench/run.py), or -1: the library's choice, which also takes column-major
+ * operands. */
 mt_status launch_tf32_mma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile)
 {
-    if (tile < 0) {
-        const int64_t M = out.shape[out.ndim - 2];
-        const int64_t N = out.shape[out.ndim - 1];
-        const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-        const int64_t sms = mt_sm_count();
-        tile = out_tiles(M, N, batches, 128, 256) >= sms ? 6 : out_tiles(M, N, batches, 128, 128) >= sms ? 5 : 4;
-    }
+    const PlainStore plain;
     switch (tile) {
-    case 0: return launch_tf32_mma_tiles<Tf32Mma128x128S3>(out, a, b);
-    case 1: return launch_tf32_mma_tiles<Tf32Mma128x128S4>(out, a, b);
-    case 2: return launch_tf32_mma_tiles<Tf32Mma128x256S3>(out, a, b);
-    case 3: return launch_tf32_mma_tiles<Tf32Mma256x128S3>(out, a, b);
-    case 4: return launch_tf32_mma_tiles<Tf32Mma64x128S4>(out, a, b);
-    case 5: return launch_tf32_mma_tiles<Tf32Mma128x128S3U>(out, a, b);
-    case 6: return launch_tf32_mma_tiles<Tf32Mma128x256S3U>(out, a, b);
-    case 7: return launch_tf32_mma_tiles<Tf32Mma128x256S3P>(out, a, b);
-    case 8: return launch_tf32_mma_tiles<Tf32Mma128x128S4P>(out, a, b);
-    default: return launch_tf32_mma_tiles<Tf32Mma128x256S4P>(out, a, b);
+    case -1: return launch_tf32_mma_default(out, a, b, plain);
+    case 0: return launch_tf32_mma_typed<Tf32Mma128x128S3, false, false>(out, a, b, plain);
+    case 1: return launch_tf32_mma_typed<Tf32Mma128x128S4, false, false>(out, a, b, plain);
+    case 2: return launch_tf32_mma_typed<Tf32Mma128x256S3, false, false>(out, a, b, plain);
+    case 3: return launch_tf32_mma_typed<Tf32Mma256x128S3, false, false>(out, a, b, plain);
+    case 4: return launch_tf32_mma_typed<Tf32Mma64x128S4, false, false>(out, a, b, plain);
+    case 5: return launch_tf32_mma_typed<Tf32Mma128x128S3U, false, false>(out, a, b, plain);
+    case 6: return launch_tf32_mma_typed<Tf32Mma128x256S3U, false, false>(out, a, b, plain);
+    case 7: return launch_tf32_mma_typed<Tf32Mma128x256S3P, false, false>(out, a, b, plain);
+    case 8: return launch_tf32_mma_typed<Tf32Mma128x128S4P, false, false>(out, a, b, plain);
+    default: return launch_tf32_mma_typed<Tf32Mma128x256S4P, false, false>(out, a, b, plain);
     }
+}
+
+/* The library's tile with bias, activation and residual in its stores
+ * (mt_matmul_tf32_epilogue, src/matmul_epilogue.cu). */
+mt_status launch_tf32_mma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
+                                   const BiasActResidual<float> &epi)
+{
+    return launch_tf32_mma_default(out, a, b, epi);
 }

@@ -263,11 +263,24 @@ __global__ void matmul_split_sum(mt_tensor out, const T *partial, int splits, bo
     store_row<T, 4>(Out, v, row, col, vec_out);
 }
 
+template <typename T, typename Epi>
+mt_status launch_split_sum(const mt_tensor &out, const T *partial, int splits, const Epi &epi)
+{
+    const int64_t M = out.shape[out.ndim - 2];
+    const int64_t N = out.shape[out.ndim - 1];
+    const int64_t threads = M * ((N + 3) / 4);
+    constexpr int kBlock = 256;
+    matmul_split_sum<T, Epi><<<(unsigned)((threads + kBlock - 1) / kBlock), kBlock, 0, mt_stream()>>>(
+        out, partial, splits, out_vector_ok(out), epi);
+    CUDA_CHECK(mt_launch_status());
+    return MT_OK;
+}
+
 /* x's matrix (its last two dims) cut along K into `splits` slices: a 3-d
  * view (slice, rows, cols / splits or rows / splits), the slice dim stepping
  * k_stride * K / splits elements. along_cols: K is x's last dim (A), else
  * its second last (B). */
-static mt_tensor k_slices(const mt_tensor &x, int splits, bool along_cols)
+mt_tensor k_slices(const mt_tensor &x, int splits, bool along_cols)
 {
     mt_tensor v = x;
     const int rd = x.ndim - 2, cd = x.ndim - 1;
@@ -320,24 +333,11 @@ static mt_status launch_warptile_split(const mt_tensor &out, const mt_tensor &a,
         return launch_warptile_layouts<T, C>(out, a, b, epi);
     DeviceScratch scratch;
     CUDA_CHECK(scratch.allocate((size_t)(splits * M * N) * sizeof(T)));
-    mt_tensor partial = out;
-    partial.data = scratch.as<T>();
-    partial.offset = 0;
-    partial.ndim = 3;
-    partial.shape[0] = splits;
-    partial.shape[1] = M;
-    partial.shape[2] = N;
-    partial.strides[0] = M * N;
-    partial.strides[1] = N;
-    partial.strides[2] = 1;
+    const mt_tensor partial = split_partials(out, splits, scratch.as<T>());
     const mt_tensor a_slices = k_slices(a, splits, true);
     const mt_tensor b_slices = k_slices(b, splits, false);
     MT_TRY((launch_warptile_layouts<T, C>(partial, a_slices, b_slices, PlainStore{})));
-    const int64_t threads = M * ((N + 3) / 4);
-    constexpr int kBlock = 256;
-    matmul_split_sum<T, Epi><<<(unsigned)((threads + kBlock - 1) / kBlock), kBlock, 0, mt_stream()>>>(
-        out, scratch.as<T>(), splits, out_vector_ok(out), epi);
-    CUDA_CHECK(mt_launch_status());
+    MT_TRY(launch_split_sum<T>(out, scratch.as<T>(), splits, epi));
     CUDA_CHECK(scratch.release());
     return MT_OK;
 }
@@ -392,3 +392,7 @@ template mt_status launch_warptile_epilogue<float>(const mt_tensor &, const mt_t
                                                    const BiasActResidual<float> &);
 template mt_status launch_warptile_epilogue<double>(const mt_tensor &, const mt_tensor &, const mt_tensor &, int,
                                                     const BiasActResidual<double> &);
+/* The split sum for the TF32 rung's split-K (src/matmul_tf32_mma.cu). */
+template mt_status launch_split_sum<float, PlainStore>(const mt_tensor &, const float *, int, const PlainStore &);
+template mt_status launch_split_sum<float, BiasActResidual<float>>(const mt_tensor &, const float *, int,
+                                                                   const BiasActResidual<float> &);

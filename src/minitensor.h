@@ -279,8 +279,10 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
  * TF32 (10 bits of mantissa) for the products, float sums. Not exact in
  * float32 (about 1e-3 relative), hence not an algo of the ladder above:
  * Python calls it only where mt.backends.cuda.matmul.allow_tf32 is set.
- * MT_ERR_DTYPE for any dtype but float32; MT_ERR_INVALID_ARGUMENT on a GPU older than
- * compute capability 8.0. */
+ * Row-major and column-major operands (transposed views) are read in
+ * place, any other copied first; a single product with few output tiles
+ * splits K. MT_ERR_DTYPE for any dtype but float32; MT_ERR_INVALID_ARGUMENT
+ * on a GPU older than compute capability 8.0. */
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 /* The TF32 rungs, for teaching and benchmarks: MT_TF32_SIMPLE, WMMA fed by
  * scalar loads staged between two barriers per K step of 8
@@ -316,6 +318,10 @@ enum { MT_EPILOGUE_BIAS = 1, MT_EPILOGUE_RESIDUAL = 2, MT_EPILOGUE_PRE = 4 };
 int mt_matmul_epilogue_config_count(void);
 mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
                              mt_tensor pre, int act, int flags, int config);
+/* The same on the TF32 tensor-core rung (mt_matmul_tf32's products, float32
+ * only): the mma.sync kernel with the same epilogue in its stores. */
+mt_status mt_matmul_tf32_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
+                                  mt_tensor pre, int act, int flags);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
  * for teaching and benchmarks: every algo gives the same result (up to the
  * order of float additions) for every op, dim and layout.

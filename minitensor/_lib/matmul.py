@@ -21,6 +21,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_matmul_epilogue": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int, c_int,
                                    c_int]),
     "mt_matmul_epilogue_config_count": (c_int, []),
+    "mt_matmul_tf32_epilogue": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_int,
+                                        c_int]),
 }
 declare(SIGNATURES)
 
@@ -91,20 +93,26 @@ def matmul_epilogue_config_count() -> int:
 
 
 def matmul_epilogue(out: Any, a: Any, b: Any, bias: Any = None, residual: Any = None, pre: Any = None,
-                    act: str = "none", config: int = -1) -> None:
+                    act: str = "none", config: int = -1, tf32: bool = False) -> None:
     """out = act(a @ b + bias) + residual in one kernel (mt_matmul_epilogue); pre, if
     given, receives a @ b + bias before the activation. act is a name of
     op_names("epilogue_act"). An absent bias, residual or pre is not read
     (out's descriptor stands in for it). config: a tile configuration of matmul's
-    (below matmul_epilogue_config_count()), or -1 for the library's choice."""
+    (below matmul_epilogue_config_count()), or -1 for the library's choice.
+    tf32: the product on the TF32 tensor-core rung instead (mt_matmul_tf32_epilogue,
+    float32 only; it picks its own tile, so config must be -1)."""
     flags = ((EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RESIDUAL if residual is not None else 0)
              | (EPILOGUE_PRE if pre is not None else 0))
     out_d = out.descriptor()
-    check(
-        C.mt_matmul_epilogue(out_d, a.descriptor(), b.descriptor(),
-                                 out_d if bias is None else bias.descriptor(),
-                                 out_d if residual is None else residual.descriptor(),
-                                 out_d if pre is None else pre.descriptor(),
-                                 _op_id("epilogue_act", act), flags, int(config)),
-        "mt_matmul_epilogue",
-    )
+    sides = (out_d if bias is None else bias.descriptor(), out_d if residual is None else residual.descriptor(),
+             out_d if pre is None else pre.descriptor())
+    if tf32:
+        if config != -1:
+            raise ValueError(f"matmul_epilogue(): the TF32 rung picks its own tile; config must be -1, got {config}")
+        check(C.mt_matmul_tf32_epilogue(out_d, a.descriptor(), b.descriptor(), *sides,
+                                        _op_id("epilogue_act", act), flags),
+              "mt_matmul_tf32_epilogue")
+        return
+    check(C.mt_matmul_epilogue(out_d, a.descriptor(), b.descriptor(), *sides, _op_id("epilogue_act", act), flags,
+                               int(config)),
+          "mt_matmul_epilogue")

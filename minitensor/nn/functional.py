@@ -144,9 +144,9 @@ def linear_act(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activat
     "relu", "gelu" or "gelu_tanh", torch's gelu(approximate="tanh")) and a residual
     add. Under the fast kernel policy one kernel does it all, the bias, activation
     and residual applied as each output of the product is stored
-    (src/matmul_epilogue.cu); under teaching (or float32 with
-    mt.backends.cuda.matmul.allow_tf32) the unfused chain linear_chain, the
-    activation, an add."""
+    (src/matmul_epilogue.cu; the TF32 rung's stores under
+    mt.backends.cuda.matmul.allow_tf32); under teaching the unfused chain
+    linear_chain, the activation, an add."""
     if activation not in ("none", "relu", "gelu", "gelu_tanh"):
         raise ValueError(f"linear_act(): activation must be 'none', 'relu', 'gelu' or 'gelu_tanh', "
                          f"got {activation!r}")

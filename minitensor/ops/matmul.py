@@ -120,10 +120,10 @@ def epilogue_acts() -> tuple[str, ...]:
 
 def linear_fusable(dtype: Any) -> bool:
     """Whether linear_fused runs for this dtype: under the fast kernel policy
-    (teaching keeps the unfused chain of the kernels students write), and not for
-    float32 while mt.backends.cuda.matmul.allow_tf32 is set (the product then
-    runs on tensor cores, which have no epilogue rung)."""
-    return fast_kernels() and not (dtype is float32 and backends.cuda.matmul.allow_tf32)
+    (teaching keeps the unfused chain of the kernels students write). For float32
+    while mt.backends.cuda.matmul.allow_tf32 is set, linear_fused's product runs on
+    the TF32 tensor-core rung, with the same epilogue in its stores."""
+    return fast_kernels()
 
 
 def _as_rows(x: Array) -> Array:
@@ -144,6 +144,8 @@ def linear_fused(x: Array, weight: Array, bias: Any = None, residual: Any = None
     to the result (..., out_features). act is one of epilogue_acts(). With
     save_pre, also returns z = x @ weight.T + bias (what the activation's
     gradient needs), else None in its place. All operands of one float dtype.
+    Float32 under mt.backends.cuda.matmul.allow_tf32 runs the product on the TF32
+    rung (as matmul does), the epilogue in float32.
     """
     _require_array(x, "linear()", "input")
     _require_array(weight, "linear()", "weight")
@@ -193,6 +195,11 @@ def linear_fused(x: Array, weight: Array, bias: Any = None, residual: Any = None
         res = reshape(res, target_shape)
     b = transpose(weight, 0, 1)
     pre_target = None if pre is None else view(pre, target_shape)
+
+    if dtype is float32 and backends.cuda.matmul.allow_tf32:
+        # The TF32 rung, as matmul() takes it under the flag: its own tile choice.
+        _lib.matmul_epilogue(target, a, b, bias, res, pre_target, act, tf32=True)
+        return out, pre
 
     def run(config: int) -> None:
         _lib.matmul_epilogue(target, a, b, bias, res, pre_target, act, config)

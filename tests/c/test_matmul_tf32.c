@@ -9,9 +9,15 @@
  * relative, so a product by at most about 2^-10; then float sums), the
  * bound of tests/test_matmul_tf32.py. Sizes off every tile (64, 128, 256
  * rows or columns; K steps of 32), K = 1 and K = 0, batches with a
- * broadcast operand, and transposed and strided operands (which the rung
- * copies to row-major first). tests/c/test_matmul.c's "tf32" group checks
- * every TF32 rung on TF32 inputs, where the product must be float-exact.
+ * broadcast operand, and strided operands (which the rung copies to
+ * row-major first). The library's choice (mt_matmul_tf32, tile -1) reads a
+ * transposed operand in place (a column-major view with aligned columns,
+ * as F.linear's weight.T or the backward's grad.T): the "transposed" group
+ * runs each of the four layouts, aligned and not. The "epilogue" group runs
+ * mt_matmul_tf32_epilogue: act(a @ b + bias) + residual and the saved
+ * pre-activation, each activation, against the same loop in double.
+ * tests/c/test_matmul.c's "tf32" group checks every TF32 rung on TF32
+ * inputs, where the product must be float-exact.
  *
  *   make check-c T=test_matmul_tf32 FILTER=tile
  */
@@ -19,12 +25,46 @@
 
 static const int64_t SIZES[] = {1, 7, 33, 64, 65, 129, 200};
 
+/* An operand's layout: row-major, random (transposed, sliced, broadcast:
+ * tt_new's TT_INPUT), or the transposed view of a row-major buffer (its last
+ * two dims swapped: column-major). */
+enum { ROW_MAJOR = 0, ANY = 1, TRANSPOSED = 2 };
+
+/* A float32 operand of `shape` (ndim dims) in `layout`. */
+static tt_tensor operand(int ndim, const int64_t *shape, int layout)
+{
+    if (layout != TRANSPOSED)
+        return tt_new(MT_FLOAT32, ndim, shape, layout == ANY ? TT_INPUT : TT_CONTIGUOUS);
+    int64_t swapped[MT_MAX_DIMS];
+    for (int d = 0; d < ndim; ++d)
+        swapped[d] = shape[d];
+    swapped[ndim - 2] = shape[ndim - 1];
+    swapped[ndim - 1] = shape[ndim - 2];
+    tt_tensor x = tt_new(MT_FLOAT32, ndim, swapped, TT_CONTIGUOUS);
+    const int64_t s = x.t.strides[ndim - 2];
+    x.t.shape[ndim - 2] = shape[ndim - 2];
+    x.t.shape[ndim - 1] = shape[ndim - 1];
+    x.t.strides[ndim - 2] = x.t.strides[ndim - 1];
+    x.t.strides[ndim - 1] = s;
+    return x;
+}
+
+static const char *const LAYOUT_NAMES[] = {"row-major", "any", "transposed"};
+
+/* The TF32 bound on a sum of products whose sum of |terms| is sum_abs and
+ * exact value ref, as tt_expect's mag: tt_expect_close's tolerance is
+ * atol + rtol sqrt(n) mag (float32: 1e-6 + 1e-5 mag, n = 1), so this mag
+ * makes it 2^-10 sum_abs + 1e-5 (1 + |ref|), plus 1e-6. */
+static double tf32_mag(double sum_abs, double ref)
+{
+    return (0x1p-10 * sum_abs + 1e-5 * (1.0 + fabs(ref))) / 1e-5;
+}
+
 /* One case: out (batch..., M, N) = a (a_batch..., M, K) @ b (b_batch..., K, N)
- * on tile variant `tile`; a and b have a random strided layout (transposed,
- * sliced, broadcast: tt_new's TT_INPUT) where a_any / b_any, else are
- * row-major. */
+ * on tile variant `tile` (-1: mt_matmul_tf32's choice); a and b in layouts
+ * a_layout / b_layout. */
 static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, const int64_t *a_batch, int b_bn,
-                      const int64_t *b_batch, int64_t M, int64_t N, int64_t K, int a_any, int b_any)
+                      const int64_t *b_batch, int64_t M, int64_t N, int64_t K, int a_layout, int b_layout)
 {
     int64_t a_shape[MT_MAX_DIMS], b_shape[MT_MAX_DIMS], out_shape[MT_MAX_DIMS];
     for (int d = 0; d < a_bn; ++d)
@@ -36,14 +76,14 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
     a_shape[a_bn] = M, a_shape[a_bn + 1] = K;
     b_shape[b_bn] = K, b_shape[b_bn + 1] = N;
     out_shape[batch_ndim] = M, out_shape[batch_ndim + 1] = N;
-    tt_tensor a = tt_new(MT_FLOAT32, a_bn + 2, a_shape, a_any ? TT_INPUT : TT_CONTIGUOUS);
-    tt_tensor b = tt_new(MT_FLOAT32, b_bn + 2, b_shape, b_any ? TT_INPUT : TT_CONTIGUOUS);
+    tt_tensor a = operand(a_bn + 2, a_shape, a_layout);
+    tt_tensor b = operand(b_bn + 2, b_shape, b_layout);
     tt_tensor out = tt_new(MT_FLOAT32, batch_ndim + 2, out_shape, TT_OUTPUT);
     tt_fill(&a, -1, 1, 0);
     tt_fill(&b, -1, 1, 0);
-    tt_case("mt_matmul_tf32_tile %d (%s) M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s, b %s", tile,
-            tile >= 0 ? mt_matmul_tf32_tile_name(tile) : "the library's choice", M, N, K, tt_str(&out), tt_str(&a),
-            tt_str(&b));
+    tt_case("mt_matmul_tf32_tile %d (%s) M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s (%s), b %s (%s)",
+            tile, tile >= 0 ? mt_matmul_tf32_tile_name(tile) : "the library's choice", M, N, K, tt_str(&out),
+            tt_str(&a), LAYOUT_NAMES[a_layout], tt_str(&b), LAYOUT_NAMES[b_layout]);
 
     /* out[z, i, j] = sum_k a[za, i, k] b[zb, k, j], with the TF32 bound as
      * the tolerance: mag = sum_k |a b| (2^-10 of it) over rtol. */
@@ -64,9 +104,7 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
             sum_abs += fabs(term);
         }
         expect[o] = tt_value(sum);
-        /* tt_expect_close's tolerance is atol + rtol sqrt(n) mag (float32:
-         * 1e-6 + 1e-5 mag, n = 1): this mag makes it the bound above, plus 1e-6. */
-        expect[o].mag = (0x1p-10 * sum_abs + 1e-5 * (1.0 + fabs(sum))) / 1e-5;
+        expect[o].mag = tf32_mag(sum_abs, sum);
     }
 
     mt_status status = mt_matmul_tf32_tile(out.t, a.t, b.t, tile);
@@ -81,9 +119,102 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
     tt_free(&out);
 }
 
-static void plain(int tile, int64_t M, int64_t N, int64_t K, int a_any, int b_any)
+static void plain(int tile, int64_t M, int64_t N, int64_t K, int a_layout, int b_layout)
 {
-    tf32_case(tile, 0, NULL, 0, NULL, 0, NULL, M, N, K, a_any, b_any);
+    tf32_case(tile, 0, NULL, 0, NULL, 0, NULL, M, N, K, a_layout, b_layout);
+}
+
+/* act(z) in double, as torch defines it (test_matmul_epilogue.c's). */
+static double act_ref(int act, double z)
+{
+    switch (act) {
+    case MT_EPILOGUE_RELU:
+        return z < 0.0 ? 0.0 : z;
+    case MT_EPILOGUE_GELU:
+        return 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
+    case MT_EPILOGUE_GELU_TANH:
+        return 0.5 * z * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (z + 0.044715 * z * z * z)));
+    default:
+        return z;
+    }
+}
+
+/* One case of mt_matmul_tf32_epilogue: out (batch, M, N) = act(a (batch, M,
+ * K) @ b (K, N) + bias) + residual, batch 0 meaning no batch dim, pre = the
+ * sum before the activation; flags as mt_matmul_epilogue's. b in b_layout
+ * (TRANSPOSED: F.linear's weight.T), a row-major or transposed. */
+static void epilogue_case(int act, int flags, int64_t batch, int64_t M, int64_t N, int64_t K, int a_layout,
+                          int b_layout)
+{
+    const int lead = batch > 0;
+    int64_t a_shape[3] = {batch, M, K}, out_shape[3] = {batch, M, N}, b_shape[2] = {K, N}, bias_shape[1] = {N};
+    tt_tensor a = operand(2 + lead, a_shape + 1 - lead, a_layout);
+    tt_tensor b = operand(2, b_shape, b_layout);
+    tt_tensor bias = tt_new(MT_FLOAT32, 1, bias_shape, TT_INPUT);
+    tt_tensor out = tt_new(MT_FLOAT32, 2 + lead, out_shape + 1 - lead, TT_OUTPUT);
+    tt_tensor pre = tt_new(MT_FLOAT32, 2 + lead, out_shape + 1 - lead, TT_OUTPUT);
+    tt_tensor res = tt_new(MT_FLOAT32, 2 + lead, out_shape + 1 - lead, TT_INPUT);
+    tt_fill(&a, -1, 1, 0);
+    tt_fill(&b, -1, 1, 0);
+    tt_fill(&bias, -1, 1, 0);
+    tt_fill(&res, -1, 1, 0);
+    tt_case("mt_matmul_tf32_epilogue %s flags %d M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s (%s), "
+            "b %s (%s), bias %s, residual %s",
+            tt_op_name("epilogue_act", act), flags, M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NAMES[a_layout],
+            tt_str(&b), LAYOUT_NAMES[b_layout], tt_str(&bias), tt_str(&res));
+
+    /* z within the TF32 bound (the bias adds one float rounding); the
+     * activations' slopes are at most ~1.13, so y's error is z's at most
+     * 1.2 times, plus the roundings of the activation and the residual add. */
+    tt_expect *expect = tt_expect_alloc(&out);
+    tt_expect *expect_pre = tt_expect_alloc(&pre);
+    for (int64_t o = 0; o < tt_numel(&out.t); ++o) {
+        int64_t idx[3], ai[3], bi[2];
+        to_index(o, out.t.shape, out.t.ndim, idx);
+        const int64_t i = idx[lead], j = idx[lead + 1];
+        double sum = 0.0, sum_abs = 0.0;
+        for (int64_t k = 0; k < K; ++k) {
+            ai[0] = idx[0];
+            ai[lead] = i;
+            ai[lead + 1] = k;
+            bi[0] = k;
+            bi[1] = j;
+            const double term = tt_at(&a, ai) * tt_at(&b, bi);
+            sum += term;
+            sum_abs += fabs(term);
+        }
+        tt_expect z = tt_value(sum);
+        if (flags & MT_EPILOGUE_BIAS)
+            z.ref += tt_at(&bias, &j);
+        z.mag = tf32_mag(sum_abs, z.ref) + fabs(z.ref);
+        expect_pre[o] = z;
+        tt_expect y = z;
+        y.ref = act_ref(act, z.ref);
+        if (flags & MT_EPILOGUE_RESIDUAL)
+            y.ref += tt_at(&res, idx);
+        y.mag = 1.2 * z.mag + 1.0 + fabs(y.ref);
+        expect[o] = y;
+    }
+    mt_status status = mt_matmul_tf32_epilogue(out.t, a.t, b.t, bias.t, res.t, pre.t, act, flags);
+    if (tt_expect_ok(status, "mt_matmul_tf32_epilogue")) {
+        tt_check_output(&out, expect);
+        if (flags & MT_EPILOGUE_PRE)
+            tt_check_output(&pre, expect_pre);
+        else
+            tt_expect_unchanged(&pre, "pre (not asked for)");
+        tt_expect_unchanged(&a, "a");
+        tt_expect_unchanged(&b, "b");
+        tt_expect_unchanged(&bias, "bias");
+        tt_expect_unchanged(&res, "residual");
+    }
+    free(expect);
+    free(expect_pre);
+    tt_free(&a);
+    tt_free(&b);
+    tt_free(&bias);
+    tt_free(&out);
+    tt_free(&pre);
+    tt_free(&res);
 }
 
 int main(void)
@@ -106,17 +237,17 @@ int main(void)
     const int all = tt_all_cases();
     for (int tile = 0; tile < tiles; ++tile)
         TT_GROUP("tile %d", tile) {
-            plain(tile, 1, 1, 1, 0, 0);
-            plain(tile, 129, 130, 135, 0, 0); /* every edge: see above */
-            plain(tile, 7, 33, 0, 0, 0);      /* K = 0: zeros */
+            plain(tile, 1, 1, 1, ROW_MAJOR, ROW_MAJOR);
+            plain(tile, 129, 130, 135, ROW_MAJOR, ROW_MAJOR); /* every edge: see above */
+            plain(tile, 7, 33, 0, ROW_MAJOR, ROW_MAJOR);      /* K = 0: zeros */
             if (all) {
                 plain(tile, 129, 130, 33, 0, 0); /* one past 128 on every side, K one past 32 */
                 plain(tile, 256, 256, 64, 0, 0); /* whole tiles, 2 K steps */
                 plain(tile, 65, 257, 100, 0, 0); /* K = 100: a partial 32-step, rows not 16-byte multiples */
                 plain(tile, 40, 24, 160, 0, 0);  /* more K steps than stages */
                 for (int c = 0; c < 4; ++c)
-                    plain(tile, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 1),
-                          (int)tt_rand_int(0, 1));
+                    plain(tile, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
+                          (int)tt_rand_int(0, 2));
             }
         }
 
@@ -127,7 +258,61 @@ int main(void)
         tf32_case(-1, 1, b3, 1, b3, 0, NULL, 70, 45, 50, 0, 0);
         tf32_case(-1, 1, b3, 1, b3, 1, b1, 33, 65, 31, 0, 1);
         tf32_case(-1, 2, b23, 2, b23, 2, b13, 17, 140, 37, 1, 0);
-        plain(-1, 300, 260, 90, 1, 1);
+        plain(-1, 300, 260, 90, ANY, ANY);
+    }
+
+    /* mt_matmul_tf32 (-1) on each layout of a and b. Columns of 68 or 132
+     * floats are 16-byte multiples, read in place (k-major stages for A,
+     * n-major for B); 130 and 37 are not, and are copied. 129 x 131 is off
+     * the 128 tile on both sides; K = 132 is 4 whole 32-steps and a partial
+     * one; 300 x 260 takes the smaller tile (fewer tiles than SMs on a GPU,
+     * any tile on the emulator). Batched: a transposed (2, K, M) buffer. */
+    TT_GROUP("transposed") {
+        for (int al = ROW_MAJOR; al <= TRANSPOSED; al += 2)
+            for (int bl = ROW_MAJOR; bl <= TRANSPOSED; bl += 2) {
+                if (al == ROW_MAJOR && bl == ROW_MAJOR)
+                    continue; /* the groups above */
+                plain(-1, 132, 68, 132, al, bl);
+                plain(-1, 129, 131, 68, al, bl);
+                plain(-1, 33, 65, 37, al, bl);
+                plain(-1, 1, 1, 1, al, bl);
+            }
+        /* Vectors: a (K, 1) column with unit row stride is read column-major
+         * (its rows are not 16-byte aligned), a (1, K) row row-major. */
+        plain(-1, 37, 1, 40, ROW_MAJOR, TRANSPOSED);
+        plain(-1, 1, 37, 40, TRANSPOSED, ROW_MAJOR);
+        static const int64_t b2[] = {2}, b1[] = {1};
+        tf32_case(-1, 1, b2, 1, b2, 0, NULL, 68, 40, 36, TRANSPOSED, TRANSPOSED);
+        tf32_case(-1, 1, b2, 1, b2, 1, b1, 36, 72, 100, ROW_MAJOR, TRANSPOSED);
+    }
+
+    /* Split-K (a single product with fewer tiles than the GPU's block
+     * slots, K long enough): slices of 256 or more, summed by a second
+     * kernel, the epilogue there. On the emulator (as many SMs as threads)
+     * and the GPU alike, these few-tile products split K: a weight
+     * gradient's layout (a = grad.T) among them. */
+    TT_GROUP("split") {
+        plain(-1, 36, 40, 1024, ROW_MAJOR, ROW_MAJOR);
+        plain(-1, 40, 36, 512, TRANSPOSED, ROW_MAJOR);
+        plain(-1, 33, 20, 520, ROW_MAJOR, TRANSPOSED); /* two slices of 260: a partial K-tile each */
+        epilogue_case(MT_EPILOGUE_GELU, MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE, 0, 20, 36, 512,
+                      ROW_MAJOR, TRANSPOSED);
+    }
+
+    /* mt_matmul_tf32_epilogue: every activation with every operand of the
+     * epilogue, the Linear's layouts (b = weight.T; a row-major or, as a
+     * backward's grad.T, transposed), off the tiles, batched, K = 0. */
+    TT_GROUP("epilogue") {
+        const int every = MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE;
+        for (int act = 0; act < MT_EPILOGUE_ACT_COUNT; ++act) {
+            epilogue_case(act, every, 0, 129, 132, 68, ROW_MAJOR, TRANSPOSED);
+            epilogue_case(act, MT_EPILOGUE_BIAS, 0, 33, 65, 37, ROW_MAJOR, TRANSPOSED);
+        }
+        epilogue_case(MT_EPILOGUE_GELU, MT_EPILOGUE_PRE, 2, 40, 36, 36, ROW_MAJOR, TRANSPOSED);
+        epilogue_case(MT_EPILOGUE_RELU, MT_EPILOGUE_RESIDUAL, 0, 36, 130, 64, TRANSPOSED, ROW_MAJOR);
+        epilogue_case(MT_EPILOGUE_GELU_TANH, every, 0, 7, 9, 5, ANY, ANY);
+        epilogue_case(MT_EPILOGUE_GELU, every, 0, 7, 9, 0, ROW_MAJOR, TRANSPOSED); /* K = 0: act(bias) + residual */
+        epilogue_case(MT_EPILOGUE_NONE, 0, 0, 1, 1, 1, ROW_MAJOR, ROW_MAJOR);
     }
 
     TT_GROUP("errors") {
@@ -145,6 +330,13 @@ int main(void)
         TT_CHECK(mt_matmul_tf32_tile_name(-1) == NULL && mt_matmul_tf32_tile_name(tiles) == NULL, "a name");
         tt_case("mt_matmul_tf32_tile of float64 operands");
         tt_expect_error(mt_matmul_tf32_tile(dy.t, d.t, d.t, 0), MT_ERR_DTYPE, "mt_matmul_tf32_tile", &dy);
+        tt_case("mt_matmul_tf32_epilogue of float64 operands");
+        tt_expect_error(mt_matmul_tf32_epilogue(dy.t, d.t, d.t, dy.t, dy.t, dy.t, MT_EPILOGUE_NONE, 0), MT_ERR_DTYPE,
+                        "mt_matmul_tf32_epilogue", &dy);
+        tt_case("mt_matmul_tf32_epilogue with a bias of the wrong length");
+        if (tt_expect_error(mt_matmul_tf32_epilogue(y.t, x.t, x.t, x.t, y.t, y.t, MT_EPILOGUE_NONE, MT_EPILOGUE_BIAS),
+                            MT_ERR_SHAPE, "mt_matmul_tf32_epilogue", &y))
+            TT_CHECK(strstr(mt_last_error(), "bias") != NULL, "%s", mt_last_error());
         tt_free(&x);
         tt_free(&y);
         tt_free(&d);
