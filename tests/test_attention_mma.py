@@ -1,0 +1,72 @@
+"""The mma rung of attention (src/attention_mma.cu, mt.kernels.attention(...,
+"mma")): the forward on the tensor cores in 3xTF32 (float32's accuracy), the
+warp rung's backward from its lse. The output and the gradients of q, k and v
+against NumPy in float64 at float32's tolerance (tests/helpers.py; plain TF32
+products, 1e-3, would fail it), with and without the causal mask, head dims 64
+and 128, both key tiles, lengths off the 64-query block, non-contiguous
+inputs; the refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from helpers import assert_close
+from test_attention_warp import ref_attention
+
+# (head dim, queries, keys, key tile) that run on the emulator: a partial block
+# and tile, one query, the larger head dim (tests/c/test_attention_mma.c more).
+EMULATOR_CASES = {(64, 70, 45, 64), (128, 1, 1, 0), (128, 37, 40, 32)}
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("length, keys", [(1, 1), (70, 45), (37, 40), (130, 97)])
+@pytest.mark.parametrize("block_keys", [0, 32, 64])
+def test_mma_rung_matches_numpy(d, length, keys, block_keys) -> None:
+    if mt.backend() != "cuda" and (d, length, keys, block_keys) not in EMULATOR_CASES:
+        pytest.skip("the emulator's checks cost seconds per block of this kernel: it runs a few of "
+                    "these cases; the GPU runs them all")
+    rng = np.random.default_rng(d + length + block_keys)
+    q, k, v = (rng.standard_normal((2, n, d)) for n in (length, keys, keys))
+    dout = rng.standard_normal((2, length, d))
+    for causal in (False, True):
+        ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
+        out = mt.kernels.attention(*ts, "mma", causal=causal, block_keys=block_keys)
+        out.backward(mt.tensor(dout, dtype=mt.float32))
+        # The reference from the float32 inputs, in float64.
+        want = ref_attention(*(t.detach().numpy().astype(np.float64) for t in ts), dout.astype(np.float32),
+                             1 / math.sqrt(d), causal)
+        assert_close(out, want[0], mt.float32, n=keys * d)
+        for t, w, n in zip(ts, want[1:], (keys * d, length * d, length)):
+            assert_close(t.grad, w, mt.float32, n=n * d)
+
+
+def test_mma_rung_on_a_transposed_view() -> None:
+    """q a transposed view (B, H, L, E) of (B, L, H, E): copied to contiguous
+    rows first, the same result as NumPy's."""
+    rng = np.random.default_rng(7)
+    qa, ka, va = (rng.standard_normal((1, 20, 2, 64)) for _ in range(3))
+    ts = [mt.tensor(a, dtype=mt.float32) for a in (qa, ka, va)]
+    out = mt.kernels.attention(*(t.transpose(1, 2) for t in ts), "mma", causal=True)
+    want = ref_attention(*(np.swapaxes(t.numpy().astype(np.float64), 1, 2) for t in ts),
+                         np.zeros((1, 2, 20, 64)), 1 / 8, True)
+    assert_close(out, want[0], mt.float32, n=20 * 64)
+
+
+def test_mma_rung_refuses() -> None:
+    q32 = mt.tensor(np.ones((1, 4, 32), np.float32))
+    q64 = mt.tensor(np.ones((1, 4, 64), np.float32))
+    with pytest.raises(ValueError, match="mma rung takes head dims"):
+        mt.kernels.attention(q32, q32, q32, "mma")
+    with pytest.raises(ValueError, match="q's and v's alike"):
+        mt.kernels.attention(q64, q64, mt.tensor(np.ones((1, 4, 128), np.float32)), "mma")
+    with pytest.raises(ValueError, match="float32 only"):
+        d64 = mt.tensor(np.ones((1, 4, 64)))
+        mt.kernels.attention(d64, d64, d64, "mma")
+    with pytest.raises(ValueError, match="block_keys 16"):
+        mt.kernels.attention(q64, q64, q64, "mma", block_keys=16)
+    with pytest.raises(ValueError, match="block_keys 32"):
+        mt.kernels.attention(q64, q64, q64, "warp", block_keys=32)
