@@ -8,6 +8,7 @@ inputs; the refusals."""
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -70,3 +71,35 @@ def test_mma_rung_refuses() -> None:
         mt.kernels.attention(q64, q64, q64, "mma", block_keys=16)
     with pytest.raises(ValueError, match="block_keys 32"):
         mt.kernels.attention(q64, q64, q64, "warp", block_keys=32)
+
+
+def test_sdpa_takes_the_mma_forward_where_the_table_says(monkeypatch) -> None:
+    """ops.ATTENTION_MMA_FORWARD names (head dim, causal) and the shortest
+    length: from there F.scaled_dot_product_attention runs the mma forward
+    with the backward of the head dim's rung, the same result as NumPy's; a
+    float64 input takes the warp forward instead (the mma rung is float32
+    only)."""
+    # the module (mt.ops.attention is its function)
+    monkeypatch.setattr(importlib.import_module("minitensor.ops.attention"), "ATTENTION_MMA_FORWARD",
+                        {(64, True): 16})
+    with mt.kernels.policy("fast"):
+        assert mt.ops.fused_attention_rung(64, 64, 16, causal=True) == "mma/warp"
+        assert mt.ops.fused_attention_rung(64, 64, 15, causal=True) != "mma/warp"
+        assert mt.ops.fused_attention_rung(64, 64, 16, causal=False) != "mma/warp"
+        assert mt.ops.fused_attention_rung(64, 64, 0, causal=True) != "mma/warp"  # length unknown
+    chosen = []
+    fused = mt.nn.functional._fused_attention
+    monkeypatch.setattr(mt.nn.functional, "_fused_attention", lambda *a: chosen.append(a[5]) or fused(*a))
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((1, 2, 20, 64)) for _ in range(3))
+    dout = rng.standard_normal((1, 2, 20, 64))
+    for dtype in (mt.float32, mt.float64):
+        ts = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v)]
+        with mt.kernels.policy("fast"):
+            out = mt.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+            out.backward(mt.tensor(dout, dtype=dtype))
+        assert chosen[-1] == "mma/warp"
+        want = ref_attention(*(t.detach().numpy().astype(np.float64) for t in ts), dout, 1 / 8, True)
+        assert_close(out, want[0], dtype, n=20 * 64)
+        for t, w in zip(ts, want[1:]):
+            assert_close(t.grad, w, dtype, n=20 * 64 * 64)

@@ -38,6 +38,11 @@ ATTENTION_MMA_KEYS = (0, 32, 64)
 # atomics), so the pair "tiled/warp"; at 128 the tiled forward was no faster;
 # 32 was not measured. Other equal dims of 32, 64, 128: the warp rung.
 ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
+# Where the mma rung's forward (tensor cores, 3xTF32) replaces the rung above's
+# forward, its backward kept (the mma rung saves the same lse): (head dim,
+# causal) -> the shortest length it does so from, from bench/attention.py on
+# the H100. Empty until measured.
+ATTENTION_MMA_FORWARD: dict[tuple[int, bool], int] = {}
 
 
 # Where the matmul, masked softmax, matmul rung (scores stored, the backward
@@ -58,7 +63,8 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
                          needs_grad: bool = False) -> Optional[str]:
     """The fastest one-kernel attention rung for these head dims under the fast
     kernel policy (ATTENTION_FUSED_RUNGS): "warp" (src/attention_warp.cu),
-    "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward;
+    "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward
+    (F "mma", src/attention_mma.cu, where ATTENTION_MMA_FORWARD says so);
     None when no one-kernel rung takes them, under the teaching policy (the
     course's rungs run there), or when a gradient is wanted (needs_grad) and
     the matmul rung is faster at this length (ATTENTION_MATMUL_WITH_GRAD;
@@ -75,6 +81,9 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
     # can be a symbolic int, which compares but does not hash.
     for dim, rung in ATTENTION_FUSED_RUNGS.items():
         if head_dim == dim:
+            for (mma_dim, masked), shortest in ATTENTION_MMA_FORWARD.items():
+                if head_dim == mma_dim and bool(causal) == masked and length >= shortest > 0:
+                    return "mma/" + (rung.partition("/")[2] or rung)
             return rung
     return None
 
