@@ -5,7 +5,8 @@
                                           # some rungs; tiled:N the tiled
                                           # rung with N queries a block,
                                           # tiled:NxR with R rows a thread;
-                                          # mma:K the mma rung with K keys a tile
+                                          # mma:QxK the mma rung, Q queries
+                                          # a block, K keys a tile
 
 Forward and forward + backward of softmax(q k^T / sqrt(d) [causal]) v for
 (batch, heads, length, head dim) float32 inputs, each rung of minitensor's
@@ -33,8 +34,9 @@ ladder against torch in the same process:
             kernel, no atomics.
     mma     src/attention_mma.cu ("mma"): the forward on the tensor cores,
             3xTF32 mma.sync at float32's accuracy (as torch's), 64 queries a
-            block of 4 warps, 32 or 64 keys a tile (mma:32, mma:64; default
-            64 at head dim 64, 32 at 128); its backward is the warp rung's.
+            block of 4 warps or 128 of 8, 32 or 64 keys a tile (mma:64x32,
+            mma:128x64; default 64 queries, 64 keys at head dim 64, 32 at
+            128); its backward is the warp rung's.
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
             (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
             with the warp backward, at 128 the warp rung; no mask; with a
@@ -89,7 +91,7 @@ def main() -> int:
     rungs = args.rungs.split(",")
     for r in rungs:
         if r.split(":")[0] not in RUNGS:
-            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128, tiled:64x2, mma:32)")
+            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128, tiled:64x2, mma:64x32)")
     dims, lengths = [int(d) for d in args.dims.split(",")], [int(n) for n in args.lengths.split(",")]
     print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}")
     if args.accuracy:
@@ -119,7 +121,8 @@ def main() -> int:
                 if algo == "flash" and shape[-1] > 64:  # the flash rung holds a row of at most 64 in registers
                     return None
                 if algo == "mma":
-                    return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_keys=int(block or 0))
+                    return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0),
+                                                        block_keys=int(rows or 0))
                 return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0),
                                                     thread_rows=int(rows or 0))
 
@@ -189,8 +192,9 @@ def accuracy(rungs: list[str], dims: list[int], lengths: list[int]) -> None:
                 if algo == "sdpa":
                     got = F.scaled_dot_product_attention(*(mt.tensor(a) for a in arrays), is_causal=causal)
                 elif algo == "mma":
+                    block, _, keys = config.partition("x")
                     got = mt.kernels.attention(*(mt.tensor(a) for a in arrays), "mma", causal=causal,
-                                               block_keys=int(config or 0))
+                                               block_queries=int(block or 0), block_keys=int(keys or 0))
                 elif algo == "flash" and shape[-1] > 64:
                     cells.append("-")
                     continue

@@ -450,8 +450,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             src/attention_mma.cu). bench/attention.py times each.
         causal: mask every key after its query.
         scale: 1/sqrt(D) by default.
-        block_queries: the tiled rung's queries a block, 64 or 128 (float32
-            only); 0 (any rung) the default.
+        block_queries: the tiled and mma rungs' queries a block, 64 or 128
+            (float32 only); 0 (any rung) the default.
         thread_rows: the tiled rung's forward rows a thread, 4 or 2 (twice
             the threads a block, float32 only); 0 (any rung) the default.
         block_keys: the mma rung's keys a tile, 32 or 64; 0 the default.

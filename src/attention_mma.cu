@@ -14,7 +14,8 @@
  * not TF32's 1e-3, at 3 mma.sync each where FFMA needs 8 x 8 x 16 / 32 = 32
  * instructions a lane for the same 16 x 8 x 8 fragment.
  *
- * A block of 4 warps takes 64 queries, a warp 16 rows of them; K and V
+ * A block of 4 warps takes 64 queries (or 8 warps 128, which then share
+ * each K/V tile), a warp 16 rows of them; K and V
  * tiles of BC keys are staged in shared memory by cp.async (two stages: the
  * next tile in flight while the block computes on this one), and each warp
  * then does FlashAttention-2's step on its own rows, in registers:
@@ -43,7 +44,7 @@
  * fragment load reads, then fall in 32 different banks.
  *
  * The head dim is a template constant (64 or 128, the same for q and v), as
- * is BC (32 or 64); float32 only (float64 has the FFMA rungs). The lse is
+ * are BC (32 or 64) and the query block; float32 only (float64 has the FFMA rungs). The lse is
  * saved as the other rungs save it, so their backward kernels take it.
  * Compute capability 8.0 or newer; the emulator runs the same code
  * (src/emu/emu_mma.h).
@@ -53,16 +54,17 @@
 #include "attention_tiles.h"
 #include "mma_tf32.h"
 
-constexpr int kMmaThreads = 128; /* 4 warps, 16 query rows each */
-constexpr int kMmaQueries = 64;
-
-template <int kDim, int kKeys>
+/* kQueries queries a block (64: 4 warps, 128: 8 warps sharing each K/V
+ * tile), 16 rows a warp; kKeys keys a tile. */
+template <int kDim, int kKeys, int kQueries>
 struct MmaAttentionTiles {
     static_assert(kDim == 64 || kDim == 128, "the mma rung's head dims");
     static_assert(kKeys == 32 || kKeys == 64, "the mma rung's key tiles");
+    static_assert(kQueries == 64 || kQueries == 128, "the mma rung's query blocks");
+    static constexpr int kThreads = kQueries / 16 * 32;
     static constexpr int kRow = kDim + 4; /* shared row stride: 16 bytes of padding */
     /* Q, then two stages of K and of V. */
-    static constexpr size_t bytes() { return sizeof(float) * (size_t)(kMmaQueries + 4 * kKeys) * kRow; }
+    static constexpr size_t bytes() { return sizeof(float) * (size_t)(kQueries + 4 * kKeys) * kRow; }
     static_assert(bytes() <= 227 * 1024, "shared memory per block");
 };
 
@@ -98,14 +100,14 @@ MT_DEVICE float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <int kDim, int kKeys>
-__global__ void __launch_bounds__(kMmaThreads)
+template <int kDim, int kKeys, int kQueries>
+__global__ void __launch_bounds__(MmaAttentionTiles<kDim, kKeys, kQueries>::kThreads)
 attention_mma_forward(float *out, float *lse, const float *q, const float *k, const float *v, int64_t length,
                       int64_t keys, float scale, int causal, int64_t batches, int64_t row_tiles, int vec)
 {
 #if defined(MT_EMULATOR) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
-    using Tiles = MmaAttentionTiles<kDim, kKeys>;
-    constexpr int BR = kMmaQueries, BC = kKeys, RS = Tiles::kRow;
+    using Tiles = MmaAttentionTiles<kDim, kKeys, kQueries>;
+    constexpr int BR = kQueries, BC = kKeys, RS = Tiles::kRow, kThreads = Tiles::kThreads;
     constexpr int NJ = BC / 8, NO = kDim / 8; /* 8-column fragments of S and of O */
     extern __shared__ __align__(16) unsigned char shared_bytes[];
     float *q_tile = reinterpret_cast<float *>(&shared_bytes[0]); /* [BR][RS] */
@@ -124,10 +126,10 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
     /* Causal: query q0 + BR - 1 is the last to see a key, so no tile past it. */
     const int64_t key_end = causal && q0 + BR < keys ? q0 + BR : keys;
     const int64_t tiles = (key_end + BC - 1) / BC;
-    stage_rows<float, kDim, kMmaThreads>(q_tile, RS, q + batch * length * kDim, q0, BR, length, vec);
+    stage_rows<float, kDim, kThreads>(q_tile, RS, q + batch * length * kDim, q0, BR, length, vec);
     if (tiles > 0) {
-        stage_rows<float, kDim, kMmaThreads>(k_tiles, RS, kb, 0, BC, keys, vec);
-        stage_rows<float, kDim, kMmaThreads>(v_tiles, RS, vb, 0, BC, keys, vec);
+        stage_rows<float, kDim, kThreads>(k_tiles, RS, kb, 0, BC, keys, vec);
+        stage_rows<float, kDim, kThreads>(v_tiles, RS, vb, 0, BC, keys, vec);
     }
     async_commit();
 
@@ -141,8 +143,8 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
     for (int64_t kt = 0; kt < tiles; ++kt) {
         const int s = (int)(kt & 1);
         if (kt + 1 < tiles) { /* the next tile, in flight while we compute on this one */
-            stage_rows<float, kDim, kMmaThreads>(k_tiles + (s ^ 1) * BC * RS, RS, kb, (kt + 1) * BC, BC, keys, vec);
-            stage_rows<float, kDim, kMmaThreads>(v_tiles + (s ^ 1) * BC * RS, RS, vb, (kt + 1) * BC, BC, keys, vec);
+            stage_rows<float, kDim, kThreads>(k_tiles + (s ^ 1) * BC * RS, RS, kb, (kt + 1) * BC, BC, keys, vec);
+            stage_rows<float, kDim, kThreads>(v_tiles + (s ^ 1) * BC * RS, RS, vb, (kt + 1) * BC, BC, keys, vec);
         }
         async_commit();
         async_wait<1>(); /* this tile's copies (and Q's) have landed: only the newest group may be in flight */
@@ -239,8 +241,10 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
 }
 
 /* The mma rung's operands: float32, head dims 64 or 128 (the same for q and
- * v), key tiles of 0 (the default), 32 or 64. */
-static mt_status check_mma_operands(const char *func, const mt_tensor &q, const mt_tensor &v, int block_keys)
+ * v), query blocks of 0 (the default), 64 or 128, key tiles of 0 (the
+ * default), 32 or 64. */
+static mt_status check_mma_operands(const char *func, const mt_tensor &q, const mt_tensor &v, int block_queries,
+                                    int block_keys)
 {
     const int64_t d = q.shape[2];
     if (q.dtype != MT_FLOAT32)
@@ -249,48 +253,63 @@ static mt_status check_mma_operands(const char *func, const mt_tensor &q, const 
     if (d != v.shape[2] || (d != 64 && d != 128))
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "head dims %lld (q) and %lld (v): the mma rung takes "
                        "64 or 128, the same for both", (long long)d, (long long)v.shape[2]);
+    if (block_queries != 0 && block_queries != 64 && block_queries != 128)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_queries %d: the mma rung takes 0 (the default), "
+                       "64 or 128", block_queries);
     if (block_keys != 0 && block_keys != 32 && block_keys != 64)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_keys %d: the mma rung takes 0 (the default), 32 "
                        "or 64", block_keys);
     return MT_OK;
 }
 
-template <int kDim, int kKeys>
+template <int kDim, int kKeys, int kQueries>
 static mt_status launch_mma_forward(const mt_tensor &out, const mt_tensor &lse, const mt_tensor &q,
                                     const mt_tensor &k, const mt_tensor &v, double scale, int causal)
 {
-    using Tiles = MmaAttentionTiles<kDim, kKeys>;
+    using Tiles = MmaAttentionTiles<kDim, kKeys, kQueries>;
     const int64_t b = q.shape[0], length = q.shape[1];
-    const int64_t row_tiles = (length + kMmaQueries - 1) / kMmaQueries;
+    const int64_t row_tiles = (length + kQueries - 1) / kQueries;
     if (b * row_tiles > INT32_MAX)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_attention_mma", "more blocks than a grid holds");
     const size_t bytes = Tiles::bytes();
-    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_forward<kDim, kKeys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_forward<kDim, kKeys, kQueries>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     const bool vec =
         aligned16(first_of<float>(q)) && aligned16(first_of<float>(k)) && aligned16(first_of<float>(v));
-    attention_mma_forward<kDim, kKeys><<<(unsigned int)(b * row_tiles), kMmaThreads, bytes, mt_stream()>>>(
+    attention_mma_forward<kDim, kKeys, kQueries><<<(unsigned int)(b * row_tiles), Tiles::kThreads, bytes,
+                                                   mt_stream()>>>(
         first_of<float>(out), first_of<float>(lse), first_of<float>(q), first_of<float>(k), first_of<float>(v),
         length, k.shape[1], (float)scale, causal != 0, b, row_tiles, vec);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
 
+/* Runs launch(std::integral_constant<int, N>) with n (64 or 128, checked)
+ * as a compile-time constant. */
+template <typename Launch>
+static mt_status with_64_or_128(int64_t n, Launch launch)
+{
+    return n == 64 ? launch(std::integral_constant<int, 64>{}) : launch(std::integral_constant<int, 128>{});
+}
+
 mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,
-                           int causal, int block_keys)
+                           int causal, int block_queries, int block_keys)
 {
     const char *func = "mt_attention_mma";
     MT_TRY(check_attention_forward(func, out, lse, q, k, v, 128));
-    MT_TRY(check_mma_operands(func, q, v, block_keys));
+    MT_TRY(check_mma_operands(func, q, v, block_queries, block_keys));
     if (tensor_numel(lse) == 0)
         return MT_OK; /* no query (a head dim of 0 is not taken) */
+    /* The defaults: 64 queries a block; 64 keys a tile at head dim 64 (80 KiB
+     * of shared memory, two blocks an SM), 32 at 128 (99 KiB, two blocks). */
     const int64_t d = q.shape[2];
-    /* The default key tile, per head dim: 64 keys at 64 (80 KiB of shared
-     * memory, two blocks an SM), 32 at 128 (99 KiB, two blocks). */
+    const int queries = block_queries != 0 ? block_queries : 64;
     const int keys_tile = block_keys != 0 ? block_keys : d == 64 ? 64 : 32;
-    if (d == 64)
-        return keys_tile == 64 ? launch_mma_forward<64, 64>(out, lse, q, k, v, scale, causal)
-                               : launch_mma_forward<64, 32>(out, lse, q, k, v, scale, causal);
-    return keys_tile == 64 ? launch_mma_forward<128, 64>(out, lse, q, k, v, scale, causal)
-                           : launch_mma_forward<128, 32>(out, lse, q, k, v, scale, causal);
+    return with_64_or_128(d, [&](auto dim) {
+        return with_64_or_128(queries, [&](auto rows) {
+            constexpr int kDim = decltype(dim)::value, kQueries = decltype(rows)::value;
+            return keys_tile == 64 ? launch_mma_forward<kDim, 64, kQueries>(out, lse, q, k, v, scale, causal)
+                                   : launch_mma_forward<kDim, 32, kQueries>(out, lse, q, k, v, scale, causal);
+        });
+    });
 }

@@ -18,16 +18,18 @@ import minitensor as mt
 from helpers import assert_close
 from test_attention_warp import ref_attention
 
-# (head dim, queries, keys, key tile) that run on the emulator: a partial block
-# and tile, one query, the larger head dim (tests/c/test_attention_mma.c more).
-EMULATOR_CASES = {(64, 70, 45, 64), (128, 1, 1, 0), (128, 37, 40, 32)}
+# (head dim, queries, keys, query block, key tile) that run on the emulator: a
+# partial block and tile, one query, the larger head dim, 8 warps a block
+# (tests/c/test_attention_mma.c more).
+EMULATOR_CASES = {(64, 70, 45, 0, 64), (128, 1, 1, 0, 0), (128, 37, 40, 0, 32), (64, 130, 97, 128, 32)}
 
 
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("length, keys", [(1, 1), (70, 45), (37, 40), (130, 97)])
+@pytest.mark.parametrize("block_queries", [0, 128])
 @pytest.mark.parametrize("block_keys", [0, 32, 64])
-def test_mma_rung_matches_numpy(d, length, keys, block_keys) -> None:
-    if mt.backend() != "cuda" and (d, length, keys, block_keys) not in EMULATOR_CASES:
+def test_mma_rung_matches_numpy(d, length, keys, block_queries, block_keys) -> None:
+    if mt.backend() != "cuda" and (d, length, keys, block_queries, block_keys) not in EMULATOR_CASES:
         pytest.skip("the emulator's checks cost seconds per block of this kernel: it runs a few of "
                     "these cases; the GPU runs them all")
     rng = np.random.default_rng(d + length + block_keys)
@@ -35,7 +37,7 @@ def test_mma_rung_matches_numpy(d, length, keys, block_keys) -> None:
     dout = rng.standard_normal((2, length, d))
     for causal in (False, True):
         ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
-        out = mt.kernels.attention(*ts, "mma", causal=causal, block_keys=block_keys)
+        out = mt.kernels.attention(*ts, "mma", causal=causal, block_queries=block_queries, block_keys=block_keys)
         out.backward(mt.tensor(dout, dtype=mt.float32))
         # The reference from the float32 inputs, in float64.
         want = ref_attention(*(t.detach().numpy().astype(np.float64) for t in ts), dout.astype(np.float32),
@@ -69,6 +71,8 @@ def test_mma_rung_refuses() -> None:
         mt.kernels.attention(d64, d64, d64, "mma")
     with pytest.raises(ValueError, match="block_keys 16"):
         mt.kernels.attention(q64, q64, q64, "mma", block_keys=16)
+    with pytest.raises(ValueError, match="block_queries 32"):
+        mt.kernels.attention(q64, q64, q64, "mma", block_queries=32)
     with pytest.raises(ValueError, match="block_keys 32"):
         mt.kernels.attention(q64, q64, q64, "warp", block_keys=32)
 

@@ -22,7 +22,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                    c_int]),
     "mt_attention_tiled_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                             MtTensor, MtTensor, c_double, c_int, c_int]),
-    "mt_attention_mma": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int, c_int]),
+    "mt_attention_mma": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int, c_int,
+                                 c_int]),
 }
 declare(SIGNATURES)
 
@@ -43,10 +44,12 @@ def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: 
     """out = softmax(q @ k^T * scale) @ v in one kernel, each row's log-sum-exp in
     lse (mt_attention, or mt_attention_warp for rung "warp", mt_attention_tiled
     with block_queries and thread_rows for rung "tiled", mt_attention_mma with
-    block_keys for rung "mma"); contiguous 3-D tensors, lse (B, L)."""
+    block_queries and block_keys for rung "mma"); contiguous 3-D tensors, lse
+    (B, L)."""
     if rung == "mma":
         check(lib().mt_attention_mma(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(),
-                                     v.descriptor(), float(scale), 1 if causal else 0, int(block_keys)),
+                                     v.descriptor(), float(scale), 1 if causal else 0, int(block_queries),
+                                     int(block_keys)),
               "mt_attention_mma")
         return
     if rung == "tiled":

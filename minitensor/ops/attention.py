@@ -27,9 +27,11 @@ ATTENTION_TILED_DIMS = (32, 64, 128)  # the tiled rung's, likewise (src/attentio
 ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 for float32 only
 ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 2 (twice the threads) float32 only
 # The mma rung's (src/attention_mma.cu: the forward on the tensor cores, 3xTF32,
-# float32 only; its backward is the warp rung's): head dims, and keys a tile
-# (0 the default: 64 at head dim 64, 32 at 128).
+# float32 only; its backward is the warp rung's): head dims, queries a block
+# (0 the default, 64) and keys a tile (0 the default: 64 at head dim 64, 32
+# at 128).
 ATTENTION_MMA_DIMS = (64, 128)
+ATTENTION_MMA_BLOCKS = (0, 64, 128)
 ATTENTION_MMA_KEYS = (0, 32, 64)
 # The rung per head dim, from bench/attention.py on the H100 (2026-11-27 20:30,
 # docs/performance.md "Attention: the tiled rung"): at head dim 64 the tiled
@@ -93,7 +95,8 @@ def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dt
     """Raise a ValueError naming the dims when a one-kernel rung does not take
     these head dims (flash: up to ATTENTION_MAX_DIM; warp, tiled and mma: equal
     dims of their lists), this query block (the tiled rung's
-    ATTENTION_TILED_BLOCKS, 128 for float32 only; 0 for any rung), these rows
+    ATTENTION_TILED_BLOCKS, 128 for float32 only; the mma rung's
+    ATTENTION_MMA_BLOCKS; 0 for any rung), these rows
     a thread (the tiled rung's ATTENTION_TILED_ROWS, 2 for float32 only; 0 for
     any rung), this key tile (the mma rung's ATTENTION_MMA_KEYS; 0 for any
     rung) or this dtype (the mma rung: float32 only)."""
@@ -104,9 +107,10 @@ def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dt
         if algo == rung and not head_dim == value_dim in dims:
             raise ValueError(f"{func}: the {rung} rung takes head dims {dims}, q's and v's alike, "
                              f"got {head_dim} and {value_dim}; use algo='naive'")
-    if block_queries not in (ATTENTION_TILED_BLOCKS if algo == "tiled" else (0,)):
+    blocks = {"tiled": ATTENTION_TILED_BLOCKS, "mma": ATTENTION_MMA_BLOCKS}.get(algo, (0,))
+    if block_queries not in blocks:
         raise ValueError(f"{func}: block_queries {block_queries!r}: the tiled rung takes "
-                         f"{ATTENTION_TILED_BLOCKS}, the other rungs 0 only")
+                         f"{ATTENTION_TILED_BLOCKS}, the mma rung {ATTENTION_MMA_BLOCKS}, the other rungs 0 only")
     if block_queries == 128 and dtype_name != "float32":
         raise ValueError(f"{func}: block_queries 128 is for float32 only, got {dtype_name} (its tiles would "
                          f"not fit in shared memory)")
@@ -155,7 +159,7 @@ def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: st
     ATTENTION_WARP_DIMS; rung "tiled": mt_attention_tiled, block_queries
     queries a block, thread_rows rows a thread, D = Dv in ATTENTION_TILED_DIMS;
     rung "mma": mt_attention_mma, the tensor cores at float32's accuracy,
-    block_keys keys a tile, D = Dv in ATTENTION_MMA_DIMS, float32 only): no
+    block_queries queries a block, block_keys keys a tile, D = Dv in ATTENTION_MMA_DIMS, float32 only): no
     score is written to memory. Returns the output (..., L, Dv) and each
     row's log-sum-exp (..., L) of the scaled scores, which is all the backward
     needs to recompute the weights. A rung "F/B" (fused_attention_rung) runs F
