@@ -10,8 +10,8 @@
  * (big holds x's 11 leading bits, small the next 11) and a product is three
  * TF32 tensor-core products,
  *     a b ~ big_a big_b + big_a small_b + small_a big_b,
- * dropping only small_a small_b (about 2^-22 of a b): float32's accuracy,
- * not TF32's 1e-3, at 3 mma.sync each where FFMA needs 8 x 8 x 16 / 32 = 32
+ * dropping only small_a small_b (about 2^-22 of a b) and the remainders'
+ * rounding: float32's accuracy (a few 1e-7 a product), not TF32's 1e-3, at 3 mma.sync each where FFMA needs 8 x 8 x 16 / 32 = 32
  * instructions a lane for the same 16 x 8 x 8 fragment.
  *
  * A block of 4 warps takes 64 queries (or 8 warps 128, which then share
