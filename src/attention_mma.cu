@@ -71,11 +71,23 @@ struct MmaAttentionTiles {
 /* The float whose bits these are. */
 MT_DEVICE float float_of_bits(uint32_t bits) { return __int_as_float((int)bits); }
 
-/* x as a TF32 value and the TF32 remainder: x ~ big + small. */
+/* x rounded to TF32 (nearest, ties away from zero, as cvt.rna.tf32.f32) by
+ * two integer instructions on its bits: add half of the lowest kept bit,
+ * clear the 13 dropped ones. Unlike cvt it does not test for NaN, which it
+ * may turn into an infinity; the remainder below is then NaN - inf = NaN,
+ * so a NaN still gives NaN. The split runs once per operand element of
+ * every mma, twice per element: at full integer rate, not the conversion's. */
+MT_DEVICE uint32_t tf32_round_int(float x)
+{
+    return ((uint32_t)__float_as_int(x) + 0x1000u) & 0xffffe000u;
+}
+
+/* x as a TF32 value and the TF32 remainder: x ~ big + small (x - big is
+ * exact in float). */
 MT_DEVICE void split_tf32(uint32_t &big, uint32_t &small, float x)
 {
-    big = tf32_bits(x);
-    small = tf32_bits(x - float_of_bits(big));
+    big = tf32_round_int(x);
+    small = tf32_round_int(x - float_of_bits(big));
 }
 
 /* d += a b at float32's accuracy: the two cross terms first (small, so
