@@ -4,7 +4,9 @@
     python3 bench/attention.py --rungs warp,tiled:64,tiled:128x2 --repeats 10
                                           # some rungs; tiled:N the tiled
                                           # rung with N queries a block,
-                                          # tiled:NxR with R rows a thread
+                                          # tiled:NxR with R rows a thread;
+                                          # mma:QxK the mma rung, Q queries
+                                          # a block, K keys a tile
 
 Forward and forward + backward of softmax(q k^T / sqrt(d) [causal]) v for
 (batch, heads, length, head dim) float32 inputs, each rung of minitensor's
@@ -30,6 +32,11 @@ ladder against torch in the same process:
             K and V each in one shared buffer staged in turn, masks only on
             the tiles that need them; backward a dQ kernel then a dK/dV
             kernel, no atomics.
+    mma     src/attention_mma.cu ("mma"): the forward on the tensor cores,
+            3xTF32 mma.sync at float32's accuracy (as torch's), 64 queries a
+            block of 4 warps or 128 of 8, 32 or 64 keys a tile (mma:64x32,
+            mma:128x64; default 64 queries, 64 keys at head dim 64, 32 at
+            128); its backward is the warp rung's.
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
             (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
             with the warp backward, at 128 the warp rung; no mask; with a
@@ -64,7 +71,7 @@ from event_timing import median_ms  # noqa: E402
 # (batch, heads, length, head dim): issue 30's shapes, then longer and wider.
 SHAPES = ((64, 6, 256, 64), (16, 12, 1024, 64), (4, 16, 2048, 64),
           (64, 6, 256, 128), (16, 12, 1024, 128), (4, 16, 2048, 128))
-RUNGS = ("naive", "masked_softmax", "flash", "warp", "tiled", "sdpa")
+RUNGS = ("naive", "masked_softmax", "flash", "warp", "tiled", "sdpa", "mma")
 HEADINGS = {"masked_softmax": "fused", "sdpa": "sdpa (mt)"}
 
 
@@ -78,13 +85,18 @@ def main() -> int:
     parser.add_argument("--dims", default="64,128", help="comma-separated head dims of SHAPES to time")
     parser.add_argument("--lengths", default="256,1024,2048", help="comma-separated lengths of SHAPES to time")
     parser.add_argument("--no-backward", action="store_true", help="time the forward only")
+    parser.add_argument("--accuracy", action="store_true",
+                        help="only the forward's error against float64 of each rung and of torch, then exit")
     args = parser.parse_args()
     rungs = args.rungs.split(",")
     for r in rungs:
         if r.split(":")[0] not in RUNGS:
-            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128, tiled:64x2)")
+            parser.error(f"unknown rung {r!r}; one of {RUNGS} (tiled:64, tiled:128, tiled:64x2, mma:64x32)")
     dims, lengths = [int(d) for d in args.dims.split(",")], [int(n) for n in args.lengths.split(",")]
     print(f"device: {torch.cuda.get_device_name()}; minitensor backend {mt.backend()}")
+    if args.accuracy:
+        accuracy(rungs, dims, lengths)
+        return 0
     names = [HEADINGS.get(r, r) for r in rungs]
     print(f"| B, H, L, D, causal | pass | {' | '.join(names)} | torch sdpa | torch / {', '.join(names)} |")
     print("| --- | --- | " + "---: | " * (len(rungs) + 1) + "--- |")
@@ -108,6 +120,9 @@ def main() -> int:
                     return lambda: F.scaled_dot_product_attention(mq, mk, mv, is_causal=causal)
                 if algo == "flash" and shape[-1] > 64:  # the flash rung holds a row of at most 64 in registers
                     return None
+                if algo == "mma":
+                    return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0),
+                                                        block_keys=int(rows or 0))
                 return lambda: mt.kernels.attention(mq, mk, mv, algo, causal=causal, block_queries=int(block or 0),
                                                     thread_rows=int(rows or 0))
 
@@ -149,6 +164,47 @@ def main() -> int:
     if not args.no_flash_table:
         registers_against_local_memory(mt_events)
     return 0
+
+
+def accuracy(rungs: list[str], dims: list[int], lengths: list[int]) -> None:
+    """The largest error of each rung's forward output, and of torch's float32
+    sdpa (TF32 off), against torch's sdpa of the same inputs in float64,
+    relative to the output's largest magnitude: float32's accuracy is about
+    1e-6 here, TF32's products about 1e-3."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print("| B, H, L, D, causal | " + " | ".join(rungs) + " | torch sdpa (float32) |")
+    print("| --- | " + "---: | " * (len(rungs) + 1))
+    for shape in SHAPES:
+        if shape[3] not in dims or shape[2] not in lengths:
+            continue
+        shape = (1,) + shape[1:]  # one batch element: the error does not grow with the batch
+        rng = np.random.default_rng(0)
+        arrays = [rng.standard_normal(shape, dtype=np.float32) for _ in range(3)]
+        for causal in (False, True):
+            exact = torch.nn.functional.scaled_dot_product_attention(
+                *(torch.tensor(a, device="cuda", dtype=torch.float64) for a in arrays), is_causal=causal)
+            exact = exact.cpu().numpy()
+            top = np.abs(exact).max()
+            cells = []
+            for spec in rungs:
+                algo, _, config = spec.partition(":")
+                if algo == "sdpa":
+                    got = F.scaled_dot_product_attention(*(mt.tensor(a) for a in arrays), is_causal=causal)
+                elif algo == "mma":
+                    block, _, keys = config.partition("x")
+                    got = mt.kernels.attention(*(mt.tensor(a) for a in arrays), "mma", causal=causal,
+                                               block_queries=int(block or 0), block_keys=int(keys or 0))
+                elif algo == "flash" and shape[-1] > 64:
+                    cells.append("-")
+                    continue
+                else:
+                    got = mt.kernels.attention(*(mt.tensor(a) for a in arrays), algo, causal=causal)
+                cells.append(f"{np.abs(got.numpy() - exact).max() / top:.1e}")
+            theirs = torch.nn.functional.scaled_dot_product_attention(
+                *(torch.tensor(a, device="cuda") for a in arrays), is_causal=causal).cpu().numpy()
+            cells.append(f"{np.abs(theirs - exact).max() / top:.1e}")
+            print(f"| {', '.join(map(str, shape))}, {causal} | " + " | ".join(cells) + " |")
 
 
 def registers_against_local_memory(events) -> None:

@@ -16,8 +16,8 @@ The engine has several kernels for the same operation, each one step (a
   ``conv2d_grad_rungs``, the rungs its backward runs for a layer;
 
 plus the fused softmax kernel, which has one rung, and ``attention``: naive
-(each step one op), fused (the masked softmax, src/masked_softmax.cu), flash
-and warp (one kernel, no score stored; src/attention*.cu). ``"default"`` is
+(each step one op), fused (the masked softmax, src/masked_softmax.cu), flash,
+warp, tiled and mma (one kernel, no score stored; src/attention*.cu). ``"default"`` is
 always what the library runs (``a @ b``, ``x.sum(dim)``, ``F.conv2d``).
 
 These functions are for studying and timing the kernels: each takes
@@ -427,37 +427,36 @@ def softmax(x: Tensor, dim: int = -1, log: bool = False, *, out: Optional[Tensor
     return out
 
 
-ATTENTION_ALGOS = ("naive", "masked_softmax", "flash", "warp", "tiled")
+ATTENTION_ALGOS = ("naive", "masked_softmax", "flash", "warp", "tiled", "mma")
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: bool = False,
-              scale: Optional[float] = None, block_queries: int = 0, thread_rows: int = 0) -> Tensor:
+              scale: Optional[float] = None, block_queries: int = 0, thread_rows: int = 0,
+              block_keys: int = 0) -> Tensor:
     """softmax(q @ k^T * scale) @ v with a chosen rung of the attention ladder.
 
     Args:
         q, k, v: (..., L, D), (..., S, D) and (..., S, Dv) float tensors of one
             dtype with the same leading dims.
-        algo: ``"naive"`` (a matmul, the scale, the causal mask and the
-            softmax each one op through memory, a matmul), ``"masked_softmax"``
-            (a matmul, the scale, mask and softmax fused into one kernel that
-            reads the scores once, a matmul), ``"flash"`` (one kernel, tiles of
-            K and V in shared memory, online softmax, no score stored; D, Dv
-            <= 64), ``"warp"`` (flash in register tiles, one of the rungs
-            ``F.scaled_dot_product_attention`` runs without a mask; D = Dv
-            of 32, 64, 128: src/attention_warp.cu) or ``"tiled"`` (flash
-            block-tiled as a matmul: 64 or 128 queries a block, K and V tiles
-            staged in turn, a deterministic two-kernel backward; D = Dv of 32,
-            64, 128: src/attention_tiled.cu). bench/attention.py times each.
+        algo: ``"naive"`` (each step one op through memory), ``"masked_softmax"``
+            (the scale, mask and softmax in one kernel between two matmuls),
+            ``"flash"`` (one kernel, K/V tiles in shared memory, online
+            softmax, no score stored; D, Dv <= 64), ``"warp"`` (flash in
+            register tiles; src/attention_warp.cu), ``"tiled"`` (flash
+            block-tiled as a matmul, a deterministic two-kernel backward;
+            src/attention_tiled.cu; both D = Dv of 32, 64, 128) or ``"mma"``
+            (the forward on the tensor cores, 3xTF32 at float32's accuracy,
+            float32, D = Dv of 64, 128, the warp backward;
+            src/attention_mma.cu). bench/attention.py times each.
         causal: mask every key after its query.
         scale: 1/sqrt(D) by default.
-        block_queries: the tiled rung's queries a block, 64 or 128 (float32
-            only); 0 (any rung) the default.
+        block_queries: the tiled and mma rungs' queries a block, 64 or 128
+            (float32 only); 0 (any rung) the default.
         thread_rows: the tiled rung's forward rows a thread, 4 or 2 (twice
             the threads a block, float32 only); 0 (any rung) the default.
+        block_keys: the mma rung's keys a tile, 32 or 64; 0 the default.
 
-    Unlike the other functions here, the result is differentiable: the flash,
-    warp and tiled rungs' backward recomputes the weights from each row's lse.
-    """
+    The result is differentiable (the one-kernel rungs recompute P from lse)."""
     func = "kernels.attention()"
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(t, func, name)
@@ -470,11 +469,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             or k.shape[-2] != v.shape[-2]:
         raise ops.ShapeError(f"{func}: q {q.shape}, k {k.shape} and v {v.shape} do not agree: (..., L, D), "
                              f"(..., S, D) and (..., S, Dv) with the same leading dims")
-    ops.check_attention_rung(func, algo, q.shape[-1], v.shape[-1], q.dtype.name, block_queries, thread_rows)
+    ops.check_attention_rung(func, algo, q.shape[-1], v.shape[-1], q.dtype.name, block_queries, thread_rows,
+                             block_keys)
     # A head dim of 0 makes every score an empty sum, 0, whatever the scale (torch
     # scales q and k, not the scores): a softmax of zeros; 1/sqrt(0) never taken.
     scale = 1.0 if q.shape[-1] == 0 else 1.0 / q.shape[-1] ** 0.5 if scale is None else float(scale)
-    if algo in ("flash", "warp", "tiled") and 0 in q.shape + k.shape + v.shape:
+    if algo in ("flash", "warp", "tiled", "mma") and 0 in q.shape + k.shape + v.shape:
         algo = "masked_softmax"  # no query, key or feature: the empty matmuls give torch's result (zeros)
     if algo == "naive":  # every step its own op: the scores go through memory four times
         scores = (q @ k.transpose(-2, -1)) * scale
@@ -484,7 +484,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
         return scores.softmax(-1) @ v
     if algo == "masked_softmax":
         return autograd.MaskedSoftmax.apply(q @ k.transpose(-2, -1), None, scale, causal) @ v
-    return autograd.Attention.apply(q, k, v, scale, causal, algo, block_queries, thread_rows)
+    return autograd.Attention.apply(q, k, v, scale, causal, algo, block_queries, thread_rows, block_keys)
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: Any = 1,  # noqa: A002

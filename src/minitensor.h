@@ -614,6 +614,7 @@ mt_status mt_get_device(int *device);
 #include "attention_tiled.h" /* mt_attention_tiled and its backward (src/attention_tiled.cu) */
 #include "pool.h" /* mt_max_pool2d_new, mt_avg_pool2d_new (src/pool_new.cu) */
 #include "conv_igemm_tf32.h" /* mt_conv2d_tf32 and its gradients (src/conv_igemm_tf32.cu) */
+#include "attention_mma.h" /* mt_attention_mma, the 3xTF32 tensor-core forward (src/attention_mma.cu) */
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,8 @@ def _header_source() -> str:
     src/attention_tiled.h, src/conv_igemm_tf32.h)."""
     text = HEADER.read_text()
     for part in ("minitensor_ops.h", "minitensor_streams.h", "batchnorm.h", "attention_tiled.h", "pool.h",
-                 "conv_igemm_tf32.h"):
+                 "conv_igemm_tf32.h",
+                 "attention_mma.h"):
         include = f'#include "{part}"'
         assert include in text, f"minitensor.h no longer includes {part}"
         text = text.replace(include, (HEADER.parent / part).read_text())

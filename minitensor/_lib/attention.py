@@ -1,6 +1,6 @@
 """The masked softmax (src/masked_softmax.cu) and fused attention: the flash rung
 (src/attention.cu), the warp rung (src/attention_warp.cu) and the tiled rung
-(src/attention_tiled.cu)."""
+(src/attention_tiled.cu) and the mma rung's forward (src/attention_mma.cu)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                    c_int]),
     "mt_attention_tiled_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                             MtTensor, MtTensor, c_double, c_int, c_int]),
+    "mt_attention_mma": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int, c_int,
+                                 c_int]),
 }
 declare(SIGNATURES)
 
@@ -38,11 +40,18 @@ def masked_softmax(out: Any, inp: Any, mask: Any, scale: float, causal: bool) ->
 
 
 def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: bool, rung: str = "flash",
-              block_queries: int = 0, thread_rows: int = 0) -> None:
+              block_queries: int = 0, thread_rows: int = 0, block_keys: int = 0) -> None:
     """out = softmax(q @ k^T * scale) @ v in one kernel, each row's log-sum-exp in
     lse (mt_attention, or mt_attention_warp for rung "warp", mt_attention_tiled
-    with block_queries and thread_rows for rung "tiled"); contiguous 3-D
-    tensors, lse (B, L)."""
+    with block_queries and thread_rows for rung "tiled", mt_attention_mma with
+    block_queries and block_keys for rung "mma"); contiguous 3-D tensors, lse
+    (B, L)."""
+    if rung == "mma":
+        check(lib().mt_attention_mma(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(),
+                                     v.descriptor(), float(scale), 1 if causal else 0, int(block_queries),
+                                     int(block_keys)),
+              "mt_attention_mma")
+        return
     if rung == "tiled":
         check(lib().mt_attention_tiled(out.descriptor(), lse.descriptor(), q.descriptor(), k.descriptor(),
                                        v.descriptor(), float(scale), 1 if causal else 0, int(block_queries),

@@ -43,13 +43,15 @@ class Attention(Function):
     (src/attention_warp.cu: register tiles, one fused backward kernel), rung
     "tiled" the tiled rung's (src/attention_tiled.cu: block_queries queries a
     block, thread_rows rows a thread in the forward; a dQ kernel, then a dK/dV
-    kernel, no atomics). The leading dims are merged inside ops.attention by
+    kernel, no atomics), rung "mma" the tensor-core forward
+    (src/attention_mma.cu: 3xTF32 mma.sync, block_keys keys a tile) with the
+    warp rung's backward. The leading dims are merged inside ops.attention by
     views: one node of the graph, not one a reshape."""
 
     @staticmethod
-    def forward(ctx, q, k, v, scale, causal, rung="flash", block_queries=0, thread_rows=0):
+    def forward(ctx, q, k, v, scale, causal, rung="flash", block_queries=0, thread_rows=0, block_keys=0):
         ctx.scale, ctx.causal, ctx.rung, ctx.block_queries = scale, causal, rung, block_queries
-        out, lse = ops.attention(q, k, v, scale, causal, rung, block_queries, thread_rows)
+        out, lse = ops.attention(q, k, v, scale, causal, rung, block_queries, thread_rows, block_keys)
         ctx.save_for_backward(q, k, v, out, lse)
         return out
 
@@ -58,4 +60,4 @@ class Attention(Function):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = ops.attention_backward(grad, q, k, v, out, lse, ctx.scale, ctx.causal, ctx.rung,
                                             ctx.block_queries)
-        return dq, dk, dv, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None

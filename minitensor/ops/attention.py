@@ -1,5 +1,7 @@
-"""Attention: the fused flash kernel and its gradient (src/attention.cu), and
-the masked softmax of the attention ladder (src/masked_softmax.cu)."""
+"""Attention: the fused flash kernel and its gradient (src/attention.cu), the
+one-kernel rungs (src/attention_warp.cu, src/attention_tiled.cu,
+src/attention_mma.cu), and the masked softmax of the attention ladder
+(src/masked_softmax.cu)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,13 @@ ATTENTION_WARP_DIMS = (32, 64, 128)  # the warp rung's compile-time head dims, q
 ATTENTION_TILED_DIMS = (32, 64, 128)  # the tiled rung's, likewise (src/attention_tiled.cu)
 ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 for float32 only
 ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 2 (twice the threads) float32 only
+# The mma rung's (src/attention_mma.cu: the forward on the tensor cores, 3xTF32,
+# float32 only; its backward is the warp rung's): head dims, queries a block
+# (0 the default, 64) and keys a tile (0 the default: 64 at head dim 64, 32
+# at 128).
+ATTENTION_MMA_DIMS = (64, 128)
+ATTENTION_MMA_BLOCKS = (0, 64, 128)
+ATTENTION_MMA_KEYS = (0, 32, 64)
 # The rung per head dim, from bench/attention.py on the H100 (2026-11-27 20:30,
 # docs/performance.md "Attention: the tiled rung"): at head dim 64 the tiled
 # rung's forward was 3-12% faster than the warp rung's, its deterministic
@@ -31,6 +40,11 @@ ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 
 # atomics), so the pair "tiled/warp"; at 128 the tiled forward was no faster;
 # 32 was not measured. Other equal dims of 32, 64, 128: the warp rung.
 ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
+# Where the mma rung's forward (tensor cores, 3xTF32) replaces the rung above's
+# forward, its backward kept (the mma rung saves the same lse): (head dim,
+# causal) -> the shortest length it does so from, from bench/attention.py on
+# the H100. Empty until measured.
+ATTENTION_MMA_FORWARD: dict[tuple[int, bool], int] = {}
 
 
 # Where the matmul, masked softmax, matmul rung (scores stored, the backward
@@ -51,7 +65,8 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
                          needs_grad: bool = False) -> Optional[str]:
     """The fastest one-kernel attention rung for these head dims under the fast
     kernel policy (ATTENTION_FUSED_RUNGS): "warp" (src/attention_warp.cu),
-    "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward;
+    "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward
+    (F "mma", src/attention_mma.cu, where ATTENTION_MMA_FORWARD says so);
     None when no one-kernel rung takes them, under the teaching policy (the
     course's rungs run there), or when a gradient is wanted (needs_grad) and
     the matmul rung is faster at this length (ATTENTION_MATMUL_WITH_GRAD;
@@ -68,27 +83,34 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
     # can be a symbolic int, which compares but does not hash.
     for dim, rung in ATTENTION_FUSED_RUNGS.items():
         if head_dim == dim:
+            for (mma_dim, masked), shortest in ATTENTION_MMA_FORWARD.items():
+                if head_dim == mma_dim and bool(causal) == masked and length >= shortest > 0:
+                    return "mma/" + (rung.partition("/")[2] or rung)
             return rung
     return None
 
 
 def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dtype_name: str,
-                         block_queries: int = 0, thread_rows: int = 0) -> None:
+                         block_queries: int = 0, thread_rows: int = 0, block_keys: int = 0) -> None:
     """Raise a ValueError naming the dims when a one-kernel rung does not take
-    these head dims (flash: up to ATTENTION_MAX_DIM; warp and tiled: equal dims
-    of their lists), this query block (the tiled rung's ATTENTION_TILED_BLOCKS,
-    128 for float32 only; 0 for any rung) or these rows a thread (the tiled
-    rung's ATTENTION_TILED_ROWS, 2 for float32 only; 0 for any rung)."""
+    these head dims (flash: up to ATTENTION_MAX_DIM; warp, tiled and mma: equal
+    dims of their lists), this query block (the tiled rung's
+    ATTENTION_TILED_BLOCKS, 128 for float32 only; the mma rung's
+    ATTENTION_MMA_BLOCKS; 0 for any rung), these rows
+    a thread (the tiled rung's ATTENTION_TILED_ROWS, 2 for float32 only; 0 for
+    any rung), this key tile (the mma rung's ATTENTION_MMA_KEYS; 0 for any
+    rung) or this dtype (the mma rung: float32 only)."""
     if algo == "flash" and max(head_dim, value_dim) > ATTENTION_MAX_DIM:
         raise ValueError(f"{func}: the flash rung takes head dims up to {ATTENTION_MAX_DIM}, got "
                          f"{head_dim} and {value_dim}; use algo='naive'")
-    for rung, dims in (("warp", ATTENTION_WARP_DIMS), ("tiled", ATTENTION_TILED_DIMS)):
+    for rung, dims in (("warp", ATTENTION_WARP_DIMS), ("tiled", ATTENTION_TILED_DIMS), ("mma", ATTENTION_MMA_DIMS)):
         if algo == rung and not head_dim == value_dim in dims:
             raise ValueError(f"{func}: the {rung} rung takes head dims {dims}, q's and v's alike, "
                              f"got {head_dim} and {value_dim}; use algo='naive'")
-    if block_queries not in (ATTENTION_TILED_BLOCKS if algo == "tiled" else (0,)):
+    blocks = {"tiled": ATTENTION_TILED_BLOCKS, "mma": ATTENTION_MMA_BLOCKS}.get(algo, (0,))
+    if block_queries not in blocks:
         raise ValueError(f"{func}: block_queries {block_queries!r}: the tiled rung takes "
-                         f"{ATTENTION_TILED_BLOCKS}, the other rungs 0 only")
+                         f"{ATTENTION_TILED_BLOCKS}, the mma rung {ATTENTION_MMA_BLOCKS}, the other rungs 0 only")
     if block_queries == 128 and dtype_name != "float32":
         raise ValueError(f"{func}: block_queries 128 is for float32 only, got {dtype_name} (its tiles would "
                          f"not fit in shared memory)")
@@ -97,6 +119,12 @@ def check_attention_rung(func: str, algo: str, head_dim: int, value_dim: int, dt
                          f"the other rungs 0 only")
     if thread_rows == 2 and dtype_name != "float32":
         raise ValueError(f"{func}: thread_rows 2 is for float32 only, got {dtype_name}")
+    if block_keys not in (ATTENTION_MMA_KEYS if algo == "mma" else (0,)):
+        raise ValueError(f"{func}: block_keys {block_keys!r}: the mma rung takes {ATTENTION_MMA_KEYS}, "
+                         f"the other rungs 0 only")
+    if algo == "mma" and dtype_name != "float32":
+        raise ValueError(f"{func}: the mma rung is float32 only (3xTF32 products), got {dtype_name}; "
+                         f"use algo='warp'")
 
 
 def causal_future(length: int, keys: int) -> Array:
@@ -124,22 +152,29 @@ def _flat(x: Array, trailing: int) -> Array:
 
 
 def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: str = "flash",
-              block_queries: int = 0, thread_rows: int = 0) -> tuple[Array, Array]:
+              block_queries: int = 0, thread_rows: int = 0, block_keys: int = 0) -> tuple[Array, Array]:
     """softmax(q @ k^T * scale) @ v over (..., L, D), (..., S, D), (..., S, Dv) with
     the same leading dims, in one kernel (rung "flash": mt_attention, a thread
     per query row; rung "warp": mt_attention_warp, register tiles, D = Dv in
     ATTENTION_WARP_DIMS; rung "tiled": mt_attention_tiled, block_queries
-    queries a block, thread_rows rows a thread, D = Dv in ATTENTION_TILED_DIMS):
-    no score is written to memory. Returns the output (..., L, Dv) and each
+    queries a block, thread_rows rows a thread, D = Dv in ATTENTION_TILED_DIMS;
+    rung "mma": mt_attention_mma, the tensor cores at float32's accuracy,
+    block_queries queries a block, block_keys keys a tile, D = Dv in ATTENTION_MMA_DIMS, float32 only): no
+    score is written to memory. Returns the output (..., L, Dv) and each
     row's log-sum-exp (..., L) of the scaled scores, which is all the backward
     needs to recompute the weights. A rung "F/B" (fused_attention_rung) runs F
-    here and B in attention_backward: every one-kernel rung saves the same lse.
-    The leading dims are flattened into one by views, not by autograd ops."""
+    here and B in attention_backward: every one-kernel rung saves the same lse
+    (a rung "mma/B" chosen for a float64 q runs the warp forward instead:
+    the mma rung is float32 only). The leading dims are flattened into one by
+    views, not by autograd ops."""
     out = empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
     lse = empty(q.shape[:-1], q.dtype)
+    forward = rung.partition("/")[0]
+    if forward == "mma" and "/" in rung and q.dtype.name != "float32":
+        forward = "warp"
     if out.numel() > 0 or lse.numel() > 0:
         _lib.attention(_flat(out, 2), _flat(lse, 1), _flat(q, 2), _flat(k, 2), _flat(v, 2), scale, causal,
-                       rung.partition("/")[0], block_queries, thread_rows)
+                       forward, block_queries, thread_rows, block_keys)
     return out, lse
 
 
@@ -148,12 +183,15 @@ def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, ls
     """dq, dk, dv of attention() from grad = dL/dout and the forward's q, k, v, out
     and lse, recomputing each weight from lse: the flash rung's two kernels
     (mt_attention_backward), the warp rung's fused one (mt_attention_warp_backward)
-    or the tiled rung's two, dQ then dK and dV (mt_attention_tiled_backward)."""
+    or the tiled rung's two, dQ then dK and dV (mt_attention_tiled_backward).
+    The mma rung has no backward of its own: rung "mma" runs the warp rung's,
+    which takes its lse."""
     dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
+    backward = rung.partition("/")[2] or rung
     if dq.numel() + dk.numel() + dv.numel() > 0:
         _lib.attention_backward(_flat(dq, 2), _flat(dk, 2), _flat(dv, 2), _flat(grad, 2), _flat(q, 2),
                                 _flat(k, 2), _flat(v, 2), _flat(out, 2), _flat(lse, 1), scale, causal,
-                                rung.partition("/")[2] or rung, block_queries)
+                                "warp" if backward == "mma" else backward, block_queries)
     return dq, dk, dv
 
 

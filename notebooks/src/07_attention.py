@@ -282,3 +282,82 @@ for dim in (64, 128):
         results[rung] = [out.detach().numpy()] + [t.grad.numpy() for t in tensors]
     print(f"head dim {dim}: largest difference, tiled vs warp (out, dq, dk, dv):",
           [f"{np.abs(a - b).max():.1e}" for a, b in zip(results["tiled"], results["warp"])])
+
+# %% [markdown]
+# ## The mma rung: the tensor cores at float32's accuracy
+# torch's float32 attention does not run on the CUDA cores: CUTLASS, under
+# its memory-efficient kernel, multiplies float on tensor cores in "3xTF32"
+# mode. A TF32 value keeps 10 of float32's 23 mantissa bits, so one TF32
+# product is off by about 1e-3; but a float splits into a TF32 value and a
+# TF32 remainder, x = big + small, and a product is then three TF32
+# products, big_a big_b + big_a small_b + small_a big_b, leaving out only
+# small_a small_b (about 2^-22 of the product) and the remainders' own
+# rounding: a few 1e-7, float32's accuracy, on the tensor cores. The mma rung (`src/attention_mma.cu`,
+# `mt.kernels.attention(..., "mma")`) does this with `mma.sync.m16n8k8`
+# (`src/mma_tf32.h`). The split, in NumPy (TF32 as float32 with its low 13
+# mantissa bits rounded away):
+
+# %%
+def tf32(x):
+    """x rounded to TF32: nearest, ties away from zero (cvt.rna.tf32.f32)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+a, b = rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+exact = a.astype(np.float64) * b
+a_big, b_big = tf32(a), tf32(b)
+a_small, b_small = tf32(a - a_big), tf32(b - b_big)
+big = a_big.astype(np.float64)
+products = {
+    "float32": a * b,
+    "1xTF32": big * b_big,
+    "3xTF32": big * b_big + big * b_small + a_small.astype(np.float64) * b_big,
+}
+for name, got in products.items():
+    print(f"{name:8s} 1000 products, largest relative error {np.max(np.abs(got - exact) / np.abs(exact)):.1e}")
+
+# %% [markdown]
+# Each warp takes 16 query rows. After `S = Q K^T` the scores lie in the mma
+# accumulators, whose layout the PTX ISA fixes: lane (g, t) = (lane / 4,
+# lane % 4) holds rows g and g + 8, columns 2t and 2t + 1 of each 8-key
+# fragment. So a row belongs to the 4 lanes of one quad, and the online
+# softmax's row maximum and row sum are the lane's own values and two
+# shuffles. The weights P then feed `O += P V` from the same registers: an A
+# fragment wants keys t and t + 4 where the lane holds 2t and 2t + 1, so the
+# kernel sums the keys in the order 0, 2, 4, 6, 1, 3, 5, 7 and reads V's
+# rows in that order. The lanes of one 16 x 8 fragment of scores:
+
+# %%
+lane_of = np.zeros((16, 8), dtype=int)
+for lane in range(32):
+    g, t = lane // 4, lane % 4
+    for row in (g, g + 8):
+        lane_of[row, 2 * t] = lane_of[row, 2 * t + 1] = lane
+print("lanes holding row 3:", sorted(set(int(x) for x in lane_of[3])))
+plt.figure(figsize=(4, 6))
+plt.imshow(lane_of % 4, cmap="Pastel1", vmin=0, vmax=8)
+for r in range(16):
+    for c in range(8):
+        plt.text(c, r, int(lane_of[r, c]), ha="center", va="center", fontsize=7)
+plt.title("the lane of each score (colour: t)")
+plt.xlabel("key")
+plt.ylabel("query row")
+plt.show()
+
+# %% [markdown]
+# Its error against float64 is float32's, as torch's is (bench/attention.py
+# --accuracy prints both); its backward is the warp rung's, which takes the
+# lse it saves:
+
+# %%
+for dim in (64, 128):
+    q, k, v = (mt.tensor(rng.standard_normal((2, 150, dim)).astype(np.float32)) for _ in range(3))
+    got = mt.kernels.attention(q, k, v, "mma", causal=True).numpy()
+    q64, k64, v64 = (t.numpy().astype(np.float64) for t in (q, k, v))
+    s = q64 @ np.swapaxes(k64, 1, 2) / math.sqrt(dim)
+    s = np.where(np.triu(np.ones((150, 150), bool), 1), -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = p / p.sum(-1, keepdims=True) @ v64
+    error = np.abs(got - want).max() / np.abs(want).max()
+    print(f"head dim {dim}: mma rung against float64, relative error {error:.1e}")

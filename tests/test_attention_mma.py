@@ -1,0 +1,109 @@
+"""The mma rung of attention (src/attention_mma.cu, mt.kernels.attention(...,
+"mma")): the forward on the tensor cores in 3xTF32 (float32's accuracy), the
+warp rung's backward from its lse. The output and the gradients of q, k and v
+against NumPy in float64 at float32's tolerance (tests/helpers.py; plain TF32
+products, 1e-3, would fail it), with and without the causal mask, head dims 64
+and 128, both key tiles, lengths off the 64-query block, non-contiguous
+inputs; the refusals."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from helpers import assert_close
+from test_attention_warp import ref_attention
+
+# (head dim, queries, keys, query block, key tile) that run on the emulator: a
+# partial block and tile, one query, the larger head dim, 8 warps a block
+# (tests/c/test_attention_mma.c more).
+EMULATOR_CASES = {(64, 70, 45, 0, 64), (128, 1, 1, 0, 0), (128, 37, 40, 0, 32), (64, 130, 97, 128, 32)}
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("length, keys", [(1, 1), (70, 45), (37, 40), (130, 97)])
+@pytest.mark.parametrize("block_queries", [0, 128])
+@pytest.mark.parametrize("block_keys", [0, 32, 64])
+def test_mma_rung_matches_numpy(d, length, keys, block_queries, block_keys) -> None:
+    if mt.backend() != "cuda" and (d, length, keys, block_queries, block_keys) not in EMULATOR_CASES:
+        pytest.skip("the emulator's checks cost seconds per block of this kernel: it runs a few of "
+                    "these cases; the GPU runs them all")
+    rng = np.random.default_rng(d + length + block_keys)
+    q, k, v = (rng.standard_normal((2, n, d)) for n in (length, keys, keys))
+    dout = rng.standard_normal((2, length, d))
+    for causal in (False, True):
+        ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
+        out = mt.kernels.attention(*ts, "mma", causal=causal, block_queries=block_queries, block_keys=block_keys)
+        out.backward(mt.tensor(dout, dtype=mt.float32))
+        # The reference from the float32 inputs, in float64.
+        want = ref_attention(*(t.detach().numpy().astype(np.float64) for t in ts), dout.astype(np.float32),
+                             1 / math.sqrt(d), causal)
+        assert_close(out, want[0], mt.float32, n=keys * d)
+        for t, w, n in zip(ts, want[1:], (keys * d, length * d, length)):
+            assert_close(t.grad, w, mt.float32, n=n * d)
+
+
+def test_mma_rung_on_a_transposed_view() -> None:
+    """q a transposed view (B, H, L, E) of (B, L, H, E): copied to contiguous
+    rows first, the same result as NumPy's."""
+    rng = np.random.default_rng(7)
+    qa, ka, va = (rng.standard_normal((1, 20, 2, 64)) for _ in range(3))
+    ts = [mt.tensor(a, dtype=mt.float32) for a in (qa, ka, va)]
+    out = mt.kernels.attention(*(t.transpose(1, 2) for t in ts), "mma", causal=True)
+    want = ref_attention(*(np.swapaxes(t.numpy().astype(np.float64), 1, 2) for t in ts),
+                         np.zeros((1, 2, 20, 64)), 1 / 8, True)
+    assert_close(out, want[0], mt.float32, n=20 * 64)
+
+
+def test_mma_rung_refuses() -> None:
+    q32 = mt.tensor(np.ones((1, 4, 32), np.float32))
+    q64 = mt.tensor(np.ones((1, 4, 64), np.float32))
+    with pytest.raises(ValueError, match="mma rung takes head dims"):
+        mt.kernels.attention(q32, q32, q32, "mma")
+    with pytest.raises(ValueError, match="q's and v's alike"):
+        mt.kernels.attention(q64, q64, mt.tensor(np.ones((1, 4, 128), np.float32)), "mma")
+    with pytest.raises(ValueError, match="float32 only"):
+        d64 = mt.tensor(np.ones((1, 4, 64)))
+        mt.kernels.attention(d64, d64, d64, "mma")
+    with pytest.raises(ValueError, match="block_keys 16"):
+        mt.kernels.attention(q64, q64, q64, "mma", block_keys=16)
+    with pytest.raises(ValueError, match="block_queries 32"):
+        mt.kernels.attention(q64, q64, q64, "mma", block_queries=32)
+    with pytest.raises(ValueError, match="block_keys 32"):
+        mt.kernels.attention(q64, q64, q64, "warp", block_keys=32)
+
+
+def test_sdpa_takes_the_mma_forward_where_the_table_says(monkeypatch) -> None:
+    """ops.ATTENTION_MMA_FORWARD names (head dim, causal) and the shortest
+    length: from there F.scaled_dot_product_attention runs the mma forward
+    with the backward of the head dim's rung, the same result as NumPy's; a
+    float64 input takes the warp forward instead (the mma rung is float32
+    only)."""
+    # the module (mt.ops.attention is its function)
+    monkeypatch.setattr(importlib.import_module("minitensor.ops.attention"), "ATTENTION_MMA_FORWARD",
+                        {(64, True): 16})
+    with mt.kernels.policy("fast"):
+        assert mt.ops.fused_attention_rung(64, 64, 16, causal=True) == "mma/warp"
+        assert mt.ops.fused_attention_rung(64, 64, 15, causal=True) != "mma/warp"
+        assert mt.ops.fused_attention_rung(64, 64, 16, causal=False) != "mma/warp"
+        assert mt.ops.fused_attention_rung(64, 64, 0, causal=True) != "mma/warp"  # length unknown
+    chosen = []
+    fused = mt.nn.functional._fused_attention
+    monkeypatch.setattr(mt.nn.functional, "_fused_attention", lambda *a: chosen.append(a[5]) or fused(*a))
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((1, 2, 20, 64)) for _ in range(3))
+    dout = rng.standard_normal((1, 2, 20, 64))
+    for dtype in (mt.float32, mt.float64):
+        ts = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v)]
+        with mt.kernels.policy("fast"):
+            out = mt.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+            out.backward(mt.tensor(dout, dtype=dtype))
+        assert chosen[-1] == "mma/warp"
+        want = ref_attention(*(t.detach().numpy().astype(np.float64) for t in ts), dout, 1 / 8, True)
+        assert_close(out, want[0], dtype, n=20 * 64)
+        for t, w in zip(ts, want[1:]):
+            assert_close(t.grad, w, dtype, n=20 * 64 * 64)
