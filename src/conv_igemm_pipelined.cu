@@ -116,18 +116,9 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
             col_table[n] = prob.col(g, n0 + n < N ? n0 + n : N - 1);
         __syncthreads(); /* the table is complete before the first copies */
     }
-    constexpr int kWgradCols = kWalkK ? kBLoads : 1;
-    WgradCol w_col[kWgradCols];
-    bool w_col_ok[kWgradCols];
-    WgradPos w_pos{};
-    if constexpr (kWalkK) {
-        MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
-            const int n = n0 + b_n + i * kBStep;
-            w_col[i] = wgrad_col(prob, g, n < N ? n : N - 1);
-            w_col_ok[i] = n < N;
-        }
-        w_pos = wgrad_pos(prob, k_begin + b_k); /* b_k is a_k: one k of A and B a thread */
-    }
+    WgradWalk<kWalkK ? kBLoads : 1> walk{};
+    if constexpr (kWalkK) /* b_k is a_k: the walk's k is the thread's k of A and of B */
+        walk = wgrad_walk<kBLoads>(prob, g, n0 + b_n, kBStep, k_begin + b_k);
     /* The rows of A this thread copies, worked out once. */
     typename P::Row a_row[kALoads];
     MT_UNROLL for (int i = 0; i < kALoads; ++i) {
@@ -139,7 +130,7 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
     /* What element k of A's rows depends on: split from k, or the walk's. */
     auto a_key = [&](int k) {
         if constexpr (kWalkK)
-            return wgrad_a_k(prob, w_pos);
+            return wgrad_a_k(prob, walk.pos);
         else
             return prob.a_k(k < k_end ? k : k_begin);
     };
@@ -161,10 +152,10 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
         if constexpr (kWalkK) { /* one k (the walk's) in the thread's kBLoads columns */
             const bool k_ok = k0 + b_k < k_end;
             MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
-                const T *src = k_ok && w_col_ok[i] ? wgrad_at(prob, w_col[i], w_pos) : nullptr;
+                const T *src = k_ok && walk.ok[i] ? wgrad_at(prob, walk.col[i], walk.pos) : nullptr;
                 async_copy<kBytes>(&b_tile[s][b_k][b_n + i * kBStep], src ? src : zero_src, src ? kBytes : 0);
             }
-            wgrad_step(prob, w_pos, BK);
+            wgrad_step(prob, walk.pos, BK);
         } else if constexpr (P::kBAlongK) {
             const int k = k0 + b_k;
             const typename P::BK bk = prob.b_k(k < k_end ? k : k_begin);

@@ -189,6 +189,29 @@ MT_DEVICE void wgrad_step(const WeightGradProblem<T> &prob, WgradPos &at, int st
     }
 }
 
+/* A thread's walk: its kCols columns n_first + i n_step (ok: inside the
+ * product's N) and its k, from k_first. */
+template <int kCols>
+struct WgradWalk {
+    WgradCol col[kCols];
+    bool ok[kCols];
+    WgradPos pos;
+};
+
+template <int kCols, typename T>
+MT_DEVICE WgradWalk<kCols> wgrad_walk(const WeightGradProblem<T> &prob, int g, int n_first, int n_step, int k_first)
+{
+    WgradWalk<kCols> w;
+    const int N = prob.N();
+    MT_UNROLL for (int i = 0; i < kCols; ++i) {
+        const int n = n_first + i * n_step;
+        w.col[i] = wgrad_col(prob, g, n < N ? n : N - 1);
+        w.ok[i] = n < N;
+    }
+    w.pos = wgrad_pos(prob, k_first);
+    return w;
+}
+
 /* A's element k of a row: prob.a_k(k) without the divisions. */
 template <typename T>
 MT_DEVICE int64_t wgrad_a_k(const WeightGradProblem<T> &prob, const WgradPos &at)
