@@ -107,7 +107,7 @@ struct InputGradPhaseProblem {
         return at ? *at : T(0);
     }
 
-    MT_DEVICE int64_t out_row(int g, int c, int) const { return (int64_t)(g * d.c_group + c) * d.hw; }
+    MT_DEVICE int64_t out_row(int g, int c, int s) const { return ((int64_t)s * d.n * d.c + g * d.c_group + c) * d.hw; }
     MT_DEVICE int64_t out_col(int, int p) const
     {
         const int img = fdiv(p, ph.hpwp_div), pix = p - img * ph.hp * ph.wp;

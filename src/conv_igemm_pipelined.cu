@@ -98,6 +98,8 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
     constexpr bool kWalk = C::kStepped && (std::is_same<P, ForwardProblem<T>>::value ||
                                            std::is_same<P, InputGradPhaseProblem<T>>::value);
     using BCol = typename std::conditional<kWalk, WalkCol<T>, typename P::Col>::type;
+    /* The weight gradient, stepped: its columns in registers, its k walked. */
+    constexpr bool kWalkK = C::kStepped && std::is_same<P, WeightGradProblem<T>>::value;
     BCol b_col[kBCols];
     bool b_col_ok[kBCols];
     MT_UNROLL for (int c = 0; c < kBCols; ++c) {
@@ -109,11 +111,14 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
         b_col_ok[c] = n < N;
     }
     __shared__ typename P::Col col_table[BN];
-    if constexpr (P::kBAlongK) {
+    if constexpr (P::kBAlongK && !kWalkK) {
         for (int n = tid; n < BN; n += kThreads)
             col_table[n] = prob.col(g, n0 + n < N ? n0 + n : N - 1);
         __syncthreads(); /* the table is complete before the first copies */
     }
+    WgradWalk<kWalkK ? kBLoads : 1> walk{};
+    if constexpr (kWalkK) /* b_k is a_k: the walk's k is the thread's k of A and of B */
+        walk = wgrad_walk<kBLoads>(prob, g, n0 + b_n, kBStep, k_begin + b_k);
     /* The rows of A this thread copies, worked out once. */
     typename P::Row a_row[kALoads];
     MT_UNROLL for (int i = 0; i < kALoads; ++i) {
@@ -122,19 +127,36 @@ __global__ void __launch_bounds__(C::kThreads, (warptile_min_blocks<T, C>()))
     }
     const T *const zero_src = prob.base(); /* a valid address for the copies of zero bytes */
 
-    /* Issue the copies of K-tile t into stage s (no wait). */
+    /* What element k of A's rows depends on: split from k, or the walk's. */
+    auto a_key = [&](int k) {
+        if constexpr (kWalkK)
+            return wgrad_a_k(prob, walk.pos);
+        else
+            return prob.a_k(k < k_end ? k : k_begin);
+    };
+
+    /* Issue the copies of K-tile t into stage s (no wait). The tiles are
+     * issued in order, t = 0, 1, ...: the weight gradient's walk moves on by
+     * a K-tile after each. */
     auto issue_tile = [&](int t, int s) {
         const int k0 = k_begin + t * BK;
         {
             const int k = k0 + a_k;
-            const typename P::AK ak = prob.a_k(k < k_end ? k : k_begin);
+            const typename P::AK ak = a_key(k);
             MT_UNROLL for (int i = 0; i < kALoads; ++i) {
                 const bool ok = m0 + a_m + i * kAStep < M && k < k_end;
                 async_copy<kBytes>(&a_tile[s][a_k][a_m + i * kAStep], ok ? prob.a_at(a_row[i], ak) : zero_src,
                                    ok ? kBytes : 0);
             }
         }
-        if constexpr (P::kBAlongK) {
+        if constexpr (kWalkK) { /* one k (the walk's) in the thread's kBLoads columns */
+            const bool k_ok = k0 + b_k < k_end;
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
+                const T *src = k_ok && walk.ok[i] ? wgrad_at(prob, walk.col[i], walk.pos) : nullptr;
+                async_copy<kBytes>(&b_tile[s][b_k][b_n + i * kBStep], src ? src : zero_src, src ? kBytes : 0);
+            }
+            wgrad_step(prob, walk.pos, BK);
+        } else if constexpr (P::kBAlongK) {
             const int k = k0 + b_k;
             const typename P::BK bk = prob.b_k(k < k_end ? k : k_begin);
             MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
@@ -247,8 +269,8 @@ using Pipe5 = PipelinedConfig<128, 256, 8, 64, 64, 1, 3>;  /* 8 warps, 256 pixel
 using Pipe6 = PipelinedConfig<256, 128, 8, 64, 64, 1, 3>;  /* 8 warps, 256 channels (the gradients' M) */
 using Pipe7 = PipelinedConfig<64, 256, 8, 64, 64, 1, 4>;   /* 4 warps on 64 channels, 2 columns a thread */
 using Pipe8 = PipelinedConfig<64, 128, 8, 64, 64, 4, 4>;   /* 2 warps on 64 channels, 2 columns a thread */
-/* The stepped forward (src/conv_igemm_walk.h) on tiles of the ones above;
- * the gradients, whose gathers have no walk, run those tiles plainly. */
+/* The stepped gathers (src/conv_igemm_walk.h: the forward, the input
+ * gradient's phase products, the weight gradient) on tiles of the ones above. */
 using Pipe9 = PipelinedConfig<64, 256, 8, 64, 32, 1, 4, true>;   /* Pipe0, stepped */
 using Pipe10 = PipelinedConfig<64, 256, 8, 64, 64, 1, 4, true>;  /* Pipe7, stepped */
 using Pipe11 = PipelinedConfig<128, 256, 8, 64, 64, 1, 3, true>; /* Pipe5, stepped */
@@ -264,10 +286,10 @@ static const char *const kPipeNames[] = {
     "256x128x8 warp 64x64, cp.async 3 stages (256 threads)",
     "64x256x8 warp 64x64, cp.async 4 stages (128 threads)",
     "64x128x8 warp 64x64, cp.async 4 stages (64 threads)",
-    "64x256x8 warp 64x32, cp.async 4 stages (256 threads), stepped forward gather",
-    "64x256x8 warp 64x64, cp.async 4 stages (128 threads), stepped forward gather",
-    "128x256x8 warp 64x64, cp.async 3 stages (256 threads), stepped forward gather",
-    "128x128x8 warp 64x32, cp.async 4 stages (256 threads), stepped forward gather",
+    "64x256x8 warp 64x32, cp.async 4 stages (256 threads), stepped gathers",
+    "64x256x8 warp 64x64, cp.async 4 stages (128 threads), stepped gathers",
+    "128x256x8 warp 64x64, cp.async 3 stages (256 threads), stepped gathers",
+    "128x128x8 warp 64x32, cp.async 4 stages (256 threads), stepped gathers",
 };
 static const IgemmTileSize kPipeTiles[] = {
     {Pipe0::BM, Pipe0::BN, Pipe0::BK}, {Pipe1::BM, Pipe1::BN, Pipe1::BK}, {Pipe2::BM, Pipe2::BN, Pipe2::BK},
@@ -279,19 +301,78 @@ static const IgemmTileSize kPipeTiles[] = {
 constexpr int kPipeConfigs = (int)(sizeof(kPipeNames) / sizeof(kPipeNames[0]));
 static_assert(sizeof(kPipeTiles) / sizeof(kPipeTiles[0]) == kPipeConfigs, "a size for every name");
 
+/* ---- split-K configs -------------------------------------------------------
+ * At 128-256 channels on 8-28 pixels a side a product has few output tiles:
+ * 256 channels of 14 x 14 at batch 32 are 2 x 25 tiles of 128 x 256, 2 x 49
+ * of 128 x 128, for 132 SMs that each hold one such block. Cutting K (the
+ * channels and taps) into pieces multiplies the blocks; each piece writes
+ * its partial product to its own slice of a scratch buffer, which a second
+ * kernel adds in split order (src/conv_implicit_gemm.cu). Which count fills
+ * the SMs in whole waves depends on the shape (2 x 49 x 4 = 392 blocks: 2.97
+ * waves of 132; 2 x 25 x 8 = 400: 3.03, a fourth wave of 4 blocks), so these
+ * are configs the autotuner times beside the others:
+ * config kPipeConfigs + i runs kSplits[i].which's tile in kSplits[i].splits
+ * pieces. */
+struct PipeSplit {
+    int which, splits;
+};
+static const PipeSplit kSplits[] = {{12, 2}, {12, 4}, {12, 8}, {11, 4}, {11, 5}, {6, 8}, {3, 2}};
+static const char *const kSplitNames[] = {
+    "128x128x8 warp 64x32, cp.async 4 stages (256 threads), stepped gathers, K in 2 splits",
+    "128x128x8 warp 64x32, cp.async 4 stages (256 threads), stepped gathers, K in 4 splits",
+    "128x128x8 warp 64x32, cp.async 4 stages (256 threads), stepped gathers, K in 8 splits",
+    "128x256x8 warp 64x64, cp.async 3 stages (256 threads), stepped gathers, K in 4 splits",
+    "128x256x8 warp 64x64, cp.async 3 stages (256 threads), stepped gathers, K in 5 splits",
+    "256x128x8 warp 64x64, cp.async 3 stages (256 threads), K in 8 splits",
+    "128x64x16 warp 64x32, cp.async 3 stages (128 threads), K in 2 splits",
+};
+constexpr int kSplitConfigs = (int)(sizeof(kSplits) / sizeof(kSplits[0]));
+static_assert(sizeof(kSplitNames) / sizeof(kSplitNames[0]) == kSplitConfigs, "a name for every split config");
+
 int igemm_pipelined_count()
 {
-    return kPipeConfigs;
+    return kPipeConfigs + kSplitConfigs;
 }
 
 const char *igemm_pipelined_name(int which)
 {
+    if (which >= kPipeConfigs && which < kPipeConfigs + kSplitConfigs)
+        return kSplitNames[which - kPipeConfigs];
     return which >= 0 && which < kPipeConfigs ? kPipeNames[which] : nullptr;
 }
 
 IgemmTileSize igemm_pipelined_tile(int which)
 {
+    if (which >= kPipeConfigs && which < kPipeConfigs + kSplitConfigs)
+        which = kSplits[which - kPipeConfigs].which;
     return which >= 0 && which < kPipeConfigs ? kPipeTiles[which] : IgemmTileSize{64, 64, 16};
+}
+
+int igemm_pipelined_splits(int which)
+{
+    return which >= kPipeConfigs && which < kPipeConfigs + kSplitConfigs ? kSplits[which - kPipeConfigs].splits : 1;
+}
+
+/* How many pieces to split the weight gradient's K (the output pixels) into,
+ * for bm x bn tiles and K-tiles of bk: enough blocks for four per SM (with
+ * two, the H100 profile of a 64-channel 3 x 3 layer showed 13% achieved
+ * occupancy and the SMs 42% busy, each block's long K loop waiting on
+ * memory with few warps to switch to), each
+ * piece at least 8 K-tiles (fewer would spend more time writing partial
+ * products than summing), and a multiple of the K-tile each. */
+void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64_t bk,
+                        int *splits, int *k_per_split)
+{
+    const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * d.groups;
+    const int64_t k_tiles = (K + bk - 1) / bk;
+    int64_t s = (4 * (int64_t)mt_sm_count() + tiles - 1) / tiles;
+    const int64_t most = (k_tiles + 7) / 8;
+    s = s < most ? s : most;
+    s = s < 65535 / d.groups ? s : 65535 / d.groups;
+    s = s < 1 ? 1 : s;
+    const int64_t per = (k_tiles + s - 1) / s * bk;
+    *k_per_split = (int)(per > 0 ? per : bk);
+    *splits = (int)(K > 0 ? (K + *k_per_split - 1) / *k_per_split : 1);
 }
 
 template <typename T, typename C, typename P>
@@ -309,8 +390,9 @@ static mt_status launch_pipe(const P &prob, int64_t M, int64_t N, int splits, in
 }
 
 /* A stepped config: its own kernel for a forward or a phase product of the
- * input gradient whose taps fit the mask, else (the other products; over 64
- * taps) the same tile plainly. */
+ * input gradient whose taps fit the mask, and for the weight gradient (any
+ * taps), else (the input gradient with dilation; over 64 taps) the same
+ * tile plainly. */
 template <typename T, typename Stepped, typename Plain, typename P>
 static mt_status launch_pipe_stepped(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
 {
@@ -318,12 +400,16 @@ static mt_status launch_pipe_stepped(const P &prob, int64_t M, int64_t N, int sp
         if (prob.d.taps <= 64)
             return launch_pipe<T, Stepped>(prob, M, N, splits, k_per_split);
     }
+    if constexpr (std::is_same<P, WeightGradProblem<T>>::value)
+        return launch_pipe<T, Stepped>(prob, M, N, splits, k_per_split);
     return launch_pipe<T, Plain>(prob, M, N, splits, k_per_split);
 }
 
 template <typename T, typename P>
 mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N, int splits, int k_per_split)
 {
+    if (which >= kPipeConfigs && which < kPipeConfigs + kSplitConfigs)
+        which = kSplits[which - kPipeConfigs].which; /* the caller split K */
     switch (which) {
     case 0:
         return launch_pipe<T, Pipe0>(prob, M, N, splits, k_per_split);

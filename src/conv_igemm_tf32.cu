@@ -35,16 +35,27 @@
  *
  * The weight gradient splits its long K (the output pixels) over blocks as
  * the float32 rung does (weight_grad_splits), the partial products summed by
- * a second kernel in split order. float32 only: TF32 is a float32 format.
+ * a second kernel in split order. With dilation 1 the input gradient runs
+ * one dense product per stride phase, as the float32 rung's does
+ * (src/conv_igemm_phases.h: at stride 2 the single product gathered zeros
+ * for three taps in four, 0.13-0.14x cuDNN on the H100). The stepped configs
+ * walk their gathers (src/conv_igemm_walk.h). float32 only: TF32 is a
+ * float32 format.
  */
 #include "async_copy.h"
 #include "conv_igemm_tf32.h"
+#include "conv_igemm_phases.h"
+#include "conv_igemm_walk.h"
 #include "conv_implicit_gemm.h"
 #include "mma_tf32.h"
 #include "scratch.h"
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_, int kMinBlocks_>
+/* kStepped: the gathers of the forward, the input gradient's phase products
+ * and the weight gradient walk their k (src/conv_igemm_walk.h, as the
+ * float32 rung's stepped configs do). */
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_, int kMinBlocks_, bool kStepped_ = false>
 struct Tf32ConvTiles {
+    static constexpr bool kStepped = kStepped_;
     static constexpr int BM = BM_, BN = BN_, BK = BK_;
     static constexpr int WM = WM_, WN = WN_; /* a warp's piece of the block tile */
     static constexpr int kStages = kStages_;
@@ -100,14 +111,27 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) conv_igemm_tf32(P 
     const int a_k = tid % BK, a_m = tid / BK;
     const int b_k = P::kBAlongK ? tid % BK : tid / BN;
     const int b_n = P::kBAlongK ? tid / BK : tid % BN;
-    const typename P::Col b_col = P::kBAlongK ? typename P::Col{} : prob.col(grp, n0 + b_n < N ? n0 + b_n : N - 1);
+    /* Stepped: the forward walks its column's k, the weight gradient keeps
+     * its columns in registers and walks its k (one pixel of A and B). */
+    constexpr bool kWalk = C::kStepped && (std::is_same<P, ForwardProblem<float>>::value ||
+                                           std::is_same<P, InputGradPhaseProblem<float>>::value);
+    constexpr bool kWalkK = C::kStepped && std::is_same<P, WeightGradProblem<float>>::value;
+    using BCol = typename std::conditional<kWalk, WalkCol<float>, typename P::Col>::type;
+    BCol b_col{};
+    if constexpr (kWalk)
+        b_col = walk_col(prob, grp, n0 + b_n < N ? n0 + b_n : N - 1);
+    else if constexpr (!P::kBAlongK)
+        b_col = prob.col(grp, n0 + b_n < N ? n0 + b_n : N - 1);
     const bool b_col_ok = n0 + b_n < N;
-    __shared__ typename P::Col col_table[P::kBAlongK ? BN : 1];
-    if constexpr (P::kBAlongK) {
+    __shared__ typename P::Col col_table[P::kBAlongK && !kWalkK ? BN : 1];
+    if constexpr (P::kBAlongK && !kWalkK) {
         for (int n = tid; n < BN; n += kThreads)
             col_table[n] = prob.col(grp, n0 + n < N ? n0 + n : N - 1);
         __syncthreads(); /* the table is complete before the first copies */
     }
+    WgradWalk<kWalkK ? kBLoads : 1> walk{};
+    if constexpr (kWalkK) /* b_k is a_k: the walk's k is the thread's k of A and of B */
+        walk = wgrad_walk<kBLoads>(prob, grp, n0 + b_n, kBStep, k_begin + b_k);
     typename P::Row a_row[kALoads];
     MT_UNROLL for (int i = 0; i < kALoads; ++i) {
         const int m = m0 + a_m + i * kAStep;
@@ -115,27 +139,56 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) conv_igemm_tf32(P 
     }
     const float *const zero_src = prob.base(); /* a valid address for the copies of zero bytes */
 
-    /* The copies of K-tile t into stage s (no wait). */
+    /* What element k of A's rows depends on: split from k, or the walk's. */
+    auto a_key = [&](int k) {
+        if constexpr (kWalkK)
+            return wgrad_a_k(prob, walk.pos);
+        else
+            return prob.a_k(k < k_end ? k : k_begin);
+    };
+
+    /* The copies of K-tile t into stage s (no wait); t = 0, 1, ... in order
+     * (the weight gradient's walk moves on by a K-tile after each). */
     auto issue_tile = [&](int t, int s) {
         float *a_stage = stages + s * C::kStageFloats;
         float *b_stage = a_stage + BK * C::kALd;
         const int k0 = k_begin + t * BK;
         {
             const int k = k0 + a_k;
-            const typename P::AK ak = prob.a_k(k < k_end ? k : k_begin);
+            const typename P::AK ak = a_key(k);
             MT_UNROLL for (int i = 0; i < kALoads; ++i) {
                 const bool ok = m0 + a_m + i * kAStep < M && k < k_end;
                 async_copy<4>(a_stage + a_k * C::kALd + frag_pos(a_m + i * kAStep),
                               ok ? prob.a_at(a_row[i], ak) : zero_src, ok ? 4 : 0);
             }
         }
-        if constexpr (P::kBAlongK) {
+        if constexpr (kWalkK) {
+            const bool k_ok = k0 + b_k < k_end;
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
+                const float *src = k_ok && walk.ok[i] ? wgrad_at(prob, walk.col[i], walk.pos) : nullptr;
+                async_copy<4>(b_stage + b_k * C::kBLd + frag_pos(b_n + i * kBStep), src ? src : zero_src,
+                              src ? 4 : 0);
+            }
+            wgrad_step(prob, walk.pos, BK);
+        } else if constexpr (P::kBAlongK) {
             const int k = k0 + b_k;
             const typename P::BK bk = prob.b_k(k < k_end ? k : k_begin);
             MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
                 const int n = b_n + i * kBStep;
                 const float *src = n0 + n < N && k < k_end ? prob.b_at(col_table[n], bk) : nullptr;
                 async_copy<4>(b_stage + b_k * C::kBLd + frag_pos(n), src ? src : zero_src, src ? 4 : 0);
+            }
+        } else if constexpr (kWalk) { /* k split once, then walked by adds; the mask says what is padding */
+            WalkPos pos = walk_pos(prob, k0 + b_k);
+            MT_UNROLL for (int i = 0; i < kBLoads; ++i) {
+                const int k = k0 + b_k + i * kBStep;
+                const float *src = b_col_ok && k < k_end ? walk_at(b_col, pos) : nullptr;
+                async_copy<4>(b_stage + (b_k + i * kBStep) * C::kBLd + frag_pos(b_n), src ? src : zero_src,
+                              src ? 4 : 0);
+                if (i + 1 < kBLoads) {
+                    MT_UNROLL for (int step = 0; step < kBStep; ++step)
+                        walk_step(prob, pos);
+                }
             }
         } else { /* k split once, then walked by kBStep */
             KTap tap = k_tap(prob.d, k0 + b_k);
@@ -261,6 +314,9 @@ using Tf32Conv5 = Tf32ConvTiles<128, 128, 16, 64, 64, 4, 1>; /* 68 KiB, 4 warps,
 using Tf32Conv6 = Tf32ConvTiles<128, 128, 16, 64, 32, 6, 2>; /* 104 KiB: two blocks fill the SM */
 using Tf32Conv7 = Tf32ConvTiles<128, 128, 8, 64, 32, 8, 2>;  /* 70 KiB, K-tiles of 8 */
 using Tf32Conv8 = Tf32ConvTiles<128, 128, 16, 64, 32, 4, 2>; /* 70 KiB */
+/* 8 and 4 with the stepped gathers (the forward, the weight gradient). */
+using Tf32Conv9 = Tf32ConvTiles<128, 128, 16, 64, 32, 4, 2, true>;
+using Tf32Conv10 = Tf32ConvTiles<64, 256, 16, 64, 32, 4, 2, true>;
 
 static const char *const kTf32ConvNames[] = {
     "tf32 128x128x32 warp 64x32, 3 stages (256 threads)", "tf32 64x128x32 warp 32x32, 3 stages (256 threads)",
@@ -269,13 +325,16 @@ static const char *const kTf32ConvNames[] = {
     "tf32 128x128x16 warp 64x32, 6 stages (256 threads)",
     "tf32 128x128x8 warp 64x32, 8 stages (256 threads)",
     "tf32 128x128x16 warp 64x32, 4 stages (256 threads)",
+    "tf32 128x128x16 warp 64x32, 4 stages (256 threads), stepped gathers",
+    "tf32 64x256x16 warp 64x32, 4 stages (256 threads), stepped gathers",
 };
 static const IgemmTileSize kTf32ConvTiles[] = {
     {Tf32Conv0::BM, Tf32Conv0::BN, Tf32Conv0::BK}, {Tf32Conv1::BM, Tf32Conv1::BN, Tf32Conv1::BK},
     {Tf32Conv2::BM, Tf32Conv2::BN, Tf32Conv2::BK}, {Tf32Conv3::BM, Tf32Conv3::BN, Tf32Conv3::BK},
     {Tf32Conv4::BM, Tf32Conv4::BN, Tf32Conv4::BK}, {Tf32Conv5::BM, Tf32Conv5::BN, Tf32Conv5::BK},
     {Tf32Conv6::BM, Tf32Conv6::BN, Tf32Conv6::BK}, {Tf32Conv7::BM, Tf32Conv7::BN, Tf32Conv7::BK},
-    {Tf32Conv8::BM, Tf32Conv8::BN, Tf32Conv8::BK},
+    {Tf32Conv8::BM, Tf32Conv8::BN, Tf32Conv8::BK}, {Tf32Conv9::BM, Tf32Conv9::BN, Tf32Conv9::BK},
+    {Tf32Conv10::BM, Tf32Conv10::BN, Tf32Conv10::BK},
 };
 constexpr int kTf32ConvConfigs = (int)(sizeof(kTf32ConvNames) / sizeof(kTf32ConvNames[0]));
 static_assert(sizeof(kTf32ConvTiles) / sizeof(kTf32ConvTiles[0]) == kTf32ConvConfigs, "a size for every name");
@@ -317,6 +376,17 @@ static mt_status launch_tf32_tiles(const P &prob, int64_t M, int64_t N, int spli
     return MT_OK;
 }
 
+/* A stepped config, or the same tiles plainly where the forward's or a
+ * phase product's mask cannot hold the taps (over 64). */
+template <typename Stepped, typename Plain, typename P>
+static mt_status launch_tf32_stepped(const P &prob, int64_t M, int64_t N, int splits, int k_per_split)
+{
+    if ((std::is_same<P, ForwardProblem<float>>::value || std::is_same<P, InputGradPhaseProblem<float>>::value) &&
+        prob.d.taps > 64)
+        return launch_tf32_tiles<Plain>(prob, M, N, splits, k_per_split);
+    return launch_tf32_tiles<Stepped>(prob, M, N, splits, k_per_split);
+}
+
 template <typename P>
 static mt_status launch_tf32(const P &prob, int config, int64_t M, int64_t N, int splits, int k_per_split)
 {
@@ -329,6 +399,8 @@ static mt_status launch_tf32(const P &prob, int config, int64_t M, int64_t N, in
     case 5: return launch_tf32_tiles<Tf32Conv5>(prob, M, N, splits, k_per_split);
     case 6: return launch_tf32_tiles<Tf32Conv6>(prob, M, N, splits, k_per_split);
     case 7: return launch_tf32_tiles<Tf32Conv7>(prob, M, N, splits, k_per_split);
+    case 9: return launch_tf32_stepped<Tf32Conv9, Tf32Conv8>(prob, M, N, splits, k_per_split);
+    case 10: return launch_tf32_stepped<Tf32Conv10, Tf32Conv4>(prob, M, N, splits, k_per_split);
     default: return launch_tf32_tiles<Tf32Conv8>(prob, M, N, splits, k_per_split);
     }
 }
@@ -394,6 +466,14 @@ mt_status mt_conv2d_tf32_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_te
     if (tensor_numel(grad_in) == 0)
         return MT_OK;
     const int64_t M = d.c_group, N = (int64_t)d.n * d.hw, K = (int64_t)d.c_out_group * d.taps;
+    if (igemm_input_grad_by_phases(d)) { /* a dense product per stride phase, no zero taps */
+        auto launch = [&](const auto &prob, int64_t m, int64_t n, int64_t k) {
+            return launch_tf32(prob, config >= 0 ? config : tf32_default_config(m, n, d.groups), m, n, 1,
+                               (int)(k > 0 ? k : 1));
+        };
+        return for_each_input_grad_phase(first<float>(grad_out), first<float>(weight), first_out<float>(grad_in), d,
+                                         launch);
+    }
     const InputGradProblem<float> prob{first<float>(grad_out), first<float>(weight), first_out<float>(grad_in), d};
     return launch_tf32(prob, config >= 0 ? config : tf32_default_config(M, N, d.groups), M, N, 1,
                        (int)(K > 0 ? K : 1));

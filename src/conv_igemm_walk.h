@@ -20,7 +20,8 @@
  * diverge). An element then costs a mask bit, an add and the copy. The
  * mask holds 64 taps: larger kernels run the plain gather. The input
  * gradient's phase product (src/conv_igemm_phases.h) is a correlation of
- * grad_out with a phase's taps and walks the same way (below).
+ * grad_out with a phase's taps and walks the same way (below); the weight
+ * gradient, whose K is the output pixels, walks those (at the end).
  *
  * Compiled as it is by nvcc and the emulator, like conv_implicit_gemm.h.
  */
@@ -136,6 +137,97 @@ MT_DEVICE void walk_step(const InputGradPhaseProblem<T> &prob, WalkPos &at)
             at.off += d.ohw + (int64_t)d.kh * d.ow; /* back to tap row 0 of the next channel */
         }
     }
+}
+
+/* ---- the weight gradient's gather, stepped ----------------------------------
+ * (WeightGradProblem) B[k][q] = in[n, c, oy sh + i dh - ph, ox sw + j dw - pw]
+ * for k = (n, oy, ox), an output pixel, and q = (c, i, j). A thread copies
+ * one k of the same kBLoads columns q in every K-tile, and the same k of A
+ * (grad_out[n, co, oy, ox]). The plain gather reads each column's Col from
+ * the block's shared table once per element and splits k with two FastDivs
+ * per K-tile; here the thread keeps its columns in registers (WgradCol: the
+ * plane and tap offset, worked out once), and walks its k = (n, oy, ox) on
+ * by the K-tile with adds (WgradPos). An element then costs two adds, two
+ * compares and the copy. */
+struct WgradCol {
+    int64_t off; /* (g C / groups + c) H W + di W + dj, from in */
+    int di, dj;  /* the tap's offset from a window's corner: i dh - ph, j dw - pw */
+};
+
+struct WgradPos {
+    int img, oy, ox;
+};
+
+template <typename T>
+MT_DEVICE WgradCol wgrad_col(const WeightGradProblem<T> &prob, int g, int q)
+{
+    const typename WeightGradProblem<T>::Col cl = prob.col(g, q);
+    return WgradCol{(cl.x - prob.in) + (int64_t)cl.di * prob.d.w + cl.dj, cl.di, cl.dj};
+}
+
+template <typename T>
+MT_DEVICE WgradPos wgrad_pos(const WeightGradProblem<T> &prob, int k)
+{
+    const ConvDims &d = prob.d;
+    const int img = fdiv(k, d.ohw_div), pix = k - img * d.ohw;
+    const int oy = fdiv(pix, d.ow_div);
+    return WgradPos{img, oy, pix - oy * d.ow};
+}
+
+/* k -> k + step: along the output row, then down rows, then to the next image. */
+template <typename T>
+MT_DEVICE void wgrad_step(const WeightGradProblem<T> &prob, WgradPos &at, int step)
+{
+    const ConvDims &d = prob.d;
+    at.ox += step;
+    while (at.ox >= d.ow) {
+        at.ox -= d.ow;
+        if (++at.oy == d.oh) {
+            at.oy = 0;
+            ++at.img;
+        }
+    }
+}
+
+/* A thread's walk: its kCols columns n_first + i n_step (ok: inside the
+ * product's N) and its k, from k_first. */
+template <int kCols>
+struct WgradWalk {
+    WgradCol col[kCols];
+    bool ok[kCols];
+    WgradPos pos;
+};
+
+template <int kCols, typename T>
+MT_DEVICE WgradWalk<kCols> wgrad_walk(const WeightGradProblem<T> &prob, int g, int n_first, int n_step, int k_first)
+{
+    WgradWalk<kCols> w;
+    const int N = prob.N();
+    MT_UNROLL for (int i = 0; i < kCols; ++i) {
+        const int n = n_first + i * n_step;
+        w.col[i] = wgrad_col(prob, g, n < N ? n : N - 1);
+        w.ok[i] = n < N;
+    }
+    w.pos = wgrad_pos(prob, k_first);
+    return w;
+}
+
+/* A's element k of a row: prob.a_k(k) without the divisions. */
+template <typename T>
+MT_DEVICE int64_t wgrad_a_k(const WeightGradProblem<T> &prob, const WgradPos &at)
+{
+    return (int64_t)at.img * prob.d.c_out * prob.d.ohw + at.oy * prob.d.ow + at.ox;
+}
+
+/* Where B's element (k, q) lies, nullptr in the padding. */
+template <typename T>
+MT_DEVICE const T *wgrad_at(const WeightGradProblem<T> &prob, const WgradCol &cl, const WgradPos &at)
+{
+    const ConvDims &d = prob.d;
+    const int y0 = at.oy * d.sh, x0 = at.ox * d.sw; /* the window's corner, before the padding */
+    if ((unsigned)(y0 + cl.di) >= (unsigned)d.h || (unsigned)(x0 + cl.dj) >= (unsigned)d.w)
+        return nullptr;
+    return prob.in + ((int64_t)at.img * d.c * d.hw + (int64_t)y0 * d.w + x0 + cl.off);
 }
 
 /* Where element k of column cl lies, nullptr in the padding. */

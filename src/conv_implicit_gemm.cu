@@ -57,7 +57,9 @@
  * Groups run as gridDim.z (one group's product per z). Each product runs on
  * one of several tile configurations (the autotuner's choice per shape, see
  * below); the configs past the warptile ones run the same Problems on
- * cp.async stages and larger tiles (src/conv_igemm_pipelined.cu). With
+ * cp.async stages and larger tiles (src/conv_igemm_pipelined.cu), whose
+ * split-K configs cut the forward's and input gradient's K too, for layers
+ * with too few output tiles to fill the SMs (into_splits below). With
  * dilation 1 the input gradient runs one dense product per stride phase
  * instead (src/conv_igemm_phases.h: no zero taps, a cheaper gather; the
  * product below then serves dilation > 1). Next: tensor cores.
@@ -318,15 +320,47 @@ static mt_status launch_igemm_tile(const P &prob, int64_t M, int64_t N, int spli
     return MT_OK;
 }
 
-/* The whole product (K in one piece) on config's tile. */
+/* The whole product on config's tile: K in one piece, or in `splits` pieces
+ * of whole K-tiles for a split-K config (prob.out: into_splits's buffer). */
 template <typename T, typename P>
-static mt_status launch_igemm(const P &prob, int64_t M, int64_t N, int64_t K, int config, bool a_vec)
+static mt_status launch_igemm(const P &prob, int64_t M, int64_t N, int64_t K, int config, int splits, bool a_vec)
 {
-    if (config >= kWarptileConfigs)
-        return launch_igemm_pipelined<T>(prob, config - kWarptileConfigs, M, N, 1, (int)(K > 0 ? K : 1));
+    if (config >= kWarptileConfigs) {
+        const int64_t bk = igemm_pipelined_tile(config - kWarptileConfigs).bk * 4 / (int64_t)sizeof(T);
+        const int64_t per = ((K + bk - 1) / bk + splits - 1) / splits * bk;
+        return launch_igemm_pipelined<T>(prob, config - kWarptileConfigs, M, N, splits, (int)(per > 0 ? per : bk));
+    }
     return with_igemm_config(config, M, N, prob.d.groups, false, [&](auto tile) {
         return launch_igemm_tile<T, decltype(tile)>(prob, M, N, 1, (int)(K > 0 ? K : 1), a_vec);
     });
+}
+
+/* How many pieces config cuts K into: 1, or a split-K config's count, at
+ * most 65535 / groups (gridDim.z holds groups times splits). */
+static int igemm_splits(int config, int groups)
+{
+    const int s = config >= kWarptileConfigs ? igemm_pipelined_splits(config - kWarptileConfigs) : 1;
+    return s < 65535 / groups ? s : 65535 / groups;
+}
+
+/* run(dest) with dest out's data; for splits > 1, a scratch buffer of
+ * `splits` slices the size of out (each split's partial product), which
+ * conv_igemm_sum_splits then adds into out in split order: deterministic,
+ * no atomics. */
+template <typename T, typename Run>
+static mt_status into_splits(const mt_tensor &out, int splits, Run run)
+{
+    if (splits == 1)
+        return run(first_out<T>(out));
+    const int64_t count = tensor_numel(out);
+    DeviceScratch partials;
+    CUDA_CHECK(partials.allocate((size_t)(count * splits) * sizeof(T)));
+    MT_TRY(run(partials.as<T>()));
+    conv_igemm_sum_splits<T><<<grid_size(count, kBlockSize), kBlockSize, 0, mt_stream()>>>(
+        first_out<T>(out), partials.as<T>(), count, splits);
+    CUDA_CHECK(mt_launch_status());
+    CUDA_CHECK(partials.release());
+    return MT_OK;
 }
 
 /* An unknown config is refused before anything runs. */
@@ -454,14 +488,15 @@ mt_status mt_conv2d_igemm(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tens
     const size_t item = dtype_size(weight.dtype);
     const bool a_vec = (uintptr_t)weight.data % 16 == 0 && weight.offset * (int64_t)item % 16 == 0 &&
                        K % (int64_t)(16 / item) == 0;
-    if (in.dtype == MT_FLOAT32) {
-        const ForwardProblem<float> prob{first<float>(in), first<float>(weight),
-                                         has_bias ? first<float>(bias) : nullptr, first_out<float>(out), d};
-        return launch_igemm<float>(prob, M, N, K, config, a_vec);
-    }
-    const ForwardProblem<double> prob{first<double>(in), first<double>(weight),
-                                      has_bias ? first<double>(bias) : nullptr, first_out<double>(out), d};
-    return launch_igemm<double>(prob, M, N, K, config, a_vec);
+    const int splits = igemm_splits(config, d.groups);
+    auto run = [&](auto *dest) {
+        using T = std::remove_pointer_t<decltype(dest)>;
+        const ForwardProblem<T> prob{first<T>(in), first<T>(weight), has_bias ? first<T>(bias) : nullptr, dest, d};
+        return launch_igemm<T>(prob, M, N, K, config, splits, a_vec);
+    };
+    if (in.dtype == MT_FLOAT32)
+        return into_splits<float>(out, splits, run);
+    return into_splits<double>(out, splits, run);
 }
 
 mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_tensor weight, int stride_h,
@@ -483,50 +518,26 @@ mt_status mt_conv2d_igemm_input_grad(mt_tensor grad_in, mt_tensor grad_out, mt_t
     if (tensor_numel(grad_in) == 0)
         return MT_OK;
     const int64_t M = d.c_group, N = (int64_t)d.n * d.hw, K = (int64_t)d.c_out_group * d.taps;
-    if (igemm_input_grad_by_phases(d)) { /* a product per stride phase (src/conv_igemm_phases.h) */
-        auto launch = [&](const auto &prob, int64_t m, int64_t n, int64_t k) {
-            return launch_igemm<std::remove_pointer_t<decltype(prob.out)>>(prob, m, n, k, config, false);
-        };
-        if (grad_in.dtype == MT_FLOAT32)
-            return for_each_input_grad_phase(first<float>(grad_out), first<float>(weight), first_out<float>(grad_in), d,
-                                             launch);
-        return for_each_input_grad_phase(first<double>(grad_out), first<double>(weight), first_out<double>(grad_in),
-                                         d, launch);
-    }
-    if (grad_in.dtype == MT_FLOAT32) {
-        const InputGradProblem<float> prob{first<float>(grad_out), first<float>(weight), first_out<float>(grad_in), d};
-        return launch_igemm<float>(prob, M, N, K, config, false);
-    }
-    const InputGradProblem<double> prob{first<double>(grad_out), first<double>(weight), first_out<double>(grad_in),
-                                        d};
-    return launch_igemm<double>(prob, M, N, K, config, false);
-}
-
-/* How many pieces to split the weight gradient's K (the output pixels) into,
- * for bm x bn tiles and K-tiles of bk: enough blocks for four per SM (with
- * two, the H100 profile of a 64-channel 3 x 3 layer showed 13% achieved
- * occupancy and the SMs 42% busy, each block's long K loop waiting on
- * memory with few warps to switch to), each
- * piece at least 8 K-tiles (fewer would spend more time writing partial
- * products than summing), and a multiple of the K-tile each. */
-void weight_grad_splits(const ConvDims &d, int64_t M, int64_t N, int64_t K, int64_t bm, int64_t bn, int64_t bk,
-                        int *splits, int *k_per_split)
-{
-    const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * d.groups;
-    const int64_t k_tiles = (K + bk - 1) / bk;
-    int64_t s = (4 * (int64_t)mt_sm_count() + tiles - 1) / tiles;
-    const int64_t most = (k_tiles + 7) / 8;
-    s = s < most ? s : most;
-    s = s < 65535 / d.groups ? s : 65535 / d.groups;
-    s = s < 1 ? 1 : s;
-    const int64_t per = (k_tiles + s - 1) / s * bk;
-    *k_per_split = (int)(per > 0 ? per : bk);
-    *splits = (int)(K > 0 ? (K + *k_per_split - 1) / *k_per_split : 1);
+    const int splits = igemm_splits(config, d.groups);
+    auto run = [&](auto *dest) -> mt_status {
+        using T = std::remove_pointer_t<decltype(dest)>;
+        if (igemm_input_grad_by_phases(d)) { /* a product per stride phase (src/conv_igemm_phases.h) */
+            auto launch = [&](const auto &prob, int64_t m, int64_t n, int64_t k) {
+                return launch_igemm<T>(prob, m, n, k, config, splits, false);
+            };
+            return for_each_input_grad_phase(first<T>(grad_out), first<T>(weight), dest, d, launch);
+        }
+        const InputGradProblem<T> prob{first<T>(grad_out), first<T>(weight), dest, d};
+        return launch_igemm<T>(prob, M, N, K, config, splits, false);
+    };
+    if (grad_in.dtype == MT_FLOAT32)
+        return into_splits<float>(grad_in, splits, run);
+    return into_splits<double>(grad_in, splits, run);
 }
 
 /* Split-K: each split's partial product (C_out x C / groups KH KW, every
- * group) goes to its own slice of a scratch buffer, and a second kernel
- * adds the slices in split order: deterministic, no atomics. */
+ * group) goes to its own slice of into_splits's buffer; a split-K config
+ * takes its own count instead of weight_grad_splits's. */
 template <typename T>
 static mt_status weight_grad_typed(const mt_tensor &grad_weight, const mt_tensor &grad_out, const mt_tensor &in,
                                    const ConvDims &d, int config)
@@ -535,20 +546,16 @@ static mt_status weight_grad_typed(const mt_tensor &grad_weight, const mt_tensor
     WeightGradProblem<T> prob{first<T>(grad_out), first<T>(in), first_out<T>(grad_weight), d};
     /* K split for a bm x bn tile with K-tiles of bk; run(splits, k_per_split) launches the product. */
     auto split_and_run = [&](int64_t bm, int64_t bn, int64_t bk, auto run) -> mt_status {
-        int splits = 1, k_per_split = 1;
-        weight_grad_splits(d, M, N, K, bm, bn, bk, &splits, &k_per_split);
-        if (splits == 1)
-            return run(1, (int)(K > 0 ? K : 1));
-        const int64_t count = tensor_numel(grad_weight);
-        DeviceScratch partials;
-        CUDA_CHECK(partials.allocate((size_t)(count * splits) * sizeof(T)));
-        prob.out = partials.as<T>(); /* run reads prob by reference */
-        MT_TRY(run(splits, k_per_split));
-        conv_igemm_sum_splits<T><<<grid_size(count, kBlockSize), kBlockSize, 0, mt_stream()>>>(
-            first_out<T>(grad_weight), partials.as<T>(), count, splits);
-        CUDA_CHECK(mt_launch_status());
-        CUDA_CHECK(partials.release());
-        return MT_OK;
+        int splits = igemm_splits(config, d.groups), k_per_split = 1;
+        const int64_t per = ((K + bk - 1) / bk + splits - 1) / splits * bk; /* whole K-tiles a split */
+        if (splits > 1)
+            k_per_split = (int)(per > 0 ? per : bk);
+        else
+            weight_grad_splits(d, M, N, K, bm, bn, bk, &splits, &k_per_split);
+        return into_splits<T>(grad_weight, splits, [&](T *dest) {
+            prob.out = dest; /* run reads prob by reference */
+            return run(splits, k_per_split);
+        });
     };
     if (config >= kWarptileConfigs) { /* the pipelined kernel */
         const int which = config - kWarptileConfigs;

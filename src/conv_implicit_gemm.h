@@ -165,7 +165,11 @@ struct ForwardProblem {
         return at ? *at : T(0);
     }
 
-    MT_DEVICE int64_t out_row(int g, int m, int) const { return (int64_t)(g * d.c_out_group + m) * d.ohw; }
+    /* Split s of a split-K config: slice s of a buffer of `splits` outputs. */
+    MT_DEVICE int64_t out_row(int g, int m, int s) const
+    {
+        return ((int64_t)s * d.n * d.c_out + g * d.c_out_group + m) * d.ohw;
+    }
     MT_DEVICE int64_t out_col(int, int p) const
     {
         const int img = fdiv(p, d.ohw_div);
@@ -232,7 +236,7 @@ struct InputGradProblem {
         return at ? *at : T(0);
     }
 
-    MT_DEVICE int64_t out_row(int g, int c, int) const { return (int64_t)(g * d.c_group + c) * d.hw; }
+    MT_DEVICE int64_t out_row(int g, int c, int s) const { return ((int64_t)s * d.n * d.c + g * d.c_group + c) * d.hw; }
     MT_DEVICE int64_t out_col(int, int p) const
     {
         const int img = fdiv(p, d.hw_div);
@@ -324,7 +328,8 @@ inline T *first_out(const mt_tensor &t)
 
 /* The epilogue of both implicit-GEMM kernels: each output of the block
  * tile at (m0, n0) written by exactly one thread, where the Problem's index
- * map says (out_row + out_col), plus the row's bias. */
+ * map says (out_row + out_col), plus the row's bias (in split 0 only: the
+ * splits' partial products are summed). */
 template <typename T, typename C, typename P>
 MT_DEVICE void igemm_store(const P &prob, const T (&acc)[C::kMIter][C::kNIter][4][4], const WarpPlace &at, int g,
                            int split, int m0, int n0)
@@ -336,7 +341,7 @@ MT_DEVICE void igemm_store(const P &prob, const T (&acc)[C::kMIter][C::kNIter][4
             if (m >= M)
                 continue;
             const int64_t row_at = prob.out_row(g, m, split);
-            const T bias = prob.row_bias(g, m);
+            const T bias = split == 0 ? prob.row_bias(g, m) : T(0);
             MT_UNROLL for (int in = 0; in < C::kNIter; ++in)
                 MT_UNROLL for (int j = 0; j < 4; ++j) {
                     const int n = n0 + at.warp_col + in * 16 + at.lane_col + j;
@@ -349,21 +354,25 @@ MT_DEVICE void igemm_store(const P &prob, const T (&acc)[C::kMIter][C::kNIter][4
 /* ---- the pipelined kernel (src/conv_igemm_pipelined.cu) -------------------
  * The same products on cp.async stages: pipelined config `which` (0 ..
  * igemm_pipelined_count() - 1) runs prob's M x N product of every group,
- * K split into `splits` pieces of k_per_split (a multiple of the K-tile). */
+ * K split into `splits` pieces of k_per_split (a multiple of the K-tile);
+ * piece s writes its partial product at out_row(g, m, s), and the split-K
+ * configs say how many pieces they want (igemm_pipelined_splits). */
 struct IgemmTileSize {
     int bm, bn, bk; /* bk: the K-tile for float (float64 halves it) */
 };
 int igemm_pipelined_count();
 const char *igemm_pipelined_name(int which);
 IgemmTileSize igemm_pipelined_tile(int which);
+int igemm_pipelined_splits(int which); /* 1, or how many pieces a split-K config cuts K into */
 template <typename T, typename P>
 mt_status launch_igemm_pipelined(const P &prob, int which, int64_t M, int64_t N, int splits, int k_per_split);
 
 /* ---- shared with the TF32 rung (src/conv_igemm_tf32.cu) --------------------
  * The entry points' checks (src/conv_implicit_gemm.cu): check_operands
  * (descriptors, one float dtype, the ranks, dense, no overlap), conv_dims
- * (the sizes, every count below 2^31) and weight_grad_splits (how many
- * pieces the weight gradient's K is split into for bm x bn x bk tiles). */
+ * (the sizes, every count below 2^31); and weight_grad_splits (how many
+ * pieces the weight gradient's K is split into for bm x bn x bk tiles,
+ * src/conv_igemm_pipelined.cu beside the split-K configs). */
 struct ConvParams {
     int sh, sw, ph, pw, dh, dw, groups;
 };

@@ -339,6 +339,11 @@ int main(void)
                 grad_case(dtype, (conv_args){2, 4, 9, 10, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
                 grad_case(dtype, (conv_args){2, 2, 32, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
                 grad_case(dtype, (conv_args){1, 4, 13, 11, 6, 3, 3, 2, 2, 1, 1, 2, 1, 2, 0}); /* stride, dilation, groups */
+                /* K = 16 * 9 = 144, 18 K-tiles of 8: each of a split-K config's
+                 * pieces has some (the cases above leave some pieces empty),
+                 * and the bias is added once, not once a piece. */
+                conv_case(dtype, (conv_args){2, 16, 6, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+                grad_case(dtype, (conv_args){2, 16, 6, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0});
             }
             igemm_config = -1;
         }
