@@ -105,20 +105,18 @@ MT_DEVICE int b_col(int k, int n)
     return (((n >> 2) ^ ((k & 3) << 1)) << 2) | (n & 3);
 }
 
-/* The 16 bytes of matrix row `row` from column `col` (of `cols`), at data +
- * row * ld + col, into dst: one cp.async whatever the edges, which reads
- * only the bytes that lie inside the matrix and zero-fills the rest (none
- * for a row outside, row_ok false, whose source is then the matrix's first
- * element: a valid address). The source stays 16-byte aligned: col is a
- * multiple of 4 and the operands have aligned rows (gemm_operand_ok). One
- * copy instead of async_copy_row16's element-wise edge path, whose
- * addresses cost registers in every copy of the main loop. */
+/* The 16 bytes of matrix row `row` from column `col` (of `cols`) into dst:
+ * async_copy_row16, whose edge path copies element by element. A single
+ * 16-byte cp.async with a short src-size (what this rung did before) reads
+ * only the bytes inside, but compute-sanitizer checks all 16 source bytes, so
+ * on a matrix of fewer than 4 floats (a 1 x 1 product) it reported a read
+ * past the allocation (H100 checkpoint of 2026-11-28). Inside the matrix, the
+ * main loop's case, the source stays 16-byte aligned: col is a multiple of 4
+ * and the operands have aligned rows (gemm_operand_ok). */
 MT_DEVICE void copy_chunk16(float *dst, const float *data, int64_t row, bool row_ok, int64_t col, int64_t cols,
                             int64_t ld)
 {
-    const int64_t left = row_ok ? cols - col : 0;
-    const int bytes = left >= 4 ? 16 : left > 0 ? (int)left * 4 : 0;
-    async_copy<16>(dst, bytes > 0 ? data + row * ld + col : data, bytes);
+    async_copy_row16(dst, 0, data, row, row_ok, col, cols, ld);
 }
 
 /* Tile rows per group of the block order (see the file comment). */
