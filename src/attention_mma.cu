@@ -312,10 +312,14 @@ mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor 
     MT_TRY(check_mma_operands(func, q, v, block_queries, block_keys));
     if (tensor_numel(lse) == 0)
         return MT_OK; /* no query (a head dim of 0 is not taken) */
-    /* The defaults: 64 queries a block; 64 keys a tile at head dim 64 (80 KiB
-     * of shared memory, two blocks an SM), 32 at 128 (99 KiB, two blocks). */
+    /* The defaults, from the H100 sweep of 2026-11-28 (bench/attention.py,
+     * forward, B64 H6 T256 to B4 H16 T2048): at head dim 64, 128 queries a
+     * block and 64 keys a tile, the fastest of the four at 5 of the 6 shapes
+     * (8 warps share each K/V tile; 1.148 against 1.323 ms for 64 x 64 at
+     * T1024); at 128, 64 queries and 32 keys (99 KiB of shared memory, two
+     * blocks an SM), within 5 % of the best. */
     const int64_t d = q.shape[2];
-    const int queries = block_queries != 0 ? block_queries : 64;
+    const int queries = block_queries != 0 ? block_queries : d == 64 ? 128 : 64;
     const int keys_tile = block_keys != 0 ? block_keys : d == 64 ? 64 : 32;
     return with_64_or_128(d, [&](auto dim) {
         return with_64_or_128(queries, [&](auto rows) {

@@ -43,8 +43,13 @@ ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
 # Where the mma rung's forward (tensor cores, 3xTF32) replaces the rung above's
 # forward, its backward kept (the mma rung saves the same lse): (head dim,
 # causal) -> the shortest length it does so from, from bench/attention.py on
-# the H100. Empty until measured.
-ATTENTION_MMA_FORWARD: dict[tuple[int, bool], int] = {}
+# the H100 (checkpoint 2026-11-28 04:00): at every length measured (T256,
+# 1024, 2048), causal or not, its forward beat the FFMA rungs' (head dim 64:
+# 1.04-1.30x torch against 0.86-1.04x; 128: 0.88-1.03x against 0.63-0.67x),
+# and with the warp backward it beat "tiled/warp" and "warp" forward +
+# backward too (e.g. 6.66 against 6.80 ms at B16 H12 T1024 D64).
+ATTENTION_MMA_FORWARD: dict[tuple[int, bool], int] = {(64, False): 1, (64, True): 1, (128, False): 1,
+                                                      (128, True): 1}
 
 
 # Where the matmul, masked softmax, matmul rung (scores stored, the backward
