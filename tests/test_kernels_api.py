@@ -349,6 +349,7 @@ INTERNALS_ON_PURPOSE: dict[str, str] = {
     "bench/reduce_indices.py": "sweeps the warps a row of ops.reduce_index_rows, a tuning knob with no public API",
     "bench/conv_tf32.py": "sweeps the TF32 convolution rung's tile configurations (_lib.conv2d_tf32*), which have no public API",
     "bench/gpt_step.py": "counts a step's launches on the emulator (_lib.launch_count), which has no public API",
+    "bench/tf32_gpt_shapes.py": "sweeps the TF32 matmul rung's tiles (_lib.matmul_tf32_tile), which have no public API",
 }
 
 
