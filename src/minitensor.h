@@ -415,23 +415,6 @@ mt_status mt_sgd_step_capturable(mt_tensor param, mt_tensor grad, mt_tensor mome
 mt_status mt_adam_step_capturable(mt_tensor param, mt_tensor grad, mt_tensor exp_avg, mt_tensor exp_avg_sq,
                                   mt_tensor step, double lr, double beta1, double beta2, double eps,
                                   double weight_decay, int decoupled);
-/* Multi-tensor forms (src/optim_multi.cu, torch's foreach and fused
- * optimizers): one call for a list of count tensors (arrays of count
- * descriptors), a few launches in all. mt_adam_step_list is mt_adam_step on
- * every (params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]); with steps (an
- * array of count one-element int64 tensors) the counts are advanced and read
- * on the device, as mt_adam_step_capturable, and step is not read.
- * mt_grad_norm_list writes the joint 2-norm of the gradients (all of them as
- * one vector; with inf_norm, the largest |g|) to norm, one float64 element,
- * summed in double in a fixed order; mt_grad_scale_list multiplies every
- * gradient by min(max_norm / (norm + 1e-6), 1), read from norm on the device
- * (torch's clip_grad_norm_: nothing read back). Each tensor is a contiguous
- * float tensor; the dtypes may differ between tensors. */
-mt_status mt_adam_step_list(int64_t count, const mt_tensor *params, const mt_tensor *grads, const mt_tensor *exp_avgs,
-                            const mt_tensor *exp_avg_sqs, const mt_tensor *steps, double lr, double beta1,
-                            double beta2, double eps, double weight_decay, int64_t step, int decoupled);
-mt_status mt_grad_norm_list(int64_t count, const mt_tensor *grads, mt_tensor norm, int inf_norm);
-mt_status mt_grad_scale_list(int64_t count, const mt_tensor *grads, mt_tensor norm, double max_norm);
 /* Scaled dot-product attention in one kernel (src/attention.cu, the flash
  * rung): out = softmax(q @ k^T * scale) @ v per batch element, for contiguous
  * q (B, L, D), k (B, S, D), v (B, S, Dv) and out (B, L, Dv) of one float
@@ -615,6 +598,7 @@ mt_status mt_get_device(int *device);
 #include "pool.h" /* mt_max_pool2d_new, mt_avg_pool2d_new (src/pool_new.cu) */
 #include "conv_igemm_tf32.h" /* mt_conv2d_tf32 and its gradients (src/conv_igemm_tf32.cu) */
 #include "attention_mma.h" /* mt_attention_mma, the 3xTF32 tensor-core forward (src/attention_mma.cu) */
+#include "optim_list.h" /* mt_adam_step_list, mt_grad_norm_list, mt_grad_scale_list (src/optim_multi.cu) */
 
 #ifdef __cplusplus
 }
