@@ -17,7 +17,9 @@ milliseconds (median of CUDA-event timings after warm-up) and the ratio
 torch / minitensor (> 1: minitensor faster). Then the fused Linear + GELU
 (F.linear_act under allow_tf32) against torch's F.gelu(F.linear(...)), the
 4096^3 product with each library's largest error against float64 (relative
-to the sum of |terms|), and the rung's tile variants (mt_matmul_tf32_tile) on
+to the sum of |terms|), the same product in the forward's layout (b = W.T)
+on the library's choice (the wgmma rung on an H100), the wgmma rung and the
+mma rung, each with its error, and the mma rung's tile variants (mt_matmul_tf32_tile) on
 row-major copies of each product's operands, without split-K, beside the
 library's choice on the step's own layouts.
 """
@@ -88,6 +90,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--big", type=int, default=4096, help="the square product with the error check")
     parser.add_argument("--no-sweep", action="store_true", help="leave out the tile variants")
+    parser.add_argument("--no-wgmma", action="store_true", help="leave out the n^3 rows in x @ W.T's layout")
     args = parser.parse_args()
     torch = torch_cuda()
     mt.backends.cuda.matmul.allow_tf32 = True
@@ -150,6 +153,21 @@ def main() -> int:
           f"TFLOP/s mt {2 * n ** 3 / ms / 1e9:.1f} torch {2 * n ** 3 / tms / 1e9:.1f}")
     print(f"  max |err| / sum|terms| against float64: minitensor {m_err:.3e}, torch {t_err:.3e} "
           f"(TF32's bound 2^-10 = {2.0 ** -10:.3e})")
+
+    # The same n^3 in the Linear forward's layout (x @ W.T: b a transposed view), where the
+    # library's choice on an H100 is the wgmma rung: each TF32 rung that reads it, and the error.
+    if not args.no_wgmma:
+        wt = mt.tensor(np.ascontiguousarray(b.T)).t()
+        for rung in ("tf32", "tf32_wgmma", "tf32_mma"):
+            try:
+                ms = mt_ms(lambda r=rung: mt.kernels.matmul(ma, wt, r), args.repeats)
+            except mt.MinitensorError as error:  # the wgmma rung off Hopper
+                print(f"  {rung}: {error}")
+                continue
+            got = mt.kernels.matmul(ma, wt, rung).numpy().astype(np.float64)
+            m_err = float(np.max(np.abs(got - exact) / terms))
+            print(f"{'matmul ' + str(n) + '^3 x@W.T ' + rung:<36} {ms:8.3f} {tms:9.3f} {tms / ms:8.2f}   "
+                  f"TFLOP/s mt {2 * n ** 3 / ms / 1e9:.1f}; max |err| / sum|terms| {m_err:.3e}", flush=True)
 
     if not args.no_sweep:
         names = mt._lib.matmul_tf32_tile_names()

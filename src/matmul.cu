@@ -323,13 +323,26 @@ mt_status check_tf32_device(const char *func)
     return MT_OK;
 }
 
-/* mt_matmul_tf32, mt_matmul_tf32_rung and mt_matmul_tf32_tile, each naming
- * itself in errors; tile is the mma rung's tile variant (-1: its choice). */
-static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor a, mt_tensor b, int rung, int tile)
+/* x with its last two dims swapped: the transposed view. */
+static mt_tensor swap_last_dims(mt_tensor x)
 {
-    if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED && rung != MT_TF32_MMA)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 rung %d (0: simple, 1: pipelined, 2: mma)",
-                       rung);
+    const int r = x.ndim - 2, c = x.ndim - 1;
+    const int64_t shape = x.shape[r], stride = x.strides[r];
+    x.shape[r] = x.shape[c], x.strides[r] = x.strides[c];
+    x.shape[c] = shape, x.strides[c] = stride;
+    return x;
+}
+
+/* mt_matmul_tf32, mt_matmul_tf32_rung and mt_matmul_tf32_tile, each naming
+ * itself in errors; tile is the mma rung's tile variant (-1: its choice);
+ * choose: the library's choice between the wgmma and mma rungs
+ * (mt_matmul_tf32), else the rung named. */
+static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor a, mt_tensor b, int rung, int tile,
+                                     bool choose = false)
+{
+    if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED && rung != MT_TF32_MMA && rung != MT_TF32_WGMMA)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "unknown TF32 rung %d (0: simple, 1: pipelined, 2: mma, 3: wgmma)", rung);
     if (tile < -1 || tile >= tf32_mma_tile_count())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 tile variant %d (-1 .. %d)", tile,
                        tf32_mma_tile_count() - 1);
@@ -343,6 +356,9 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
     MT_TRY(mt_check_extent(func, "b", &b));
     MT_TRY(check_product(func, out, a, b));
     MT_TRY(check_tf32_device(func));
+    if (rung == MT_TF32_WGMMA && !tf32_wgmma_available())
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
+                       "the wgmma rung runs on compute capability 9.0 (sm_90a) with a library built for it");
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (rung == MT_TF32_SIMPLE)
@@ -351,17 +367,29 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
      * operands, or column-major ones (a transposed view) for the mma
      * rung's own tile choice, which has a kernel per layout; any other
      * operand is copied. */
+    /* The wgmma rung reads both operands K-major: a row-major and b
+     * column-major, that is b's transpose row-major. So b's transpose is
+     * what gets prepared (read in place where its rows are aligned, as for
+     * x @ w.T; else copied, transposing b), and swapped back. */
+    if (rung == MT_TF32_WGMMA)
+        return with_prepared_operands(a, swap_last_dims(b), false, [&](const mt_tensor &a_view, const mt_tensor &bt) {
+            return launch_tf32_wgmma(out, a_view, swap_last_dims(bt), -1);
+        });
     const bool transposed_ok = rung == MT_TF32_MMA && tile == -1;
     return with_prepared_operands(a, b, transposed_ok, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
         if (rung == MT_TF32_PIPELINED)
             return launch_tf32_pipelined(out, a_view, b_view);
+        /* mt_matmul_tf32: wgmma where it runs and suits (K-major operands
+         * read in place, tiles enough: tf32_wgmma_chosen), else mma. */
+        if (choose && tf32_wgmma_chosen(out, a_view, b_view))
+            return launch_tf32_wgmma(out, a_view, b_view, -1);
         return launch_tf32_mma(out, a_view, b_view, tile);
     });
 }
 
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b)
 {
-    return matmul_tf32_checked("mt_matmul_tf32", out, a, b, MT_TF32_MMA, -1);
+    return matmul_tf32_checked("mt_matmul_tf32", out, a, b, MT_TF32_MMA, -1, true);
 }
 
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung)

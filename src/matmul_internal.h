@@ -145,6 +145,17 @@ mt_status launch_tf32_mma_epilogue(const mt_tensor &out, const mt_tensor &a, con
                                    const BiasActResidual<float> &epi);
 int tf32_mma_tile_count(void);
 const char *tf32_mma_tile_name(int tile);
+/* The wgmma rung (src/matmul_tf32_wgmma.cu): a row-major and b column-major
+ * (tf32_wgmma_layout_ok) on a device it runs on (tf32_wgmma_available);
+ * tf32_wgmma_chosen: where the library's TF32 product takes it; tile: 0..tf32_wgmma_tile_count() - 1 or -1, its choice. */
+bool tf32_wgmma_layout_ok(const mt_tensor &a, const mt_tensor &b);
+bool tf32_wgmma_available(void);
+bool tf32_wgmma_chosen(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+int tf32_wgmma_tile_count(void);
+const char *tf32_wgmma_tile_name(int tile);
+mt_status launch_tf32_wgmma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile);
+mt_status launch_tf32_wgmma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
+                                     const BiasActResidual<float> &epi);
 
 /* From src/matmul.cu, for the other entry points of the family
  * (src/matmul_epilogue.cu): out = a @ b is a valid product (shapes, batch

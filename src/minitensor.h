@@ -275,30 +275,6 @@ const char *mt_matmul_config_name(int config);
  * and with the rung a configuration belongs to (the other algos have nothing
  * to configure). */
 mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int algo, int config);
-/* out = a @ b as mt_matmul, on tensor cores: float32 operands rounded to
- * TF32 (10 bits of mantissa) for the products, float sums. Not exact in
- * float32 (about 1e-3 relative), hence not an algo of the ladder above:
- * Python calls it only where mt.backends.cuda.matmul.allow_tf32 is set.
- * Row-major and column-major operands (transposed views) are read in
- * place, any other copied first; a single product with few output tiles
- * splits K. MT_ERR_DTYPE for any dtype but float32; MT_ERR_INVALID_ARGUMENT
- * on a GPU older than compute capability 8.0. */
-mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
-/* The TF32 rungs, for teaching and benchmarks: MT_TF32_SIMPLE, WMMA fed by
- * scalar loads staged between two barriers per K step of 8
- * (src/matmul_tf32.cu); MT_TF32_PIPELINED, the same mma fed by cp.async
- * stages (src/matmul_tf32_pipelined.cu); MT_TF32_MMA, mma.sync with
- * ldmatrix from swizzled stages (src/matmul_tf32_mma.cu), which is what
- * mt_matmul_tf32 runs. An unknown rung is MT_ERR_INVALID_ARGUMENT. */
-#define MT_TF32_SIMPLE 0
-#define MT_TF32_PIPELINED 1
-#define MT_TF32_MMA 2
-mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
-/* MT_TF32_MMA with a chosen tile variant (0..count-1, named by
- * mt_matmul_tf32_tile_name; -1: the library's choice), for benchmarks. */
-int mt_matmul_tf32_tile_count(void);
-const char *mt_matmul_tf32_tile_name(int tile);
-mt_status mt_matmul_tf32_tile(mt_tensor out, mt_tensor a, mt_tensor b, int tile);
 /* out = act(a @ b + bias) + residual in one kernel: the warptile (or
  * pipelined) rung with
  * the bias, the activation (an mt_epilogue_act) and the residual applied as
@@ -318,10 +294,6 @@ enum { MT_EPILOGUE_BIAS = 1, MT_EPILOGUE_RESIDUAL = 2, MT_EPILOGUE_PRE = 4 };
 int mt_matmul_epilogue_config_count(void);
 mt_status mt_matmul_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
                              mt_tensor pre, int act, int flags, int config);
-/* The same on the TF32 tensor-core rung (mt_matmul_tf32's products, float32
- * only): the mma.sync kernel with the same epilogue in its stores. */
-mt_status mt_matmul_tf32_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_tensor bias, mt_tensor residual,
-                                  mt_tensor pre, int act, int flags);
 /* mt_reduce with a chosen rung of the reduction ladder (an mt_reduce_algo),
  * for teaching and benchmarks: every algo gives the same result (up to the
  * order of float additions) for every op, dim and layout.
@@ -599,6 +571,7 @@ mt_status mt_get_device(int *device);
 #include "conv_igemm_tf32.h" /* mt_conv2d_tf32 and its gradients (src/conv_igemm_tf32.cu) */
 #include "attention_mma.h" /* mt_attention_mma, the 3xTF32 tensor-core forward (src/attention_mma.cu) */
 #include "optim_list.h" /* mt_adam_step_list, mt_grad_norm_list, mt_grad_scale_list (src/optim_multi.cu) */
+#include "matmul_tf32.h" /* mt_matmul_tf32, its rungs and its fused epilogue (src/matmul_tf32*.cu) */
 
 #ifdef __cplusplus
 }

@@ -43,15 +43,19 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
         check(status, "mt_matmul")
 
 
-# The TF32 rungs by name (src/minitensor.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED,
-# MT_TF32_MMA): "tf32" is the library's TF32 product (the fastest rung, mma.sync),
-# the others each rung by its own name, for comparison.
-TF32_RUNGS = {"tf32_simple": 0, "tf32_pipelined": 1, "tf32_mma": 2, "tf32": 2}
+# The TF32 rungs by name (src/matmul_tf32.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED,
+# MT_TF32_MMA, MT_TF32_WGMMA): "tf32" is the library's TF32 product
+# (mt_matmul_tf32: wgmma where the GPU, the layout and the size suit, else
+# mma.sync; -1 here), the others each rung by its own name, for comparison.
+TF32_RUNGS = {"tf32": -1, "tf32_simple": 0, "tf32_pipelined": 1, "tf32_mma": 2, "tf32_wgmma": 3}
 
 
 def matmul_tf32(out: Any, a: Any, b: Any, rung: str = "tf32") -> None:
-    """out = a @ b on tensor cores, float32 operands rounded to TF32
-    (mt_matmul_tf32_rung; rung is a key of TF32_RUNGS)."""
+    """out = a @ b on tensor cores, float32 operands as TF32 (mt_matmul_tf32 for
+    "tf32", else mt_matmul_tf32_rung; rung is "tf32" or a key of TF32_RUNGS)."""
+    if rung == "tf32":
+        check(C.mt_matmul_tf32(out.descriptor(), a.descriptor(), b.descriptor()), "mt_matmul_tf32")
+        return
     check(C.mt_matmul_tf32_rung(out.descriptor(), a.descriptor(), b.descriptor(), TF32_RUNGS[rung]),
           "mt_matmul_tf32")
 

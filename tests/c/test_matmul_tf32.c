@@ -16,6 +16,8 @@
  * runs each of the four layouts, aligned and not. The "epilogue" group runs
  * mt_matmul_tf32_epilogue: act(a @ b + bias) + residual and the saved
  * pre-activation, each activation, against the same loop in double.
+ * The "wgmma" group runs the wgmma rung (src/matmul_tf32_wgmma.cu), whose
+ * truncation to TF32 doubles the bound's 2^-10 (tf32_terms).
  * tests/c/test_matmul.c's "tf32" group checks every TF32 rung on TF32
  * inputs, where the product must be float-exact.
  *
@@ -54,10 +56,25 @@ static const char *const LAYOUT_NAMES[] = {"row-major", "any", "transposed"};
 /* The TF32 bound on a sum of products whose sum of |terms| is sum_abs and
  * exact value ref, as tt_expect's mag: tt_expect_close's tolerance is
  * atol + rtol sqrt(n) mag (float32: 1e-6 + 1e-5 mag, n = 1), so this mag
- * makes it 2^-10 sum_abs + 1e-5 (1 + |ref|), plus 1e-6. */
-static double tf32_mag(double sum_abs, double ref)
+ * makes it 2^-10 sum_abs + 1e-5 (1 + |ref|), plus 1e-6. `terms` is 2^-10
+ * for the rounding rungs; the wgmma rung truncates (each operand off by
+ * less than 2^-10 relative, a product by 2^-9): 2^-9. */
+static double tf32_mag(double terms, double sum_abs, double ref)
 {
-    return (0x1p-10 * sum_abs + 1e-5 * (1.0 + fabs(ref))) / 1e-5;
+    return (terms * sum_abs + 1e-5 * (1.0 + fabs(ref))) / 1e-5;
+}
+
+/* tf32_case's `tile` for the wgmma rung (mt_matmul_tf32_rung, MT_TF32_WGMMA). */
+enum { WGMMA = -2 };
+
+/* The bound's factor for a case: the wgmma rung's, or the library's choice
+ * (-1) on the layouts it may give wgmma (a row-major, b transposed: as many
+ * 128 x 128 tiles as SMs, which on the emulator, one SM per OS thread, are
+ * few). */
+static double tf32_terms(int tile, int a_layout, int b_layout)
+{
+    const int may_wgmma = tile == -1 && a_layout == ROW_MAJOR && b_layout == TRANSPOSED;
+    return tile == WGMMA || may_wgmma ? 0x1p-9 : 0x1p-10;
 }
 
 /* One case: out (batch..., M, N) = a (a_batch..., M, K) @ b (b_batch..., K, N)
@@ -82,8 +99,11 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
     tt_fill(&a, -1, 1, 0);
     tt_fill(&b, -1, 1, 0);
     tt_case("mt_matmul_tf32_tile %d (%s) M=%" PRId64 " N=%" PRId64 " K=%" PRId64 ": out %s, a %s (%s), b %s (%s)",
-            tile, tile >= 0 ? mt_matmul_tf32_tile_name(tile) : "the library's choice", M, N, K, tt_str(&out),
-            tt_str(&a), LAYOUT_NAMES[a_layout], tt_str(&b), LAYOUT_NAMES[b_layout]);
+            tile,
+            tile >= 0         ? mt_matmul_tf32_tile_name(tile)
+            : tile == WGMMA ? "the wgmma rung"
+                              : "the library's choice",
+            M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NAMES[a_layout], tt_str(&b), LAYOUT_NAMES[b_layout]);
 
     /* out[z, i, j] = sum_k a[za, i, k] b[zb, k, j], with the TF32 bound as
      * the tolerance: mag = sum_k |a b| (2^-10 of it) over rtol. */
@@ -104,11 +124,12 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
             sum_abs += fabs(term);
         }
         expect[o] = tt_value(sum);
-        expect[o].mag = tf32_mag(sum_abs, sum);
+        expect[o].mag = tf32_mag(tf32_terms(tile, a_layout, b_layout), sum_abs, sum);
     }
 
-    mt_status status = mt_matmul_tf32_tile(out.t, a.t, b.t, tile);
-    if (tt_expect_ok(status, "mt_matmul_tf32_tile")) {
+    mt_status status = tile == WGMMA ? mt_matmul_tf32_rung(out.t, a.t, b.t, MT_TF32_WGMMA)
+                                     : mt_matmul_tf32_tile(out.t, a.t, b.t, tile);
+    if (tt_expect_ok(status, tile == WGMMA ? "mt_matmul_tf32_rung" : "mt_matmul_tf32_tile")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&a, "a");
         tt_expect_unchanged(&b, "b");
@@ -186,7 +207,7 @@ static void epilogue_case(int act, int flags, int64_t batch, int64_t M, int64_t 
         tt_expect z = tt_value(sum);
         if (flags & MT_EPILOGUE_BIAS)
             z.ref += tt_at(&bias, &j);
-        z.mag = tf32_mag(sum_abs, z.ref) + fabs(z.ref);
+        z.mag = tf32_mag(tf32_terms(-1, a_layout, b_layout), sum_abs, z.ref) + fabs(z.ref);
         expect_pre[o] = z;
         tt_expect y = z;
         y.ref = act_ref(act, z.ref);
@@ -250,6 +271,29 @@ int main(void)
                           (int)tt_rand_int(0, 2));
             }
         }
+
+    /* The wgmma rung (mt_matmul_tf32_rung, MT_TF32_WGMMA; a GPU of compute
+     * capability 9.0, or the emulator). It reads a row-major and b
+     * transposed (K-major both) in place: one element; 129 x 131 one past
+     * the 128 tile on both sides (the 6-stage 128 x 128 tile on the
+     * emulator's few SMs), K = 68 two whole K-steps and a partial one; K =
+     * 200, more K-steps than stages (the ring wraps); K = 0. Other layouts
+     * are copied into those (b transposed): row-major b, K = 37 (rows of 37
+     * floats), strided views. Batched, with a broadcast b. */
+    TT_GROUP("wgmma") {
+        plain(WGMMA, 1, 1, 1, ROW_MAJOR, TRANSPOSED);
+        plain(WGMMA, 129, 131, 68, ROW_MAJOR, TRANSPOSED);
+        plain(WGMMA, 40, 24, 200, ROW_MAJOR, TRANSPOSED);
+        plain(WGMMA, 7, 33, 0, ROW_MAJOR, TRANSPOSED);
+        plain(WGMMA, 33, 65, 37, ROW_MAJOR, ROW_MAJOR);
+        plain(WGMMA, 20, 9, 16, TRANSPOSED, ANY);
+        static const int64_t b2[] = {2}, b1[] = {1};
+        tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 100, ROW_MAJOR, TRANSPOSED);
+        if (all)
+            for (int c = 0; c < 4; ++c)
+                plain(WGMMA, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
+                      (int)tt_rand_int(0, 2));
+    }
 
     /* The library's choice (-1), batched: three products sharing one b, and
      * a batch of a against a broadcast batch dim of b. */
