@@ -452,8 +452,10 @@ def matmul_ladder(res: Results, quick: bool) -> None:
 def tf32_case(res: Results, quick: bool) -> None:
     """The tensor-core rungs (the first, "tf32_simple", WMMA with cp.async
     stages, "tf32_pipelined", then the mma.sync rung "tf32" that the library
-    runs) against torch with TF32 on (cuBLAS TF32), and the error of each
-    against float64 beside torch's; then, at 4096^3, every tile variant of the
+    runs where wgmma does not) against torch with TF32 on (cuBLAS TF32), and
+    the error of each against float64 beside torch's; the wgmma rung and the
+    library's choice with b = W.T (a transposed view, the Linear forward's
+    layout); then, at 4096^3, every tile variant of the
     mma.sync rung (the sweep that picks its default). torch's TF32 is switched
     off again after."""
     rungs = (("tf32_simple", "first rung (WMMA)"), ("tf32_pipelined", "WMMA, cp.async stages"),
@@ -481,6 +483,21 @@ def tf32_case(res: Results, quick: bool) -> None:
                            flops=2.0 * n**3, quick=quick, tol=5e-3,
                            target=0.8 if n == 4096 and rung == "tf32" else None)
                 with_error(to_torch(mt.kernels.matmul(mA, mB, rung)))
+            # x @ W.T's layout (b a transposed view, K contiguous in both): the wgmma rung
+            # (Hopper), mt_matmul_tf32's choice there when the product fills the GPU.
+            mBt = to_mt(B.t().contiguous()).t()
+            for rung, label in (("tf32_wgmma", "wgmma, b = W.T"), ("tf32", "the library's choice, b = W.T")):
+                try:
+                    mt.kernels.matmul(mA, mBt, rung)
+                except mt.MinitensorError as error:  # the wgmma rung off Hopper
+                    print(f"  {rung}: {error}")
+                    continue
+                bench_case(res, "tf32", f"matmul {n}^3, TF32 tensor cores, {label} (torch: TF32 on)",
+                           lambda rung=rung: mt.kernels.matmul(mA, mBt, rung), lambda: A @ B, ref=theirs,
+                           flops=2.0 * n**3, quick=quick, tol=5e-3,
+                           target=0.8 if n == 4096 and rung == "tf32_wgmma" else None)
+                with_error(to_torch(mt.kernels.matmul(mA, mBt, rung)))
+            del mBt
             if n == 4096:
                 out = mt.empty(n, n)
                 for tile, name in enumerate(mt._lib.matmul_tf32_tile_names()):

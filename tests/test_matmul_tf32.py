@@ -1,9 +1,10 @@
 """The tensor-core rungs (src/matmul_tf32.cu, "tf32_simple",
-src/matmul_tf32_pipelined.cu, "tf32_pipelined", and src/matmul_tf32_mma.cu,
-"tf32_mma", which "tf32" runs) and torch's switch for them,
-mt.backends.cuda.matmul.allow_tf32, on both backends (the emulator runs the
-same kernels through its own WMMA fragments, mma.sync and ldmatrix twins and
-cp.async copies).
+src/matmul_tf32_pipelined.cu, "tf32_pipelined", src/matmul_tf32_mma.cu,
+"tf32_mma", and src/matmul_tf32_wgmma.cu, "tf32_wgmma", between which "tf32"
+chooses) and torch's switch for them, mt.backends.cuda.matmul.allow_tf32, on
+both backends (the emulator runs the same kernels through its own WMMA
+fragments, mma.sync, ldmatrix and wgmma twins and cp.async copies; the wgmma
+rung needs an H100 on the GPU).
 
 Inputs that are TF32 already make the products exact, so the result must
 match float64's as closely as any float32 product; random inputs lose up to
@@ -40,7 +41,7 @@ SHAPES = [((1, 1), (1, 1)), ((65, 33), (33, 70)), ((7, 129), (129, 3)), ((3, 64,
           ((2, 1, 9, 8), (3, 8, 5)), ((5, 0), (0, 4)), ((0, 3), (3, 2))]
 
 
-RUNGS = ["tf32", "tf32_simple", "tf32_pipelined"]
+RUNGS = ["tf32", "tf32_simple", "tf32_pipelined", "tf32_wgmma"]
 
 
 @pytest.mark.parametrize("rung", RUNGS)
@@ -60,8 +61,10 @@ def test_random_inputs_are_within_tf32_rounding(a_shape: Any, b_shape: Any, rung
     a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
     got = mt.kernels.matmul(mt.tensor(a), mt.tensor(b), rung).numpy()
     exact = a.astype(np.float64) @ b.astype(np.float64)
-    # Each input off by at most 2^-11 relative: a product by 2^-10, plus float sums.
-    bound = 2.0**-10 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-5 * (1 + np.abs(exact))
+    # Each input off by at most 2^-11 relative: a product by 2^-10, plus float sums. The
+    # wgmma rung truncates (each input off by less than 2^-10): twice that.
+    terms = 2.0**-9 if rung == "tf32_wgmma" else 2.0**-10
+    bound = terms * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-5 * (1 + np.abs(exact))
     assert np.all(np.abs(got - exact) <= bound)
 
 
