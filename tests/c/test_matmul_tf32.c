@@ -289,10 +289,17 @@ int main(void)
         plain(WGMMA, 20, 9, 16, TRANSPOSED, ANY);
         static const int64_t b2[] = {2}, b1[] = {1};
         tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 100, ROW_MAJOR, TRANSPOSED);
-        if (all)
+        if (all) {
             for (int c = 0; c < 4; ++c)
                 plain(WGMMA, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
                       (int)tt_rand_int(0, 2));
+            /* The library's choice where it is wgmma on an H100 (132 SMs):
+             * 133 x 2 tiles of 128 x 128 and 133 of 128 x 256 (the wide
+             * tile), plain and with the epilogue, as the Linear forward. */
+            plain(-1, 16900, 130, 40, ROW_MAJOR, TRANSPOSED);
+            epilogue_case(MT_EPILOGUE_GELU, MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE, 0, 16900, 130,
+                          40, ROW_MAJOR, TRANSPOSED);
+        }
     }
 
     /* The library's choice (-1), batched: three products sharing one b, and
