@@ -98,6 +98,10 @@ MT_DEVICE void windows_over(I p, int k, int stride, int pad, int dilation, I out
  * (strict >); a NaN wins over any number, as in torch, so that a NaN in the
  * data is not hidden. A window of -inf only points at its first tap inside
  * the input. */
+/* p moved into [0, size): the nearest position inside the plane. */
+template <typename I>
+MT_DEVICE I mt_clamp(I p, I size) { return p < 0 ? 0 : p >= size ? size - 1 : p; }
+
 /*
  * KH x KW: the window as template arguments with dilation 1 (the 2 x 2 and
  * 3 x 3 windows of the CNNs), or 0 x 0: s's window, any dilation. With the
@@ -119,14 +123,18 @@ __global__ void max_pool2d_forward(View4<T, I> out, View4<int64_t, I> indices, V
         I best_at = -1;
         MT_UNROLL for (int i = 0; i < kh; ++i) {
             const I y = oy * s.sh - s.ph + (I)i * dh;
-            if (y < 0 || y >= s.height)
+            const bool row_in = y >= 0 && y < s.height;
+            if (KH == 0 && !row_in)
                 continue; /* padding: never the maximum */
             MT_UNROLL for (int j = 0; j < kw; ++j) {
                 const I x = ox * s.sw - s.pw + (I)j * dw;
-                if (x < 0 || x >= s.width)
+                const bool tap_in = row_in && x >= 0 && x < s.width;
+                if (KH == 0 && !tap_in)
                     continue;
-                const T v = in(n, c, y, x);
-                if (best_at < 0 || v > best || mt_isnan(v)) {
+                /* A fixed window loads every tap, a padding tap from the nearest
+                 * in-plane position and then ignored: no load waits on a branch. */
+                const T v = KH == 0 ? in(n, c, y, x) : in(n, c, mt_clamp(y, s.height), mt_clamp(x, s.width));
+                if (tap_in && (best_at < 0 || v > best || mt_isnan(v))) {
                     best = v;
                     best_at = y * s.width + x;
                 }
