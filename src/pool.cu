@@ -32,6 +32,7 @@
  *
  *   make build/tests/emu/test_pool && build/tests/emu/test_pool
  */
+#include <cstdlib>
 #include <initializer_list>
 
 #include "ops_common.h"
@@ -97,26 +98,43 @@ MT_DEVICE void windows_over(I p, int k, int stride, int pad, int dilation, I out
  * (strict >); a NaN wins over any number, as in torch, so that a NaN in the
  * data is not hidden. A window of -inf only points at its first tap inside
  * the input. */
-template <typename T, typename I>
+/* p moved into [0, size): the nearest position inside the plane. */
+template <typename I>
+MT_DEVICE I mt_clamp(I p, I size) { return p < 0 ? 0 : p >= size ? size - 1 : p; }
+
+/*
+ * KH x KW: the window as template arguments with dilation 1 (the 2 x 2 and
+ * 3 x 3 windows of the CNNs), or 0 x 0: s's window, any dilation. With the
+ * trip counts known the compiler unrolls both loops and issues the window's
+ * loads together, before the comparisons that wait on them; with loops of
+ * a run-time length each tap's load waited on the one before it.
+ */
+template <typename T, typename I, int KH, int KW>
 __global__ void max_pool2d_forward(View4<T, I> out, View4<int64_t, I> indices, View4<const T, I> in, PoolShape<I> s,
                                    I count)
 {
+    const int kh = KH > 0 ? KH : s.kh, kw = KW > 0 ? KW : s.kw;
+    const int dh = KH > 0 ? 1 : s.dh, dw = KW > 0 ? 1 : s.dw;
     const I step = (I)gridDim.x * blockDim.x;
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step) {
         I n, c, oy, ox;
         split4(e, s.channels, s.out_h, s.out_w, &n, &c, &oy, &ox);
         T best = -mt_infinity<T>();
         I best_at = -1;
-        for (int i = 0; i < s.kh; ++i) {
-            const I y = oy * s.sh - s.ph + (I)i * s.dh;
-            if (y < 0 || y >= s.height)
+        MT_UNROLL for (int i = 0; i < kh; ++i) {
+            const I y = oy * s.sh - s.ph + (I)i * dh;
+            const bool row_in = y >= 0 && y < s.height;
+            if (KH == 0 && !row_in)
                 continue; /* padding: never the maximum */
-            for (int j = 0; j < s.kw; ++j) {
-                const I x = ox * s.sw - s.pw + (I)j * s.dw;
-                if (x < 0 || x >= s.width)
+            MT_UNROLL for (int j = 0; j < kw; ++j) {
+                const I x = ox * s.sw - s.pw + (I)j * dw;
+                const bool tap_in = row_in && x >= 0 && x < s.width;
+                if (KH == 0 && !tap_in)
                     continue;
-                const T v = in(n, c, y, x);
-                if (best_at < 0 || v > best || mt_isnan(v)) {
+                /* A fixed window loads every tap, a padding tap from the nearest
+                 * in-plane position and then ignored: no load waits on a branch. */
+                const T v = KH == 0 ? in(n, c, y, x) : in(n, c, mt_clamp(y, s.height), mt_clamp(x, s.width));
+                if (tap_in && (best_at < 0 || v > best || mt_isnan(v))) {
                     best = v;
                     best_at = y * s.width + x;
                 }
@@ -401,6 +419,18 @@ static PoolShape<I> pool_shape(const mt_tensor &big, const mt_tensor &small, int
                         kh, kw, sh, sw, ph, pw, dh, dw};
 }
 
+/* The fixed windows (max_pool2d_forward's KH x KW) unless the environment
+ * sets MINITENSOR_POOL_GENERIC=1: the 0 x 0 kernel for every window, kept
+ * for the comparison on the GPU (bench/pool.py under both settings). */
+static bool fixed_pool_windows()
+{
+    static const bool fixed = [] {
+        const char *v = getenv("MINITENSOR_POOL_GENERIC");
+        return !(v != nullptr && v[0] == '1');
+    }();
+    return fixed;
+}
+
 mt_status mt_max_pool2d(mt_tensor out, mt_tensor indices, mt_tensor in, int kernel_h, int kernel_w, int stride_h,
                         int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w)
 {
@@ -427,10 +457,17 @@ mt_status mt_max_pool2d(mt_tensor out, mt_tensor indices, mt_tensor in, int kern
     return launch_pool(in.dtype, count, small, [&](auto tag, auto index, unsigned int grid) {
         using T = decltype(tag);
         using I = decltype(index);
-        max_pool2d_forward<T, I><<<grid, kBlockSize, 0, mt_stream()>>>(
-            view4<T, I>(out), view4<int64_t, I>(indices), view4<const T, I>(in),
-            pool_shape<I>(in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w),
-            (I)count);
+        const PoolShape<I> s =
+            pool_shape<I>(in, out, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w);
+        auto kernel = max_pool2d_forward<T, I, 0, 0>; /* any window */
+        if (dilation_h == 1 && dilation_w == 1 && kernel_h == kernel_w && fixed_pool_windows()) {
+            if (kernel_h == 2)
+                kernel = max_pool2d_forward<T, I, 2, 2>;
+            else if (kernel_h == 3)
+                kernel = max_pool2d_forward<T, I, 3, 3>;
+        }
+        kernel<<<grid, kBlockSize, 0, mt_stream()>>>(view4<T, I>(out), view4<int64_t, I>(indices),
+                                                      view4<const T, I>(in), s, (I)count);
     });
 }
 

@@ -73,6 +73,8 @@ def _activation(x: Any, op: str, func: str, inplace: bool, s: float = 0.0, t: fl
     if inplace:
         raise ValueError(f"{func}: inplace=True is not supported; use the result (inplace=False)")
     ops.require_float(x, func)
+    if not (x.requires_grad and autograd.is_grad_enabled()):
+        return Tensor._from_array(ops.activation(op, x, s, t))  # no backward: the kernel alone, no node
     return autograd.Activation.apply(x, op, s, t)
 
 

@@ -282,6 +282,8 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
 
 def _adaptive_size(output_size: Any, x: Tensor, func: str) -> tuple[int, int]:
     """output_size as (OH, OW): an int, or a pair whose None entries keep the input's size."""
+    if type(output_size) is int and output_size >= 0:  # the common road: no generator, no isinstance chain
+        return output_size, output_size
     items = (output_size, output_size) if output_size is None or isinstance(output_size, (int, np.integer)) \
         else output_size
     if not isinstance(items, (tuple, list)) or len(items) != 2 or any(
@@ -302,6 +304,10 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A00
     size = _adaptive_size(output_size, x, func)
     if min(x.shape[2:]) < 1:
         raise ops.ShapeError(f"{func}: the input of shape {input.shape} has an empty plane (H and W must be >= 1)")
+    if not (x.requires_grad and autograd.is_grad_enabled()):
+        # No backward: the kernel alone, without the rule's node.
+        out = Tensor._from_array(ops.adaptive_avg_pool2d(x, size))
+        return out.squeeze(0) if unbatched else out
     out = autograd.AdaptiveAvgPool2d.apply(x, size)
     return out.squeeze(0) if unbatched else out
 

@@ -495,6 +495,9 @@ int main(void)
             max_case(dtype, (pool_args){2, 1, 9, 10, 2, 2, 3, 4, 1, 0, 1, 1, 1, 0, 0});  /* stride > kernel */
             max_case(dtype, (pool_args){0, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0});   /* an empty batch */
             max_case(dtype, (pool_args){1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0});   /* 1 x 1 */
+            max_case(dtype, (pool_args){1, 3, 7, 7, 2, 2, 2, 2, 0, 0, 1, 1, 1, 0, 0});   /* 2x2 ceil_mode, odd H, W */
+            max_case(dtype, (pool_args){1, 2, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0});   /* 3x3/2 pad 1, ceil_mode */
+            max_case(dtype, (pool_args){1, 2, 9, 9, 3, 3, 1, 1, 1, 1, 1, 2, 0, 0, 0});   /* 3x3, one dim dilated */
         }
         TT_GROUP("avg_pool2d %s", tt_dtype_name(dtype)) {
             /*                       n  c  h   w  kh kw sh sw ph pw dh dw ceil incl div */
