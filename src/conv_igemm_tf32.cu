@@ -44,6 +44,7 @@
  */
 #include "async_copy.h"
 #include "conv_igemm_tf32.h"
+#include "conv_igemm_tf32_nhwc.h"
 #include "conv_igemm_phases.h"
 #include "conv_igemm_walk.h"
 #include "conv_implicit_gemm.h"
@@ -327,6 +328,7 @@ static const char *const kTf32ConvNames[] = {
     "tf32 128x128x16 warp 64x32, 4 stages (256 threads)",
     "tf32 128x128x16 warp 64x32, 4 stages (256 threads), stepped gathers",
     "tf32 64x256x16 warp 64x32, 4 stages (256 threads), stepped gathers",
+    "tf32 128x128x16 warp 64x32, 4 stages (256 threads), 16-byte NHWC gathers (forward; else as 8)",
 };
 static const IgemmTileSize kTf32ConvTiles[] = {
     {Tf32Conv0::BM, Tf32Conv0::BN, Tf32Conv0::BK}, {Tf32Conv1::BM, Tf32Conv1::BN, Tf32Conv1::BK},
@@ -335,7 +337,11 @@ static const IgemmTileSize kTf32ConvTiles[] = {
     {Tf32Conv6::BM, Tf32Conv6::BN, Tf32Conv6::BK}, {Tf32Conv7::BM, Tf32Conv7::BN, Tf32Conv7::BK},
     {Tf32Conv8::BM, Tf32Conv8::BN, Tf32Conv8::BK}, {Tf32Conv9::BM, Tf32Conv9::BN, Tf32Conv9::BK},
     {Tf32Conv10::BM, Tf32Conv10::BN, Tf32Conv10::BK},
+    {Tf32Conv8::BM, Tf32Conv8::BN, Tf32Conv8::BK}, /* 11: the gradients run 8's tiles */
 };
+/* Config 11: the forward's 16-byte gathers (src/conv_igemm_tf32_nhwc.cu)
+ * where C / groups % 4 == 0; config 8 elsewhere and for the gradients. */
+constexpr int kTf32NhwcConfig = 11;
 constexpr int kTf32ConvConfigs = (int)(sizeof(kTf32ConvNames) / sizeof(kTf32ConvNames[0]));
 static_assert(sizeof(kTf32ConvTiles) / sizeof(kTf32ConvTiles[0]) == kTf32ConvConfigs, "a size for every name");
 
@@ -440,6 +446,9 @@ mt_status mt_conv2d_tf32(mt_tensor out, mt_tensor in, mt_tensor weight, mt_tenso
     if (tensor_numel(out) == 0)
         return MT_OK;
     const int64_t M = d.c_out_group, N = (int64_t)d.n * d.ohw, K = (int64_t)d.c_group * d.taps;
+    if (config == kTf32NhwcConfig && conv_tf32_nhwc_applies(d))
+        return conv_tf32_nhwc_forward(first_out<float>(out), first<float>(in), first<float>(weight),
+                                      has_bias ? first<float>(bias) : nullptr, d);
     const ForwardProblem<float> prob{first<float>(in), first<float>(weight), has_bias ? first<float>(bias) : nullptr,
                                      first_out<float>(out), d};
     return launch_tf32(prob, config >= 0 ? config : tf32_default_config(M, N, d.groups), M, N, 1,

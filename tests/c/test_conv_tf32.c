@@ -12,7 +12,9 @@
  * bound of tests/c/test_matmul_tf32.c, in one helper (tf32_expect). Cases:
  * channels and pixels off every tile (65 output channels, 7 x 9 images),
  * padding, stride, dilation and groups, N = 1, a weight gradient split over
- * blocks, an empty batch, random cases from the harness's fixed seed; then
+ * blocks, an empty batch, random cases from the harness's fixed seed,
+ * config 11's 16-byte gathers on channel counts that are and are not
+ * multiples of 4; then
  * the refusals (float64, an unknown config).
  *
  *   make check-c T=test_conv_tf32 FILTER=config
@@ -178,6 +180,22 @@ int main(void)
             tf32_case(config, args(1, 8, 9, 12, 3, 1, 2, 2, 2, 1));  /* dilation 2, padding 2, 2 groups */
             tf32_case(config, random_args());
         }
+
+    /* Config 11's forward gathers 16 bytes (four channels of a pixel) where
+     * C / groups % 4 == 0 and falls back to config 8 elsewhere: both sides of
+     * that line, stride 2 with padding, dilation, groups of 4 and 12
+     * channels, 130 output channels and 2 x 12 x 14 pixels (off the 128 x 128
+     * tile), K over several K-tiles (36 x 9), N = 1, 1 x 1. */
+    TT_GROUP("16-byte gathers") {
+        tf32_case(11, args(1, 4, 5, 3, 3, 1, 1, 1, 1, 1));    /* the fewest channels: one chunk */
+        tf32_case(11, args(2, 36, 12, 130, 3, 1, 1, 1, 1, 1)); /* 36 x 9 = 324 k, 130 channels */
+        tf32_case(11, args(1, 12, 11, 20, 3, 2, 1, 1, 1, 0));  /* stride 2, padding 1, N = 1 */
+        tf32_case(11, args(2, 8, 9, 6, 3, 1, 2, 2, 1, 1));     /* dilation 2, padding 2 */
+        tf32_case(11, args(1, 24, 6, 10, 3, 2, 0, 1, 2, 1));   /* 2 groups of 12 channels, stride 2 */
+        tf32_case(11, args(2, 16, 7, 9, 1, 1, 0, 1, 1, 0));    /* 1 x 1 */
+        tf32_case(11, args(1, 6, 7, 5, 3, 1, 1, 1, 1, 1));     /* 6 channels: config 8's 4-byte gathers */
+        tf32_case(11, args(1, 10, 6, 4, 3, 1, 1, 1, 2, 0));    /* 2 groups of 5: the fallback too */
+    }
 
     /* The library's choice: 1 x 1, a weight gradient split over blocks (K = N
      * OH OW = 2 x 36 x 38), an empty batch. */
