@@ -286,10 +286,14 @@ mt_status launch_tf32_wgmma(const mt_tensor &out, const mt_tensor &a, const mt_t
     }
 }
 
-/* The library's tile with bias, activation and residual in its stores
- * (mt_matmul_tf32_epilogue, src/matmul_epilogue.cu). */
+/* With bias, activation and residual in its stores (mt_matmul_tf32_epilogue,
+ * src/matmul_epilogue.cu) the rung takes the 128 x 128 tile, 6 stages: on
+ * the GPT step's 24 fused forwards (M 16384, N 384-1536, K 384-1536; lone
+ * H100, 2026-11-28, bench/gpt_step.py) it took 5.77 ms against 9.08 for the
+ * 128 x 256 tile, whose wide N tile is a quarter empty at N 384 and whose
+ * 12-step K loops are mostly pipeline fill, and 6.80 for the mma.sync rung. */
 mt_status launch_tf32_wgmma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
                                      const BiasActResidual<float> &epi)
 {
-    return launch_tf32_wgmma_chosen(out, a, b, epi);
+    return launch_tf32_wgmma_typed<Tf32Wgmma128x128S6>(out, a, b, epi);
 }
