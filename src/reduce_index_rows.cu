@@ -29,13 +29,16 @@
  * NaN: a NaN beats every number and the first NaN's index is reported, as
  * NumPy and PyTorch do; between equal values the first index wins.
  */
-#include <cstdlib>
-
 #include "reduce.h"
 
 namespace {
 
 constexpr int kWarpsPerBlock = kBlockSize / 32;
+
+/* Packs a thread loads before it combines any. 4 and 8 measured alike on
+ * an H200 (max(dim) 1.07-1.08x torch against 1.05-1.08x, performance.md,
+ * 2026-11-28), so the fewer registers stay. */
+constexpr int kPacksInFlight = 4;
 
 /* A row's best so far: its value and its index (32 bits). */
 template <typename T>
@@ -102,7 +105,7 @@ MT_DEVICE T warp_extreme(T v)
  * 16-byte aligned and len is a whole number of Packs (the host checked).
  * indices (int64) and values (T) have the same strides; either may be null
  * (argmax: no values; amax: no indices, kIndex false). */
-template <typename T, bool kMax, bool kIndex, int U>
+template <typename T, bool kMax, bool kIndex>
 __global__ void __launch_bounds__(kBlockSize) reduce_index_rows(mt_tensor in_rows, int64_t len, int64_t rows,
                                                                 int warps, int64_t *indices_first,
                                                                 T *values_first, mt_tensor out_rows)
@@ -120,7 +123,8 @@ __global__ void __launch_bounds__(kBlockSize) reduce_index_rows(mt_tensor in_row
         const Pack<T> *p = reinterpret_cast<const Pack<T> *>(static_cast<const T *>(in_rows.data) +
                                                             ordinal_to_position(row, &in_rows));
         int32_t c = member;
-        /* U Packs (4 or 8) in flight before any is combined. */
+        /* U Packs in flight before any is combined. */
+        constexpr int U = kPacksInFlight;
         for (; c + (U - 1) * group_threads < packs; c += U * group_threads) {
             Pack<T> q[U];
             MT_UNROLL for (int u = 0; u < U; ++u)
@@ -210,17 +214,6 @@ int index_rows_default_warps(const mt_tensor &, int)
     return 1;
 }
 
-/* Packs in flight a thread: 4, or 8 when the environment sets
- * MINITENSOR_INDEX_ROWS_INFLIGHT=8 (for the comparison on the GPU). */
-static int packs_in_flight()
-{
-    static const int u = [] {
-        const char *v = getenv("MINITENSOR_INDEX_ROWS_INFLIGHT");
-        return v != nullptr && v[0] == '8' ? 8 : 4;
-    }();
-    return u;
-}
-
 template <typename T, bool kMax, bool kIndex>
 static mt_status launch_index_rows(const mt_tensor *values, const mt_tensor *indices, const mt_tensor &in, int dim,
                                    int warps)
@@ -240,9 +233,8 @@ static mt_status launch_index_rows(const mt_tensor *values, const mt_tensor *ind
     if (blocks > 0x7fffffff)
         return mt_fail(MT_ERR_SHAPE, "mt_reduce_index_rows", "%lld rows are more than one launch takes",
                        (long long)rows);
-    auto kernel = packs_in_flight() == 8 ? reduce_index_rows<T, kMax, kIndex, 8> : reduce_index_rows<T, kMax, kIndex, 4>;
-    kernel<<<(unsigned int)blocks, kBlockSize, 0, mt_stream()>>>(in_rows, in.shape[dim], rows, warps, indices_first,
-                                                                  values_first, out_rows);
+    reduce_index_rows<T, kMax, kIndex><<<(unsigned int)blocks, kBlockSize, 0, mt_stream()>>>(
+        in_rows, in.shape[dim], rows, warps, indices_first, values_first, out_rows);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
 }
