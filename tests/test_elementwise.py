@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import minitensor as mt
 import minitensor.nn.functional as F
+from minitensor import _lib
 from minitensor._array import to_numpy
 from helpers import (
     assert_close,
@@ -121,6 +122,45 @@ def test_activations_special_values_and_empty(dtype: mt.DType) -> None:
         F.silu(t, inplace=True)
     with pytest.raises(TypeError, match="alpha"):
         F.elu(t, alpha="1")
+
+
+@pytest.mark.parametrize("dtype", [mt.float32, mt.float64])
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 1023, 4097])
+def test_contiguous_maps_around_a_pack(n: int, dtype: mt.DType) -> None:
+    """The 16-byte Pack kernel (src/map.cu) on lengths around a Pack, from an
+    aligned tensor and from x[1:], whose first element is not aligned (into a
+    fresh out: no Packs), and into y[1:] (the same distance from a boundary as
+    x[1:]: Packs after a head of single elements). Nothing outside y[1:] is
+    written. On the emulator, which counts launches, the kernel is checked too:
+    one launch, the Pack kernel exactly when out and in lie equally far from a
+    16-byte boundary (under MINITENSOR_EMU_CHECK=full a buffer ends against a
+    guard page, so where it starts depends on its size)."""
+    a = np.random.default_rng(n).standard_normal(n + 1) * 3
+    x = mt.tensor(a, dtype=dtype)
+
+    def check_kernel(out: Any, src: Any) -> None:
+        if n == 0 or _lib.launch_count("*") < 0:  # nothing launched; the CUDA build counts nothing
+            return
+        assert _lib.launch_count("*") == 1
+        same_distance = out.data_ptr() % 16 == src.data_ptr() % 16
+        assert _lib.launch_count("map_contiguous_vec") == int(same_distance)
+
+    with mt.kernels.policy("fast"):
+        for name in ("gelu", "gelu_tanh", "silu", "exp"):
+            fn, ref, _ = UNARY[name]
+            for src, want in ((x[:n], a[:n]), (x[1:], a[1:])):
+                _lib.reset_launch_counts()
+                got = fn(src)
+                check_kernel(got, src)
+                assert_close(got, ref(want), dtype)
+        for dt in (dtype, mt.int64, mt.bool):
+            src = x if dt == dtype else x.to(dt)
+            y = mt.zeros(n + 2, dtype=dt)
+            _lib.reset_launch_counts()
+            y[1:n + 1] = src[1:]
+            check_kernel(y[1:n + 1], src[1:])
+            want = np.concatenate([[0], to_numpy(src)[1:], [0]])
+            assert to_numpy(y).tolist() == want.astype(to_numpy(y).dtype).tolist()
 
 
 def test_activation_modules() -> None:

@@ -131,6 +131,10 @@ static int g_in_role = TT_INPUT;
 static int g_in_transposed = 0;
 static int g_out_role = TT_OUTPUT;
 static int g_copy_algo = -1;
+/* >= 0: map_case's input (g_in_shift) or output (g_out_shift) is a
+ * row-major view that many elements into its buffer (tt_new_shifted). */
+static int g_in_shift = -1;
+static int g_out_shift = -1;
 
 /* A tensor of `shape` that is a transposed view: a row-major buffer of the
  * shape with its last two dims swapped, seen with them swapped back. */
@@ -154,8 +158,10 @@ static tt_tensor transposed_view(int dtype, int ndim, const int64_t *shape)
 static void map_case(int op, int in_dtype, int out_dtype, int ndim, const int64_t *shape)
 {
     tt_tensor in = g_in_transposed && ndim >= 2 ? transposed_view(in_dtype, ndim, shape)
+                   : g_in_shift >= 0            ? tt_new_shifted(in_dtype, ndim, shape, g_in_shift)
                                                 : tt_new(in_dtype, ndim, shape, g_in_role);
-    tt_tensor out = tt_new(out_dtype, ndim, shape, g_out_role);
+    tt_tensor out = g_out_shift >= 0 ? tt_new_shifted(out_dtype, ndim, shape, g_out_shift)
+                                     : tt_new(out_dtype, ndim, shape, g_out_role);
     fill_domain(op, &in);
     double s = pick_scalar(op, in_dtype);
     /* hardtanh's second scalar, its max, lies above its min s. */
@@ -452,6 +458,30 @@ int main(void)
             map_case(MT_MAP_COPY, all_dtypes[t], all_dtypes[t], 3, s_wide);
             g_out_role = TT_OUTPUT;
         }
+    }
+
+    /* The 16-byte Pack kernel's head and tail: lengths around a Pack, a
+     * block (128 threads) and neither; both views the same number of
+     * elements past a 16-byte boundary (the head done one by one), or
+     * different numbers (no Packs: map_contiguous). Every dtype the Packs
+     * serve: a float op, int64's negation, bool's copy. */
+    TT_GROUP("contiguous: Pack head and tail") {
+        static const int64_t lengths[] = {0, 1, 3, 4, 5, 17, 1023, 4097};
+        static const int shifts[][2] = {{0, 0}, {1, 1}, {3, 3}, {15, 15}, {1, 0}, {0, 2}}; /* in, out */
+        static const int ops[] = {MT_MAP_GELU, MT_MAP_GELU_TANH, MT_MAP_SILU};
+        for (int t = 0; t < 4; ++t)
+            for (int k = 0; k < 3; ++k) {
+                const int op = is_float(all_dtypes[t]) ? ops[k] : all_dtypes[t] == MT_INT64 ? MT_MAP_NEG : MT_MAP_COPY;
+                if (k > 0 && !is_float(all_dtypes[t]))
+                    break;
+                for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l)
+                    for (size_t h = 0; h < sizeof shifts / sizeof shifts[0]; ++h) {
+                        g_in_shift = shifts[h][0];
+                        g_out_shift = shifts[h][1];
+                        map_case(op, all_dtypes[t], all_dtypes[t], 1, &lengths[l]);
+                    }
+            }
+        g_in_shift = g_out_shift = -1;
     }
 
     TT_GROUP("mt_fill") {

@@ -182,25 +182,6 @@ static int g_out_role = TT_OUTPUT;
  * starts are not 16-byte aligned, which must take the element-wise loads. */
 static int g_shift = 0;
 
-/* A row-major view of `shape` at offset 1 of a buffer one element longer. */
-static tt_tensor new_shifted(int dtype, int ndim, const int64_t *shape)
-{
-    int64_t total = 1;
-    for (int d = 0; d < ndim; ++d)
-        total *= shape[d];
-    total += 1;
-    tt_tensor x = tt_new(dtype, 1, &total, TT_CONTIGUOUS);
-    x.t.ndim = ndim;
-    int64_t stride = 1;
-    for (int d = ndim - 1; d >= 0; --d) {
-        x.t.shape[d] = shape[d];
-        x.t.strides[d] = stride;
-        stride *= shape[d];
-    }
-    x.t.offset = 1;
-    return x;
-}
-
 /* The device's SM count, from mt_device_key ("<name>|sm_<cc>|<SMs>sm"). */
 static int64_t device_sms(void)
 {
@@ -218,7 +199,7 @@ static void reduce_case(int op, int dtype, int ndim, const int64_t *shape, int d
     int64_t out_shape[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
-    tt_tensor in = g_shift ? new_shifted(dtype, ndim, shape) : tt_new(dtype, ndim, shape, g_in_role);
+    tt_tensor in = g_shift ? tt_new_shifted(dtype, ndim, shape, 1) : tt_new(dtype, ndim, shape, g_in_role);
     tt_tensor out = tt_new(out_dtype_of(op, dtype), ndim, out_shape, g_out_role);
     fill_domain(op, &in);
     if (dtype != MT_FLOAT32 && dtype != MT_FLOAT64)
@@ -275,7 +256,7 @@ static void with_indices_case(int op, int dtype, int ndim, const int64_t *shape,
     int64_t out_shape[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
         out_shape[d] = d == dim ? 1 : shape[d];
-    tt_tensor in = g_shift ? new_shifted(dtype, ndim, shape) : tt_new(dtype, ndim, shape, g_in_role);
+    tt_tensor in = g_shift ? tt_new_shifted(dtype, ndim, shape, 1) : tt_new(dtype, ndim, shape, g_in_role);
     tt_tensor values = tt_new(dtype, ndim, out_shape, g_out_role);
     tt_tensor indices = new_with_layout(MT_INT64, &values);
     fill_domain(op, &in);

@@ -238,6 +238,28 @@ static inline tt_tensor tt_new(int dtype, int ndim, const int64_t *shape, int ro
     return x;
 }
 
+/* A row-major view of `shape` that starts `shift` elements into its buffer,
+ * with one element after it: with shift not a multiple of a 16-byte Pack's
+ * width its first element is not 16-byte aligned (what x[1:] is), and a
+ * write just before or just after the view shows in the buffer. */
+static inline tt_tensor tt_new_shifted(int dtype, int ndim, const int64_t *shape, int64_t shift)
+{
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; ++d)
+        numel *= shape[d];
+    int64_t total = shift + numel + 1;
+    tt_tensor x = tt_new(dtype, 1, &total, TT_CONTIGUOUS);
+    x.t.ndim = ndim;
+    int64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        x.t.shape[d] = shape[d];
+        x.t.strides[d] = stride;
+        stride *= shape[d];
+    }
+    x.t.offset = shift;
+    return x;
+}
+
 static inline void tt_free(tt_tensor *x)
 {
     if (x->t.data)
