@@ -63,9 +63,10 @@ def grid_size(n, block, max_blocks=kMaxGridBlocks):
 # iteration `i // step` of its loop. `who_computes` applies exactly this to
 # every element of an output. (For a contiguous tensor whose data is 16-byte
 # aligned, as a fresh one is, `mt_map` actually launches `map_contiguous_vec`:
-# the same loop over `Pack`s of 4 floats, so each thread moves 16 bytes per
-# iteration and the grid is sized for `n / 4` packs. The loop below is the one
-# of `map_contiguous`, which runs for unaligned views and casts.)
+# one `Pack` of 4 floats a thread and no loop, so each thread moves 16 bytes
+# and the grid, of 128-thread blocks, is sized for `n / 4` packs. The loop
+# below is the one of `map_contiguous`, which runs for views that lie at
+# different distances from a 16-byte boundary, and for casts.)
 
 # %%
 def who_computes(n, block=kBlockSize, max_blocks=kMaxGridBlocks):
