@@ -327,6 +327,8 @@ int main(void)
         plain(WGMMA, 20, 9, 16, TRANSPOSED, ANY);
         static const int64_t b2[] = {2}, b1[] = {1};
         tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 100, ROW_MAJOR, TRANSPOSED);
+        /* batched and both copied: a (2, 36, 40) transposed, the broadcast b row-major (copied once) */
+        tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 40, TRANSPOSED, ROW_MAJOR);
         /* mt_matmul_tf32 (and the epilogue) on the layouts whose operand the
          * wgmma rung copies into K-major first: b row-major (x @ W, the
          * backward's dY @ W: b transposed into a copy), a transposed (dY^T @
