@@ -176,7 +176,7 @@ def main() -> int:
                       f"TFLOP/s mt {2 * n ** 3 / ms / 1e9:.1f}; max |err| / sum|terms| {m_err:.3e}", flush=True)
         transposed = layouts[0][2]
         ms = mt_ms(lambda: transposed.contiguous(), args.repeats)
-        print(f"  the transposing copy of one {n}x{n} operand: {ms:.3f} ms ({8 * n * n / ms / 1e9:.0f} GB/s)")
+        print(f"  the transposing copy of one {n}x{n} operand: {ms:.3f} ms ({8 * n * n / ms / 1e6:.0f} GB/s)")
 
     if not args.no_sweep:
         names = mt._lib.matmul_tf32_tile_names()

@@ -245,9 +245,15 @@ bool tf32_wgmma_available(void)
  * about 4e-15 s a flop on wgmma (H100, 4096^3: 0.66 ms against 1.2 ms on
  * mma.sync). Copying a (M x K) is thus worth it where N is above ~300, b
  * (K x N) where M is: the rule asks N (M) >= kWgmmaCopyRatio, a margin for
- * the copy's launch and the smaller products' slower wgmma. The GPT's
- * backward dX = dY @ W copies W (K x N, a few MB) against M = 16384
- * tokens: the copy is ~1% of the product. */
+ * the copy's launch and the smaller products' slower wgmma. Measured
+ * (H200, 2026-11-28 checkpoint, bench/tf32_gpt_shapes.py): the transposing
+ * copy of a 4096 x 4096 operand takes 0.052 ms (2.6 TB/s); at 4096^3, a @ b
+ * takes 0.696 ms this way against 1.241 on mma.sync (x @ W.T, no copy:
+ * 0.660), a.T @ b 0.753 against 1.395. The GPT's backward dX = dY @ W
+ * copies W (at most 1536 x 384, 4.7 MB moved, ~2 us) against products of
+ * 0.07-0.19 ms (M = 16384 tokens), which now run at 0.45-0.68x cuBLAS
+ * (the backward's products were 0.25-0.51x on mma.sync, dz @ W and
+ * dz.T @ x together; the latter stay there: too few tiles). */
 constexpr int64_t kWgmmaCopyRatio = 512;
 
 bool tf32_wgmma_chosen(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
