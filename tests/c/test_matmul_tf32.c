@@ -10,14 +10,16 @@
  * bound of tests/test_matmul_tf32.py. Sizes off every tile (64, 128, 256
  * rows or columns; K steps of 32), K = 1 and K = 0, batches with a
  * broadcast operand, and strided operands (which the rung copies to
- * row-major first). The library's choice (mt_matmul_tf32, tile -1) reads a
- * transposed operand in place (a column-major view with aligned columns,
+ * row-major first). The mma.sync rung's own tile choice (tile -1,
+ * mt_matmul_tf32_tile) reads a transposed operand in place (a column-major view with aligned columns,
  * as F.linear's weight.T or the backward's grad.T): the "transposed" group
  * runs each of the four layouts, aligned and not. The "epilogue" group runs
  * mt_matmul_tf32_epilogue: act(a @ b + bias) + residual and the saved
  * pre-activation, each activation, against the same loop in double.
  * The "wgmma" group runs the wgmma rung (src/matmul_tf32_wgmma.cu), whose
- * truncation to TF32 doubles the bound's 2^-10 (tf32_terms).
+ * truncation to TF32 doubles the bound's 2^-10 (tf32_terms), forced and as
+ * mt_matmul_tf32 chooses it, on every layout (the ones it copies K-major
+ * first too), checking on the emulator which kernel ran.
  * tests/c/test_matmul.c's "tf32" group checks every TF32 rung on TF32
  * inputs, where the product must be float-exact.
  *
@@ -358,7 +360,7 @@ int main(void)
         }
     }
 
-    /* The library's choice (-1), batched: three products sharing one b, and
+    /* The mma.sync rung's choice (-1), batched: three products sharing one b, and
      * a batch of a against a broadcast batch dim of b. */
     TT_GROUP("batched") {
         static const int64_t b3[] = {3}, b1[] = {1}, b23[] = {2, 3}, b13[] = {1, 3};
@@ -368,7 +370,7 @@ int main(void)
         plain(-1, 300, 260, 90, ANY, ANY);
     }
 
-    /* mt_matmul_tf32 (-1) on each layout of a and b. Columns of 68 or 132
+    /* The mma.sync rung's choice (-1) on each layout of a and b. Columns of 68 or 132
      * floats are 16-byte multiples, read in place (k-major stages for A,
      * n-major for B); 130 and 37 are not, and are copied. 129 x 131 is off
      * the 128 tile on both sides; K = 132 is 4 whole 32-steps and a partial
