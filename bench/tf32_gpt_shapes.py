@@ -17,9 +17,10 @@ milliseconds (median of CUDA-event timings after warm-up) and the ratio
 torch / minitensor (> 1: minitensor faster). Then the fused Linear + GELU
 (F.linear_act under allow_tf32) against torch's F.gelu(F.linear(...)), the
 4096^3 product with each library's largest error against float64 (relative
-to the sum of |terms|), the same product in the forward's layout (b = W.T)
-on the library's choice (the wgmma rung on an H100), the wgmma rung and the
-mma rung, each with its error, and the mma rung's tile variants (mt_matmul_tf32_tile) on
+to the sum of |terms|), the same product in the layouts x @ W.T, a @ b and
+a.T @ b on the library's choice (the wgmma rung on an H100), the wgmma rung
+and the mma rung, each with its error, the time of the transposing copy the
+wgmma rung makes of a non-K-major operand, and the mma rung's tile variants (mt_matmul_tf32_tile) on
 row-major copies of each product's operands, without split-K, beside the
 library's choice on the step's own layouts.
 """
@@ -154,20 +155,28 @@ def main() -> int:
     print(f"  max |err| / sum|terms| against float64: minitensor {m_err:.3e}, torch {t_err:.3e} "
           f"(TF32's bound 2^-10 = {2.0 ** -10:.3e})")
 
-    # The same n^3 in the Linear forward's layout (x @ W.T: b a transposed view), where the
-    # library's choice on an H100 is the wgmma rung: each TF32 rung that reads it, and the error.
+    # The same n^3 in each layout (the Linear forward's x @ W.T: b a transposed view; a @ b: both
+    # row-major; a.T @ b: a a transposed view) on each TF32 rung that reads it, with the error. The
+    # wgmma rung reads x @ W.T in place and copies (transposes) the other layouts' non-K-major
+    # operand first; the time of that copy alone (.contiguous() of the transposed view) is shown.
     if not args.no_wgmma:
-        wt = mt.tensor(np.ascontiguousarray(b.T)).t()
-        for rung in ("tf32", "tf32_wgmma", "tf32_mma"):
-            try:
-                ms = mt_ms(lambda r=rung: mt.kernels.matmul(ma, wt, r), args.repeats)
-            except mt.MinitensorError as error:  # the wgmma rung off Hopper
-                print(f"  {rung}: {error}")
-                continue
-            got = mt.kernels.matmul(ma, wt, rung).numpy().astype(np.float64)
-            m_err = float(np.max(np.abs(got - exact) / terms))
-            print(f"{'matmul ' + str(n) + '^3 x@W.T ' + rung:<36} {ms:8.3f} {tms:9.3f} {tms / ms:8.2f}   "
-                  f"TFLOP/s mt {2 * n ** 3 / ms / 1e9:.1f}; max |err| / sum|terms| {m_err:.3e}", flush=True)
+        layouts = (("x@W.T", ma, mt.tensor(np.ascontiguousarray(b.T)).t()),
+                   ("A@B", ma, mb),
+                   ("A.T@B", mt.tensor(np.ascontiguousarray(a.T)).t(), mb))
+        for label, la, lb in layouts:
+            for rung in ("tf32", "tf32_wgmma", "tf32_mma"):
+                try:
+                    ms = mt_ms(lambda r=rung: mt.kernels.matmul(la, lb, r), args.repeats)
+                except mt.MinitensorError as error:  # the wgmma rung off Hopper
+                    print(f"  {rung}: {error}")
+                    continue
+                got = mt.kernels.matmul(la, lb, rung).numpy().astype(np.float64)
+                m_err = float(np.max(np.abs(got - exact) / terms))
+                print(f"{'matmul ' + str(n) + '^3 ' + label + ' ' + rung:<36} {ms:8.3f} {tms:9.3f} {tms / ms:8.2f}   "
+                      f"TFLOP/s mt {2 * n ** 3 / ms / 1e9:.1f}; max |err| / sum|terms| {m_err:.3e}", flush=True)
+        transposed = layouts[0][2]
+        ms = mt_ms(lambda: transposed.contiguous(), args.repeats)
+        print(f"  the transposing copy of one {n}x{n} operand: {ms:.3f} ms ({8 * n * n / ms / 1e6:.0f} GB/s)")
 
     if not args.no_sweep:
         names = mt._lib.matmul_tf32_tile_names()

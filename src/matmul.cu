@@ -323,16 +323,6 @@ mt_status check_tf32_device(const char *func)
     return MT_OK;
 }
 
-/* x with its last two dims swapped: the transposed view. */
-static mt_tensor swap_last_dims(mt_tensor x)
-{
-    const int r = x.ndim - 2, c = x.ndim - 1;
-    const int64_t shape = x.shape[r], stride = x.strides[r];
-    x.shape[r] = x.shape[c], x.strides[r] = x.strides[c];
-    x.shape[c] = shape, x.strides[c] = stride;
-    return x;
-}
-
 /* mt_matmul_tf32, mt_matmul_tf32_rung and mt_matmul_tf32_tile, each naming
  * itself in errors; tile is the mma rung's tile variant (-1: its choice);
  * choose: the library's choice between the wgmma and mma rungs
@@ -363,26 +353,21 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
         return MT_OK;
     if (rung == MT_TF32_SIMPLE)
         return launch_tf32(out, a, b);
+    /* The wgmma rung reads both operands K-major (with_k_major_operands:
+     * any other layout copied into that first, b transposed). mt_matmul_tf32
+     * takes it where it runs and pays (tf32_wgmma_chosen), any layout. */
+    if (rung == MT_TF32_WGMMA || (choose && tf32_wgmma_chosen(out, a, b)))
+        return with_k_major_operands(a, b, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+            return launch_tf32_wgmma(out, a_view, b_view, -1);
+        });
     /* The pipelined and mma rungs copy 16 bytes at a time: row-major
      * operands, or column-major ones (a transposed view) for the mma
      * rung's own tile choice, which has a kernel per layout; any other
      * operand is copied. */
-    /* The wgmma rung reads both operands K-major: a row-major and b
-     * column-major, that is b's transpose row-major. So b's transpose is
-     * what gets prepared (read in place where its rows are aligned, as for
-     * x @ w.T; else copied, transposing b), and swapped back. */
-    if (rung == MT_TF32_WGMMA)
-        return with_prepared_operands(a, swap_last_dims(b), false, [&](const mt_tensor &a_view, const mt_tensor &bt) {
-            return launch_tf32_wgmma(out, a_view, swap_last_dims(bt), -1);
-        });
     const bool transposed_ok = rung == MT_TF32_MMA && tile == -1;
     return with_prepared_operands(a, b, transposed_ok, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
         if (rung == MT_TF32_PIPELINED)
             return launch_tf32_pipelined(out, a_view, b_view);
-        /* mt_matmul_tf32: wgmma where it runs and suits (K-major operands
-         * read in place, tiles enough: tf32_wgmma_chosen), else mma. */
-        if (choose && tf32_wgmma_chosen(out, a_view, b_view))
-            return launch_tf32_wgmma(out, a_view, b_view, -1);
         return launch_tf32_mma(out, a_view, b_view, tile);
     });
 }

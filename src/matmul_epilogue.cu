@@ -142,12 +142,14 @@ mt_status mt_matmul_tf32_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_te
     if (tensor_numel(out) == 0)
         return MT_OK;
     const BiasActResidual<float> epi = make_epilogue<float>(out, bias, residual, pre, act, flags);
-    /* Row-major or column-major operands are read in place (the mma rung
-     * has a kernel per layout, the wgmma rung takes a row-major and b
-     * column-major where it runs); any other is copied. */
-    return with_prepared_operands(a, b, true, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
-        if (tf32_wgmma_chosen(out, a_view, b_view))
+    /* The wgmma rung where mt_matmul_tf32 takes it, its operands made
+     * K-major (copied where they are not); else the mma rung, which reads
+     * row-major or column-major operands in place and copies any other. */
+    if (tf32_wgmma_chosen(out, a, b))
+        return with_k_major_operands(a, b, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
             return launch_tf32_wgmma_epilogue(out, a_view, b_view, epi);
+        });
+    return with_prepared_operands(a, b, true, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
         return launch_tf32_mma_epilogue(out, a_view, b_view, epi);
     });
 }

@@ -146,9 +146,10 @@ mt_status launch_tf32_mma_epilogue(const mt_tensor &out, const mt_tensor &a, con
 int tf32_mma_tile_count(void);
 const char *tf32_mma_tile_name(int tile);
 /* The wgmma rung (src/matmul_tf32_wgmma.cu): a row-major and b column-major
- * (tf32_wgmma_layout_ok) on a device it runs on (tf32_wgmma_available);
- * tf32_wgmma_chosen: where the library's TF32 product takes it; tile: 0..tf32_wgmma_tile_count() - 1 or -1, its choice. */
-bool tf32_wgmma_layout_ok(const mt_tensor &a, const mt_tensor &b);
+ * (with_k_major_operands makes them so) on a device it runs on
+ * (tf32_wgmma_available); tf32_wgmma_chosen: where the library's TF32
+ * product takes it (out, a and b as the caller gave them, any layout);
+ * tile: 0..tf32_wgmma_tile_count() - 1 or -1, its choice. */
 bool tf32_wgmma_available(void);
 bool tf32_wgmma_chosen(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 int tf32_wgmma_tile_count(void);
@@ -182,6 +183,31 @@ mt_status with_prepared_operands(const mt_tensor &a, const mt_tensor &b, bool tr
     CUDA_CHECK(a_copy.release());
     CUDA_CHECK(b_copy.release());
     return MT_OK;
+}
+
+/* x with its last two dims swapped: the transposed view. */
+inline mt_tensor swap_last_dims(mt_tensor x)
+{
+    const int r = x.ndim - 2, c = x.ndim - 1;
+    const int64_t shape = x.shape[r], stride = x.strides[r];
+    x.shape[r] = x.shape[c], x.strides[r] = x.strides[c];
+    x.shape[c] = shape, x.strides[c] = stride;
+    return x;
+}
+
+/* launch(a_view, b_view) with both operands K-major, as the wgmma rung
+ * reads them (wgmma's TF32 form takes no other layout): a row-major and b
+ * column-major, that is b's transpose row-major. So b's transpose is what
+ * gets prepared, and swapped back. Each is read in place where it already
+ * is so with aligned rows (x @ w.T); else prepare_operand copies it, which
+ * for a transposed view (a = dy.T) or a row-major b (x @ w, dy @ w) is the
+ * tiled transpose of copy_tensor: one read and one write of the operand. */
+template <typename Launch>
+mt_status with_k_major_operands(const mt_tensor &a, const mt_tensor &b, Launch launch)
+{
+    return with_prepared_operands(a, swap_last_dims(b), false, [&](const mt_tensor &a_view, const mt_tensor &bt) {
+        return launch(a_view, swap_last_dims(bt));
+    });
 }
 
 /* How many bm x bn tiles an M x N product (times its batches) has. */

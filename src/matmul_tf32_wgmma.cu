@@ -19,9 +19,13 @@
  *      descriptor names (chunk c of row r at chunk c ^ (r % 8)), filled by
  *      cp.async, kStages stages deep; four wgmmas (K steps of 8) a stage.
  *   3. wgmma requires K-major operands for 32-bit types (no transpose), so
- *      this rung takes A row-major and B column-major: the Linear layer's
- *      forward x W^T (W^T is a column-major view of W). Other layouts take
- *      the mma.sync rung (mt_matmul_tf32's choice).
+ *      this kernel takes A row-major and B column-major: the Linear layer's
+ *      forward x W^T (W^T is a column-major view of W). Other layouts
+ *      (x @ W, the backward's dY @ W and dY^T @ X) are first copied into
+ *      those, a transposed operand by the tiled transpose
+ *      (with_k_major_operands, src/matmul_internal.h): one read and one
+ *      write of the operand, small against a product big enough for this
+ *      rung (tf32_wgmma_chosen says when).
  *   4. After a stage's wgmmas are committed, the warpgroup waits for the
  *      previous stage's group only (wgmma_wait<1>): the tensor cores work
  *      on stage kt while the threads go on to the next step's copies. The
@@ -196,18 +200,17 @@ const char *tf32_wgmma_tile_name(int tile)
     return tile >= 0 && tile < kWgmmaTileCount ? kWgmmaTileNames[tile] : nullptr;
 }
 
-/* Can this rung read a and b (as with_prepared_operands left them) in
- * place? A row-major, B column-major: both K-major, rows 16-byte aligned
- * (gemm_operand_ok checked the alignment of the data, offset and batches). */
-bool tf32_wgmma_layout_ok(const mt_tensor &a, const mt_tensor &b)
+/* How many elements with_k_major_operands copies to make x K-major (x is
+ * a, or b's transpose): none where x is row-major with aligned rows, else
+ * x's matrices, a broadcast batch dim once. */
+static int64_t k_major_copy_elements(const mt_tensor &x)
 {
-    const int64_t a_rows = a.shape[a.ndim - 2], a_cols = a.shape[a.ndim - 1];
-    const int64_t b_rows = b.shape[b.ndim - 2], b_cols = b.shape[b.ndim - 1];
-    const int64_t ars = a.strides[a.ndim - 2], acs = a.strides[a.ndim - 1];
-    const int64_t brs = b.strides[b.ndim - 2], bcs = b.strides[b.ndim - 1];
-    const bool a_k_major = (acs == 1 || a_cols == 1) && (a_rows == 1 || ars % 4 == 0);
-    const bool b_k_major = (brs == 1 || b_rows == 1) && (b_cols == 1 || bcs % 4 == 0);
-    return gemm_operand_ok(a, true) && gemm_operand_ok(b, true) && a_k_major && b_k_major;
+    if (gemm_operand_ok(x, false))
+        return 0;
+    int64_t n = x.shape[x.ndim - 2] * x.shape[x.ndim - 1];
+    for (int d = 0; d < x.ndim - 2; ++d)
+        n *= x.strides[d] == 0 ? 1 : x.shape[d];
+    return n;
 }
 
 /* Does this device run the kernel? Its machine code exists for sm_90a only
@@ -231,17 +234,40 @@ bool tf32_wgmma_available(void)
 #endif
 }
 
-/* mt_matmul_tf32's choice (and mt_matmul_tf32_epilogue's): this rung where
- * it runs, the layout suits and the product has a 128 x 128 tile for every
- * SM; else the mma.sync rung, whose small tile and split-K fill the GPU with
- * fewer tiles (a weight gradient's few output tiles over a long K). */
+/* mt_matmul_tf32's choice (and mt_matmul_tf32_epilogue's), on the caller's
+ * operands: this rung where it runs and the product has a 128 x 128 tile
+ * for every SM, else the mma.sync rung, whose small tile and split-K fill
+ * the GPU with fewer tiles (a weight gradient's few output tiles over a long
+ * K). Any layout: an operand that is not K-major is copied into a K-major
+ * buffer first (with_k_major_operands), where the mma.sync rung would read
+ * it in place. The copy moves 8 bytes (a read and a write) an element of the
+ * operand, at most about 3 TB/s; a product of M x N x K, 2 MNK flops, saves
+ * about 4e-15 s a flop on wgmma (H100, 4096^3: 0.66 ms against 1.2 ms on
+ * mma.sync). Copying a (M x K) is thus worth it where N is above ~300, b
+ * (K x N) where M is: the rule asks N (M) >= kWgmmaCopyRatio, a margin for
+ * the copy's launch and the smaller products' slower wgmma. Measured
+ * (H200, 2026-11-28 checkpoint, bench/tf32_gpt_shapes.py): the transposing
+ * copy of a 4096 x 4096 operand takes 0.052 ms (2.6 TB/s); at 4096^3, a @ b
+ * takes 0.696 ms this way against 1.241 on mma.sync (x @ W.T, no copy:
+ * 0.660), a.T @ b 0.753 against 1.395. The GPT's backward dX = dY @ W
+ * copies W (at most 1536 x 384, 4.7 MB moved, ~2 us) against products of
+ * 0.07-0.19 ms (M = 16384 tokens), which now run at 0.45-0.68x cuBLAS
+ * (the backward's products were 0.25-0.51x on mma.sync, dz @ W and
+ * dz.T @ x together; the latter stay there: too few tiles). */
+constexpr int64_t kWgmmaCopyRatio = 512;
+
 bool tf32_wgmma_chosen(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
 {
     const int64_t M = out.shape[out.ndim - 2];
     const int64_t N = out.shape[out.ndim - 1];
+    const int64_t K = a.shape[a.ndim - 1];
     const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-    return tf32_wgmma_layout_ok(a, b) && out_tiles(M, N, batches, 128, 128) >= mt_sm_count() &&
-           tf32_wgmma_available();
+    if (out_tiles(M, N, batches, 128, 128) < mt_sm_count() || !tf32_wgmma_available())
+        return false;
+    /* copied * ratio <= the product's M N K (all batches), in double: the
+     * products of large sizes pass int64 */
+    const double copied = (double)k_major_copy_elements(a) + (double)k_major_copy_elements(swap_last_dims(b));
+    return copied * (double)kWgmmaCopyRatio <= (double)M * (double)N * (double)K * (double)batches;
 }
 
 template <typename C, typename Epi>

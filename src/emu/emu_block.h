@@ -219,6 +219,11 @@ public:
     const SharedArrayInfo *member_info(const void *p, const char *member, size_t n, size_t elem_size);
     /* Written by the emulator for the thread (WMMA, an unchecked copy). */
     void mark_initialised(const void *p, size_t bytes);
+    /* Full mode: a read at p (the alias) that the emulator does for the
+     * thread, as a wgmma twin reads its operands: recorded as a raw access
+     * at p is in the fault handler, without the fault's two signals and two
+     * mprotect calls; a hazard is a kernel error naming pc's line. */
+    void emulated_read(const void *p, const void *pc);
     /* MINITENSOR_EMU_INTERLEAVE: the current thread lets the others of its
      * round run before it goes on. */
     void yield_after_read();

@@ -262,5 +262,10 @@ void shared_initialised(const void *p, size_t bytes)
     running().mark_initialised(p, bytes);
 }
 
+void shared_emulated_read(const void *p, const void *pc)
+{
+    running().emulated_read(p, pc);
+}
+
 
 } /* namespace mt_emu */

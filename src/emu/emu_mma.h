@@ -8,8 +8,11 @@
  * gets a wrong product here too. (emu_wmma.h takes the other way: there the
  * fragment's layout is unspecified, so every lane holds all of it.)
  *
- * Shared memory is read through the lane's own raw address, which the full
- * checks follow (bounds, races, reads of bytes nothing wrote).
+ * Shared memory is read at the lane's own address; under
+ * MINITENSOR_EMU_CHECK=full each word is recorded as a raw access of the
+ * lane would be (races, reads of bytes nothing wrote, the block's bounds),
+ * through shared_emulated_read rather than a fault: a faulting raw read
+ * costs ~18 us, and these twins read every operand of the TF32 rungs.
  */
 #ifndef MT_EMU_MMA_H
 #define MT_EMU_MMA_H
@@ -61,9 +64,14 @@ inline float tf32_value(uint32_t bits)
 inline void ldmatrix_x4(uint32_t (&r)[4], const float *row)
 {
     const int lane = ::mt_emu::lane_id();
+    const float *at = ::mt_emu::from_raw(row); /* the checked mapping */
+here:
+    const void *pc = &&here; /* where a race report says the row was read */
     ::mt_emu::MmaQuad mine;
     for (int i = 0; i < 4; ++i) {
-        const float v = row[i];
+        if (::mt_emu::check_full)
+            ::mt_emu::shared_emulated_read(at + i, pc);
+        const float v = at[i];
         std::memcpy(&mine.v[i], &v, sizeof v);
     }
     for (int m = 0; m < 4; ++m) {

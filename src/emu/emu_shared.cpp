@@ -420,6 +420,24 @@ bool BlockRunner::raw_shared_fault(void *addr, bool write, void *pc, bool &hazar
     return true;
 }
 
+void BlockRunner::emulated_read(const void *p, const void *pc)
+{
+    /* A raw access outside the block's shared memory faults for good; so
+     * does this read, past what the block declared and asked for. */
+    const size_t off = (size_t)(static_cast<const unsigned char *>(p) - shared_);
+    if (off >= dynamic_bytes_ + static_used_) {
+        const std::string at = source_line(pc);
+        throw KernelError(format("%s: shared-memory read out of bounds at %s: byte %zu of the block's shared "
+                                 "memory, which has %zu bytes (read by the emulator's twin of a tensor-core "
+                                 "instruction for the thread)",
+                                 where(*current_).c_str(), at.empty() ? "an unknown line" : at.c_str(), off,
+                                 dynamic_bytes_ + static_used_));
+    }
+    const Hazard h = record(p, unit_at(p), false, 0, pc, nullptr);
+    if (h.kind)
+        throw KernelError(hazard_message(h, p, false, access_place(nullptr, 0, pc)));
+}
+
 void BlockRunner::mark_initialised(const void *p, size_t bytes)
 {
     const size_t off = (size_t)(static_cast<const unsigned char *>(p) - shared_);

@@ -38,6 +38,10 @@ inline T *from_raw(T *raw)
 /* Shared bytes written by the emulator on a thread's behalf without a check
  * (a WMMA store, an unchecked asynchronous copy): initialised from now on. */
 void shared_initialised(const void *p, size_t bytes);
+/* Full mode: shared memory at p (the alias) read by the emulator on a
+ * thread's behalf (a wgmma operand), checked as a raw access of the thread
+ * at code address pc would be, without the fault. */
+void shared_emulated_read(const void *p, const void *pc);
 
 /* ---- checked shared arrays (MINITENSOR_EMU_CHECK=full) ---------------------
  * cu2emu.py declares every __shared__ array as a SharedView: an object that

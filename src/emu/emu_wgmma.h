@@ -18,7 +18,12 @@
  *   - each thread computes its own accumulators (warp w of the warpgroup
  *     rows 16w .. 16w + 15, the m16n8 layout repeated over N, see
  *     wgmma_tf32.h), reading A's two rows and B's columns it needs from
- *     shared memory through raw addresses, which the full checks follow;
+ *     shared memory. Under MINITENSOR_EMU_CHECK=full each of those reads is
+ *     recorded for the race and initialisation checks as a raw access of
+ *     the thread would be (shared_emulated_read), but without going through
+ *     a fault: a faulting raw read costs ~18 us (two signals, two mprotect
+ *     calls), and a 128 x 128 block reads 70k operand words a K step of 8,
+ *     which made test_matmul_tf32 spend most of its 664 s there;
  *   - asynchronous as on a GPU, at the latest moment it allows: a product
  *     is queued at its issue and computed when the thread waits for its
  *     group (wgmma_wait), reading shared memory then. A kernel that
@@ -57,8 +62,9 @@ inline float wgmma_tf32_value(const float *p)
     return f;
 }
 
-/* Element (r, k) of the K-major operand a descriptor names, as TF32. */
-inline float wgmma_operand(uint64_t desc, int r, int k)
+/* Where element (r, k) of the K-major operand a descriptor names lies:
+ * its address in the checked (alias) mapping of shared memory. */
+inline const float *wgmma_operand_at(uint64_t desc, int r, int k)
 {
     if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0) {
         std::fprintf(stderr, "emulator: wgmma descriptor %#llx: only the 128-byte swizzle with base offset 0 "
@@ -69,7 +75,17 @@ inline float wgmma_operand(uint64_t desc, int r, int k)
     const uintptr_t stride = (uintptr_t)((desc >> 32) & 0x3fff) << 4;
     const uintptr_t x = start + (uintptr_t)(r / 8) * stride + (uintptr_t)(r % 8) * 128 + 4 * (uintptr_t)k;
     const uintptr_t swizzled = x ^ (((x >> 7) & 7) << 4);
-    return wgmma_tf32_value(to_raw(reinterpret_cast<const float *>(wgmma_shared_origin() + swizzled)));
+    return reinterpret_cast<const float *>(wgmma_shared_origin() + swizzled);
+}
+
+/* Element (r, k) as TF32, read for this thread (checked in full mode, as if
+ * the thread read it at code address pc). */
+inline float wgmma_operand(uint64_t desc, int r, int k, const void *pc)
+{
+    const float *p = wgmma_operand_at(desc, r, k);
+    if (check_full)
+        shared_emulated_read(p, pc);
+    return wgmma_tf32_value(p);
 }
 
 /* One queued product of this thread: d (n / 2 floats) += A B. */
@@ -103,7 +119,7 @@ inline WgmmaQueue &wgmma_queue()
 }
 
 /* The accumulators of this thread (see wgmma_tf32.h's layout). */
-inline void wgmma_run(const WgmmaPending &op)
+inline void wgmma_run(const WgmmaPending &op, const void *pc)
 {
     const int tid = wgmma_thread();
     const int warp = (tid % 128) / 32, lane = tid % 32;
@@ -111,12 +127,12 @@ inline void wgmma_run(const WgmmaPending &op)
     float a[2][8];
     for (int h = 0; h < 2; ++h)
         for (int k = 0; k < 8; ++k)
-            a[h][k] = wgmma_operand(op.a_desc, 16 * warp + g + 8 * h, k);
+            a[h][k] = wgmma_operand(op.a_desc, 16 * warp + g + 8 * h, k, pc);
     for (int j = 0; j < op.n / 8; ++j)
         for (int c = 0; c < 2; ++c) {
             float b[8];
             for (int k = 0; k < 8; ++k)
-                b[k] = wgmma_operand(op.b_desc, 8 * j + 2 * t + c, k);
+                b[k] = wgmma_operand(op.b_desc, 8 * j + 2 * t + c, k, pc);
             for (int h = 0; h < 2; ++h) {
                 float &out = op.d[4 * j + 2 * h + c];
                 float sum = op.accumulate ? out : 0.0f;
@@ -147,9 +163,12 @@ template <int N>
 inline void wgmma_wait()
 {
     ::mt_emu::WgmmaQueue &q = ::mt_emu::wgmma_queue();
+    /* where a race report says the operands were read: this wait */
+here:
+    const void *pc = &&here;
     size_t done = 0;
     while (done < q.pending.size() && q.pending[done].group < q.committed - N)
-        ::mt_emu::wgmma_run(q.pending[done++]);
+        ::mt_emu::wgmma_run(q.pending[done++], pc);
     q.pending.erase(q.pending.begin(), q.pending.begin() + (long)done);
 }
 

@@ -10,14 +10,16 @@
  * bound of tests/test_matmul_tf32.py. Sizes off every tile (64, 128, 256
  * rows or columns; K steps of 32), K = 1 and K = 0, batches with a
  * broadcast operand, and strided operands (which the rung copies to
- * row-major first). The library's choice (mt_matmul_tf32, tile -1) reads a
- * transposed operand in place (a column-major view with aligned columns,
+ * row-major first). The mma.sync rung's own tile choice (tile -1,
+ * mt_matmul_tf32_tile) reads a transposed operand in place (a column-major view with aligned columns,
  * as F.linear's weight.T or the backward's grad.T): the "transposed" group
  * runs each of the four layouts, aligned and not. The "epilogue" group runs
  * mt_matmul_tf32_epilogue: act(a @ b + bias) + residual and the saved
  * pre-activation, each activation, against the same loop in double.
  * The "wgmma" group runs the wgmma rung (src/matmul_tf32_wgmma.cu), whose
- * truncation to TF32 doubles the bound's 2^-10 (tf32_terms).
+ * truncation to TF32 doubles the bound's 2^-10 (tf32_terms), forced and as
+ * mt_matmul_tf32 chooses it, on every layout (the ones it copies K-major
+ * first too), checking on the emulator which kernel ran.
  * tests/c/test_matmul.c's "tf32" group checks every TF32 rung on TF32
  * inputs, where the product must be float-exact.
  *
@@ -64,17 +66,18 @@ static double tf32_mag(double terms, double sum_abs, double ref)
     return (terms * sum_abs + 1e-5 * (1.0 + fabs(ref))) / 1e-5;
 }
 
-/* tf32_case's `tile` for the wgmma rung (mt_matmul_tf32_rung, MT_TF32_WGMMA). */
-enum { WGMMA = -2 };
+/* tf32_case's `tile` for the wgmma rung (mt_matmul_tf32_rung, MT_TF32_WGMMA)
+ * and for mt_matmul_tf32, the library's choice between the wgmma and mma.sync
+ * rungs (-1 is the mma.sync rung's own tile choice, mt_matmul_tf32_tile). */
+enum { WGMMA = -2, CHOICE = -3 };
 
-/* The bound's factor for a case: the wgmma rung's, or the library's choice
- * (-1) on the layouts it may give wgmma (a row-major, b transposed: as many
+/* The bound's factor for a case: 2^-9 where the wgmma rung may run (it, or
+ * mt_matmul_tf32 and mt_matmul_tf32_epilogue on any layout: as many
  * 128 x 128 tiles as SMs, which on the emulator, one SM per OS thread, are
- * few). */
-static double tf32_terms(int tile, int a_layout, int b_layout)
+ * few), else 2^-10. */
+static double tf32_terms(int tile)
 {
-    const int may_wgmma = tile == -1 && a_layout == ROW_MAJOR && b_layout == TRANSPOSED;
-    return tile == WGMMA || may_wgmma ? 0x1p-9 : 0x1p-10;
+    return tile == WGMMA || tile == CHOICE ? 0x1p-9 : 0x1p-10;
 }
 
 /* One case: out (batch..., M, N) = a (a_batch..., M, K) @ b (b_batch..., K, N)
@@ -102,7 +105,8 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
             tile,
             tile >= 0         ? mt_matmul_tf32_tile_name(tile)
             : tile == WGMMA ? "the wgmma rung"
-                              : "the library's choice",
+            : tile == CHOICE  ? "mt_matmul_tf32"
+                              : "the mma rung's choice",
             M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NAMES[a_layout], tt_str(&b), LAYOUT_NAMES[b_layout]);
 
     /* out[z, i, j] = sum_k a[za, i, k] b[zb, k, j], with the TF32 bound as
@@ -124,12 +128,15 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
             sum_abs += fabs(term);
         }
         expect[o] = tt_value(sum);
-        expect[o].mag = tf32_mag(tf32_terms(tile, a_layout, b_layout), sum_abs, sum);
+        expect[o].mag = tf32_mag(tf32_terms(tile), sum_abs, sum);
     }
 
-    mt_status status = tile == WGMMA ? mt_matmul_tf32_rung(out.t, a.t, b.t, MT_TF32_WGMMA)
-                                     : mt_matmul_tf32_tile(out.t, a.t, b.t, tile);
-    if (tt_expect_ok(status, tile == WGMMA ? "mt_matmul_tf32_rung" : "mt_matmul_tf32_tile")) {
+    mt_status status = tile == WGMMA    ? mt_matmul_tf32_rung(out.t, a.t, b.t, MT_TF32_WGMMA)
+                       : tile == CHOICE ? mt_matmul_tf32(out.t, a.t, b.t)
+                                        : mt_matmul_tf32_tile(out.t, a.t, b.t, tile);
+    if (tt_expect_ok(status, tile == WGMMA    ? "mt_matmul_tf32_rung"
+                             : tile == CHOICE ? "mt_matmul_tf32"
+                                              : "mt_matmul_tf32_tile")) {
         tt_check_output(&out, expect);
         tt_expect_unchanged(&a, "a");
         tt_expect_unchanged(&b, "b");
@@ -143,6 +150,39 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
 static void plain(int tile, int64_t M, int64_t N, int64_t K, int a_layout, int b_layout)
 {
     tf32_case(tile, 0, NULL, 0, NULL, 0, NULL, M, N, K, a_layout, b_layout);
+}
+
+/* The SMs of the device (the "|<n>sm" end of mt_device_key; the emulator's
+ * are its OS threads); 0 if the key does not say. */
+static int64_t sm_count(void)
+{
+    char key[320];
+    if (mt_device_key(key, sizeof key) != MT_OK)
+        return 0;
+    const char *bar = strrchr(key, '|');
+    long long n = 0;
+    return bar && sscanf(bar + 1, "%lldsm", &n) == 1 ? (int64_t)n : 0;
+}
+
+/* The last case ran the wgmma kernel iff `want` (checked where launches are
+ * counted: the emulator). */
+static void expect_wgmma_launched(int want)
+{
+    const int64_t n = mt_launch_count("matmul_tf32_wgmma", NULL);
+    if (n >= 0)
+        TT_CHECK((n > 0) == want, "matmul_tf32_wgmma launched %" PRId64 " times; expected %s", n,
+                 want ? "the wgmma rung" : "the mma.sync rung");
+}
+
+/* mt_matmul_tf32 on an M x N x K product whose copies into K-major
+ * operands, if any, pay (tf32_wgmma_chosen): the wgmma rung wherever it has
+ * a 128 x 128 tile for each SM, else the mma.sync rung. */
+static void choice_case(int64_t M, int64_t N, int64_t K, int a_layout, int b_layout, int copies_pay)
+{
+    const int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
+    mt_reset_launch_counts();
+    plain(CHOICE, M, N, K, a_layout, b_layout);
+    expect_wgmma_launched(copies_pay && tiles >= sm_count());
 }
 
 /* act(z) in double, as torch defines it (test_matmul_epilogue.c's). */
@@ -207,7 +247,7 @@ static void epilogue_case(int act, int flags, int64_t batch, int64_t M, int64_t 
         tt_expect z = tt_value(sum);
         if (flags & MT_EPILOGUE_BIAS)
             z.ref += tt_at(&bias, &j);
-        z.mag = tf32_mag(tf32_terms(-1, a_layout, b_layout), sum_abs, z.ref) + fabs(z.ref);
+        z.mag = tf32_mag(tf32_terms(CHOICE), sum_abs, z.ref) + fabs(z.ref);
         expect_pre[o] = z;
         tt_expect y = z;
         y.ref = act_ref(act, z.ref);
@@ -289,20 +329,38 @@ int main(void)
         plain(WGMMA, 20, 9, 16, TRANSPOSED, ANY);
         static const int64_t b2[] = {2}, b1[] = {1};
         tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 100, ROW_MAJOR, TRANSPOSED);
+        /* batched and both copied: a (2, 36, 40) transposed, the broadcast b row-major (copied once) */
+        tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 40, TRANSPOSED, ROW_MAJOR);
+        /* mt_matmul_tf32 (and the epilogue) on the layouts whose operand the
+         * wgmma rung copies into K-major first: b row-major (x @ W, the
+         * backward's dY @ W: b transposed into a copy), a transposed (dY^T @
+         * X: a copied row-major), both. Each is wgmma where the copy pays
+         * (N, resp. M, >= 512: tf32_wgmma_chosen) and there are tiles enough
+         * (the emulator has few SMs), else mma.sync: 130 x 132 with a
+         * transposed a copies more than it saves. */
+        choice_case(530, 130, 24, ROW_MAJOR, ROW_MAJOR, 1);
+        choice_case(130, 530, 24, TRANSPOSED, TRANSPOSED, 1);
+        choice_case(130, 132, 24, TRANSPOSED, ROW_MAJOR, 0);
+        choice_case(200, 136, 40, ROW_MAJOR, TRANSPOSED, 1); /* in place: the copies' rule has nothing to pay */
+        mt_reset_launch_counts();
+        epilogue_case(MT_EPILOGUE_GELU, MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE, 0, 530, 130, 24,
+                      ROW_MAJOR, ROW_MAJOR);
+        expect_wgmma_launched(((530 + 127) / 128) * ((130 + 127) / 128) >= sm_count());
         if (all) {
+            choice_case(1030, 1030, 8, TRANSPOSED, ROW_MAJOR, 1); /* both copied */
             for (int c = 0; c < 4; ++c)
                 plain(WGMMA, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
                       (int)tt_rand_int(0, 2));
             /* The library's choice where it is wgmma on an H100 (132 SMs):
              * 133 x 2 tiles of 128 x 128 and 133 of 128 x 256 (the wide
              * tile), plain and with the epilogue, as the Linear forward. */
-            plain(-1, 16900, 130, 40, ROW_MAJOR, TRANSPOSED);
+            plain(CHOICE, 16900, 130, 40, ROW_MAJOR, TRANSPOSED);
             epilogue_case(MT_EPILOGUE_GELU, MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE, 0, 16900, 130,
                           40, ROW_MAJOR, TRANSPOSED);
         }
     }
 
-    /* The library's choice (-1), batched: three products sharing one b, and
+    /* The mma.sync rung's choice (-1), batched: three products sharing one b, and
      * a batch of a against a broadcast batch dim of b. */
     TT_GROUP("batched") {
         static const int64_t b3[] = {3}, b1[] = {1}, b23[] = {2, 3}, b13[] = {1, 3};
@@ -312,7 +370,7 @@ int main(void)
         plain(-1, 300, 260, 90, ANY, ANY);
     }
 
-    /* mt_matmul_tf32 (-1) on each layout of a and b. Columns of 68 or 132
+    /* The mma.sync rung's choice (-1) on each layout of a and b. Columns of 68 or 132
      * floats are 16-byte multiples, read in place (k-major stages for A,
      * n-major for B); 130 and 37 are not, and are copied. 129 x 131 is off
      * the 128 tile on both sides; K = 132 is 4 whole 32-steps and a partial
