@@ -51,8 +51,7 @@
  */
 #include "attention.h"
 #include "attention_mma.h"
-#include "attention_tiles.h"
-#include "mma_tf32.h"
+#include "attention_mma_frag.h"
 
 /* kQueries queries a block (64: 4 warps, 128: 8 warps sharing each K/V
  * tile), 16 rows a warp; kKeys keys a tile. */
@@ -67,50 +66,6 @@ struct MmaAttentionTiles {
     static constexpr size_t bytes() { return sizeof(float) * (size_t)(kQueries + 4 * kKeys) * kRow; }
     static_assert(bytes() <= 227 * 1024, "shared memory per block");
 };
-
-/* The float whose bits these are. */
-MT_DEVICE float float_of_bits(uint32_t bits) { return __int_as_float((int)bits); }
-
-/* x rounded to TF32 (nearest, ties away from zero, as cvt.rna.tf32.f32) by
- * two integer instructions on its bits: add half of the lowest kept bit,
- * clear the 13 dropped ones. Unlike cvt it does not test for NaN, which it
- * may turn into an infinity; the remainder below is then NaN - inf = NaN,
- * so a NaN still gives NaN. The split runs once per operand element of
- * every mma, twice per element: at full integer rate, not the conversion's. */
-MT_DEVICE uint32_t tf32_round_int(float x)
-{
-    return ((uint32_t)__float_as_int(x) + 0x1000u) & 0xffffe000u;
-}
-
-/* x as a TF32 value and the TF32 remainder: x ~ big + small (x - big is
- * exact in float). */
-MT_DEVICE void split_tf32(uint32_t &big, uint32_t &small, float x)
-{
-    big = tf32_round_int(x);
-    small = tf32_round_int(x - float_of_bits(big));
-}
-
-/* d += a b at float32's accuracy: the two cross terms first (small, so
- * they are not lost against a large d), then the big product. */
-MT_DEVICE void mma_3xtf32(float (&d)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
-                          const uint32_t (&b_big)[2], const uint32_t (&b_small)[2])
-{
-    mma_tf32_16x8x8(d, a_small, b_big);
-    mma_tf32_16x8x8(d, a_big, b_small);
-    mma_tf32_16x8x8(d, a_big, b_big);
-}
-
-/* The maximum, or the sum, over the 4 lanes of a quad (one row's lanes). */
-MT_DEVICE float quad_max(float x)
-{
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-MT_DEVICE float quad_sum(float x)
-{
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 
 template <int kDim, int kKeys, int kQueries>
 __global__ void __launch_bounds__(MmaAttentionTiles<kDim, kKeys, kQueries>::kThreads)
@@ -149,9 +104,8 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
     /* Per row (g, g + 8): the largest score so far, and this lane's share of
      * sum exp(score - m). */
     float m[2] = {-mt_infinity<float>(), -mt_infinity<float>()}, l[2] = {0.0f, 0.0f};
-    /* The warp's 16 rows of Q: lane l names row l % 8 (+ 8 for matrices 1
-     * and 3) and head-dim half l / 16 of each 16 x 8 fragment. */
-    const float *q_frag_row = q_tile + (warp * 16 + (lane / 8 % 2) * 8 + lane % 8) * RS + lane / 16 * 4;
+    /* The warp's 16 rows of Q, as ldmatrix reads them. */
+    const float *q_frag_row = frag_row(q_tile, RS, warp * 16, lane);
     for (int64_t kt = 0; kt < tiles; ++kt) {
         const int s = (int)(kt & 1);
         if (kt + 1 < tiles) { /* the next tile, in flight while we compute on this one */
@@ -164,21 +118,10 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
         const float *k_tile = k_tiles + s * BC * RS, *v_tile = v_tiles + s * BC * RS;
         const int64_t key0 = kt * BC;
 
-        /* 1. S = Q K^T over the head dim, 8 columns a step. */
+        /* 1. S = Q K^T over the head dim, 8 columns a step: K's fragments
+         * by two loads a lane (B[k][n] = K[n][k], a K row read in place). */
         float sc[NJ][4] = {};
-        MT_UNROLL for (int kk = 0; kk < kDim; kk += 8) {
-            uint32_t qa[4], qa_big[4], qa_small[4];
-            ldmatrix_x4(qa, q_frag_row + kk);
-            MT_UNROLL for (int e = 0; e < 4; ++e)
-                split_tf32(qa_big[e], qa_small[e], float_of_bits(qa[e]));
-            MT_UNROLL for (int j = 0; j < NJ; ++j) {
-                const float *kr = k_tile + (8 * j + g) * RS + kk + t; /* K^T[kk + t][8j + g] */
-                uint32_t kb_big[2], kb_small[2];
-                split_tf32(kb_big[0], kb_small[0], kr[0]);
-                split_tf32(kb_big[1], kb_small[1], kr[4]);
-                mma_3xtf32(sc[j], qa_big, qa_small, kb_big, kb_small);
-            }
-        }
+        mma_rows_abt<kDim, NJ>(sc, q_frag_row, k_tile, RS, g, t);
 
         /* 2. The online softmax of rows g (sc[j][0..1]) and g + 8
          * (sc[j][2..3]). Masked: keys past the end, and keys after the row
@@ -216,22 +159,9 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
             m[h] = m_new;
         }
 
-        /* 3. O += P V, 8 keys a step, in the order 0, 2, 4, 6, 1, 3, 5, 7:
-         * A's a[0..3] = P[g][2t], P[g + 8][2t], P[g][2t + 1], P[g + 8][2t + 1]. */
-        MT_UNROLL for (int j = 0; j < NJ; ++j) {
-            uint32_t pa_big[4], pa_small[4];
-            split_tf32(pa_big[0], pa_small[0], sc[j][0]);
-            split_tf32(pa_big[1], pa_small[1], sc[j][2]);
-            split_tf32(pa_big[2], pa_small[2], sc[j][1]);
-            split_tf32(pa_big[3], pa_small[3], sc[j][3]);
-            const float *vr = v_tile + (8 * j + 2 * t) * RS + g; /* V[8j + 2t][g], V[8j + 2t + 1][g] */
-            MT_UNROLL for (int n = 0; n < NO; ++n) {
-                uint32_t vb_big[2], vb_small[2];
-                split_tf32(vb_big[0], vb_small[0], vr[8 * n]);
-                split_tf32(vb_big[1], vb_small[1], vr[RS + 8 * n]);
-                mma_3xtf32(o[n], pa_big, pa_small, vb_big, vb_small);
-            }
-        }
+        /* 3. O += P V with P straight from S's registers (mma_acc_ab: keys
+         * in the order 0, 2, 4, 6, 1, 3, 5, 7, V's rows read in that order). */
+        mma_acc_ab<kDim, NJ>(o, sc, v_tile, RS, g, t);
         __syncthreads(); /* everyone is done with stage s before it is overwritten */
     }
     async_wait<0>(); /* no copy may outlive the block (the last commit may be empty) */
@@ -250,28 +180,6 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
         }
     }
 #endif
-}
-
-/* The mma rung's operands: float32, head dims 64 or 128 (the same for q and
- * v), query blocks of 0 (the default), 64 or 128, key tiles of 0 (the
- * default), 32 or 64. */
-static mt_status check_mma_operands(const char *func, const mt_tensor &q, const mt_tensor &v, int block_queries,
-                                    int block_keys)
-{
-    const int64_t d = q.shape[2];
-    if (q.dtype != MT_FLOAT32)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "the mma rung is float32 only, got %s",
-                       dtype_name(q.dtype));
-    if (d != v.shape[2] || (d != 64 && d != 128))
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "head dims %lld (q) and %lld (v): the mma rung takes "
-                       "64 or 128, the same for both", (long long)d, (long long)v.shape[2]);
-    if (block_queries != 0 && block_queries != 64 && block_queries != 128)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_queries %d: the mma rung takes 0 (the default), "
-                       "64 or 128", block_queries);
-    if (block_keys != 0 && block_keys != 32 && block_keys != 64)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_keys %d: the mma rung takes 0 (the default), 32 "
-                       "or 64", block_keys);
-    return MT_OK;
 }
 
 template <int kDim, int kKeys, int kQueries>
@@ -294,14 +202,6 @@ static mt_status launch_mma_forward(const mt_tensor &out, const mt_tensor &lse, 
         length, k.shape[1], (float)scale, causal != 0, b, row_tiles, vec);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
-}
-
-/* Runs launch(std::integral_constant<int, N>) with n (64 or 128, checked)
- * as a compile-time constant. */
-template <typename Launch>
-static mt_status with_64_or_128(int64_t n, Launch launch)
-{
-    return n == 64 ? launch(std::integral_constant<int, 64>{}) : launch(std::integral_constant<int, 128>{});
 }
 
 mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,
