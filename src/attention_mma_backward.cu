@@ -272,15 +272,8 @@ static mt_status launch_mma_backward(const mt_tensor &dq, const mt_tensor &dk, c
     const int64_t key_tiles = (keys + Tiles::kRows - 1) / Tiles::kRows;
     if (b * row_tiles > INT32_MAX || b * key_tiles > INT32_MAX)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "more blocks than a grid holds");
-    if (b * length == 0) { /* no query: dK and dV are sums over nothing */
-        if (b * keys > 0) {
-            CUDA_CHECK(cudaMemsetAsync(first_of<float>(dk), 0, sizeof(float) * (size_t)(b * keys * kDim),
-                                       mt_stream()));
-            CUDA_CHECK(cudaMemsetAsync(first_of<float>(dv), 0, sizeof(float) * (size_t)(b * keys * kDim),
-                                       mt_stream()));
-        }
-        return MT_OK;
-    }
+    if (b * length == 0)
+        return zero_key_grads<float>(dk, dv, b * keys * kDim);
     const bool vec = aligned16(first_of<float>(q)) && aligned16(first_of<float>(k)) &&
                      aligned16(first_of<float>(v)) && aligned16(first_of<float>(dout));
     const size_t bytes = Tiles::bytes();

@@ -164,7 +164,7 @@ int main(void)
         mma_case(1, 70, 70, 64, 1, 0, 0, MMA_BACKWARD);
         mma_case(1, 17, 130, 64, 0, 0, 32, MMA_BACKWARD);
         mma_case(2, 1, 1, 128, 1, 0, 0, MMA_BACKWARD);
-        mma_case(1, 130, 70, 128, 1, 0, 64, MMA_BACKWARD);
+        mma_case(1, 70, 33, 128, 1, 0, 64, MMA_BACKWARD);
         if (!emulator)
             for (int causal = 0; causal < 2; ++causal)
                 for (int tile = 0; tile <= 64; tile += 32)
