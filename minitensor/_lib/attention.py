@@ -67,16 +67,18 @@ def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: 
 
 
 def attention_backward(dq: Any, dk: Any, dv: Any, dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
-                       scale: float, causal: bool, rung: str = "flash", block_queries: int = 0) -> None:
+                       scale: float, causal: bool, rung: str = "flash", block_queries: int = 0,
+                       block_cols: int = 0) -> None:
     """dq, dk, dv of mt_attention (mt_attention_backward), of mt_attention_warp
     (mt_attention_warp_backward, rung "warp"), of mt_attention_tiled
     (mt_attention_tiled_backward, rung "tiled") or of mt_attention_mma
-    (mt_attention_mma_backward with its default tiles, rung "mma") from dout and
-    the forward's tensors."""
+    (mt_attention_mma_backward, rung "mma": block_cols the rows of the tiles its
+    kernels walk, 32 or 64, 0 the default) from dout and the forward's tensors."""
     if rung == "mma":
         check(lib().mt_attention_mma_backward(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
                                               q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),
-                                              lse.descriptor(), float(scale), 1 if causal else 0, 0),
+                                              lse.descriptor(), float(scale), 1 if causal else 0,
+                                              int(block_cols)),
               "mt_attention_mma_backward")
         return
     if rung == "tiled":

@@ -55,7 +55,7 @@ ATTENTION_MMA_FORWARD: dict[tuple[int, bool], int] = {(64, False): 1, (64, True)
 # causal) -> the shortest length it does so from. Every pair from the first
 # length: its products are the FFMA backward's, at the tensor cores' rate, as
 # the forward's are (to be confirmed by bench/attention.py on the GPU, the
-# "sdpa" rung against "mma/warp": /work/notes/gpu/attnbwd.sh).
+# "sdpa" rung against the same forward with the warp backward).
 ATTENTION_MMA_BACKWARD: dict[tuple[int, bool], int] = {(64, False): 1, (64, True): 1, (128, False): 1,
                                                        (128, True): 1}
 
