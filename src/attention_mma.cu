@@ -104,8 +104,9 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
     /* Per row (g, g + 8): the largest score so far, and this lane's share of
      * sum exp(score - m). */
     float m[2] = {-mt_infinity<float>(), -mt_infinity<float>()}, l[2] = {0.0f, 0.0f};
-    /* The warp's 16 rows of Q, as ldmatrix reads them. */
-    const float *q_frag_row = frag_row(q_tile, RS, warp * 16, lane);
+    /* The warp's 16 rows of Q: lane l names row l % 8 (+ 8 for matrices 1
+     * and 3) and head-dim half l / 16 of each 16 x 8 fragment. */
+    const float *q_frag_row = q_tile + (warp * 16 + (lane / 8 % 2) * 8 + lane % 8) * RS + lane / 16 * 4;
     for (int64_t kt = 0; kt < tiles; ++kt) {
         const int s = (int)(kt & 1);
         if (kt + 1 < tiles) { /* the next tile, in flight while we compute on this one */
@@ -118,10 +119,21 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
         const float *k_tile = k_tiles + s * BC * RS, *v_tile = v_tiles + s * BC * RS;
         const int64_t key0 = kt * BC;
 
-        /* 1. S = Q K^T over the head dim, 8 columns a step: K's fragments
-         * by two loads a lane (B[k][n] = K[n][k], a K row read in place). */
+        /* 1. S = Q K^T over the head dim, 8 columns a step. */
         float sc[NJ][4] = {};
-        mma_rows_abt<kDim, NJ>(sc, q_frag_row, k_tile, RS, g, t);
+        MT_UNROLL for (int kk = 0; kk < kDim; kk += 8) {
+            uint32_t qa[4], qa_big[4], qa_small[4];
+            ldmatrix_x4(qa, q_frag_row + kk);
+            MT_UNROLL for (int e = 0; e < 4; ++e)
+                split_tf32(qa_big[e], qa_small[e], float_of_bits(qa[e]));
+            MT_UNROLL for (int j = 0; j < NJ; ++j) {
+                const float *kr = k_tile + (8 * j + g) * RS + kk + t; /* K^T[kk + t][8j + g] */
+                uint32_t kb_big[2], kb_small[2];
+                split_tf32(kb_big[0], kb_small[0], kr[0]);
+                split_tf32(kb_big[1], kb_small[1], kr[4]);
+                mma_3xtf32(sc[j], qa_big, qa_small, kb_big, kb_small);
+            }
+        }
 
         /* 2. The online softmax of rows g (sc[j][0..1]) and g + 8
          * (sc[j][2..3]). Masked: keys past the end, and keys after the row
@@ -159,9 +171,22 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
             m[h] = m_new;
         }
 
-        /* 3. O += P V with P straight from S's registers (mma_acc_ab: keys
-         * in the order 0, 2, 4, 6, 1, 3, 5, 7, V's rows read in that order). */
-        mma_acc_ab<kDim, NJ>(o, sc, v_tile, RS, g, t);
+        /* 3. O += P V, 8 keys a step, in the order 0, 2, 4, 6, 1, 3, 5, 7:
+         * A's a[0..3] = P[g][2t], P[g + 8][2t], P[g][2t + 1], P[g + 8][2t + 1]. */
+        MT_UNROLL for (int j = 0; j < NJ; ++j) {
+            uint32_t pa_big[4], pa_small[4];
+            split_tf32(pa_big[0], pa_small[0], sc[j][0]);
+            split_tf32(pa_big[1], pa_small[1], sc[j][2]);
+            split_tf32(pa_big[2], pa_small[2], sc[j][1]);
+            split_tf32(pa_big[3], pa_small[3], sc[j][3]);
+            const float *vr = v_tile + (8 * j + 2 * t) * RS + g; /* V[8j + 2t][g], V[8j + 2t + 1][g] */
+            MT_UNROLL for (int n = 0; n < NO; ++n) {
+                uint32_t vb_big[2], vb_small[2];
+                split_tf32(vb_big[0], vb_small[0], vr[8 * n]);
+                split_tf32(vb_big[1], vb_small[1], vr[RS + 8 * n]);
+                mma_3xtf32(o[n], pa_big, pa_small, vb_big, vb_small);
+            }
+        }
         __syncthreads(); /* everyone is done with stage s before it is overwritten */
     }
     async_wait<0>(); /* no copy may outlive the block (the last commit may be empty) */

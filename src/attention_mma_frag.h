@@ -1,10 +1,13 @@
 /*
  * attention_mma_frag.h: what the mma rung's forward (src/attention_mma.cu)
  * and backward (src/attention_mma_backward.cu) share: the 3xTF32 split and
- * product, the quad reductions, and the two warp-wide products every step of
- * either is made of. Fragment layouts as in src/mma_tf32.h: lane (g, t) =
- * (lane / 4, lane % 4) holds rows g and g + 8, columns 2t and 2t + 1 of each
- * 16 x 8 accumulator.
+ * product, the quad reductions, the argument checks, and the two warp-wide
+ * products every step of the backward is made of (the forward's S = Q K^T
+ * and O += P V are the same loops, written out in its kernel: through these
+ * functions nvcc gave its default D64 block 134 registers a thread instead
+ * of 128, one block an SM instead of two). Fragment layouts as in
+ * src/mma_tf32.h: lane (g, t) = (lane / 4, lane % 4) holds rows g and g + 8,
+ * columns 2t and 2t + 1 of each 16 x 8 accumulator.
  */
 #ifndef MT_ATTENTION_MMA_FRAG_H
 #define MT_ATTENTION_MMA_FRAG_H
