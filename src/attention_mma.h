@@ -26,8 +26,7 @@ mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor 
  * rowsum(dO * O)), then a kernel per 64 keys writes dK and dV. The forward's
  * operands and lse (any rung's: they save the same); float32, D = Dv 64 or
  * 128; block_cols the rows of the tiles each kernel walks (keys for dQ,
- * queries for dK and dV): 32 or 64, 0 for the default (64 at head dim 64,
- * 32 at 128). */
+ * queries for dK and dV): 32 or 64, 0 for the default (32). */
 mt_status mt_attention_mma_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q,
                                     mt_tensor k, mt_tensor v, mt_tensor out, mt_tensor lse, double scale,
                                     int causal, int block_cols);
