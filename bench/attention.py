@@ -36,7 +36,8 @@ ladder against torch in the same process:
             3xTF32 mma.sync at float32's accuracy (as torch's), 64 queries a
             block of 4 warps or 128 of 8, 32 or 64 keys a tile (mma:64x32,
             mma:128x64; default 64 queries, 64 keys at head dim 64, 32 at
-            128); its backward is the warp rung's.
+            128); its backward src/attention_mma_backward.cu, the same 3xTF32
+            products (dQ per 64 queries, then dK and dV per 64 keys).
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
             (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
             with the warp backward, at 128 the warp rung; no mask; with a

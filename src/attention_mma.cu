@@ -51,8 +51,7 @@
  */
 #include "attention.h"
 #include "attention_mma.h"
-#include "attention_tiles.h"
-#include "mma_tf32.h"
+#include "attention_mma_frag.h"
 
 /* kQueries queries a block (64: 4 warps, 128: 8 warps sharing each K/V
  * tile), 16 rows a warp; kKeys keys a tile. */
@@ -67,50 +66,6 @@ struct MmaAttentionTiles {
     static constexpr size_t bytes() { return sizeof(float) * (size_t)(kQueries + 4 * kKeys) * kRow; }
     static_assert(bytes() <= 227 * 1024, "shared memory per block");
 };
-
-/* The float whose bits these are. */
-MT_DEVICE float float_of_bits(uint32_t bits) { return __int_as_float((int)bits); }
-
-/* x rounded to TF32 (nearest, ties away from zero, as cvt.rna.tf32.f32) by
- * two integer instructions on its bits: add half of the lowest kept bit,
- * clear the 13 dropped ones. Unlike cvt it does not test for NaN, which it
- * may turn into an infinity; the remainder below is then NaN - inf = NaN,
- * so a NaN still gives NaN. The split runs once per operand element of
- * every mma, twice per element: at full integer rate, not the conversion's. */
-MT_DEVICE uint32_t tf32_round_int(float x)
-{
-    return ((uint32_t)__float_as_int(x) + 0x1000u) & 0xffffe000u;
-}
-
-/* x as a TF32 value and the TF32 remainder: x ~ big + small (x - big is
- * exact in float). */
-MT_DEVICE void split_tf32(uint32_t &big, uint32_t &small, float x)
-{
-    big = tf32_round_int(x);
-    small = tf32_round_int(x - float_of_bits(big));
-}
-
-/* d += a b at float32's accuracy: the two cross terms first (small, so
- * they are not lost against a large d), then the big product. */
-MT_DEVICE void mma_3xtf32(float (&d)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
-                          const uint32_t (&b_big)[2], const uint32_t (&b_small)[2])
-{
-    mma_tf32_16x8x8(d, a_small, b_big);
-    mma_tf32_16x8x8(d, a_big, b_small);
-    mma_tf32_16x8x8(d, a_big, b_big);
-}
-
-/* The maximum, or the sum, over the 4 lanes of a quad (one row's lanes). */
-MT_DEVICE float quad_max(float x)
-{
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-MT_DEVICE float quad_sum(float x)
-{
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 
 template <int kDim, int kKeys, int kQueries>
 __global__ void __launch_bounds__(MmaAttentionTiles<kDim, kKeys, kQueries>::kThreads)
@@ -252,28 +207,6 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
 #endif
 }
 
-/* The mma rung's operands: float32, head dims 64 or 128 (the same for q and
- * v), query blocks of 0 (the default), 64 or 128, key tiles of 0 (the
- * default), 32 or 64. */
-static mt_status check_mma_operands(const char *func, const mt_tensor &q, const mt_tensor &v, int block_queries,
-                                    int block_keys)
-{
-    const int64_t d = q.shape[2];
-    if (q.dtype != MT_FLOAT32)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "the mma rung is float32 only, got %s",
-                       dtype_name(q.dtype));
-    if (d != v.shape[2] || (d != 64 && d != 128))
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "head dims %lld (q) and %lld (v): the mma rung takes "
-                       "64 or 128, the same for both", (long long)d, (long long)v.shape[2]);
-    if (block_queries != 0 && block_queries != 64 && block_queries != 128)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_queries %d: the mma rung takes 0 (the default), "
-                       "64 or 128", block_queries);
-    if (block_keys != 0 && block_keys != 32 && block_keys != 64)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_keys %d: the mma rung takes 0 (the default), 32 "
-                       "or 64", block_keys);
-    return MT_OK;
-}
-
 template <int kDim, int kKeys, int kQueries>
 static mt_status launch_mma_forward(const mt_tensor &out, const mt_tensor &lse, const mt_tensor &q,
                                     const mt_tensor &k, const mt_tensor &v, double scale, int causal)
@@ -294,14 +227,6 @@ static mt_status launch_mma_forward(const mt_tensor &out, const mt_tensor &lse, 
         length, k.shape[1], (float)scale, causal != 0, b, row_tiles, vec);
     CUDA_CHECK(mt_launch_status());
     return MT_OK;
-}
-
-/* Runs launch(std::integral_constant<int, N>) with n (64 or 128, checked)
- * as a compile-time constant. */
-template <typename Launch>
-static mt_status with_64_or_128(int64_t n, Launch launch)
-{
-    return n == 64 ? launch(std::integral_constant<int, 64>{}) : launch(std::integral_constant<int, 128>{});
 }
 
 mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,

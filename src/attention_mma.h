@@ -21,6 +21,15 @@ extern "C" {
  * mt_attention_tiled_backward) take it. */
 mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor k, mt_tensor v, double scale,
                            int causal, int block_queries, int block_keys);
+/* Its gradients on the tensor cores (src/attention_mma_backward.cu), 3xTF32
+ * and deterministic: a kernel per 64 queries writes dQ (and each row's
+ * rowsum(dO * O)), then a kernel per 64 keys writes dK and dV. The forward's
+ * operands and lse (any rung's: they save the same); float32, D = Dv 64 or
+ * 128; block_cols the rows of the tiles each kernel walks (keys for dQ,
+ * queries for dK and dV): 32 or 64, 0 for the default (32). */
+mt_status mt_attention_mma_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q,
+                                    mt_tensor k, mt_tensor v, mt_tensor out, mt_tensor lse, double scale,
+                                    int causal, int block_cols);
 
 #ifdef __cplusplus
 }

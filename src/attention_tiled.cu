@@ -529,13 +529,8 @@ static mt_status launch_tiled_backward(const mt_tensor &dq, const mt_tensor &dk,
     const int64_t key_tiles = (keys + KeyTiles::kKeys - 1) / KeyTiles::kKeys;
     if (b * row_tiles > INT32_MAX || b * key_tiles > INT32_MAX)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "more blocks than a grid holds");
-    if (b * length == 0) { /* no query: dK and dV are sums over nothing */
-        if (b * keys > 0) {
-            CUDA_CHECK(cudaMemsetAsync(first_of<T>(dk), 0, sizeof(T) * (size_t)(b * keys * kDim), mt_stream()));
-            CUDA_CHECK(cudaMemsetAsync(first_of<T>(dv), 0, sizeof(T) * (size_t)(b * keys * kDim), mt_stream()));
-        }
-        return MT_OK;
-    }
+    if (b * length == 0)
+        return zero_key_grads<T>(dk, dv, b * keys * kDim);
     const bool vec = aligned16(first_of<T>(q)) && aligned16(first_of<T>(k)) && aligned16(first_of<T>(v)) &&
                      aligned16(first_of<T>(dout));
     DeviceScratch delta; /* D_i = dO_i . O_i, written by the dQ kernel, read by the dK/dV kernel */

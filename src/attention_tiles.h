@@ -130,4 +130,16 @@ static T *first_of(const mt_tensor &t)
     return static_cast<T *>(t.data) + t.offset;
 }
 
+/* A backward with no query: dK and dV (`elements` each) are sums over
+ * nothing, zeros. */
+template <typename T>
+static mt_status zero_key_grads(const mt_tensor &dk, const mt_tensor &dv, int64_t elements)
+{
+    if (elements > 0) {
+        CUDA_CHECK(cudaMemsetAsync(first_of<T>(dk), 0, sizeof(T) * (size_t)elements, mt_stream()));
+        CUDA_CHECK(cudaMemsetAsync(first_of<T>(dv), 0, sizeof(T) * (size_t)elements, mt_stream()));
+    }
+    return MT_OK;
+}
+
 #endif /* MT_ATTENTION_TILES_H */

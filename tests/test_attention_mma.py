@@ -1,6 +1,6 @@
 """The mma rung of attention (src/attention_mma.cu, mt.kernels.attention(...,
-"mma")): the forward on the tensor cores in 3xTF32 (float32's accuracy), the
-warp rung's backward from its lse. The output and the gradients of q, k and v
+"mma")): the forward on the tensor cores in 3xTF32 (float32's accuracy), and
+its backward (src/attention_mma_backward.cu), the same products. The output and the gradients of q, k and v
 against NumPy in float64 at float32's tolerance (tests/helpers.py; plain TF32
 products, 1e-3, would fail it), with and without the causal mask, head dims 64
 and 128, both key tiles, lengths off the 64-query block, non-contiguous
@@ -18,10 +18,12 @@ import minitensor as mt
 from helpers import assert_close
 from test_attention_warp import ref_attention
 
-# (head dim, queries, keys, query block, key tile) that run on the emulator: a
-# partial block and tile, one query, the larger head dim, 8 warps a block
-# (tests/c/test_attention_mma.c more).
-EMULATOR_CASES = {(64, 70, 45, 0, 64), (128, 1, 1, 0, 0), (128, 37, 40, 0, 32), (64, 130, 97, 128, 32)}
+# (head dim, queries, keys, query block, key tile) that run on the emulator:
+# one of each kernel's blocks, a partial tile, more keys than queries. Its full
+# checks (CI runs this file under MINITENSOR_EMU_CHECK=full) cost one to two
+# seconds a block of these kernels, so the emulator runs few;
+# tests/c/test_attention_mma.c more, the GPU all.
+EMULATOR_CASES = {(64, 37, 40, 0, 32)}
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -35,7 +37,7 @@ def test_mma_rung_matches_numpy(d, length, keys, block_queries, block_keys) -> N
     rng = np.random.default_rng(d + length + block_keys)
     q, k, v = (rng.standard_normal((2, n, d)) for n in (length, keys, keys))
     dout = rng.standard_normal((2, length, d))
-    for causal in (False, True):
+    for causal in (False, True) if mt.backend() == "cuda" else (True,):  # the C tests run both on the emulator
         ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in (q, k, v)]
         out = mt.kernels.attention(*ts, "mma", causal=causal, block_queries=block_queries, block_keys=block_keys)
         out.backward(mt.tensor(dout, dtype=mt.float32))
@@ -45,6 +47,66 @@ def test_mma_rung_matches_numpy(d, length, keys, block_queries, block_keys) -> N
         assert_close(out, want[0], mt.float32, n=keys * d)
         for t, w, n in zip(ts, want[1:], (keys * d, length * d, length)):
             assert_close(t.grad, w, mt.float32, n=n * d)
+
+
+# (head dim, queries, keys, causal) of the backward through
+# F.scaled_dot_product_attention on the emulator (the rest on the GPU): a
+# length off the tiles.
+SDPA_EMULATOR_CASES = {(64, 17, 40, True)}
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("length, keys", [(1, 1), (17, 40), (70, 33), (130, 130), (45, 150)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_mma_backward_matches_the_warp_backward_and_numpy(d, length, keys, causal) -> None:
+    """The gradients through F.scaled_dot_product_attention, which takes the
+    mma forward and backward ("mma/mma") under the fast policy, of q, k, v
+    given as transposed views (B, H, L, E) of (B, L, H, E) as a transformer
+    has them: NumPy's in float64 at float32's tolerance, and the warp
+    backward's (the previous choice) from the same forward."""
+    if mt.backend() != "cuda" and (d, length, keys, causal) not in SDPA_EMULATOR_CASES:
+        pytest.skip("the emulator runs a few of these cases; the GPU runs them all")
+    with mt.kernels.policy("fast"):
+        assert mt.ops.fused_attention_rung(d, d, length, causal=causal) == "mma/mma"
+    rng = np.random.default_rng(d + length + keys)
+    batch = 2 if mt.backend() == "cuda" else 1
+    arrays = [rng.standard_normal((batch, n, 2, d)) for n in (length, keys, keys)]
+    dout = rng.standard_normal((batch, 2, length, d))
+    grads = {}
+    # The warp backward's gradients beside them on the GPU only (emulator time).
+    for rung in ("sdpa", "mma/warp") if mt.backend() == "cuda" else ("sdpa",):
+        ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in arrays]
+        views = [t.transpose(1, 2) for t in ts]
+        assert length == 1 or not views[0].is_contiguous()  # one query: the transpose moves nothing
+        with mt.kernels.policy("fast"):
+            if rung == "sdpa":
+                out = mt.nn.functional.scaled_dot_product_attention(*views, is_causal=causal)
+            else:
+                out = mt.autograd.attention.Attention.apply(*views, 1 / math.sqrt(d), causal, rung)
+            out.backward(mt.tensor(dout, dtype=mt.float32))
+        grads[rung] = [t.grad.numpy() for t in ts]
+        want = ref_attention(*(np.swapaxes(t.detach().numpy().astype(np.float64), 1, 2) for t in ts),
+                             dout.astype(np.float32), 1 / math.sqrt(d), causal)
+        for t, w, n in zip(ts, want[1:], (keys, length, length)):
+            assert_close(t.grad.transpose(1, 2), w, mt.float32, n=n * d)
+    for mine, warp, n in zip(grads["sdpa"], grads.get("mma/warp", grads["sdpa"]), (keys, length, length)):
+        assert_close(mt.tensor(mine), warp.astype(np.float64), mt.float32, n=n * d)
+
+
+def test_mma_backward_is_deterministic() -> None:
+    """No atomics: the same inputs give the same gradients bit for bit (on the
+    GPU, where blocks race; the emulator runs them one at a time)."""
+    if mt.backend() != "cuda":
+        pytest.skip("blocks race on the GPU only")
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal((1, 70, 64)) for _ in range(3)]
+    runs = []
+    for _ in range(2):
+        ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in arrays]
+        mt.kernels.attention(*ts, "mma", causal=True).backward(mt.tensor(arrays[0], dtype=mt.float32))
+        runs.append([t.grad.numpy() for t in ts])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_mma_rung_on_a_transposed_view() -> None:
@@ -57,6 +119,20 @@ def test_mma_rung_on_a_transposed_view() -> None:
     want = ref_attention(*(np.swapaxes(t.numpy().astype(np.float64), 1, 2) for t in ts),
                          np.zeros((1, 2, 20, 64)), 1 / 8, True)
     assert_close(out, want[0], mt.float32, n=20 * 64)
+
+
+def test_sdpa_takes_the_mma_backward_where_the_table_says(monkeypatch) -> None:
+    """ops.ATTENTION_MMA_BACKWARD: from its length on, the mma forward's
+    backward is the mma rung's too ("mma/mma"); below, the head dim's rung's."""
+    module = importlib.import_module("minitensor.ops.attention")
+    monkeypatch.setattr(module, "ATTENTION_MMA_FORWARD", {(64, True): 16, (128, False): 16})
+    monkeypatch.setattr(module, "ATTENTION_MMA_BACKWARD", {(64, True): 32})
+    with mt.kernels.policy("fast"):
+        assert mt.ops.fused_attention_rung(64, 64, 32, causal=True) == "mma/mma"
+        assert mt.ops.fused_attention_rung(64, 64, 31, causal=True) == "mma/warp"
+        assert mt.ops.fused_attention_rung(128, 128, 64, causal=False) == "mma/warp"
+    with mt.kernels.policy("teaching"):
+        assert mt.ops.fused_attention_rung(64, 64, 32, causal=True) is None
 
 
 def test_mma_rung_refuses() -> None:
@@ -80,12 +156,14 @@ def test_mma_rung_refuses() -> None:
 def test_sdpa_takes_the_mma_forward_where_the_table_says(monkeypatch) -> None:
     """ops.ATTENTION_MMA_FORWARD names (head dim, causal) and the shortest
     length: from there F.scaled_dot_product_attention runs the mma forward
-    with the backward of the head dim's rung, the same result as NumPy's; a
+    with the backward of the head dim's rung (ATTENTION_MMA_BACKWARD empty),
+    the same result as NumPy's; a
     float64 input takes the warp forward instead (the mma rung is float32
     only)."""
     # the module (mt.ops.attention is its function)
     monkeypatch.setattr(importlib.import_module("minitensor.ops.attention"), "ATTENTION_MMA_FORWARD",
                         {(64, True): 16})
+    monkeypatch.setattr(importlib.import_module("minitensor.ops.attention"), "ATTENTION_MMA_BACKWARD", {})
     with mt.kernels.policy("fast"):
         assert mt.ops.fused_attention_rung(64, 64, 16, causal=True) == "mma/warp"
         assert mt.ops.fused_attention_rung(64, 64, 15, causal=True) != "mma/warp"
@@ -95,8 +173,8 @@ def test_sdpa_takes_the_mma_forward_where_the_table_says(monkeypatch) -> None:
     fused = mt.nn.functional._fused_attention
     monkeypatch.setattr(mt.nn.functional, "_fused_attention", lambda *a: chosen.append(a[5]) or fused(*a))
     rng = np.random.default_rng(11)
-    q, k, v = (rng.standard_normal((1, 2, 20, 64)) for _ in range(3))
-    dout = rng.standard_normal((1, 2, 20, 64))
+    q, k, v = (rng.standard_normal((1, 1, 20, 64)) for _ in range(3))
+    dout = rng.standard_normal((1, 1, 20, 64))
     for dtype in (mt.float32, mt.float64):
         ts = [mt.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v)]
         with mt.kernels.policy("fast"):

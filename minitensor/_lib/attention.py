@@ -1,6 +1,7 @@
 """The masked softmax (src/masked_softmax.cu) and fused attention: the flash rung
 (src/attention.cu), the warp rung (src/attention_warp.cu) and the tiled rung
-(src/attention_tiled.cu) and the mma rung's forward (src/attention_mma.cu)."""
+(src/attention_tiled.cu) and the mma rung (src/attention_mma.cu, its backward
+src/attention_mma_backward.cu)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                             MtTensor, MtTensor, c_double, c_int, c_int]),
     "mt_attention_mma": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, c_double, c_int, c_int,
                                  c_int]),
+    "mt_attention_mma_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
+                                          MtTensor, MtTensor, c_double, c_int, c_int]),
 }
 declare(SIGNATURES)
 
@@ -64,10 +67,20 @@ def attention(out: Any, lse: Any, q: Any, k: Any, v: Any, scale: float, causal: 
 
 
 def attention_backward(dq: Any, dk: Any, dv: Any, dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
-                       scale: float, causal: bool, rung: str = "flash", block_queries: int = 0) -> None:
+                       scale: float, causal: bool, rung: str = "flash", block_queries: int = 0,
+                       block_cols: int = 0) -> None:
     """dq, dk, dv of mt_attention (mt_attention_backward), of mt_attention_warp
-    (mt_attention_warp_backward, rung "warp") or of mt_attention_tiled
-    (mt_attention_tiled_backward, rung "tiled") from dout and the forward's tensors."""
+    (mt_attention_warp_backward, rung "warp"), of mt_attention_tiled
+    (mt_attention_tiled_backward, rung "tiled") or of mt_attention_mma
+    (mt_attention_mma_backward, rung "mma": block_cols the rows of the tiles its
+    kernels walk, 32 or 64, 0 the default) from dout and the forward's tensors."""
+    if rung == "mma":
+        check(lib().mt_attention_mma_backward(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
+                                              q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),
+                                              lse.descriptor(), float(scale), 1 if causal else 0,
+                                              int(block_cols)),
+              "mt_attention_mma_backward")
+        return
     if rung == "tiled":
         check(lib().mt_attention_tiled_backward(dq.descriptor(), dk.descriptor(), dv.descriptor(), dout.descriptor(),
                                                 q.descriptor(), k.descriptor(), v.descriptor(), out.descriptor(),

@@ -44,8 +44,9 @@ class Attention(Function):
     "tiled" the tiled rung's (src/attention_tiled.cu: block_queries queries a
     block, thread_rows rows a thread in the forward; a dQ kernel, then a dK/dV
     kernel, no atomics), rung "mma" the tensor-core forward
-    (src/attention_mma.cu: 3xTF32 mma.sync, block_keys keys a tile) with the
-    warp rung's backward. The leading dims are merged inside ops.attention by
+    (src/attention_mma.cu: 3xTF32 mma.sync, block_keys keys a tile) and its
+    backward (src/attention_mma_backward.cu: a dQ kernel, then a dK/dV kernel
+    in the key-major frame, no atomics). The leading dims are merged inside ops.attention by
     views: one node of the graph, not one a reshape."""
 
     @staticmethod

@@ -27,9 +27,9 @@ ATTENTION_TILED_DIMS = (32, 64, 128)  # the tiled rung's, likewise (src/attentio
 ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 for float32 only
 ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 2 (twice the threads) float32 only
 # The mma rung's (src/attention_mma.cu: the forward on the tensor cores, 3xTF32,
-# float32 only; its backward is the warp rung's): head dims, queries a block
-# (0 the default, 64) and keys a tile (0 the default: 64 at head dim 64, 32
-# at 128).
+# float32 only; its backward src/attention_mma_backward.cu, the same products):
+# head dims, queries a block (0 the default, 64) and keys a tile (0 the
+# default: 64 at head dim 64, 32 at 128).
 ATTENTION_MMA_DIMS = (64, 128)
 ATTENTION_MMA_BLOCKS = (0, 64, 128)
 ATTENTION_MMA_KEYS = (0, 32, 64)
@@ -50,6 +50,17 @@ ATTENTION_FUSED_RUNGS = {32: "warp", 64: "tiled/warp", 128: "warp"}
 # backward too (e.g. 6.66 against 6.80 ms at B16 H12 T1024 D64).
 ATTENTION_MMA_FORWARD: dict[tuple[int, bool], int] = {(64, False): 1, (64, True): 1, (128, False): 1,
                                                       (128, True): 1}
+# Where the mma rung's backward (tensor cores, 3xTF32, two kernels and no
+# atomics) then replaces the FFMA rung's backward too, "mma/mma": (head dim,
+# causal) -> the shortest length it does so from. Every pair from the first
+# length: on the H200 (checkpoint 2026-11-28 10:45, timing
+# the backward alone, B*H 384 T256 to B*H 64 T2048) it beat the warp
+# backward at all 10 shapes, in 22-36% less time at head dim 64 (2.08 against 3.22 ms
+# at B*H 192 T1024 causal), 8-23% less at 128 (10.9 against 14.1 ms at T2048
+# causal); SDPA forward + backward against torch: 1.00-1.53x at head dim 64
+# but 0.65x at T2048 causal, 0.73-0.93x at 128.
+ATTENTION_MMA_BACKWARD: dict[tuple[int, bool], int] = {(64, False): 1, (64, True): 1, (128, False): 1,
+                                                       (128, True): 1}
 
 
 # Where the matmul, masked softmax, matmul rung (scores stored, the backward
@@ -71,7 +82,9 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
     """The fastest one-kernel attention rung for these head dims under the fast
     kernel policy (ATTENTION_FUSED_RUNGS): "warp" (src/attention_warp.cu),
     "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward
-    (F "mma", src/attention_mma.cu, where ATTENTION_MMA_FORWARD says so);
+    (F "mma", src/attention_mma.cu, where ATTENTION_MMA_FORWARD says so; B
+    "mma" too, src/attention_mma_backward.cu, where ATTENTION_MMA_BACKWARD
+    does);
     None when no one-kernel rung takes them, under the teaching policy (the
     course's rungs run there), or when a gradient is wanted (needs_grad) and
     the matmul rung is faster at this length (ATTENTION_MATMUL_WITH_GRAD;
@@ -90,8 +103,17 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
         if head_dim == dim:
             for (mma_dim, masked), shortest in ATTENTION_MMA_FORWARD.items():
                 if head_dim == mma_dim and bool(causal) == masked and length >= shortest > 0:
-                    return "mma/" + (rung.partition("/")[2] or rung)
+                    return "mma/" + (_mma_backward(head_dim, causal, length) or rung.partition("/")[2] or rung)
             return rung
+    return None
+
+
+def _mma_backward(head_dim: int, causal: bool, length: int) -> Optional[str]:
+    """"mma" where ATTENTION_MMA_BACKWARD takes the mma backward at this
+    length, else None (compared, not looked up, as in fused_attention_rung)."""
+    for (dim, masked), shortest in ATTENTION_MMA_BACKWARD.items():
+        if head_dim == dim and bool(causal) == masked and length >= shortest > 0:
+            return "mma"
     return None
 
 
@@ -188,15 +210,19 @@ def attention_backward(grad: Array, q: Array, k: Array, v: Array, out: Array, ls
     """dq, dk, dv of attention() from grad = dL/dout and the forward's q, k, v, out
     and lse, recomputing each weight from lse: the flash rung's two kernels
     (mt_attention_backward), the warp rung's fused one (mt_attention_warp_backward)
-    or the tiled rung's two, dQ then dK and dV (mt_attention_tiled_backward).
-    The mma rung has no backward of its own: rung "mma" runs the warp rung's,
-    which takes its lse."""
+    the tiled rung's two, dQ then dK and dV (mt_attention_tiled_backward), or
+    the mma rung's two on the tensor cores (mt_attention_mma_backward; every
+    rung's lse is the same, so any forward's will do). A rung "F/mma" for
+    inputs the mma rung does not take (float64: the forward ran the warp
+    rung) runs the warp rung's backward."""
     dq, dk, dv = empty(q.shape, q.dtype), empty(k.shape, k.dtype), empty(v.shape, v.dtype)
     backward = rung.partition("/")[2] or rung
+    if backward == "mma" and not (q.dtype.name == "float32" and q.shape[-1] == v.shape[-1] in ATTENTION_MMA_DIMS):
+        backward = "warp"
     if dq.numel() + dk.numel() + dv.numel() > 0:
         _lib.attention_backward(_flat(dq, 2), _flat(dk, 2), _flat(dv, 2), _flat(grad, 2), _flat(q, 2),
-                                _flat(k, 2), _flat(v, 2), _flat(out, 2), _flat(lse, 1), scale, causal,
-                                "warp" if backward == "mma" else backward, block_queries)
+                                _flat(k, 2), _flat(v, 2), _flat(out, 2), _flat(lse, 1), scale, causal, backward,
+                                block_queries)
     return dq, dk, dv
 
 

@@ -8,8 +8,10 @@
  *
  * at float32's tolerance (tests/c/tt_expect.h: 1e-5 sqrt(n) relative), which
  * plain TF32 products (1e-3) would fail: the 3xTF32 split must hold float32's
- * accuracy. Then the warp rung's backward (mt_attention_warp_backward) from
- * the mma rung's out and lse, against dQ, dK, dV in double:
+ * accuracy. Then the mma rung's backward (mt_attention_mma_backward, its
+ * walked tiles of block_keys rows) or the warp rung's
+ * (mt_attention_warp_backward) from the mma rung's out and lse, against dQ,
+ * dK, dV in double:
  *
  *   dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
  *   dQ = dS K * scale, dK = dS^T Q * scale, dV = P^T dO.
@@ -19,7 +21,8 @@
  * lengths off the 64-query block and the key tiles, one query and one key,
  * more keys than queries and fewer; causal or not; random shapes from a
  * fixed seed. Then the refusals: float64, head dim 32, q's and v's dims
- * differing, a key tile of 16, a query block of 32.
+ * differing, a key tile of 16, a query block of 32; the backward's float64,
+ * head dim 32, walked tile of 16 and overlapping outputs.
  *
  *   make build/tests/emu/test_attention_mma && build/tests/emu/test_attention_mma
  */
@@ -29,8 +32,11 @@
 #include "attention_mma.h"
 #include "attention_reference.h"
 
-/* The forward of one shape against the reference, and when `backward` the
- * warp rung's gradients from its out and lse. */
+enum { NO_BACKWARD, WARP_BACKWARD, MMA_BACKWARD };
+
+/* The forward of one shape against the reference, and the warp rung's
+ * gradients (backward WARP_BACKWARD) or the mma rung's (MMA_BACKWARD, tiles
+ * of block_keys rows walked) from its out and lse. */
 static void mma_case(int64_t b, int64_t length, int64_t keys, int64_t d, int causal, int block_queries, int block_keys,
                      int backward)
 {
@@ -47,7 +53,7 @@ static void mma_case(int64_t b, int64_t length, int64_t keys, int64_t d, int cau
     tt_fill(&dout, -1, 1, 0);
     const double scale = 1.0 / sqrt((double)d);
     tt_case("mt_attention_mma, %d queries a block, %d keys a tile%s: q %s, k %s%s", block_queries, block_keys,
-            backward ? ", warp backward" : "",
+            backward == MMA_BACKWARD ? ", mma backward" : backward ? ", warp backward" : "",
             tt_str(&q), tt_str(&k), causal ? ", causal" : "");
     tt_expect *eo = tt_expect_alloc(&out), *el = tt_expect_alloc(&lse), *eq = tt_expect_alloc(&dq);
     tt_expect *ek = tt_expect_alloc(&dk), *ev = tt_expect_alloc(&dv);
@@ -79,9 +85,14 @@ static void mma_case(int64_t b, int64_t length, int64_t keys, int64_t d, int cau
         tt_expect_unchanged(&q, "q");
         tt_expect_unchanged(&k, "k");
         tt_expect_unchanged(&v, "v");
-        if (backward && tt_expect_ok(mt_attention_warp_backward(dq.t, dk.t, dv.t, dout.t, q.t, k.t, v.t, out.t,
-                                                                lse.t, scale, causal),
-                                     "mt_attention_warp_backward")) {
+        const char *name = backward == MMA_BACKWARD ? "mt_attention_mma_backward" : "mt_attention_warp_backward";
+        if (backward &&
+            tt_expect_ok(backward == MMA_BACKWARD
+                             ? mt_attention_mma_backward(dq.t, dk.t, dv.t, dout.t, q.t, k.t, v.t, out.t, lse.t, scale,
+                                                         causal, block_keys)
+                             : mt_attention_warp_backward(dq.t, dk.t, dv.t, dout.t, q.t, k.t, v.t, out.t, lse.t,
+                                                          scale, causal),
+                         name)) {
             tt_check_output(&dq, eq);
             tt_check_output(&dk, ek);
             tt_check_output(&dv, ev);
@@ -141,11 +152,28 @@ int main(void)
                     }
     }
     TT_GROUP("mma rung's lse, the warp rung's backward") {
-        mma_case(1, 33, 40, 64, 1, 0, 0, 1);
+        mma_case(1, 33, 40, 64, 1, 0, 0, WARP_BACKWARD);
         if (!emulator) {
-            mma_case(2, 130, 97, 64, 0, 0, 0, 1);
-            mma_case(1, 129, 129, 128, 1, 128, 0, 1);
+            mma_case(2, 130, 97, 64, 0, 0, 0, WARP_BACKWARD);
+            mma_case(1, 129, 129, 128, 1, 128, 0, WARP_BACKWARD);
         }
+    }
+    /* The mma backward: lengths off the 64-row blocks and the walked tiles,
+     * more queries than keys and fewer, one of each. */
+    TT_GROUP("mma backward") {
+        mma_case(1, 70, 70, 64, 1, 0, 0, MMA_BACKWARD);
+        mma_case(1, 17, 130, 64, 0, 0, 32, MMA_BACKWARD);
+        mma_case(2, 1, 1, 128, 1, 0, 0, MMA_BACKWARD);
+        mma_case(1, 70, 33, 128, 1, 0, 64, MMA_BACKWARD);
+        if (!emulator)
+            for (int causal = 0; causal < 2; ++causal)
+                for (int tile = 0; tile <= 64; tile += 32)
+                    for (int64_t d = 64; d <= 128; d += 64) {
+                        mma_case(1, 130, 17, d, causal, 0, tile, MMA_BACKWARD);
+                        mma_case(1, 45, 150, d, causal, 0, tile, MMA_BACKWARD);
+                        mma_case(2, 256, 256, d, causal, 0, tile, MMA_BACKWARD);
+                        mma_case(1, 300, 200, d, causal, 0, tile, MMA_BACKWARD);
+                    }
     }
     /* One random shape on the emulator, twelve on the GPU. */
     TT_GROUP("mma rung, random shapes") {
@@ -180,6 +208,35 @@ int main(void)
         tt_case("a query block of 32");
         tt_expect_error(mt_attention_mma(o64.t, lse.t, q64.t, q64.t, q64.t, 1.0, 1, 32, 0), MT_ERR_INVALID_ARGUMENT,
                         "mt_attention_mma", &o64);
+        /* The backward's refusals, each with dq, dk, dv apart from the
+         * inputs and from each other (so that only the named fault is). */
+        tt_tensor g32[3], g64[3], gd64[3];
+        for (int i = 0; i < 3; ++i) {
+            g32[i] = tt_new(MT_FLOAT32, 3, s32, TT_CONTIGUOUS);
+            g64[i] = tt_new(MT_FLOAT32, 3, s64, TT_CONTIGUOUS);
+            gd64[i] = tt_new(MT_FLOAT64, 3, s64, TT_CONTIGUOUS);
+        }
+        tt_case("backward: float64");
+        tt_expect_error(mt_attention_mma_backward(gd64[0].t, gd64[1].t, gd64[2].t, d64.t, d64.t, d64.t, d64.t, d64.t,
+                                                  lse64.t, 1.0, 0, 0),
+                        MT_ERR_INVALID_ARGUMENT, "mt_attention_mma_backward", &gd64[0]);
+        tt_case("backward: a head dim of 32");
+        tt_expect_error(mt_attention_mma_backward(g32[0].t, g32[1].t, g32[2].t, q32.t, q32.t, q32.t, q32.t, q32.t,
+                                                  lse.t, 1.0, 0, 0),
+                        MT_ERR_INVALID_ARGUMENT, "mt_attention_mma_backward", &g32[0]);
+        tt_case("backward: a walked tile of 16");
+        tt_expect_error(mt_attention_mma_backward(g64[0].t, g64[1].t, g64[2].t, q64.t, q64.t, q64.t, q64.t, q64.t,
+                                                  lse.t, 1.0, 1, 16),
+                        MT_ERR_INVALID_ARGUMENT, "mt_attention_mma_backward", &g64[0]);
+        tt_case("backward: dq overlaps dk");
+        tt_expect_error(mt_attention_mma_backward(g64[0].t, g64[0].t, g64[2].t, q64.t, q64.t, q64.t, q64.t, q64.t,
+                                                  lse.t, 1.0, 0, 0),
+                        MT_ERR_INVALID_ARGUMENT, "mt_attention_mma_backward", NULL);
+        for (int i = 0; i < 3; ++i) {
+            tt_free(&g32[i]);
+            tt_free(&g64[i]);
+            tt_free(&gd64[i]);
+        }
         tt_tensor *all[] = {&q32, &o32, &q64, &o64, &d64, &od64, &lse, &lse64};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
             tt_free(all[i]);
