@@ -39,10 +39,11 @@ ladder against torch in the same process:
             128); its backward src/attention_mma_backward.cu, the same 3xTF32
             products (dQ per 64 queries, then dK and dV per 64 keys).
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
-            (ops.ATTENTION_FUSED_RUNGS: at head dim 64 the tiled forward
-            with the warp backward, at 128 the warp rung; no mask; with a
-            gradient at head dim 128 without the mask from length 1024 the
-            matmul rung, ops.ATTENTION_MATMUL_WITH_GRAD).
+            (ops.fused_attention_rung: at head dims 64 and 128 the mma
+            forward and the mma backward, ops.ATTENTION_MMA_FORWARD and
+            ATTENTION_MMA_BACKWARD; at 32 the warp rung; with a gradient at
+            head dim 128 without the mask from length 1024 the matmul rung,
+            ops.ATTENTION_MATMUL_WITH_GRAD).
     torch   torch.nn.functional.scaled_dot_product_attention (its own choice of
             fused kernel: memory-efficient for float32 on an H100, whose
             products run on tensor cores as 3xTF32, float32's accuracy).
