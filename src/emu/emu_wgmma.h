@@ -29,7 +29,9 @@
  *     group (wgmma_wait), reading shared memory then. A kernel that
  *     overwrites a stage before every warpgroup waited for the products
  *     that read it, or reads the accumulators before the wait, gets a
- *     wrong answer (and with MINITENSOR_EMU_CHECK=full a race report);
+ *     wrong answer. (Not a race report: the kernel's stage copies are
+ *     cp.async through raw pointers, which the race check does not see,
+ *     so the wrong answer is what catches an early overwrite.)
  *   - TF32: the low 13 mantissa bits of each operand are dropped
  *     (truncation, as the tensor cores read them); float products of TF32
  *     values are exact, the sums are float, in k order.
