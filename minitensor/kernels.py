@@ -447,8 +447,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             src/attention_tiled.cu; both D = Dv of 32, 64, 128) or ``"mma"``
             (the forward on the tensor cores, 3xTF32 at float32's accuracy,
             float32, D = Dv of 64, 128, its backward on the tensor cores too;
-            src/attention_mma.cu, src/attention_mma_backward.cu).
-            bench/attention.py times each.
+            src/attention_mma*.cu). bench/attention.py times each.
         causal: mask every key after its query.
         scale: 1/sqrt(D) by default.
         block_queries: the tiled and mma rungs' queries a block, 64 or 128

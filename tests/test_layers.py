@@ -172,7 +172,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "cross_entropy": ["src/cross_entropy.cu"],
     "norm": ["src/layernorm.cu", "src/layernorm_backward.cu", "src/batchnorm.cu"],
     "attention": ["src/attention.cu", "src/attention_warp.cu", "src/masked_softmax.cu", "src/attention_tiled.cu",
-                  "src/attention_mma.cu"],
+                  "src/attention_mma.cu", "src/attention_mma_backward.cu"],
     "matmul": ["src/matmul.cu"],  # and one src/matmul_<rung>.cu per rung
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu", "src/conv_depthwise_backward.cu", "src/conv_igemm_pipelined.cu",
              "src/conv_depthwise.cu", "src/conv_direct.cu",
