@@ -217,6 +217,7 @@ static mt_status launch_mma_forward(const mt_tensor &out, const mt_tensor &lse, 
     if (b * row_tiles > INT32_MAX)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_attention_mma", "more blocks than a grid holds");
     const size_t bytes = Tiles::bytes();
+    MT_TRY(check_mma_device("mt_attention_mma", bytes));
     CUDA_CHECK(cudaFuncSetAttribute(attention_mma_forward<kDim, kKeys, kQueries>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     const bool vec =
@@ -253,4 +254,24 @@ mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor 
                                    : launch_mma_forward<kDim, 32, kQueries>(out, lse, q, k, v, scale, causal);
         });
     });
+}
+
+mt_status mt_attention_mma_supported(int head_dim, int *forward, int *backward)
+{
+    if (forward == NULL || backward == NULL)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, "mt_attention_mma_supported", "forward and backward must not "
+                       "be NULL");
+    *forward = *backward = 0;
+    if (head_dim != 64 && head_dim != 128)
+        return MT_OK;
+    /* mt_attention_mma's default tiles (above): 128 queries and 64 keys at
+     * head dim 64, 64 and 32 at 128. */
+    const size_t forward_bytes = head_dim == 64 ? MmaAttentionTiles<64, 64, 128>::bytes()
+                                                : MmaAttentionTiles<128, 32, 64>::bytes();
+    bool runs = false;
+    MT_TRY(mma_device_runs(forward_bytes, &runs));
+    *forward = runs;
+    MT_TRY(mma_device_runs(mma_backward_default_bytes(head_dim), &runs));
+    *backward = runs;
+    return MT_OK;
 }

@@ -277,6 +277,7 @@ static mt_status launch_mma_backward(const mt_tensor &dq, const mt_tensor &dk, c
     const bool vec = aligned16(first_of<float>(q)) && aligned16(first_of<float>(k)) &&
                      aligned16(first_of<float>(v)) && aligned16(first_of<float>(dout));
     const size_t bytes = Tiles::bytes();
+    MT_TRY(check_mma_device("mt_attention_mma_backward", bytes));
     DeviceScratch delta; /* D_i = dO_i . O_i, written by the dQ kernel, read by the dK/dV kernel */
     CUDA_CHECK(delta.allocate(sizeof(float) * (size_t)(b * length)));
     CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dq<kDim, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -299,6 +300,14 @@ static mt_status launch_mma_backward(const mt_tensor &dq, const mt_tensor &dk, c
     return MT_OK;
 }
 
+/* The walked tile when block_cols is 0 (why 32: below). */
+static constexpr int kDefaultCols = 32;
+
+size_t mma_backward_default_bytes(int64_t d)
+{
+    return d == 64 ? MmaBackwardTiles<64, kDefaultCols>::bytes() : MmaBackwardTiles<128, kDefaultCols>::bytes();
+}
+
 mt_status mt_attention_mma_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q,
                                     mt_tensor k, mt_tensor v, mt_tensor out, mt_tensor lse, double scale,
                                     int causal, int block_cols)
@@ -314,7 +323,7 @@ mt_status mt_attention_mma_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt
      * 64 T2048 (D64: 2.08 against 2.70 ms at B*H 192 T1024 causal), and far
      * faster at D128 (10.8 against 16.9 ms at T1024), where 64 leaves 255
      * registers a thread. */
-    const int cols = block_cols != 0 ? block_cols : 32;
+    const int cols = block_cols != 0 ? block_cols : kDefaultCols;
     const int64_t d = q.shape[2];
     return with_64_or_128(d, [&](auto dim) {
         constexpr int kDim = decltype(dim)::value;

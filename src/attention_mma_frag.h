@@ -140,6 +140,55 @@ static inline mt_status check_mma_operands(const char *func, const mt_tensor &q,
     return MT_OK;
 }
 
+/* The device's compute capability (major) and the shared memory a block may
+ * opt in to. The emulator says 9 and the H100's 227 KiB, which the tiles'
+ * static_asserts already hold to. */
+static inline mt_status mma_device_limits(int *major, int *optin)
+{
+#ifdef MT_EMULATOR
+    *major = 9;
+    *optin = 227 * 1024;
+#else
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+#endif
+    return MT_OK;
+}
+
+/* Whether this GPU runs an mma-rung kernel whose block asks for `bytes` of
+ * shared memory: mma.sync and cp.async need compute capability 8.0, and the
+ * bytes must be within the block's opt-in limit (227 KiB on an H100, 163 on
+ * an A100, 99 on sm_86 and sm_89). */
+static inline mt_status mma_device_runs(size_t bytes, bool *runs)
+{
+    int major = 0, optin = 0;
+    MT_TRY(mma_device_limits(&major, &optin));
+    *runs = major >= 8 && bytes <= (size_t)optin;
+    return MT_OK;
+}
+
+/* The error where it does not. Without it a kernel built for sm_75 (an
+ * empty body there) would "succeed" and leave its output unwritten, and a
+ * block too large would fail as a bare CUDA error. */
+static inline mt_status check_mma_device(const char *func, size_t bytes)
+{
+    int major = 0, optin = 0;
+    MT_TRY(mma_device_limits(&major, &optin));
+    if (major < 8)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "the mma rung needs compute capability 8.0 or newer "
+                       "(mma.sync, cp.async); this GPU has %d.x", major);
+    if (bytes > (size_t)optin)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "the mma rung's tiles need %zu bytes of shared memory "
+                       "a block; this GPU allows %d", bytes, optin);
+    return MT_OK;
+}
+
+/* The bytes of the backward's default tiles at head dim d (64 or 128):
+ * src/attention_mma_backward.cu, for mt_attention_mma_supported. */
+size_t mma_backward_default_bytes(int64_t d);
+
 /* Runs launch(std::integral_constant<int, N>) with n (64 or 128, checked)
  * as a compile-time constant. */
 template <typename Launch>

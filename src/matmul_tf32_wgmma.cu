@@ -299,8 +299,8 @@ static mt_status launch_tf32_wgmma_chosen(const mt_tensor &out, const mt_tensor 
     return launch_tf32_wgmma_typed<Tf32Wgmma128x128S6>(out, a, b, epi);
 }
 
-/* tile: one of the variants above, or -1: the library's choice. a and b as
- * tf32_wgmma_layout_ok accepts them. */
+/* tile: one of the variants above, or -1: the library's choice. a and b
+ * K-major, as with_k_major_operands leaves them. */
 mt_status launch_tf32_wgmma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile)
 {
     const PlainStore plain;

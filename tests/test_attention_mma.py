@@ -135,6 +135,36 @@ def test_sdpa_takes_the_mma_backward_where_the_table_says(monkeypatch) -> None:
         assert mt.ops.fused_attention_rung(64, 64, 32, causal=True) is None
 
 
+def test_mma_supported_here() -> None:
+    """mt_attention_mma_supported: the emulator runs both halves at head dims
+    64 and 128 (so does an H100, whose blocks hold the D128 backward's 133
+    KiB; a GPU of 99 KiB a block does not); other head dims neither."""
+    for d in (64, 128):
+        runs = mt._lib.attention_mma_supported(d)
+        assert runs == (True, True) if mt.backend() == "emulator" else all(isinstance(r, bool) for r in runs)
+    assert mt._lib.attention_mma_supported(32) == (False, False)
+    assert mt._lib.attention_mma_supported(0) == (False, False)
+
+
+def test_sdpa_keeps_the_ffma_rungs_where_the_gpu_cannot_run_mma(monkeypatch) -> None:
+    """ops.mma_supported gates the table: a GPU without mma.sync (below
+    compute capability 8.0) keeps the head dim's FFMA rungs, and one whose
+    blocks cannot hold the backward's tiles (head dim 128 on sm_86 / sm_89)
+    takes the mma forward with the FFMA backward."""
+    module = importlib.import_module("minitensor.ops.attention")
+    device = mt._lib.get_device()
+    monkeypatch.setattr(module, "ATTENTION_MMA_FORWARD", {(64, True): 1, (128, True): 1})
+    monkeypatch.setattr(module, "ATTENTION_MMA_BACKWARD", {(64, True): 1, (128, True): 1})
+    monkeypatch.setitem(module._MMA_SUPPORTED, (device, 64), (False, False))
+    monkeypatch.setitem(module._MMA_SUPPORTED, (device, 128), (True, False))
+    with mt.kernels.policy("fast"):
+        assert mt.ops.fused_attention_rung(64, 64, 256, causal=True) == module.ATTENTION_FUSED_RUNGS[64]
+        assert mt.ops.fused_attention_rung(128, 128, 256, causal=True) == "mma/warp"
+    monkeypatch.setitem(module._MMA_SUPPORTED, (device, 64), (True, True))
+    with mt.kernels.policy("fast"):
+        assert mt.ops.fused_attention_rung(64, 64, 256, causal=True) == "mma/mma"
+
+
 def test_mma_rung_refuses() -> None:
     q32 = mt.tensor(np.ones((1, 4, 32), np.float32))
     q64 = mt.tensor(np.ones((1, 4, 64), np.float32))

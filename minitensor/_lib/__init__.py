@@ -164,6 +164,7 @@ from .attention import (  # noqa: F401
     masked_softmax,
     attention,
     attention_backward,
+    attention_mma_supported,
 )
 from .norm import (  # noqa: F401
     LAYER_NORM_WEIGHT,

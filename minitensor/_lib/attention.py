@@ -5,7 +5,7 @@ src/attention_mma_backward.cu)."""
 
 from __future__ import annotations
 
-from ctypes import c_double, c_int
+from ctypes import POINTER, byref, c_double, c_int
 from typing import Any
 
 from .loader import MtTensor, declare, lib, check, _desc
@@ -27,8 +27,20 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                                  c_int]),
     "mt_attention_mma_backward": (c_int, [MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor, MtTensor,
                                           MtTensor, MtTensor, c_double, c_int, c_int]),
+    "mt_attention_mma_supported": (c_int, [c_int, POINTER(c_int), POINTER(c_int)]),
 }
 declare(SIGNATURES)
+
+
+def attention_mma_supported(head_dim: int) -> tuple[bool, bool]:
+    """Whether this GPU runs the mma rung's forward and its backward at this
+    head dim with their default tiles (mt_attention_mma_supported: compute
+    capability 8.0 and the tiles' shared memory; both True on the emulator,
+    both False for head dims other than 64 and 128)."""
+    forward, backward = c_int(), c_int()
+    check(lib().mt_attention_mma_supported(head_dim, byref(forward), byref(backward)),
+          "mt_attention_mma_supported")
+    return bool(forward.value), bool(backward.value)
 
 
 SOFTMAX_MASK, SOFTMAX_CAUSAL = 1, 2  # minitensor.h's flags

@@ -84,7 +84,7 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
     "tiled" (src/attention_tiled.cu) or "F/B", F's forward and B's backward
     (F "mma", src/attention_mma.cu, where ATTENTION_MMA_FORWARD says so; B
     "mma" too, src/attention_mma_backward.cu, where ATTENTION_MMA_BACKWARD
-    does);
+    does; each only where the GPU runs it, mma_supported);
     None when no one-kernel rung takes them, under the teaching policy (the
     course's rungs run there), or when a gradient is wanted (needs_grad) and
     the matmul rung is faster at this length (ATTENTION_MATMUL_WITH_GRAD;
@@ -103,9 +103,30 @@ def fused_attention_rung(head_dim: int, value_dim: int, length: int = 0, scores:
         if head_dim == dim:
             for (mma_dim, masked), shortest in ATTENTION_MMA_FORWARD.items():
                 if head_dim == mma_dim and bool(causal) == masked and length >= shortest > 0:
-                    return "mma/" + (_mma_backward(head_dim, causal, length) or rung.partition("/")[2] or rung)
+                    forward_runs, backward_runs = mma_supported(mma_dim)
+                    if not forward_runs:
+                        break
+                    backward = _mma_backward(mma_dim, causal, length) if backward_runs else None
+                    return "mma/" + (backward or rung.partition("/")[2] or rung)
             return rung
     return None
+
+
+# (device, head dim) -> whether the mma rung's forward and backward run there.
+_MMA_SUPPORTED: dict[tuple[int, int], tuple[bool, bool]] = {}
+
+
+def mma_supported(head_dim: int) -> tuple[bool, bool]:
+    """Whether this GPU runs the mma rung's forward and its backward at this
+    head dim (64 or 128), asked once a device (_lib.attention_mma_supported):
+    a GPU older than compute capability 8.0 has no mma.sync, and at head
+    dim 128 the backward's tiles need more shared memory than sm_86 and
+    sm_89 give a block. Where they do not run, fused_attention_rung keeps
+    the FFMA rungs."""
+    key = (_lib.get_device(), head_dim)
+    if key not in _MMA_SUPPORTED:
+        _MMA_SUPPORTED[key] = _lib.attention_mma_supported(head_dim)
+    return _MMA_SUPPORTED[key]
 
 
 def _mma_backward(head_dim: int, causal: bool, length: int) -> Optional[str]:

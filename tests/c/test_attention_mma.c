@@ -241,5 +241,28 @@ int main(void)
         for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
             tt_free(all[i]);
     }
+    TT_GROUP("mma rung: where it runs") {
+        /* Head dims 64 and 128 run on the emulator (and on an H100, whose
+         * 227 KiB a block hold the D128 backward's 133; a GPU of 99 KiB
+         * does not, so on a GPU only 0 or 1 is asked); other head dims
+         * nowhere. */
+        const int emulator = strcmp(mt_backend_name(), "emulator") == 0;
+        int forward = -1, backward = -1;
+        tt_case("mt_attention_mma_supported, head dims 64 and 128");
+        for (int d = 64; d <= 128; d *= 2) {
+            TT_CHECK(mt_attention_mma_supported(d, &forward, &backward) == MT_OK, "%s", mt_last_error());
+            if (emulator)
+                TT_CHECK(forward == 1 && backward == 1, "head dim %d: forward %d, backward %d", d, forward, backward);
+            else
+                TT_CHECK((forward == 0 || forward == 1) && (backward == 0 || backward == 1),
+                         "head dim %d: forward %d, backward %d", d, forward, backward);
+        }
+        tt_case("mt_attention_mma_supported, head dim 32");
+        TT_CHECK(mt_attention_mma_supported(32, &forward, &backward) == MT_OK, "%s", mt_last_error());
+        TT_CHECK(forward == 0 && backward == 0, "head dim 32: forward %d, backward %d", forward, backward);
+        tt_case("mt_attention_mma_supported, NULL");
+        tt_expect_error(mt_attention_mma_supported(64, NULL, &backward), MT_ERR_INVALID_ARGUMENT,
+                        "mt_attention_mma_supported", NULL);
+    }
     return tt_summary();
 }
