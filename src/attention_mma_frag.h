@@ -140,32 +140,15 @@ static inline mt_status check_mma_operands(const char *func, const mt_tensor &q,
     return MT_OK;
 }
 
-/* The device's compute capability (major) and the shared memory a block may
- * opt in to. The emulator says 9 and the H100's 227 KiB, which the tiles'
- * static_asserts already hold to. */
-static inline mt_status mma_device_limits(int *major, int *optin)
-{
-#ifdef MT_EMULATOR
-    *major = 9;
-    *optin = 227 * 1024;
-#else
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-#endif
-    return MT_OK;
-}
-
 /* Whether this GPU runs an mma-rung kernel whose block asks for `bytes` of
  * shared memory: mma.sync and cp.async need compute capability 8.0, and the
  * bytes must be within the block's opt-in limit (227 KiB on an H100, 163 on
  * an A100, 99 on sm_86 and sm_89). */
 static inline mt_status mma_device_runs(size_t bytes, bool *runs)
 {
-    int major = 0, optin = 0;
-    MT_TRY(mma_device_limits(&major, &optin));
-    *runs = major >= 8 && bytes <= (size_t)optin;
+    mt_device_caps caps;
+    MT_TRY(mt_get_device_caps(&caps));
+    *runs = caps.major >= 8 && bytes <= (size_t)caps.smem_optin;
     return MT_OK;
 }
 
@@ -174,14 +157,14 @@ static inline mt_status mma_device_runs(size_t bytes, bool *runs)
  * block too large would fail as a bare CUDA error. */
 static inline mt_status check_mma_device(const char *func, size_t bytes)
 {
-    int major = 0, optin = 0;
-    MT_TRY(mma_device_limits(&major, &optin));
-    if (major < 8)
+    mt_device_caps caps;
+    MT_TRY(mt_get_device_caps(&caps));
+    if (caps.major < 8)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "the mma rung needs compute capability 8.0 or newer "
-                       "(mma.sync, cp.async); this GPU has %d.x", major);
-    if (bytes > (size_t)optin)
+                       "(mma.sync, cp.async); this GPU has %d.x", caps.major);
+    if (bytes > (size_t)caps.smem_optin)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "the mma rung's tiles need %zu bytes of shared memory "
-                       "a block; this GPU allows %d", bytes, optin);
+                       "a block; this GPU allows %d", bytes, caps.smem_optin);
     return MT_OK;
 }
 

@@ -7,7 +7,8 @@
  *     whose y and z exceed 65535;
  *   - Pack<T>: 16 bytes of T, the unit of the vectorised (LDG.128) kernels;
  *   - mt_sm_count: how many SMs the device has, for launch sizes that must
- *     fill the GPU;
+ *     fill the GPU; mt_get_device_caps: its compute capability and opt-in
+ *     shared memory, for rungs that need a newer GPU or a large block;
  *   - MT_DEVICE and MT_UNROLL, the spellings of device helpers and unrolled
  *     loops.
  *
@@ -111,6 +112,18 @@ inline int row_block_size(int64_t len)
  * uses, queried once per device and cached (src/library.cu); 1 if the query
  * fails. Call it after mt_ensure_init. */
 int mt_sm_count(void);
+
+/* What the device this process uses can run: its compute capability and the
+ * shared memory one block may opt in to (cudaFuncSetAttribute's limit: 227
+ * KiB on an H100, 163 on an A100, 99 on sm_86/89). Queried once per device
+ * and cached (src/library.cu); every rung that needs a newer GPU or a large
+ * block asks here. The emulator answers as a 9.0 GPU. */
+struct mt_device_caps {
+    int major;
+    int minor;
+    int smem_optin; /* bytes */
+};
+mt_status mt_get_device_caps(mt_device_caps *caps);
 
 /* ---- streams (src/stream.cu) ---------------------------------------------- */
 

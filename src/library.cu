@@ -214,6 +214,31 @@ int mt_sm_count(void)
     return count;
 }
 
+mt_status mt_get_device_caps(mt_device_caps *caps)
+{
+    /* One slot a device, filled under the lock by the first caller; a
+     * process with a larger device number queries every time. */
+    static std::mutex caps_mutex;
+    static mt_device_caps cached[kCachedDevices];
+    static bool filled[kCachedDevices];
+    const int device = g_device.load();
+    std::lock_guard<std::mutex> lock(caps_mutex);
+    if (device < kCachedDevices && filled[device]) {
+        *caps = cached[device];
+        return MT_OK;
+    }
+    mt_device_caps c{};
+    CUDA_CHECK(cudaDeviceGetAttribute(&c.major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&c.minor, cudaDevAttrComputeCapabilityMinor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&c.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (device < kCachedDevices) {
+        cached[device] = c;
+        filled[device] = true;
+    }
+    *caps = c;
+    return MT_OK;
+}
+
 mt_status mt_device_info(char *buf, size_t bufsize)
 {
     if (buf == nullptr || bufsize == 0)
@@ -242,13 +267,11 @@ mt_status mt_device_info(char *buf, size_t bufsize)
 static mt_status build_device_key(int device, std::string *key)
 {
     cudaDeviceProp prop;
-    int major = 0;
-    int minor = 0;
+    mt_device_caps caps;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device)); /* for the name only */
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    MT_TRY(mt_get_device_caps(&caps));
     char buf[320];
-    snprintf(buf, sizeof buf, "%s|sm_%d%d|%dsm", prop.name, major, minor, mt_sm_count());
+    snprintf(buf, sizeof buf, "%s|sm_%d%d|%dsm", prop.name, caps.major, caps.minor, mt_sm_count());
     *key = buf;
     return MT_OK;
 }

@@ -311,15 +311,11 @@ mt_status mt_matmul_with_config(mt_tensor out, mt_tensor a, mt_tensor b, int alg
 
 mt_status check_tf32_device(const char *func)
 {
-#ifndef MT_EMULATOR
-    int device = 0, major = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 8)
+    mt_device_caps caps;
+    MT_TRY(mt_get_device_caps(&caps));
+    if (caps.major < 8)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "TF32 tensor cores need compute capability 8.0 or newer; this GPU has %d.x", major);
-#endif
-    (void)func;
+                       "TF32 tensor cores need compute capability 8.0 or newer; this GPU has %d.x", caps.major);
     return MT_OK;
 }
 

@@ -223,12 +223,9 @@ bool tf32_wgmma_available(void)
 #if defined(MT_EMULATOR)
     return true;
 #elif defined(MT_WGMMA_SM90A)
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
-        return false;
-    return major == 9 && minor == 0;
+    mt_device_caps caps;
+    /* A failed query means "not available": the caller takes another rung. */
+    return mt_get_device_caps(&caps) == MT_OK && caps.major == 9 && caps.minor == 0;
 #else
     return false;
 #endif

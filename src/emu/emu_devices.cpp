@@ -179,6 +179,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
     case cudaDevAttrMultiProcessorCount: *value = prop.multiProcessorCount; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor: *value = prop.major; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *value = prop.minor; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)prop.sharedMemPerBlockOptin; return cudaSuccess;
     }
     return record_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
 }
