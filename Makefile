@@ -89,7 +89,7 @@ ifneq ($(HAVE_GPU),)
 LIBS += $(CUDA_LIB)
 endif
 
-.PHONY: all emu cuda cuda-check test test-c test-py test-py-teaching demo demo-cnn demo-gpt demo-resnet clean FORCE
+.PHONY: all emu cuda cuda-check test test-full test-c test-py test-py-teaching demo demo-cnn demo-gpt demo-resnet clean FORCE
 all: $(LIBS)
 emu: $(EMU_LIB)
 cuda: $(CUDA_LIB)
@@ -200,12 +200,28 @@ test-py-teaching: $(LIBS) $(VENV)/.ok
 # of the Python suite. Their output goes to build/cuda-check.log and
 # build/course-tests.log, whose tail is shown at the end (all of it when
 # they failed). Every part runs; the target fails at the end if any part
-# failed. The Python suite runs with the emulator's full checks
-# (docs/emulator.md), as the C tests do, so that CI finds no false positive
-# in them either; its second pass runs under the teaching kernel policy.
+# failed. The second pass of the Python suite runs under the teaching
+# kernel policy.
+#
+# Two depths of the emulator's full checks (docs/emulator.md: shared-memory
+# races and bounds, guard pages), which cost up to a thousand times the
+# default run on a tensor-core kernel:
+#   make test       (CI, the README) the C tests under the full checks but
+#                   for the tensor-core programs (TEST_C_HEAVY, tests.mk),
+#                   the Python suite with the default checks; the course
+#                   kit grades under the full checks, as `make grade` does.
+#                   About a quarter of an hour on 2 cores.
+#   make test-full  the C tests and the Python suite all under the full
+#                   checks: about an hour on 2 cores. Before a change to a
+#                   kernel lands (docs/testing.md says which), beside its
+#                   compute-sanitizer run on a GPU.
 CUDA_CHECK_IN_TEST := $(if $(NVCC),$(if $(HAVE_GPU),,yes))
 COURSE_TESTS       := tests/test_course_kit.py tests/test_course_grade.py
-test:
+test:      PY_EMU_CHECK :=
+test:      HEAVY_C_CHECK :=
+test-full: PY_EMU_CHECK := full
+test-full: HEAVY_C_CHECK := full
+test test-full:
 	@status=0; \
 	mkdir -p $(BUILD); rm -f $(BUILD)/cuda-check.status $(BUILD)/course-tests.status; \
 	if [ -n "$(CUDA_CHECK_IN_TEST)" ]; then \
@@ -217,8 +233,8 @@ test:
 	echo "course kit: $(COURSE_TESTS) run beside the other tests ($(BUILD)/course-tests.log)"; \
 	( MINITENSOR_EMU_CHECK=full $(VPY) -m pytest -q $(COURSE_TESTS) > $(BUILD)/course-tests.log 2>&1; \
 	  echo $$? > $(BUILD)/course-tests.status ) & \
-	$(MAKE) --no-print-directory test-c || status=1; \
-	MINITENSOR_EMU_CHECK=full $(VPY) -m pytest -q tests $(COURSE_TESTS:%=--ignore=%) || status=1; \
+	$(MAKE) --no-print-directory test-c HEAVY_C_CHECK=$(HEAVY_C_CHECK) || status=1; \
+	MINITENSOR_EMU_CHECK=$(PY_EMU_CHECK) $(VPY) -m pytest -q tests $(COURSE_TESTS:%=--ignore=%) || status=1; \
 	$(MAKE) --no-print-directory test-py-teaching || status=1; \
 	wait; \
 	if [ "$$(cat $(BUILD)/course-tests.status 2>/dev/null)" = 0 ]; then \

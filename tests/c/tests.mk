@@ -76,9 +76,20 @@ TEST_C_NO_POLICY := test_harness test_emu_checks \
 # build runs them under both. test_attention_tiled returns at once under
 # the teaching policy on the emulator, for the same reason.
 TEST_C_BY_NAME   := test_matmul_tf32 test_conv_tf32
+# The tensor-core programs: under the emulator's full checks each costs one
+# to three minutes of a CI core (every raw shared-memory access of an mma or
+# wgmma tile traps; docs/testing.md, "How long make test takes"), where
+# every other program together takes about two. `make test` runs them with
+# the default checks (seconds; the same cases and comparisons), `make
+# test-full` and `make test-c` with the full ones (HEAVY_C_CHECK=full).
+TEST_C_HEAVY     := test_attention_tiled test_matmul_tf32 test_conv_tf32 test_attention_mma
+HEAVY_C_CHECK    ?= full
 test-c-emu: $(TEST_C_EMU_BINS)
 	@status=0; \
-	MINITENSOR_KERNELS=fast bash tests/c/run_tests.sh emulator $(TEST_C_EMU_BINS) || status=1; \
+	MINITENSOR_KERNELS=fast bash tests/c/run_tests.sh emulator \
+	    $(filter-out $(addprefix $(TEST_C_EMU_DIR)/,$(TEST_C_HEAVY)),$(TEST_C_EMU_BINS)) || status=1; \
+	MINITENSOR_EMU_CHECK=$(HEAVY_C_CHECK) MINITENSOR_KERNELS=fast bash tests/c/run_tests.sh \
+	    emulator/$(or $(HEAVY_C_CHECK),default-checks) $(addprefix $(TEST_C_EMU_DIR)/,$(TEST_C_HEAVY)) || status=1; \
 	MINITENSOR_KERNELS=teaching bash tests/c/run_tests.sh emulator/teaching \
 	    $(filter-out $(addprefix $(TEST_C_EMU_DIR)/,$(TEST_C_NO_POLICY) $(TEST_C_BY_NAME)),$(TEST_C_EMU_BINS)) || status=1; \
 	exit $$status
