@@ -66,6 +66,31 @@ struct MmaBackwardTiles {
     static_assert(bytes() <= 227 * 1024, "shared memory per block");
 };
 
+/* D = dO . O and lse of this lane's two rows (rows[h], dO's staged row
+ * do_row + 8 h stride), stored to `delta` when `store`: the quad splits a
+ * row's head dim in runs of 4 columns (lane t: columns 16i + 4t .. + 3). */
+template <int kDim>
+MT_DEVICE void rows_delta_lse(float (&row_delta)[2], float (&row_lse)[2], float *delta, bool store,
+                              const float *do_row, int stride, const float *out, const float *lse, int64_t batch,
+                              int64_t length, const int64_t (&rows)[2], int t)
+{
+    MT_UNROLL for (int h = 0; h < 2; ++h) {
+        const int64_t row = rows[h];
+        float sum = 0.0f;
+        if (row < length) {
+            const float *ob = out + (batch * length + row) * kDim;
+            const float *dob = do_row + 8 * h * stride;
+            MT_UNROLL for (int c = 4 * t; c < kDim; c += 16)
+                MT_UNROLL for (int w = 0; w < 4; ++w)
+                    sum += dob[c + w] * ob[c + w];
+        }
+        row_delta[h] = quad_sum(sum); /* every lane of the warp takes part in the shuffles */
+        row_lse[h] = row < length ? lse[batch * length + row] : 0.0f;
+        if (row < length && t == 0 && store)
+            delta[batch * length + row] = row_delta[h];
+    }
+}
+
 /* dQ of 64 queries, and D of those rows into `delta`. */
 template <int kDim, int kCols>
 __global__ void __launch_bounds__(MmaBackwardTiles<kDim, kCols>::kThreads)
@@ -103,24 +128,9 @@ attention_mma_dq(float *dq, float *delta, const float *dout, const float *out, c
     async_wait<0>(); /* dO has landed (and the first K/V tile with it) */
     __syncthreads();
 
-    /* D and lse of this lane's rows: the quad splits a row's head dim in
-     * runs of 4 columns (lane t: columns 16i + 4t .. 16i + 4t + 3). */
     float row_delta[2], row_lse[2];
-    MT_UNROLL for (int h = 0; h < 2; ++h) {
-        const int64_t row = rows[h];
-        float sum = 0.0f;
-        if (row < length) {
-            const float *ob = out + (batch * length + row) * kDim;
-            const float *dob = do_tile + (warp * 16 + g + 8 * h) * RS;
-            MT_UNROLL for (int c = 4 * t; c < kDim; c += 16)
-                MT_UNROLL for (int w = 0; w < 4; ++w)
-                    sum += dob[c + w] * ob[c + w];
-        }
-        row_delta[h] = quad_sum(sum); /* every lane of the warp takes part in the shuffles */
-        row_lse[h] = row < length ? lse[batch * length + row] : 0.0f;
-        if (row < length && t == 0)
-            delta[batch * length + row] = row_delta[h];
-    }
+    rows_delta_lse<kDim>(row_delta, row_lse, delta, true, do_tile + (warp * 16 + g) * RS, RS, out, lse, batch, length,
+                         rows, t);
 
     const float *q_frag = frag_row(q_tile, RS, warp * 16, lane), *do_frag = frag_row(do_tile, RS, warp * 16, lane);
     float dq_acc[NO][4] = {};
@@ -325,23 +335,10 @@ attention_mma_dq_split(float *dq, float *delta, const float *dout, const float *
     __syncthreads();
 
     /* D and lse of the pair's rows (both warps: the partner needs D, this
-     * warp lse); the first warp of the pair stores D for the dK/dV kernel. */
+     * warp lse); the first of the pair stores D for the dK/dV kernel. */
     float row_delta[2], row_lse[2];
-    MT_UNROLL for (int h = 0; h < 2; ++h) {
-        const int64_t row = rows[h];
-        float sum = 0.0f;
-        if (row < length) {
-            const float *ob = out + (batch * length + row) * kDim;
-            const float *dob = do_tile + (rows16 * 16 + g + 8 * h) * RS;
-            MT_UNROLL for (int c = 4 * t; c < kDim; c += 16)
-                MT_UNROLL for (int w = 0; w < 4; ++w)
-                    sum += dob[c + w] * ob[c + w];
-        }
-        row_delta[h] = quad_sum(sum);
-        row_lse[h] = row < length ? lse[batch * length + row] : 0.0f;
-        if (row < length && t == 0 && half == 0)
-            delta[batch * length + row] = row_delta[h];
-    }
+    rows_delta_lse<kDim>(row_delta, row_lse, delta, half == 0, do_tile + (rows16 * 16 + g) * RS, RS, out, lse, batch,
+                         length, rows, t);
 
     /* One product a warp: S = Q K^T for the first of the pair, dP = dO V^T
      * for the second (the same loop on other tiles). */
