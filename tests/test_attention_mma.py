@@ -51,8 +51,8 @@ def test_mma_rung_matches_numpy(d, length, keys, block_queries, block_keys) -> N
 
 # (head dim, queries, keys, causal) of the backward through
 # F.scaled_dot_product_attention on the emulator (the rest on the GPU): a
-# length off the tiles.
-SDPA_EMULATOR_CASES = {(64, 17, 40, True)}
+# length off the tiles, at each head dim (128: the 8-warp kernels).
+SDPA_EMULATOR_CASES = {(64, 17, 40, True), (128, 17, 40, False)}
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -93,13 +93,14 @@ def test_sdpa_mma_backward_matches_the_warp_backward_and_numpy(d, length, keys, 
         assert_close(mt.tensor(mine), warp.astype(np.float64), mt.float32, n=n * d)
 
 
-def test_mma_backward_is_deterministic() -> None:
+@pytest.mark.parametrize("d", [64, 128])
+def test_mma_backward_is_deterministic(d) -> None:
     """No atomics: the same inputs give the same gradients bit for bit (on the
     GPU, where blocks race; the emulator runs them one at a time)."""
     if mt.backend() != "cuda":
         pytest.skip("blocks race on the GPU only")
     rng = np.random.default_rng(5)
-    arrays = [rng.standard_normal((1, 70, 64)) for _ in range(3)]
+    arrays = [rng.standard_normal((1, 70, d)) for _ in range(3)]
     runs = []
     for _ in range(2):
         ts = [mt.tensor(a, dtype=mt.float32, requires_grad=True) for a in arrays]
