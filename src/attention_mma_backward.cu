@@ -550,12 +550,23 @@ static mt_status launch_mma_backward(const mt_tensor &dq, const mt_tensor &dk, c
     return MT_OK;
 }
 
-/* The walked tile when block_cols is 0 (why 32: below). */
-static constexpr int kDefaultCols = 32;
-
+/* The smallest walked tile (32 rows): what a GPU must allow for the rung
+ * to run at all (mt_attention_mma_supported). */
 size_t mma_backward_default_bytes(int64_t d)
 {
-    return d == 64 ? MmaBackwardTiles<64, kDefaultCols>::bytes() : MmaSplitTiles<128, kDefaultCols>::bytes();
+    return d == 64 ? MmaBackwardTiles<64, 32>::bytes() : MmaSplitTiles<128, 32>::bytes();
+}
+
+/* The walked tile when block_cols is 0 (why: in mt_attention_mma_backward):
+ * 32 rows at head dim 64; at 128, 64 rows where a block may take their
+ * 215 KiB (an H100 or H200), else 32 (141 KiB: an A100). */
+static int default_cols(int64_t d)
+{
+    if (d == 64)
+        return 32;
+    mt_device_caps caps;
+    const bool wide = mt_get_device_caps(&caps) == MT_OK && (size_t)caps.smem_optin >= MmaSplitTiles<128, 64>::bytes();
+    return wide ? 64 : 32;
 }
 
 mt_status mt_attention_mma_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt_tensor dout, mt_tensor q,
@@ -568,15 +579,19 @@ mt_status mt_attention_mma_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt
     if (block_cols != 0 && block_cols != 32 && block_cols != 64)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_cols %d: the mma backward takes 0 (the default), "
                        "32 or 64", block_cols);
-    /* 32 rows by default: on the H200 (checkpoint of 2026-11-28 10:45, the
-     * backward alone) faster than 64 at 8 of 10 shapes, B*H 384 T256 to B*H
-     * 64 T2048 (D64: 2.08 against 2.70 ms at B*H 192 T1024 causal), and far
-     * faster at D128 (10.8 against 16.9 ms at T1024), where 64 left 255
-     * registers a thread (the 4-warp kernels). ptxas -v (sm_90a, walked tile
-     * 32 / 64) of the 8-warp D128 kernels: dK/dV 145 / 179 registers, dQ
-     * 126 / 127, no spills; 141 / 215 KiB of shared memory, one block an SM
-     * (the 4-warp dK/dV kernel: 249 / 255 with 16 bytes spilled). */
-    const int cols = block_cols != 0 ? block_cols : kDefaultCols;
+    /* The default tiles. At head dim 64, 32 rows: on the H200 (checkpoint
+     * of 2026-11-28 10:45, the backward alone) faster than 64 at 8 of 10
+     * shapes, B*H 384 T256 to B*H 64 T2048 (2.08 against 2.70 ms at B*H 192
+     * T1024 causal). At 128 the 4-warp kernels then left 255 registers a
+     * thread at 64 rows (10.8 against 16.9 ms at T1024); the 8-warp kernels
+     * that replaced them (ptxas -v, sm_90a, walked tile 32 / 64: dK/dV 145
+     * / 179 registers, dQ 126 / 127, no spills; 141 / 215 KiB of shared
+     * memory, one block an SM) are faster at 64 rows at all six D128 shapes
+     * of the 14:50 checkpoint (B*H 192 T1024: 9.01 against 9.93 ms
+     * unmasked, 5.01 against 5.43 causal; B*H 64 T2048: 11.81 against
+     * 15.17, 6.19 against 6.83; B*H 384 T256: 1.32 against 1.43, 0.96
+     * against 0.99). */
+    const int cols = block_cols != 0 ? block_cols : default_cols(q.shape[2]);
     const int64_t d = q.shape[2];
     return with_64_or_128(d, [&](auto dim) {
         constexpr int kDim = decltype(dim)::value;
