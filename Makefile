@@ -125,16 +125,17 @@ $(BUILD)/cuda/.archs: FORCE
 $(BUILD)/cuda/%.o: src/%.cu $(BUILD)/cuda/.archs
 	$(NVCC) $(NVCC_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-# The wgmma rung (src/matmul_tf32_wgmma.cu) needs Hopper's arch-specific
+# The wgmma rung (src/matmul_tf32_wgmma*.cu) needs Hopper's arch-specific
 # instructions (sm_90a): where 90 is among CUDA_ARCHS this file's sm_90
-# machine code is sm_90a's instead, and MT_WGMMA_SM90A tells the library it
+# machine code (of each file named in WGMMA_NAMES) is sm_90a's instead, and MT_WGMMA_SM90A tells the library it
 # has it (tf32_wgmma_available); on every other arch the kernel traps and the
 # library takes the mma.sync rung.
 comma := ,
 WGMMA_GENCODE = $(foreach a,$(filter-out 90,$(CUDA_ARCHS)),-gencode=arch=compute_$(a),code=sm_$(a)) \
                 $(if $(filter 90,$(CUDA_ARCHS)),-gencode=arch=compute_90a$(comma)code=sm_90a -DMT_WGMMA_SM90A) \
                 -gencode=arch=compute_$(LAST_ARCH),code=compute_$(LAST_ARCH)
-$(BUILD)/cuda/matmul_tf32_wgmma.o: src/matmul_tf32_wgmma.cu $(BUILD)/cuda/.archs
+WGMMA_NAMES := matmul_tf32_wgmma matmul_tf32_wgmma_mn
+$(WGMMA_NAMES:%=$(BUILD)/cuda/%.o): $(BUILD)/cuda/%.o: src/%.cu $(BUILD)/cuda/.archs
 	$(NVCC) $(NVCC_BASE) $(WGMMA_GENCODE) $(DEPFLAGS) -c $< -o $@
 
 # cuda-check: the same sources, one GPU, a library of its own that nothing loads.
@@ -151,7 +152,7 @@ CUDA_CHECK_FLAGS := -std=c++17 -O0 -Isrc -Xcompiler -fPIC -Xcompiler -Wall -Xptx
 $(CUDA_CHECK_DIR)/%.o: src/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_CHECK_FLAGS) $(DEPFLAGS) -c $< -o $@
-$(CUDA_CHECK_DIR)/matmul_tf32_wgmma.o: src/matmul_tf32_wgmma.cu
+$(WGMMA_NAMES:%=$(CUDA_CHECK_DIR)/%.o): $(CUDA_CHECK_DIR)/%.o: src/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter-out -gencode=%,$(CUDA_CHECK_FLAGS)) $(DEPFLAGS) $(if $(filter 90,$(CHECK_ARCH)),\
 	    -gencode=arch=compute_90a$(comma)code=sm_90a -DMT_WGMMA_SM90A,\

@@ -350,9 +350,17 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
     if (rung == MT_TF32_SIMPLE)
         return launch_tf32(out, a, b);
     /* The wgmma rung reads both operands K-major (with_k_major_operands:
-     * any other layout copied into that first, b transposed). mt_matmul_tf32
-     * takes it where it runs and pays (tf32_wgmma_chosen), any layout. */
-    if (rung == MT_TF32_WGMMA || (choose && tf32_wgmma_chosen(out, a, b)))
+     * any other layout copied into that first, b transposed), except a
+     * column-major a with a row-major b (a weight gradient's dz.T @ x),
+     * which its transposing stages read in place. mt_matmul_tf32 takes the
+     * copying kernel where it runs and pays (tf32_wgmma_chosen), any
+     * layout; else the transposing one where it reads the operands and the
+     * product is large (tf32_wgmma_mn_chosen). */
+    const bool wgmma_copies = choose && tf32_wgmma_chosen(out, a, b);
+    if ((rung == MT_TF32_WGMMA && tf32_wgmma_mn_layout(a, b)) ||
+        (choose && !wgmma_copies && tf32_wgmma_mn_chosen(out, a, b)))
+        return launch_tf32_wgmma_mn(out, a, b);
+    if (rung == MT_TF32_WGMMA || wgmma_copies)
         return with_k_major_operands(a, b, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
             return launch_tf32_wgmma(out, a_view, b_view, -1);
         });

@@ -157,6 +157,14 @@ const char *tf32_wgmma_tile_name(int tile);
 mt_status launch_tf32_wgmma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile);
 mt_status launch_tf32_wgmma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
                                      const BiasActResidual<float> &epi);
+/* The wgmma rung's transposing stages (src/matmul_tf32_wgmma_mn.cu): a
+ * column-major and b row-major (M and N contiguous, as a weight gradient's
+ * dz.T @ x), read in place, K split across blocks where the product has few
+ * tiles. tf32_wgmma_mn_layout: a and b are so (aligned); tf32_wgmma_mn_chosen:
+ * where mt_matmul_tf32 takes it when tf32_wgmma_chosen does not. */
+bool tf32_wgmma_mn_layout(const mt_tensor &a, const mt_tensor &b);
+bool tf32_wgmma_mn_chosen(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
+mt_status launch_tf32_wgmma_mn(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b);
 
 /* From src/matmul.cu, for the other entry points of the family
  * (src/matmul_epilogue.cu): out = a @ b is a valid product (shapes, batch

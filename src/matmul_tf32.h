@@ -13,8 +13,10 @@
  * Python calls it only where mt.backends.cuda.matmul.allow_tf32 is set.
  * The mma.sync rung reads row-major and column-major operands (transposed
  * views) in place and copies any other; the wgmma rung, where it is taken
- * (below), copies any operand that is not K-major; a single product with
- * few output tiles splits K. MT_ERR_DTYPE for any dtype but float32; MT_ERR_INVALID_ARGUMENT
+ * (below), copies any operand that is not K-major, but for a column-major a
+ * with a row-major b (a weight gradient's dz.T @ x), which it reads in place
+ * through transposing stages; a single product with few output tiles splits
+ * K. MT_ERR_DTYPE for any dtype but float32; MT_ERR_INVALID_ARGUMENT
  * on a GPU older than compute capability 8.0. */
 mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 /* The TF32 rungs, for teaching and benchmarks: MT_TF32_SIMPLE, WMMA fed by
@@ -27,12 +29,16 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
  * for 90 (sm_90a), else MT_ERR_INVALID_ARGUMENT; it reads a row-major and b
  * column-major (K contiguous in both, as x @ w.T) in place and copies other
  * layouts into those (b transposed), and truncates the operands to TF32
- * where the others round. mt_matmul_tf32 (and mt_matmul_tf32_epilogue) runs
- * the wgmma rung where it runs and the product has a 128 x 128 tile per SM,
- * any layout, unless the copies it needs are large against the product
- * (an operand to copy while the other side of out has fewer than 512
- * rows or columns); else the mma rung (MT_TF32_MMA here is always
- * mma.sync). An unknown rung is MT_ERR_INVALID_ARGUMENT. */
+ * where the others round; a column-major a with a row-major b (M and N
+ * contiguous, as dz.T @ x) it reads in place through transposing stages
+ * that round (src/matmul_tf32_wgmma_mn.cu), K split where out has few
+ * tiles. mt_matmul_tf32 (and mt_matmul_tf32_epilogue) runs the wgmma rung
+ * where it runs and the product has a 128 x 128 tile per SM, any layout,
+ * unless the copies it needs are large against the product (an operand to
+ * copy while the other side of out has fewer than 512 rows or columns);
+ * mt_matmul_tf32 also runs the transposing stages on that layout from 2^30
+ * multiply-adds; else the mma rung (MT_TF32_MMA here is always mma.sync).
+ * An unknown rung is MT_ERR_INVALID_ARGUMENT. */
 #define MT_TF32_SIMPLE 0
 #define MT_TF32_PIPELINED 1
 #define MT_TF32_MMA 2

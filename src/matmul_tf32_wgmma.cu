@@ -57,24 +57,6 @@ struct Tf32WgmmaTiles {
     static_assert(BN == 128 || BN == 256, "the wgmma wrappers: n128 and n256");
 };
 
-/* Where float c of row r of a stage's tile lies (the 128-byte swizzle). */
-MT_DEVICE int swizzle128(int r, int c)
-{
-    return r * 32 + ((((c >> 2) ^ (r & 7)) << 2) | (c & 3));
-}
-
-/* One K step of 8 for warpgroup h: d += A[64h .., k] B[k, ..]. */
-template <int BN>
-MT_DEVICE void wgmma_step(float (&d)[BN / 2], const float *a_rows, const float *b_rows, int kk)
-{
-    const uint64_t a_desc = wgmma_desc(a_rows + kk);
-    const uint64_t b_desc = wgmma_desc(b_rows + kk);
-    if constexpr (BN == 128)
-        wgmma_tf32_m64n128k8(d, a_desc, b_desc, 1);
-    else
-        wgmma_tf32_m64n256k8(d, a_desc, b_desc, 1);
-}
-
 /* a row-major (lda between rows), b column-major (ldb between columns). */
 template <typename C, typename Epi>
 __global__ void __launch_bounds__(C::kThreads, 1)
@@ -86,10 +68,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     constexpr int kAChunks = C::BM * C::BK / 4 / C::kThreads;
     constexpr int kBChunks = C::BN * C::BK / 4 / C::kThreads;
     extern __shared__ __align__(128) unsigned char shared_bytes[];
-    /* the stages, 1024-byte aligned (the dynamic array's alignment is 16) */
-    unsigned char *shared_start = &shared_bytes[0];
-    const uintptr_t base = (uintptr_t)shared_start;
-    float *stages = reinterpret_cast<float *>((base + kWgmmaAtomBytes - 1) / kWgmmaAtomBytes * kWgmmaAtomBytes);
+    float *stages = wgmma_stages(&shared_bytes[0]);
 
     const BatchStarts start = batch_starts(batch_start + blockIdx.z, out, a, b);
     const MatrixView<const float> A = matrix_view<const float>(a, start.a);
@@ -102,7 +81,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const int group = tid / 128;           /* warpgroup */
     const int warp = (tid % 128) / 32;     /* warp in the warpgroup */
     const int lane = tid % 32;
-    const int g = lane / 4, t = lane % 4;
 
     /* Row r of a stage's A tile: A[row0 + r, k0 ..]; row r of its B tile:
      * B[k0 .., col0 + r] (a column of B, contiguous in memory). */
@@ -165,18 +143,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     async_wait<0>();
 
     const MatrixView<float> Out = matrix_view<float>(out, start.out);
-    const typename Epi::Batch finish = epi.at_batch(batch_start + blockIdx.z);
-    MT_UNROLL for (int j = 0; j < C::BN / 8; ++j)
-        MT_UNROLL for (int h = 0; h < 2; ++h) {
-            float v[2] = {acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]};
-            const int64_t row = row0 + group * 64 + warp * 16 + g + 8 * h;
-            const int64_t col = col0 + j * 8 + 2 * t;
-            finish.apply(v, row, col);
-            if (row < M && col < N)
-                Out.at(row, col) = v[0];
-            if (row < M && col + 1 < N)
-                Out.at(row, col + 1) = v[1];
-        }
+    wgmma_store_tile<C::BN>(acc, Out, epi.at_batch(batch_start + blockIdx.z), row0 + group * 64, col0, M, N, warp,
+                            lane);
 #elif defined(__CUDA_ARCH__)
     /* compiled for another GPU: tf32_wgmma_available keeps the library off */
     __trap();

@@ -184,4 +184,56 @@ MT_DEVICE void wgmma_tf32_m64n256k8(float (&d)[128], uint64_t a_desc, uint64_t b
 
 #endif /* MT_EMULATOR */
 
+/* Where float c of row r of a stage's tile lies (rows of 32 floats in the
+ * 128-byte swizzle): the 16-byte chunk c / 4 at chunk (c / 4) ^ (r % 8). */
+MT_DEVICE int swizzle128(int r, int c)
+{
+    return r * 32 + ((((c >> 2) ^ (r & 7)) << 2) | (c & 3));
+}
+
+/* The stages of a block's dynamic shared memory, aligned to the swizzle's
+ * 1024-byte atom (the array's own alignment is 16; the kernels ask for
+ * kWgmmaAtomBytes more than the stages take). */
+MT_DEVICE float *wgmma_stages(unsigned char *shared_bytes)
+{
+    const uintptr_t base = (uintptr_t)shared_bytes;
+    return reinterpret_cast<float *>((base + kWgmmaAtomBytes - 1) / kWgmmaAtomBytes * kWgmmaAtomBytes);
+}
+
+/* Stores a warpgroup's accumulators d (its 64 x BN tile at rows row0 ..,
+ * columns col0 .., in the layout above) into Out through the epilogue's
+ * batch `finish`, skipping what lies outside M x N. warp: this thread's warp
+ * in the warpgroup (0..3), lane its lane. */
+template <int BN, typename OutView, typename Finish>
+MT_DEVICE void wgmma_store_tile(float (&d)[BN / 2], const OutView &Out, const Finish &finish, int64_t row0,
+                                int64_t col0, int64_t M, int64_t N, int warp, int lane)
+{
+    const int g = lane / 4, t = lane % 4;
+    MT_UNROLL for (int j = 0; j < BN / 8; ++j)
+        MT_UNROLL for (int h = 0; h < 2; ++h) {
+            float v[2] = {d[4 * j + 2 * h], d[4 * j + 2 * h + 1]};
+            const int64_t row = row0 + warp * 16 + g + 8 * h;
+            const int64_t col = col0 + j * 8 + 2 * t;
+            finish.apply(v, row, col);
+            if (row < M && col < N)
+                Out.at(row, col) = v[0];
+            if (row < M && col + 1 < N)
+                Out.at(row, col + 1) = v[1];
+        }
+}
+
+/* One K step of 8 (kk: 0, 8, 16, 24 of a stage's 32) for a warpgroup:
+ * d += A[its 64 rows, kk ..] B[kk .., BN columns], a_rows and b_rows the
+ * stage's first A row of the warpgroup and first B row (column of B). */
+template <int BN>
+MT_DEVICE void wgmma_step(float (&d)[BN / 2], const float *a_rows, const float *b_rows, int kk)
+{
+    const uint64_t a_desc = wgmma_desc(a_rows + kk);
+    const uint64_t b_desc = wgmma_desc(b_rows + kk);
+    if constexpr (BN == 128)
+        wgmma_tf32_m64n128k8(d, a_desc, b_desc, 1);
+    else
+        wgmma_tf32_m64n256k8(d, a_desc, b_desc, 1);
+}
+
 #endif /* MT_WGMMA_TF32_H */

@@ -1,7 +1,7 @@
 """The tensor-core rungs (src/matmul_tf32.cu, "tf32_simple",
 src/matmul_tf32_pipelined.cu, "tf32_pipelined", src/matmul_tf32_mma.cu,
-"tf32_mma", and src/matmul_tf32_wgmma.cu, "tf32_wgmma", between which "tf32"
-chooses) and torch's switch for them, mt.backends.cuda.matmul.allow_tf32, on
+"tf32_mma", and src/matmul_tf32_wgmma.cu with src/matmul_tf32_wgmma_mn.cu,
+"tf32_wgmma", between which "tf32" chooses) and torch's switch for them, mt.backends.cuda.matmul.allow_tf32, on
 both backends (the emulator runs the same kernels through its own WMMA
 fragments, mma.sync, ldmatrix and wgmma twins and cp.async copies; the wgmma
 rung needs an H100 on the GPU).
@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import minitensor as mt
+from minitensor import _lib
 from tests.helpers import assert_close
 
 
@@ -76,6 +77,24 @@ def test_tf32_runs_the_mma_rung() -> None:
     got = mt.kernels.matmul(ta, tb, "tf32").numpy()
     np.testing.assert_array_equal(got, mt.kernels.matmul(ta, tb, "tf32_mma").numpy())
     assert_close(got, a.astype(np.float64) @ b, mt.float32, n=45)
+
+
+@pytest.mark.parametrize("k", [40, 260])
+def test_weight_gradient_layout_is_read_in_place(k: int) -> None:
+    """dW = dz.T @ x: a a column-major view, b row-major. The wgmma rung reads
+    both in place through its transposing stages (src/matmul_tf32_wgmma_mn.cu),
+    K split in slices where the product has few tiles (K = 260 on an emulator
+    of two SMs or more); "tf32" takes that kernel from 2^30 multiply-adds
+    only, the mma.sync rung here."""
+    rng = np.random.default_rng(6)
+    dz = to_tf32(rng.standard_normal((k, 36)))
+    x = to_tf32(rng.standard_normal((k, 20)))
+    a, b = mt.tensor(dz).t(), mt.tensor(x)
+    want = dz.T.astype(np.float64) @ x
+    for rung, kernel in (("tf32_wgmma", "matmul_tf32_wgmma_mn"), ("tf32", "matmul_tf32_mma")):
+        _lib.reset_launch_counts()
+        assert_close(mt.kernels.matmul(a, b, rung).numpy(), want, mt.float32, n=k)
+        assert _lib.launch_count(kernel) != 0  # -1 on the CUDA build: not counted
 
 
 def test_strided_views_and_vectors() -> None:

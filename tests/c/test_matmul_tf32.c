@@ -30,30 +30,42 @@
 static const int64_t SIZES[] = {1, 7, 33, 64, 65, 129, 200};
 
 /* An operand's layout: row-major, random (transposed, sliced, broadcast:
- * tt_new's TT_INPUT), or the transposed view of a row-major buffer (its last
- * two dims swapped: column-major). */
-enum { ROW_MAJOR = 0, ANY = 1, TRANSPOSED = 2 };
+ * tt_new's TT_INPUT), the transposed view of a row-major buffer (its last
+ * two dims swapped: column-major), and those two with the buffer's rows
+ * padded to a multiple of 4 floats and 4 more (a slice of a wider buffer:
+ * 16-byte aligned rows, or columns, whatever the matrix's width). */
+enum { ROW_MAJOR = 0, ANY = 1, TRANSPOSED = 2, PADDED = 3, TRANSPOSED_PADDED = 4 };
 
 /* A float32 operand of `shape` (ndim dims) in `layout`. */
 static tt_tensor operand(int ndim, const int64_t *shape, int layout)
 {
-    if (layout != TRANSPOSED)
+    if (layout == ROW_MAJOR || layout == ANY)
         return tt_new(MT_FLOAT32, ndim, shape, layout == ANY ? TT_INPUT : TT_CONTIGUOUS);
-    int64_t swapped[MT_MAX_DIMS];
+    const int transposed = layout == TRANSPOSED || layout == TRANSPOSED_PADDED;
+    int64_t buffer[MT_MAX_DIMS];
     for (int d = 0; d < ndim; ++d)
-        swapped[d] = shape[d];
-    swapped[ndim - 2] = shape[ndim - 1];
-    swapped[ndim - 1] = shape[ndim - 2];
-    tt_tensor x = tt_new(MT_FLOAT32, ndim, swapped, TT_CONTIGUOUS);
-    const int64_t s = x.t.strides[ndim - 2];
-    x.t.shape[ndim - 2] = shape[ndim - 2];
-    x.t.shape[ndim - 1] = shape[ndim - 1];
-    x.t.strides[ndim - 2] = x.t.strides[ndim - 1];
-    x.t.strides[ndim - 1] = s;
+        buffer[d] = shape[d];
+    if (transposed) {
+        buffer[ndim - 2] = shape[ndim - 1];
+        buffer[ndim - 1] = shape[ndim - 2];
+    }
+    const int64_t width = buffer[ndim - 1];
+    if (layout != TRANSPOSED)
+        buffer[ndim - 1] = (width + 3) / 4 * 4 + 4;
+    tt_tensor x = tt_new(MT_FLOAT32, ndim, buffer, TT_CONTIGUOUS);
+    x.t.shape[ndim - 1] = width;
+    if (transposed) {
+        const int64_t s = x.t.strides[ndim - 2];
+        x.t.shape[ndim - 2] = shape[ndim - 2];
+        x.t.shape[ndim - 1] = shape[ndim - 1];
+        x.t.strides[ndim - 2] = x.t.strides[ndim - 1];
+        x.t.strides[ndim - 1] = s;
+    }
     return x;
 }
 
-static const char *const LAYOUT_NAMES[] = {"row-major", "any", "transposed"};
+static const char *const LAYOUT_NAMES[] = {"row-major", "any", "transposed", "row-major, padded rows",
+                                           "transposed, padded columns"};
 
 /* The TF32 bound on a sum of products whose sum of |terms| is sum_abs and
  * exact value ref, as tt_expect's mag: tt_expect_close's tolerance is
@@ -183,6 +195,30 @@ static void choice_case(int64_t M, int64_t N, int64_t K, int a_layout, int b_lay
     mt_reset_launch_counts();
     plain(CHOICE, M, N, K, a_layout, b_layout);
     expect_wgmma_launched(copies_pay && tiles >= sm_count());
+}
+
+/* The last case ran the wgmma rung's transposing kernel
+ * (matmul_tf32_wgmma_mn.cu) iff `want`, with K split iff `split` (checked
+ * where launches are counted: the emulator). */
+static void expect_mn_launched(int want, int split)
+{
+    const int64_t n = mt_launch_count("matmul_tf32_wgmma_mn", NULL);
+    const int64_t sums = mt_launch_count("matmul_split_sum", NULL);
+    if (n >= 0) {
+        TT_CHECK((n > 0) == want, "matmul_tf32_wgmma_mn launched %" PRId64 " times; expected %s", n,
+                 want ? "the transposing kernel" : "another");
+        TT_CHECK(!want || (sums > 0) == split, "matmul_split_sum launched %" PRId64 " times; expected %s", sums,
+                 split ? "a split K" : "none");
+    }
+}
+
+/* One product on the wgmma rung (want: its transposing kernel ran, K split
+ * iff split) or on mt_matmul_tf32 (tile CHOICE). */
+static void mn_case(int tile, int64_t M, int64_t N, int64_t K, int a_layout, int b_layout, int want, int split)
+{
+    mt_reset_launch_counts();
+    plain(tile, M, N, K, a_layout, b_layout);
+    expect_mn_launched(want, split);
 }
 
 /* act(z) in double, as torch defines it (test_matmul_epilogue.c's). */
@@ -357,6 +393,48 @@ int main(void)
             plain(CHOICE, 16900, 130, 40, ROW_MAJOR, TRANSPOSED);
             epilogue_case(MT_EPILOGUE_GELU, MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE, 0, 16900, 130,
                           40, ROW_MAJOR, TRANSPOSED);
+        }
+    }
+
+    /* The wgmma rung's transposing stages (src/matmul_tf32_wgmma_mn.cu): a
+     * column-major (a = dz.T of a weight gradient) and b row-major, read in
+     * place. 130 x 136 x 136: off the 128 tile on both sides, M = 130 not a
+     * multiple of 4 (the padded columns: the last Pack of a column crosses
+     * the edge), K 4 whole 32-steps and a partial one, more than the 3
+     * stages; too short a K to split. 33 x 7 x 260: one tile, K split in
+     * slices of 160 and 100 where the emulator has two SMs or more (its OS
+     * threads), N = 7 a partial Pack of b. (Under the full checks each
+     * float a block stores into a stage faults: ~0.3 s a block and K-step of
+     * 32, hence the short K.)
+     * Batched with a broadcast b (never split), K = 0, one element (padded:
+     * the guard pages of the full checks put a lone float's buffer off 16
+     * bytes, which the copying kernel would take).
+     * mt_matmul_tf32 takes the kernel from 2^30 multiply-adds
+     * (tf32_wgmma_mn_chosen): not at 12 x 8 x 40; at 1024^3 on the GPU
+     * (every case there). */
+    TT_GROUP("wgrad") {
+        const int split = sm_count() > 1;
+        mn_case(WGMMA, 130, 136, 136, TRANSPOSED_PADDED, ROW_MAJOR, 1, 0);
+        mn_case(WGMMA, 33, 7, 260, TRANSPOSED_PADDED, PADDED, 1, split);
+        mn_case(WGMMA, 8, 12, 0, TRANSPOSED, ROW_MAJOR, 1, 0);
+        mn_case(WGMMA, 1, 1, 1, TRANSPOSED_PADDED, PADDED, 1, 0);
+        static const int64_t b2[] = {2}, b1[] = {1};
+        mt_reset_launch_counts();
+        tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 40, TRANSPOSED, ROW_MAJOR);
+        expect_mn_launched(1, 0);
+        mn_case(CHOICE, 12, 8, 40, TRANSPOSED, ROW_MAJOR, 0, 0); /* far below 2^30: mma.sync */
+        /* a row-major: the copying kernel (a K-major already, b copied) */
+        mn_case(WGMMA, 36, 40, 100, ROW_MAJOR, ROW_MAJOR, 0, 0);
+        if (all) {
+            mn_case(WGMMA, 130, 136, 2000, TRANSPOSED, PADDED, 1, sm_count() > 4);
+            for (int c = 0; c < 4; ++c)
+                plain(WGMMA, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), TRANSPOSED_PADDED, PADDED);
+            /* 1024^3 (2^30): 64 tiles of 128 x 128, fewer than an H100's
+             * SMs, so not the copying kernel; split K on a GPU */
+            mt_reset_launch_counts();
+            plain(CHOICE, 1024, 1024, 1024, TRANSPOSED, ROW_MAJOR);
+            if (sm_count() > 64)
+                expect_mn_launched(1, 1);
         }
     }
 
