@@ -579,18 +579,11 @@ mt_status mt_attention_mma_backward(mt_tensor dq, mt_tensor dk, mt_tensor dv, mt
     if (block_cols != 0 && block_cols != 32 && block_cols != 64)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_cols %d: the mma backward takes 0 (the default), "
                        "32 or 64", block_cols);
-    /* The default tiles. At head dim 64, 32 rows: on the H200 (checkpoint
-     * of 2026-11-28 10:45, the backward alone) faster than 64 at 8 of 10
-     * shapes, B*H 384 T256 to B*H 64 T2048 (2.08 against 2.70 ms at B*H 192
-     * T1024 causal). At 128 the 4-warp kernels then left 255 registers a
-     * thread at 64 rows (10.8 against 16.9 ms at T1024); the 8-warp kernels
-     * that replaced them (ptxas -v, sm_90a, walked tile 32 / 64: dK/dV 145
-     * / 179 registers, dQ 126 / 127, no spills; 141 / 215 KiB of shared
-     * memory, one block an SM) are faster at 64 rows at all six D128 shapes
-     * of the 14:50 checkpoint (B*H 192 T1024: 9.01 against 9.93 ms
-     * unmasked, 5.01 against 5.43 causal; B*H 64 T2048: 11.81 against
-     * 15.17, 6.19 against 6.83; B*H 384 T256: 1.32 against 1.43, 0.96
-     * against 0.99). */
+    /* The default tiles (default_cols). Head dim 64: 32 rows, faster than
+     * 64 at 8 of 10 shapes on the H200 (2.08 against 2.70 ms at B*H 192
+     * T1024 causal). Head dim 128: 64 rows, faster than 32 at all six
+     * shapes with the 8-warp kernels (9.01 against 9.93 ms at B*H 192 T1024;
+     * registers and bytes: docs/performance.md, 2026-11-28 afternoon). */
     const int cols = block_cols != 0 ? block_cols : default_cols(q.shape[2]);
     const int64_t d = q.shape[2];
     return with_64_or_128(d, [&](auto dim) {
