@@ -141,13 +141,15 @@ $(WGMMA_NAMES:%=$(BUILD)/cuda/%.o): $(BUILD)/cuda/%.o: src/%.cu $(BUILD)/cuda/.a
 # cuda-check: the same sources, one GPU, a library of its own that nothing loads.
 # Every stage of nvcc runs (the front end, cicc, ptxas, the host compiler, the
 # link), so every error nvcc can raise is raised, ptxas's limits (a static
-# tile over 48 KiB of shared memory) included; only the optimizers are off
-# (host -O0, ptxas -O0): about half the CPU time of the -O3 build (measured
-# in docs/testing.md). PTX alone (code=compute_$(CHECK_ARCH)) would be cheaper
-# still, but skips ptxas and with it those limits.
+# tile over 48 KiB of shared memory) included; only the optimizers are off:
+# the host compiler's (-O0), ptxas's (-Xptxas -O0) and cicc's, the device
+# code's own optimizer (-Xcicc -O0), which took most of the time: a file of
+# many tile configurations, src/conv_igemm_tf32.cu, compiles in 4 s instead
+# of 34 (docs/testing.md). PTX alone (code=compute_$(CHECK_ARCH)) would skip
+# ptxas and with it those limits.
 CUDA_CHECK_DIR   := $(BUILD)/cuda-check
 CUDA_CHECK_OBJS  := $(NAMES:%=$(CUDA_CHECK_DIR)/%.o)
-CUDA_CHECK_FLAGS := -std=c++17 -O0 -Isrc -Xcompiler -fPIC -Xcompiler -Wall -Xptxas -O0 \
+CUDA_CHECK_FLAGS := -std=c++17 -O0 -Isrc -Xcompiler -fPIC -Xcompiler -Wall -Xptxas -O0 -Xcicc -O0 \
                     -gencode=arch=compute_$(CHECK_ARCH),code=sm_$(CHECK_ARCH)
 $(CUDA_CHECK_DIR)/%.o: src/%.cu
 	@mkdir -p $(dir $@)
