@@ -569,6 +569,7 @@ mt_status mt_get_device(int *device);
 #include "attention_tiled.h" /* mt_attention_tiled and its backward (src/attention_tiled.cu) */
 #include "pool.h" /* mt_max_pool2d_new, mt_avg_pool2d_new (src/pool_new.cu) */
 #include "conv_igemm_tf32.h" /* mt_conv2d_tf32 and its gradients (src/conv_igemm_tf32.cu) */
+#include "conv_winograd.h" /* mt_conv2d_winograd_filter, _input, _output (src/conv_winograd.cu) */
 #include "attention_mma.h" /* mt_attention_mma, the 3xTF32 tensor-core forward (src/attention_mma.cu) */
 #include "optim_list.h" /* mt_adam_step_list, mt_grad_norm_list, mt_grad_scale_list (src/optim_multi.cu) */
 #include "matmul_tf32.h" /* mt_matmul_tf32, its rungs and its fused epilogue (src/matmul_tf32*.cu) */

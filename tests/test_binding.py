@@ -27,11 +27,11 @@ def _header_source() -> str:
     """minitensor.h with the headers it includes in place: src/minitensor_ops.h
     (the op lists), src/minitensor_streams.h (streams, events and graphs) and
     the family headers included at its end (src/batchnorm.h,
-    src/attention_tiled.h, src/conv_igemm_tf32.h, src/attention_mma.h,
+    src/attention_tiled.h, src/conv_igemm_tf32.h, src/conv_winograd.h, src/attention_mma.h,
     src/optim_list.h, src/matmul_tf32.h)."""
     text = HEADER.read_text()
     for part in ("minitensor_ops.h", "minitensor_streams.h", "batchnorm.h", "attention_tiled.h", "pool.h",
-                 "conv_igemm_tf32.h",
+                 "conv_igemm_tf32.h", "conv_winograd.h",
                  "attention_mma.h", "optim_list.h", "matmul_tf32.h"):
         include = f'#include "{part}"'
         assert include in text, f"minitensor.h no longer includes {part}"

@@ -177,7 +177,7 @@ FAMILY_SOURCES: dict[str, list[str]] = {
     "conv": ["src/conv.cu", "src/conv_implicit_gemm.cu", "src/conv_depthwise_backward.cu", "src/conv_igemm_pipelined.cu",
              "src/conv_depthwise.cu", "src/conv_direct.cu",
              "src/conv_igemm_tf32.cu",
-             "src/conv_igemm_tf32_nhwc.cu"],
+             "src/conv_igemm_tf32_nhwc.cu", "src/conv_winograd.cu"],
     "pool": ["src/pool.cu", "src/pool_new.cu"],
     "optim": ["src/optim.cu", "src/optim_multi.cu"],
 }

@@ -205,6 +205,9 @@ from .conv import (  # noqa: F401
     conv2d_direct,
     conv2d_direct_input_grad,
     conv2d_direct_weight_grad,
+    conv2d_winograd_filter,
+    conv2d_winograd_input,
+    conv2d_winograd_output,
 )
 from .cross_entropy import (  # noqa: F401
     cross_entropy,

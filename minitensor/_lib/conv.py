@@ -159,3 +159,34 @@ def conv2d_direct_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stride:
     check(lib().mt_conv2d_direct_weight_grad(grad_weight.descriptor(), grad_out.descriptor(), inp.descriptor(),
                                              *_conv_args(stride, padding, dilation, groups)),
           "mt_conv2d_direct_weight_grad")
+
+
+# ---- the Winograd rung's three steps (src/conv_winograd.cu) ----------------------------------------
+
+WINOGRAD_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "mt_conv2d_winograd_filter": (c_int, [MtTensor, MtTensor, c_int]),
+    "mt_conv2d_winograd_input": (c_int, [MtTensor, MtTensor, c_int, c_int]),
+    "mt_conv2d_winograd_output": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+}
+declare(WINOGRAD_SIGNATURES)
+
+
+def conv2d_winograd_filter(u: Any, weight: Any, flip: bool) -> None:
+    """u (16, K, C) = G g G^T of each 3x3 filter of weight (K, C, 3, 3); flip: u (16, C, K)
+    of the input gradient's filters, turned by 180 degrees (mt_conv2d_winograd_filter)."""
+    check(lib().mt_conv2d_winograd_filter(u.descriptor(), weight.descriptor(), int(flip)),
+          "mt_conv2d_winograd_filter")
+
+
+def conv2d_winograd_input(v: Any, inp: Any, padding: tuple[int, int]) -> None:
+    """v (16, C, P) = B^T d B of each 4x4 tile d of inp (N, C, H, W) padded by `padding`, P the
+    2x2 output tiles (mt_conv2d_winograd_input)."""
+    check(lib().mt_conv2d_winograd_input(v.descriptor(), inp.descriptor(), int(padding[0]), int(padding[1])),
+          "mt_conv2d_winograd_input")
+
+
+def conv2d_winograd_output(out: Any, m: Any, bias: Any) -> None:
+    """out (N, K, OH, OW) = A^T m A of each tile of m (16, K, P), plus bias (K,) or None
+    (mt_conv2d_winograd_output)."""
+    check(lib().mt_conv2d_winograd_output(out.descriptor(), m.descriptor(), _desc(bias),
+                                          0 if bias is None else 1), "mt_conv2d_winograd_output")

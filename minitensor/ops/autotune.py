@@ -388,3 +388,23 @@ def conv_config(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int,
     if rung == "conv2d_tf32":
         return _choose(key, _lib.conv2d_tf32_config_count(), run, _lib.conv2d_tf32_config_name)
     return _choose(key, _lib.conv2d_igemm_config_count(), run, _lib.conv2d_igemm_config_name)
+
+
+CONV_ALGOS = ("implicit_gemm", "winograd")
+
+
+def conv_algo(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, ...], dtype: Any,
+              params: tuple[Any, ...], run: Callable[[int], Any]) -> int:
+    """0 (the implicit GEMM) or 1 (the Winograd rung) for a forward or input gradient
+    both can compute (ops.conv2d_winograd_fits): the faster, by timing run(0) and run(1)
+    on the first call of each exact shape (run(-1) warms up: the implicit GEMM, which
+    tunes its own tiles then); 0 wherever nothing is tuned (the teaching policy, the
+    emulator, a small product)."""
+    n, c, h, w = x_shape
+    c_out, c_group, kh, kw = weight_shape
+    if not _tunable(n * h * w * c_out * c_group * kh * kw):
+        return 0
+    stride, padding, dilation, groups = params
+    key = (f"conv2d_algo {product} {dtype.name} x{n}x{c}x{h}x{w} w{c_out}x{c_group}x{kh}x{kw} "
+           f"s{stride[0]}x{stride[1]} p{padding[0]}x{padding[1]} d{dilation[0]}x{dilation[1]} g{groups}")
+    return max(0, _choose(key, len(CONV_ALGOS), run, lambda i: CONV_ALGOS[i]))

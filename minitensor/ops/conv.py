@@ -14,6 +14,7 @@ from .._views import as_strided, index, narrow
 from .._dtype import DType
 from .core import fill_, copy_, clone, contiguous
 from .elementwise import inplace_
+from .matmul import matmul  # the Winograd rung's 16 products, as one batch
 from . import conv_tf32  # tf32conv's hook (three marked places below): the opt-in TF32 rung
 
 
@@ -144,6 +145,12 @@ def conv2d_igemm(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
 
         run(autotune.conv_config("forward", x.shape, weight.shape, x.dtype, args, run))
 
+    params = (stride, padding, dilation, groups)
+    if conv2d_winograd_fits(x.shape, weight.shape, *params):
+        # The faster of the implicit GEMM and the Winograd rung, timed once per shape.
+        by = (lambda: _conv2d_by(kernel, x, weight, bias, *params), lambda: conv2d_winograd(x, weight, bias, padding))
+        if autotune.conv_algo("forward", x.shape, weight.shape, x.dtype, params, lambda i: by[max(i, 0)]()) == 1:
+            return conv2d_winograd(x, weight, bias, padding)
     return _conv2d_by(kernel, x, weight, bias, stride, padding, dilation, groups)
 
 
@@ -156,13 +163,21 @@ def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, 
         return conv_tf32.conv2d_tf32_input_grad(grad, weight, input_shape, stride, padding, dilation, groups)
     out = empty(tuple(input_shape), grad.dtype)
     grad, weight = contiguous(grad), contiguous(weight)
+    params = (stride, padding, dilation, groups)
 
     def run(config: int) -> None:
         _lib.conv2d_igemm_input_grad(out, grad, weight, stride, padding, dilation, groups, config)
 
-    run(autotune.conv_config("input_grad", tuple(input_shape), weight.shape, grad.dtype,
-                             (stride, padding, dilation, groups), run))
-    return out
+    def igemm() -> Array:
+        run(autotune.conv_config("input_grad", tuple(input_shape), weight.shape, grad.dtype, params, run))
+        return out
+
+    if conv2d_winograd_fits(tuple(input_shape), weight.shape, *params):
+        by = (igemm, lambda: conv2d_winograd_input_grad(grad, weight, input_shape, padding))
+        if autotune.conv_algo("input_grad", tuple(input_shape), weight.shape, grad.dtype, params,
+                              lambda i: by[max(i, 0)]()) == 1:
+            return conv2d_winograd_input_grad(grad, weight, input_shape, padding)
+    return igemm()
 
 
 def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...], stride: tuple[int, int],
@@ -181,6 +196,61 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
     run(autotune.conv_config("weight_grad", x.shape, tuple(weight_shape), grad.dtype,
                              (stride, padding, dilation, groups), run))
     return out
+
+
+# ---- the Winograd rung (src/conv_winograd.cu) -------------------------------------------------------
+
+
+def conv2d_winograd_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, int],
+                         padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> bool:
+    """Whether the Winograd rung computes this convolution and its input gradient: 3x3
+    filters at stride 1, no dilation, one group, padding at most 2 (the gradient pads by
+    2 - padding), every size non-zero, and its buffers (16 x channels x 2x2 tiles) under
+    2^31 elements a transform."""
+    n, c, h, w = input_shape
+    c_out = weight_shape[0]
+    if tuple(weight_shape[2:]) != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or groups != 1:
+        return False
+    if min(padding) < 0 or max(padding) > 2 or min(n, c, c_out) < 1:
+        return False
+    oh, ow = h + 2 * padding[0] - 2, w + 2 * padding[1] - 2
+    tiles = n * ((max(oh, h) + 1) // 2) * ((max(ow, w) + 1) // 2)
+    return oh >= 1 and ow >= 1 and 16 * max(c, c_out) * tiles <= _INT32_LIMIT
+
+
+def _winograd(x: Array, weight: Array, bias: Any, padding: tuple[int, int], flip: bool,
+              out_shape: tuple[int, ...]) -> Array:
+    """The three steps around the 16 products (src/conv_winograd.cu says why)."""
+    n, c, h, w = x.shape
+    k = out_shape[1]
+    tiles = n * ((out_shape[2] + 1) // 2) * ((out_shape[3] + 1) // 2)
+    u = empty((16, k, c), x.dtype)
+    _lib.conv2d_winograd_filter(u, weight, flip)
+    v = empty((16, c, tiles), x.dtype)
+    _lib.conv2d_winograd_input(v, x, padding)
+    out = empty(out_shape, x.dtype)
+    _lib.conv2d_winograd_output(out, matmul(u, v), bias)  # the matmul ladder's best rung
+    return out
+
+
+def conv2d_winograd(x: Array, weight: Array, bias: Any, padding: tuple[int, int]) -> Array:
+    """The convolution of x (N, C, H, W) by 3x3 filters weight (K, C, 3, 3) at stride 1,
+    plus bias (K,) or None, by Winograd's F(2x2, 3x3): each 2x2 block of outputs from its
+    4x4 input tile with 16 products instead of 36 (conv2d_winograd_fits says where)."""
+    x, weight = contiguous(x), contiguous(weight)
+    bias = None if bias is None else contiguous(bias)
+    n, _, h, w = x.shape
+    out_shape = (n, weight.shape[0], h + 2 * padding[0] - 2, w + 2 * padding[1] - 2)
+    return _winograd(x, weight, bias, padding, False, out_shape)
+
+
+def conv2d_winograd_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...],
+                               padding: tuple[int, int]) -> Array:
+    """The gradient of conv2d_winograd's input for the output's gradient grad: the same
+    rung on grad padded by 2 - padding, each filter turned by 180 degrees and the
+    channels swapped (weight (K, C, 3, 3) read as (C, K, 3, 3))."""
+    grad, weight = contiguous(grad), contiguous(weight)
+    return _winograd(grad, weight, None, (2 - padding[0], 2 - padding[1]), True, tuple(input_shape))
 
 
 # ---- the depthwise gradients (src/conv_depthwise_backward.cu) -------------------------------------

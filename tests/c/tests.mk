@@ -28,7 +28,8 @@ TEST_C_NAMES    := test_indexing test_map test_zip test_reduce test_softmax test
                    test_reduce_index_rows \
                    test_conv_tf32 \
                    test_optim_list \
-                   test_attention_mma
+                   test_attention_mma \
+                   test_conv_winograd
 TEST_C_EMU_ONLY := test_harness test_emu_checks \
                    test_emu_group
 TEST_C_BROKEN   := test_memory_errors test_emu_checks
