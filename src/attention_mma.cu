@@ -107,92 +107,104 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
     /* The warp's 16 rows of Q: lane l names row l % 8 (+ 8 for matrices 1
      * and 3) and head-dim half l / 16 of each 16 x 8 fragment. */
     const float *q_frag_row = q_tile + (warp * 16 + (lane / 8 % 2) * 8 + lane % 8) * RS + lane / 16 * 4;
-    for (int64_t kt = 0; kt < tiles; ++kt) {
+    /* The next tile, in flight while we compute on this one; then wait for
+     * this one (one function, so that both loops below meet one barrier). */
+    auto tile_landed = [&](int64_t kt) {
         const int s = (int)(kt & 1);
-        if (kt + 1 < tiles) { /* the next tile, in flight while we compute on this one */
+        if (kt + 1 < tiles) {
             stage_rows<float, kDim, kThreads>(k_tiles + (s ^ 1) * BC * RS, RS, kb, (kt + 1) * BC, BC, keys, vec);
             stage_rows<float, kDim, kThreads>(v_tiles + (s ^ 1) * BC * RS, RS, vb, (kt + 1) * BC, BC, keys, vec);
         }
         async_commit();
         async_wait<1>(); /* this tile's copies (and Q's) have landed: only the newest group may be in flight */
         __syncthreads(); /* ... everyone's copies, not only mine */
+    };
+    auto tile_done = [&]() { __syncthreads(); /* everyone is done with this stage before it is overwritten */ };
+    /* Causal: a tile whose first key comes after the warp's last row is all
+     * masked for this warp; the block loads it for its later warps, and this
+     * warp only meets the barriers (at T256 with 128 x 64 tiles: 40
+     * warp-tiles of products where there were 48). */
+    const int64_t warp_tiles = causal && warp_row0 + 16 < key_end ? (warp_row0 + 16 + BC - 1) / BC : tiles;
+    int64_t kt = 0;
+    for (; kt < warp_tiles; ++kt) {
+        const int s = (int)(kt & 1);
+        tile_landed(kt);
         const float *k_tile = k_tiles + s * BC * RS, *v_tile = v_tiles + s * BC * RS;
         const int64_t key0 = kt * BC;
-        /* Causal: a tile whose first key comes after the warp's last row is
-         * all masked for this warp (not for the block's later warps, which
-         * is why it was loaded): the warp skips its products and only meets
-         * the barriers (at T256, 128 x 64 tiles: 40 warp-tiles of 48). */
-        if (!causal || key0 <= warp_row0 + 15) {
-            /* 1. S = Q K^T over the head dim, 8 columns a step. */
-            float sc[NJ][4] = {};
-            MT_UNROLL for (int kk = 0; kk < kDim; kk += 8) {
-                uint32_t qa[4], qa_big[4], qa_small[4];
-                ldmatrix_x4(qa, q_frag_row + kk);
-                MT_UNROLL for (int e = 0; e < 4; ++e)
-                    split_tf32(qa_big[e], qa_small[e], float_of_bits(qa[e]));
-                MT_UNROLL for (int j = 0; j < NJ; ++j) {
-                    const float *kr = k_tile + (8 * j + g) * RS + kk + t; /* K^T[kk + t][8j + g] */
-                    uint32_t kb_big[2], kb_small[2];
-                    split_tf32(kb_big[0], kb_small[0], kr[0]);
-                    split_tf32(kb_big[1], kb_small[1], kr[4]);
-                    mma_3xtf32(sc[j], qa_big, qa_small, kb_big, kb_small);
-                }
-            }
 
-            /* 2. The online softmax of rows g (sc[j][0..1]) and g + 8
-             * (sc[j][2..3]). Masked: keys past the end, and keys after the row
-             * under the causal mask; only a tile that reaches past the last key
-             * or past the warp's first row can hold such keys. */
-            const bool edge = key0 + BC > keys || (causal && key0 + BC - 1 > warp_row0);
-            MT_UNROLL for (int j = 0; j < NJ; ++j)
-                MT_UNROLL for (int e = 0; e < 4; ++e) {
-                    const int64_t key = key0 + 8 * j + 2 * t + (e & 1);
-                    const bool hidden = edge && (key >= keys || (causal && key > rows[e / 2]));
-                    sc[j][e] = hidden ? -mt_infinity<float>() : sc[j][e] * scale;
-                }
-            MT_UNROLL for (int h = 0; h < 2; ++h) {
-                float tile_max = -mt_infinity<float>();
-                MT_UNROLL for (int j = 0; j < NJ; ++j)
-                    tile_max = fmaxf(tile_max, fmaxf(sc[j][2 * h], sc[j][2 * h + 1]));
-                tile_max = quad_max(tile_max);
-                const float m_new = fmaxf(m[h], tile_max);
-                /* What was summed with the old maximum is scaled by
-                 * exp(m - m_new). While every key so far is masked (m_new
-                 * -inf), subtract 0 instead: every weight is then exp(-inf) = 0. */
-                const float shift = m_new == -mt_infinity<float>() ? 0.0f : m_new;
-                const float rescale = mt_exp(m[h] - shift);
-                float sum = 0.0f;
-                MT_UNROLL for (int j = 0; j < NJ; ++j)
-                    MT_UNROLL for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                        sc[j][e] = mt_exp(sc[j][e] - shift);
-                        sum += sc[j][e];
-                    }
-                l[h] = l[h] * rescale + sum;
-                MT_UNROLL for (int n = 0; n < NO; ++n) {
-                    o[n][2 * h] *= rescale;
-                    o[n][2 * h + 1] *= rescale;
-                }
-                m[h] = m_new;
-            }
-
-            /* 3. O += P V, 8 keys a step, in the order 0, 2, 4, 6, 1, 3, 5, 7:
-             * A's a[0..3] = P[g][2t], P[g + 8][2t], P[g][2t + 1], P[g + 8][2t + 1]. */
+        /* 1. S = Q K^T over the head dim, 8 columns a step. */
+        float sc[NJ][4] = {};
+        MT_UNROLL for (int kk = 0; kk < kDim; kk += 8) {
+            uint32_t qa[4], qa_big[4], qa_small[4];
+            ldmatrix_x4(qa, q_frag_row + kk);
+            MT_UNROLL for (int e = 0; e < 4; ++e)
+                split_tf32(qa_big[e], qa_small[e], float_of_bits(qa[e]));
             MT_UNROLL for (int j = 0; j < NJ; ++j) {
-                uint32_t pa_big[4], pa_small[4];
-                split_tf32(pa_big[0], pa_small[0], sc[j][0]);
-                split_tf32(pa_big[1], pa_small[1], sc[j][2]);
-                split_tf32(pa_big[2], pa_small[2], sc[j][1]);
-                split_tf32(pa_big[3], pa_small[3], sc[j][3]);
-                const float *vr = v_tile + (8 * j + 2 * t) * RS + g; /* V[8j + 2t][g], V[8j + 2t + 1][g] */
-                MT_UNROLL for (int n = 0; n < NO; ++n) {
-                    uint32_t vb_big[2], vb_small[2];
-                    split_tf32(vb_big[0], vb_small[0], vr[8 * n]);
-                    split_tf32(vb_big[1], vb_small[1], vr[RS + 8 * n]);
-                    mma_3xtf32(o[n], pa_big, pa_small, vb_big, vb_small);
-                }
+                const float *kr = k_tile + (8 * j + g) * RS + kk + t; /* K^T[kk + t][8j + g] */
+                uint32_t kb_big[2], kb_small[2];
+                split_tf32(kb_big[0], kb_small[0], kr[0]);
+                split_tf32(kb_big[1], kb_small[1], kr[4]);
+                mma_3xtf32(sc[j], qa_big, qa_small, kb_big, kb_small);
             }
         }
-        __syncthreads(); /* everyone is done with stage s before it is overwritten */
+
+        /* 2. The online softmax of rows g (sc[j][0..1]) and g + 8
+         * (sc[j][2..3]). Masked: keys past the end, and keys after the row
+         * under the causal mask; only a tile that reaches past the last key
+         * or past the warp's first row can hold such keys. */
+        const bool edge = key0 + BC > keys || (causal && key0 + BC - 1 > warp_row0);
+        MT_UNROLL for (int j = 0; j < NJ; ++j)
+            MT_UNROLL for (int e = 0; e < 4; ++e) {
+                const int64_t key = key0 + 8 * j + 2 * t + (e & 1);
+                const bool hidden = edge && (key >= keys || (causal && key > rows[e / 2]));
+                sc[j][e] = hidden ? -mt_infinity<float>() : sc[j][e] * scale;
+            }
+        MT_UNROLL for (int h = 0; h < 2; ++h) {
+            float tile_max = -mt_infinity<float>();
+            MT_UNROLL for (int j = 0; j < NJ; ++j)
+                tile_max = fmaxf(tile_max, fmaxf(sc[j][2 * h], sc[j][2 * h + 1]));
+            tile_max = quad_max(tile_max);
+            const float m_new = fmaxf(m[h], tile_max);
+            /* What was summed with the old maximum is scaled by
+             * exp(m - m_new). While every key so far is masked (m_new
+             * -inf), subtract 0 instead: every weight is then exp(-inf) = 0. */
+            const float shift = m_new == -mt_infinity<float>() ? 0.0f : m_new;
+            const float rescale = mt_exp(m[h] - shift);
+            float sum = 0.0f;
+            MT_UNROLL for (int j = 0; j < NJ; ++j)
+                MT_UNROLL for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                    sc[j][e] = mt_exp(sc[j][e] - shift);
+                    sum += sc[j][e];
+                }
+            l[h] = l[h] * rescale + sum;
+            MT_UNROLL for (int n = 0; n < NO; ++n) {
+                o[n][2 * h] *= rescale;
+                o[n][2 * h + 1] *= rescale;
+            }
+            m[h] = m_new;
+        }
+
+        /* 3. O += P V, 8 keys a step, in the order 0, 2, 4, 6, 1, 3, 5, 7:
+         * A's a[0..3] = P[g][2t], P[g + 8][2t], P[g][2t + 1], P[g + 8][2t + 1]. */
+        MT_UNROLL for (int j = 0; j < NJ; ++j) {
+            uint32_t pa_big[4], pa_small[4];
+            split_tf32(pa_big[0], pa_small[0], sc[j][0]);
+            split_tf32(pa_big[1], pa_small[1], sc[j][2]);
+            split_tf32(pa_big[2], pa_small[2], sc[j][1]);
+            split_tf32(pa_big[3], pa_small[3], sc[j][3]);
+            const float *vr = v_tile + (8 * j + 2 * t) * RS + g; /* V[8j + 2t][g], V[8j + 2t + 1][g] */
+            MT_UNROLL for (int n = 0; n < NO; ++n) {
+                uint32_t vb_big[2], vb_small[2];
+                split_tf32(vb_big[0], vb_small[0], vr[8 * n]);
+                split_tf32(vb_big[1], vb_small[1], vr[RS + 8 * n]);
+                mma_3xtf32(o[n], pa_big, pa_small, vb_big, vb_small);
+            }
+        }
+        tile_done();
+    }
+    for (; kt < tiles; ++kt) {
+        tile_landed(kt);
+        tile_done();
     }
     async_wait<0>(); /* no copy may outlive the block (the last commit may be empty) */
 
