@@ -215,14 +215,21 @@ def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: st
     (a rung "mma/B" chosen for a float64 q runs the warp forward instead:
     the mma rung is float32 only). The leading dims are flattened into one by
     views, not by autograd ops."""
-    out = empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
-    lse = empty(q.shape[:-1], q.dtype)
+    # out and lse allocated flat, (B, L, Dv) and (B, L), and given q's leading
+    # dims after the launch: views made while the kernel runs, not before.
+    batch = 1
+    for n in q.shape[:-2]:
+        batch *= n
+    out = empty((batch,) + q.shape[-2:-1] + (v.shape[-1],), q.dtype)
+    lse = empty((batch,) + q.shape[-2:-1], q.dtype)
     forward = rung.partition("/")[0]
     if forward == "mma" and "/" in rung and q.dtype.name != "float32":
         forward = "warp"
     if out.numel() > 0 or lse.numel() > 0:
-        _lib.attention(_flat(out, 2), _flat(lse, 1), _flat(q, 2), _flat(k, 2), _flat(v, 2), scale, causal,
-                       forward, block_queries, thread_rows, block_keys)
+        _lib.attention(out, lse, _flat(q, 2), _flat(k, 2), _flat(v, 2), scale, causal, forward, block_queries,
+                       thread_rows, block_keys)
+    if q.ndim != 3:
+        out, lse = reshape(out, q.shape[:-1] + (v.shape[-1],)), reshape(lse, q.shape[:-1])
     return out, lse
 
 
