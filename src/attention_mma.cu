@@ -44,7 +44,7 @@
  * fragment load reads, then fall in 32 different banks.
  *
  * The head dim is a template constant (64 or 128, the same for q and v), as
- * are BC (32 or 64) and the query block; float32 only (float64 has the FFMA rungs). The lse is
+ * are BC (16, 32 or 64) and the query block; float32 only (float64 has the FFMA rungs). The lse is
  * saved as the other rungs save it, so their backward kernels take it.
  * Compute capability 8.0 or newer; the emulator runs the same code
  * (src/emu/emu_mma.h).
@@ -58,7 +58,7 @@
 template <int kDim, int kKeys, int kQueries>
 struct MmaAttentionTiles {
     static_assert(kDim == 64 || kDim == 128, "the mma rung's head dims");
-    static_assert(kKeys == 32 || kKeys == 64, "the mma rung's key tiles");
+    static_assert(kKeys == 16 || kKeys == 32 || kKeys == 64, "the mma rung's key tiles");
     static_assert(kQueries == 64 || kQueries == 128, "the mma rung's query blocks");
     static constexpr int kThreads = kQueries / 16 * 32;
     static constexpr int kRow = kDim + 4; /* shared row stride: 16 bytes of padding */
@@ -267,8 +267,11 @@ mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor 
     return with_64_or_128(d, [&](auto dim) {
         return with_64_or_128(queries, [&](auto rows) {
             constexpr int kDim = decltype(dim)::value, kQueries = decltype(rows)::value;
-            return keys_tile == 64 ? launch_mma_forward<kDim, 64, kQueries>(out, lse, q, k, v, scale, causal)
-                                   : launch_mma_forward<kDim, 32, kQueries>(out, lse, q, k, v, scale, causal);
+            /* Tiles of 16 keys: at head dim 128 with 64 queries, 66 KiB of
+             * shared memory, three blocks an SM where 32 keys fit two. */
+            return keys_tile == 64   ? launch_mma_forward<kDim, 64, kQueries>(out, lse, q, k, v, scale, causal)
+                   : keys_tile == 32 ? launch_mma_forward<kDim, 32, kQueries>(out, lse, q, k, v, scale, causal)
+                                     : launch_mma_forward<kDim, 16, kQueries>(out, lse, q, k, v, scale, causal);
         });
     });
 }

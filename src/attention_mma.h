@@ -15,7 +15,7 @@ extern "C" {
  * float32's accuracy (3xTF32: each operand split into a TF32 value and a
  * TF32 remainder, three mma.sync products), block_queries queries a block
  * (64 or 128: 4 or 8 warps of 16 rows; 0 for 64), tiles of block_keys keys
- * (32 or 64; 0 for the default: 64 at head dim 64, 32 at 128). D = Dv, and
+ * (16, 32 or 64; 0 for the default: 64 at head dim 64, 32 at 128). D = Dv, and
  * D 64 or 128; float32 only. Saves the same lse as the other one-kernel
  * rungs, so their backward rungs (mt_attention_warp_backward,
  * mt_attention_tiled_backward) take it. */

@@ -29,10 +29,10 @@ ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 
 # The mma rung's (src/attention_mma.cu: the forward on the tensor cores, 3xTF32,
 # float32 only; its backward src/attention_mma_backward.cu, the same products):
 # head dims, queries a block (0 the default, 64) and keys a tile (0 the
-# default: 64 at head dim 64, 32 at 128).
+# default: 64 at head dim 64, 32 at 128; 16 the forward only).
 ATTENTION_MMA_DIMS = (64, 128)
 ATTENTION_MMA_BLOCKS = (0, 64, 128)
-ATTENTION_MMA_KEYS = (0, 32, 64)
+ATTENTION_MMA_KEYS = (0, 16, 32, 64)
 # The rung per head dim, from bench/attention.py on the H100 (2026-11-27 20:30,
 # docs/performance.md "Attention: the tiled rung"): at head dim 64 the tiled
 # rung's forward was 3-12% faster than the warp rung's, its deterministic
