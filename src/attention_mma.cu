@@ -260,10 +260,27 @@ mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor 
      * block and 64 keys a tile, the fastest of the four at 5 of the 6 shapes
      * (8 warps share each K/V tile; 1.148 against 1.323 ms for 64 x 64 at
      * T1024); at 128, 64 queries and 32 keys (99 KiB of shared memory, two
-     * blocks an SM), within 5 % of the best. */
+     * blocks an SM), within 5 % of the best. Up to 256 queries (the H200
+     * checkpoint of 2026-11-28 17:50, B64 H6 T256, beside other work on the
+     * card): causal, 64 x 32 at both head dims (the diagonal's masked
+     * products are smaller: 0.148 against 0.161 ms at head dim 64, 0.294
+     * against 0.342 for 128 x 64 at 128); unmasked at head dim 128, 128 x 64
+     * where a block may have its 203 KiB (0.407 against 0.457 ms). */
     const int64_t d = q.shape[2];
-    const int queries = block_queries != 0 ? block_queries : d == 64 ? 128 : 64;
-    const int keys_tile = block_keys != 0 ? block_keys : d == 64 ? 64 : 32;
+    int queries = d == 64 ? 128 : 64, keys_tile = d == 64 ? 64 : 32;
+    if (q.shape[1] <= 256 && causal) {
+        queries = 64;
+        keys_tile = 32;
+    } else if (q.shape[1] <= 256 && d == 128) {
+        mt_device_caps caps;
+        MT_TRY(mt_get_device_caps(&caps));
+        if (MmaAttentionTiles<128, 64, 128>::bytes() <= (size_t)caps.smem_optin) {
+            queries = 128;
+            keys_tile = 64;
+        }
+    }
+    queries = block_queries != 0 ? block_queries : queries;
+    keys_tile = block_keys != 0 ? block_keys : keys_tile;
     return with_64_or_128(d, [&](auto dim) {
         return with_64_or_128(queries, [&](auto rows) {
             constexpr int kDim = decltype(dim)::value, kQueries = decltype(rows)::value;

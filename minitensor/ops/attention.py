@@ -28,8 +28,8 @@ ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 fo
 ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 2 (twice the threads) float32 only
 # The mma rung's (src/attention_mma.cu: the forward on the tensor cores, 3xTF32,
 # float32 only; its backward src/attention_mma_backward.cu, the same products):
-# head dims, queries a block (0 the default, 64) and keys a tile (0 the
-# default: 64 at head dim 64, 32 at 128; 16 the forward only).
+# head dims, queries a block and keys a tile (0: the default by shape,
+# src/attention_mma.cu's launcher; 16 keys the forward only).
 ATTENTION_MMA_DIMS = (64, 128)
 ATTENTION_MMA_BLOCKS = (0, 64, 128)
 ATTENTION_MMA_KEYS = (0, 16, 32, 64)
