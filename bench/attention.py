@@ -34,9 +34,9 @@ ladder against torch in the same process:
             kernel, no atomics.
     mma     src/attention_mma.cu ("mma"): the forward on the tensor cores,
             3xTF32 mma.sync at float32's accuracy (as torch's), 64 queries a
-            block of 4 warps or 128 of 8, 32 or 64 keys a tile (mma:64x32,
-            mma:128x64; default 64 queries, 64 keys at head dim 64, 32 at
-            128); its backward src/attention_mma_backward.cu, the same 3xTF32
+            block of 4 warps or 128 of 8, 16, 32 or 64 keys a tile
+            (mma:64x32, mma:128x64; the default by shape, in the launcher
+            of src/attention_mma.cu); its backward src/attention_mma_backward.cu, the same 3xTF32
             products (dQ per 64 queries, then dK and dV per 64 keys).
     sdpa    minitensor's F.scaled_dot_product_attention: the rung it chooses
             (ops.fused_attention_rung: at head dims 64 and 128 the mma

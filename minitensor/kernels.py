@@ -454,7 +454,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, algo: str = "flash", *, causal: b
             (float32 only); 0 (any rung) the default.
         thread_rows: the tiled rung's forward rows a thread, 4 or 2 (twice
             the threads a block, float32 only); 0 (any rung) the default.
-        block_keys: the mma rung's keys a tile, 32 or 64; 0 the default.
+        block_keys: the mma rung's keys a tile, 16, 32 or 64; 0 the default.
 
     The result is differentiable (the one-kernel rungs recompute P from lse)."""
     func = "kernels.attention()"

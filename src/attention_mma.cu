@@ -44,7 +44,7 @@
  * fragment load reads, then fall in 32 different banks.
  *
  * The head dim is a template constant (64 or 128, the same for q and v), as
- * are BC (32 or 64) and the query block; float32 only (float64 has the FFMA rungs). The lse is
+ * are BC (16, 32 or 64) and the query block; float32 only (float64 has the FFMA rungs). The lse is
  * saved as the other rungs save it, so their backward kernels take it.
  * Compute capability 8.0 or newer; the emulator runs the same code
  * (src/emu/emu_mma.h).
@@ -58,7 +58,7 @@
 template <int kDim, int kKeys, int kQueries>
 struct MmaAttentionTiles {
     static_assert(kDim == 64 || kDim == 128, "the mma rung's head dims");
-    static_assert(kKeys == 32 || kKeys == 64, "the mma rung's key tiles");
+    static_assert(kKeys == 16 || kKeys == 32 || kKeys == 64, "the mma rung's key tiles");
     static_assert(kQueries == 64 || kQueries == 128, "the mma rung's query blocks");
     static constexpr int kThreads = kQueries / 16 * 32;
     static constexpr int kRow = kDim + 4; /* shared row stride: 16 bytes of padding */
@@ -107,15 +107,28 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
     /* The warp's 16 rows of Q: lane l names row l % 8 (+ 8 for matrices 1
      * and 3) and head-dim half l / 16 of each 16 x 8 fragment. */
     const float *q_frag_row = q_tile + (warp * 16 + (lane / 8 % 2) * 8 + lane % 8) * RS + lane / 16 * 4;
-    for (int64_t kt = 0; kt < tiles; ++kt) {
+    /* The next tile, in flight while we compute on this one; then wait for
+     * this one (one function, so that both loops below meet one barrier). */
+    auto tile_landed = [&](int64_t kt) {
         const int s = (int)(kt & 1);
-        if (kt + 1 < tiles) { /* the next tile, in flight while we compute on this one */
+        if (kt + 1 < tiles) {
             stage_rows<float, kDim, kThreads>(k_tiles + (s ^ 1) * BC * RS, RS, kb, (kt + 1) * BC, BC, keys, vec);
             stage_rows<float, kDim, kThreads>(v_tiles + (s ^ 1) * BC * RS, RS, vb, (kt + 1) * BC, BC, keys, vec);
         }
         async_commit();
         async_wait<1>(); /* this tile's copies (and Q's) have landed: only the newest group may be in flight */
         __syncthreads(); /* ... everyone's copies, not only mine */
+    };
+    auto tile_done = [&]() { __syncthreads(); /* everyone is done with this stage before it is overwritten */ };
+    /* Causal: a tile whose first key comes after the warp's last row is all
+     * masked for this warp; the block loads it for its later warps, and this
+     * warp only meets the barriers (at T256 with 128 x 64 tiles: 40
+     * warp-tiles of products where there were 48). */
+    const int64_t warp_tiles = causal && warp_row0 + 16 < key_end ? (warp_row0 + 16 + BC - 1) / BC : tiles;
+    int64_t kt = 0;
+    for (; kt < warp_tiles; ++kt) {
+        const int s = (int)(kt & 1);
+        tile_landed(kt);
         const float *k_tile = k_tiles + s * BC * RS, *v_tile = v_tiles + s * BC * RS;
         const int64_t key0 = kt * BC;
 
@@ -187,7 +200,11 @@ attention_mma_forward(float *out, float *lse, const float *q, const float *k, co
                 mma_3xtf32(o[n], pa_big, pa_small, vb_big, vb_small);
             }
         }
-        __syncthreads(); /* everyone is done with stage s before it is overwritten */
+        tile_done();
+    }
+    for (; kt < tiles; ++kt) {
+        tile_landed(kt);
+        tile_done();
     }
     async_wait<0>(); /* no copy may outlive the block (the last commit may be empty) */
 
@@ -243,15 +260,35 @@ mt_status mt_attention_mma(mt_tensor out, mt_tensor lse, mt_tensor q, mt_tensor 
      * block and 64 keys a tile, the fastest of the four at 5 of the 6 shapes
      * (8 warps share each K/V tile; 1.148 against 1.323 ms for 64 x 64 at
      * T1024); at 128, 64 queries and 32 keys (99 KiB of shared memory, two
-     * blocks an SM), within 5 % of the best. */
+     * blocks an SM), within 5 % of the best. Up to 256 queries (the H200
+     * checkpoint of 2026-11-28 17:50, B64 H6 T256, beside other work on the
+     * card): causal, 64 x 32 at both head dims (the diagonal's masked
+     * products are smaller: 0.148 against 0.161 ms at head dim 64, 0.294
+     * against 0.342 for 128 x 64 at 128); unmasked at head dim 128, 128 x 64
+     * where a block may have its 203 KiB (0.407 against 0.457 ms). */
     const int64_t d = q.shape[2];
-    const int queries = block_queries != 0 ? block_queries : d == 64 ? 128 : 64;
-    const int keys_tile = block_keys != 0 ? block_keys : d == 64 ? 64 : 32;
+    int queries = d == 64 ? 128 : 64, keys_tile = d == 64 ? 64 : 32;
+    if (q.shape[1] <= 256 && causal) {
+        queries = 64;
+        keys_tile = 32;
+    } else if (q.shape[1] <= 256 && d == 128) {
+        mt_device_caps caps;
+        MT_TRY(mt_get_device_caps(&caps));
+        if (MmaAttentionTiles<128, 64, 128>::bytes() <= (size_t)caps.smem_optin) {
+            queries = 128;
+            keys_tile = 64;
+        }
+    }
+    queries = block_queries != 0 ? block_queries : queries;
+    keys_tile = block_keys != 0 ? block_keys : keys_tile;
     return with_64_or_128(d, [&](auto dim) {
         return with_64_or_128(queries, [&](auto rows) {
             constexpr int kDim = decltype(dim)::value, kQueries = decltype(rows)::value;
-            return keys_tile == 64 ? launch_mma_forward<kDim, 64, kQueries>(out, lse, q, k, v, scale, causal)
-                                   : launch_mma_forward<kDim, 32, kQueries>(out, lse, q, k, v, scale, causal);
+            /* Tiles of 16 keys: at head dim 128 with 64 queries, 66 KiB of
+             * shared memory, three blocks an SM where 32 keys fit two. */
+            return keys_tile == 64   ? launch_mma_forward<kDim, 64, kQueries>(out, lse, q, k, v, scale, causal)
+                   : keys_tile == 32 ? launch_mma_forward<kDim, 32, kQueries>(out, lse, q, k, v, scale, causal)
+                                     : launch_mma_forward<kDim, 16, kQueries>(out, lse, q, k, v, scale, causal);
         });
     });
 }

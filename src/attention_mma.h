@@ -14,8 +14,10 @@ extern "C" {
 /* mt_attention again, as the mma rung: float32 on the tensor cores at
  * float32's accuracy (3xTF32: each operand split into a TF32 value and a
  * TF32 remainder, three mma.sync products), block_queries queries a block
- * (64 or 128: 4 or 8 warps of 16 rows; 0 for 64), tiles of block_keys keys
- * (32 or 64; 0 for the default: 64 at head dim 64, 32 at 128). D = Dv, and
+ * (64 or 128: 4 or 8 warps of 16 rows), tiles of block_keys keys (16, 32
+ * or 64); 0 for the default by shape: 128 x 64 at head dim 64, 64 x 32 at
+ * 128; up to 256 queries 64 x 32 causal, and 128 x 64 unmasked at head dim
+ * 128 where a block may have 203 KiB of shared memory. D = Dv, and
  * D 64 or 128; float32 only. Saves the same lse as the other one-kernel
  * rungs, so their backward rungs (mt_attention_warp_backward,
  * mt_attention_tiled_backward) take it. */

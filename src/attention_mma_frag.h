@@ -120,7 +120,7 @@ MT_DEVICE void mma_acc_ab(float (&acc)[kDim / 8][4], const float (&w)[NJ][4], co
 
 /* The mma rung's operands: float32, head dims 64 or 128 (the same for q and
  * v), query blocks of 0 (the default), 64 or 128, key tiles of 0 (the
- * default), 32 or 64. */
+ * default), 16, 32 or 64 (16 for the forward only: its backward passes 0). */
 static inline mt_status check_mma_operands(const char *func, const mt_tensor &q, const mt_tensor &v,
                                            int block_queries, int block_keys)
 {
@@ -134,9 +134,9 @@ static inline mt_status check_mma_operands(const char *func, const mt_tensor &q,
     if (block_queries != 0 && block_queries != 64 && block_queries != 128)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_queries %d: the mma rung takes 0 (the default), "
                        "64 or 128", block_queries);
-    if (block_keys != 0 && block_keys != 32 && block_keys != 64)
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_keys %d: the mma rung takes 0 (the default), 32 "
-                       "or 64", block_keys);
+    if (block_keys != 0 && block_keys != 16 && block_keys != 32 && block_keys != 64)
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "block_keys %d: the mma rung takes 0 (the default), 16, "
+                       "32 or 64", block_keys);
     return MT_OK;
 }
 

@@ -513,7 +513,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise ops.ShapeError(f"{func}: query {query.shape}, key {key.shape} and value {value.shape} do not agree: "
                              f"query and key need the same last dim, key and value the same length")
-    broadcast_shapes(broadcast_shapes(query.shape[:-2], key.shape[:-2], func), value.shape[:-2], func)  # batch, heads
+    if not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:  # batch, heads (equal: the common case, no call)
+        broadcast_shapes(broadcast_shapes(query.shape[:-2], key.shape[:-2], func), value.shape[:-2], func)
     if is_causal and attn_mask is not None:
         # torch raises a RuntimeError; InvalidArgumentError is one, and a ValueError.
         raise InvalidArgumentError(f"{func}: give attn_mask or is_causal, not both (as torch)")
@@ -554,8 +555,10 @@ def _fused_rung(query: Tensor, key: Tensor, value: Tensor, is_causal: bool = Fal
             and query.numel() > 0 and key.numel() > 0 and value.numel() > 0):
         return None
     needs_grad = autograd.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+    # The scores count only where a gradient is wanted (host time before the
+    # kernel's launch is GPU time at length 256).
     scores = math.prod(broadcast_shapes(query.shape[:-1], key.shape[:-2] + (1,), "scaled_dot_product_attention()")) \
-        * key.shape[-2]
+        * key.shape[-2] if needs_grad else 0
     return ops.fused_attention_rung(query.shape[-1], value.shape[-1], query.shape[-2], scores, is_causal,
                                     needs_grad)
 

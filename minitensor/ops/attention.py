@@ -28,11 +28,11 @@ ATTENTION_TILED_BLOCKS = (0, 64, 128)  # its query blocks: 0 the default; 128 fo
 ATTENTION_TILED_ROWS = (0, 4, 2)  # its forward's rows a thread: 0 the default; 2 (twice the threads) float32 only
 # The mma rung's (src/attention_mma.cu: the forward on the tensor cores, 3xTF32,
 # float32 only; its backward src/attention_mma_backward.cu, the same products):
-# head dims, queries a block (0 the default, 64) and keys a tile (0 the
-# default: 64 at head dim 64, 32 at 128).
+# head dims, queries a block and keys a tile (0: the default by shape,
+# src/attention_mma.cu's launcher; 16 keys the forward only).
 ATTENTION_MMA_DIMS = (64, 128)
 ATTENTION_MMA_BLOCKS = (0, 64, 128)
-ATTENTION_MMA_KEYS = (0, 32, 64)
+ATTENTION_MMA_KEYS = (0, 16, 32, 64)
 # The rung per head dim, from bench/attention.py on the H100 (2026-11-27 20:30,
 # docs/performance.md "Attention: the tiled rung"): at head dim 64 the tiled
 # rung's forward was 3-12% faster than the warp rung's, its deterministic
@@ -215,14 +215,21 @@ def attention(q: Array, k: Array, v: Array, scale: float, causal: bool, rung: st
     (a rung "mma/B" chosen for a float64 q runs the warp forward instead:
     the mma rung is float32 only). The leading dims are flattened into one by
     views, not by autograd ops."""
-    out = empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
-    lse = empty(q.shape[:-1], q.dtype)
+    # out and lse allocated flat, (B, L, Dv) and (B, L), and given q's leading
+    # dims after the launch: views made while the kernel runs, not before.
+    batch = 1
+    for n in q.shape[:-2]:
+        batch *= n
+    out = empty((batch,) + q.shape[-2:-1] + (v.shape[-1],), q.dtype)
+    lse = empty((batch,) + q.shape[-2:-1], q.dtype)
     forward = rung.partition("/")[0]
     if forward == "mma" and "/" in rung and q.dtype.name != "float32":
         forward = "warp"
     if out.numel() > 0 or lse.numel() > 0:
-        _lib.attention(_flat(out, 2), _flat(lse, 1), _flat(q, 2), _flat(k, 2), _flat(v, 2), scale, causal,
-                       forward, block_queries, thread_rows, block_keys)
+        _lib.attention(out, lse, _flat(q, 2), _flat(k, 2), _flat(v, 2), scale, causal, forward, block_queries,
+                       thread_rows, block_keys)
+    if q.ndim != 3:
+        out, lse = reshape(out, q.shape[:-1] + (v.shape[-1],)), reshape(lse, q.shape[:-1])
     return out, lse
 
 
