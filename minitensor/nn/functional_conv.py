@@ -146,8 +146,9 @@ def _default_conv2d_rung(input: Tensor, weight: Tensor, kernel: tuple[int, int],
     whatever the shape). Under the fast policy: tiled for a depthwise convolution
     (groups = C > 1) whose patch fits in shared memory, where each output channel
     reads one input channel and a matrix product has a single row; else the
-    implicit GEMM (no window written, forward and backward), unless its 32-bit
-    indices do not hold the sizes; then im2col."""
+    implicit GEMM (no window written, forward and backward; for 3x3 filters at
+    stride 1 it races the Winograd rung, ops.conv2d_igemm says how), unless its
+    32-bit indices do not hold the sizes; then im2col."""
     if not ops.fast_kernels():
         return "im2col"
     input_grad = getattr(input, "requires_grad", True)  # an Array (torch_ops): as if it had one

@@ -136,7 +136,9 @@ def conv2d_igemm(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
     bias (C_out,) or None, as an implicit GEMM (mt_conv2d_igemm): per group, one
     matrix product of the weights with the input's windows, gathered tile by
     tile into shared memory and never written to memory. The tile configuration
-    is the autotuner's (timed on the first call of the shape, then cached)."""
+    is the autotuner's (timed on the first call of the shape, then cached), and
+    so is, for 3x3 filters at stride 1, whether the Winograd rung runs instead
+    (conv2d_winograd_fits, autotune.conv_algo)."""
     if conv_tf32.tf32_conv_allowed(x.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
         return conv_tf32.conv2d_tf32(x, weight, bias, stride, padding, dilation, groups)
     def kernel(out: Array, x: Array, weight: Array, bias: Any, *args: Any) -> None:
