@@ -9,6 +9,13 @@
  *     m = u @ v                       (16, K, P)     (the caller)
  *     out = output(m) + bias          (N, K, OH, OW)
  *
+ * and the weight gradient, the filter and output steps run backwards:
+ *
+ *     v = input(in, padding)          (16, C, P), as above
+ *     dm = output_grad(grad)          (16, K, P)
+ *     du = dm @ v^T, P in S slices    (16, S, K, C)  (the caller)
+ *     weight_grad = filter_grad(du)   (K, C, 3, 3)
+ *
  * float32 and float64; every operand contiguous; a shape that does not fit
  * the others is MT_ERR_SHAPE, naming both.
  */
@@ -32,6 +39,13 @@ mt_status mt_conv2d_winograd_input(mt_tensor v, mt_tensor in, int pad_h, int pad
 /* out (N, K, OH, OW) = A^T m A of each tile of m (16, K, P), plus bias (K,)
  * when has_bias. */
 mt_status mt_conv2d_winograd_output(mt_tensor out, mt_tensor m, mt_tensor bias, int has_bias);
+
+/* dm (16, K, P) = A e A^T of each 2x2 block e of grad (N, K, OH, OW), tiles
+ * numbered as above, zeros past an odd side. */
+mt_status mt_conv2d_winograd_output_grad(mt_tensor dm, mt_tensor grad);
+/* weight_grad (K, C, 3, 3) = G^T d G of each d = the sum over s, in order, of
+ * du[.][s][k][c] (du (16, S, K, C): S partial products). */
+mt_status mt_conv2d_winograd_filter_grad(mt_tensor weight_grad, mt_tensor du);
 
 #ifdef __cplusplus
 }

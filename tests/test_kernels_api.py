@@ -348,6 +348,8 @@ INTERNALS_ON_PURPOSE: dict[str, str] = {
     "bench/pool_host.py": "times the pooling forward's host road one layer at a time (ops, _lib, the allocation)",
     "bench/reduce_indices.py": "sweeps the warps a row of ops.reduce_index_rows, a tuning knob with no public API",
     "bench/conv_tf32.py": "sweeps the TF32 convolution rung's tile configurations (_lib.conv2d_tf32*), which have no public API",
+    "bench/conv_winograd.py": "times each product of the Winograd rung and of the implicit GEMM alone (ops.conv2d_winograd*, "
+                              "_lib.conv2d_igemm*) and reads the autotuner's choice, which have no public API",
     "bench/gpt_step.py": "counts a step's launches on the emulator (_lib.launch_count), which has no public API",
     "bench/tf32_gpt_shapes.py": "sweeps the TF32 matmul rung's tiles (_lib.matmul_tf32_tile), which have no public API",
 }

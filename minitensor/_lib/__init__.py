@@ -208,6 +208,8 @@ from .conv import (  # noqa: F401
     conv2d_winograd_filter,
     conv2d_winograd_input,
     conv2d_winograd_output,
+    conv2d_winograd_output_grad,
+    conv2d_winograd_filter_grad,
 )
 from .cross_entropy import (  # noqa: F401
     cross_entropy,

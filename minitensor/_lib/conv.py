@@ -161,12 +161,14 @@ def conv2d_direct_weight_grad(grad_weight: Any, grad_out: Any, inp: Any, stride:
           "mt_conv2d_direct_weight_grad")
 
 
-# ---- the Winograd rung's three steps (src/conv_winograd.cu) ----------------------------------------
+# ---- the Winograd rung's steps (src/conv_winograd.cu) ----------------------------------------
 
 WINOGRAD_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "mt_conv2d_winograd_filter": (c_int, [MtTensor, MtTensor, c_int]),
     "mt_conv2d_winograd_input": (c_int, [MtTensor, MtTensor, c_int, c_int]),
     "mt_conv2d_winograd_output": (c_int, [MtTensor, MtTensor, MtTensor, c_int]),
+    "mt_conv2d_winograd_output_grad": (c_int, [MtTensor, MtTensor]),
+    "mt_conv2d_winograd_filter_grad": (c_int, [MtTensor, MtTensor]),
 }
 declare(WINOGRAD_SIGNATURES)
 
@@ -190,3 +192,16 @@ def conv2d_winograd_output(out: Any, m: Any, bias: Any) -> None:
     (mt_conv2d_winograd_output)."""
     check(lib().mt_conv2d_winograd_output(out.descriptor(), m.descriptor(), _desc(bias),
                                           0 if bias is None else 1), "mt_conv2d_winograd_output")
+
+
+def conv2d_winograd_output_grad(dm: Any, grad: Any) -> None:
+    """dm (16, K, P) = A e A^T of each 2x2 block e of grad (N, K, OH, OW), zeros past an odd
+    side: the output step run backwards (mt_conv2d_winograd_output_grad)."""
+    check(lib().mt_conv2d_winograd_output_grad(dm.descriptor(), grad.descriptor()), "mt_conv2d_winograd_output_grad")
+
+
+def conv2d_winograd_filter_grad(weight_grad: Any, du: Any) -> None:
+    """weight_grad (K, C, 3, 3) = G^T d G of the sum d over the slices of du (16, S, K, C),
+    added in order: the filter step run backwards (mt_conv2d_winograd_filter_grad)."""
+    check(lib().mt_conv2d_winograd_filter_grad(weight_grad.descriptor(), du.descriptor()),
+          "mt_conv2d_winograd_filter_grad")

@@ -197,6 +197,8 @@ from .conv import (  # noqa: F401
     conv2d_winograd_fits,
     conv2d_winograd,
     conv2d_winograd_input_grad,
+    conv2d_winograd_weight_grad,
+    winograd_slices,
     conv2d_depthwise_input_grad,
     conv2d_depthwise_weight_grad,
     IGEMM_INPUT_GRAD_MIN_CHANNELS,

@@ -390,16 +390,20 @@ def conv_config(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int,
     return _choose(key, _lib.conv2d_igemm_config_count(), run, _lib.conv2d_igemm_config_name)
 
 
-CONV_ALGOS = ("implicit_gemm", "winograd")
+# The rungs a dense 3x3, stride-1 product races (ops.conv2d_igemm*): the implicit GEMM (the
+# TF32 one under conv.allow_tf32), the Winograd rung, and under conv.allow_tf32 the Winograd
+# rung with its 16 products on the TF32 matmul rung. With many pixels and few channels the
+# TF32 products lose to float32 ones, so both race (bench/conv_winograd.py --tf32).
+CONV_ALGOS = ("implicit_gemm", "winograd", "winograd_tf32")
 
 
 def conv_algo(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, ...], dtype: Any,
-              params: tuple[Any, ...], run: Callable[[int], Any]) -> int:
-    """0 (the implicit GEMM) or 1 (the Winograd rung) for a forward or input gradient
-    both can compute (ops.conv2d_winograd_fits): the faster, by timing run(0) and run(1)
-    on the first call of each exact shape (run(-1) warms up: the implicit GEMM, which
-    tunes its own tiles then); 0 wherever nothing is tuned (the teaching policy, the
-    emulator, a small product)."""
+              params: tuple[Any, ...], run: Callable[[int], Any], count: int = 2) -> int:
+    """The index in CONV_ALGOS of the fastest of its first count rungs for a forward,
+    input gradient or weight gradient (product, with " tf32" under conv.allow_tf32) that
+    they all compute (ops.conv2d_winograd_fits), by timing run(i) on the first call of each
+    exact shape (run(-1) warms up: the implicit GEMM, which tunes its own tiles then); 0
+    wherever nothing is tuned (the teaching policy, the emulator, a small product)."""
     n, c, h, w = x_shape
     c_out, c_group, kh, kw = weight_shape
     if not _tunable(n * h * w * c_out * c_group * kh * kw):
@@ -407,4 +411,4 @@ def conv_algo(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, .
     stride, padding, dilation, groups = params
     key = (f"conv2d_algo {product} {dtype.name} x{n}x{c}x{h}x{w} w{c_out}x{c_group}x{kh}x{kw} "
            f"s{stride[0]}x{stride[1]} p{padding[0]}x{padding[1]} d{dilation[0]}x{dilation[1]} g{groups}")
-    return max(0, _choose(key, len(CONV_ALGOS), run, lambda i: CONV_ALGOS[i]))
+    return max(0, _choose(key, count, run, lambda i: CONV_ALGOS[i]))

@@ -1,6 +1,7 @@
 """Sliding windows: im2col/col2im (convolution as a matmul, and pooling), the
 tiled convolution kernel (src/conv.cu), the implicit-GEMM convolution with its
-two gradients (src/conv_implicit_gemm.cu), the depthwise gradients
+two gradients (src/conv_implicit_gemm.cu), the Winograd rung with its two
+gradients (src/conv_winograd.cu), the depthwise gradients
 (src/conv_depthwise_backward.cu) and the rule that picks each gradient's rung."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 from .. import _lib
 from . import autotune
 from .._array import Array, empty
-from .._views import as_strided, index, narrow
+from .._views import as_strided, index, narrow, permute, view
 from .._dtype import DType
 from .core import fill_, copy_, clone, contiguous
 from .elementwise import inplace_
@@ -139,21 +140,37 @@ def conv2d_igemm(x: Array, weight: Array, bias: Any, stride: tuple[int, int], pa
     is the autotuner's (timed on the first call of the shape, then cached), and
     so is, for 3x3 filters at stride 1, whether the Winograd rung runs instead
     (conv2d_winograd_fits, autotune.conv_algo)."""
+    params = (stride, padding, dilation, groups)
     if conv_tf32.tf32_conv_allowed(x.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
-        return conv_tf32.conv2d_tf32(x, weight, bias, stride, padding, dilation, groups)
+        return _igemm_or_winograd("forward tf32", x.shape, weight.shape, x.dtype, params,
+                                  lambda: conv_tf32.conv2d_tf32(x, weight, bias, *params),
+                                  lambda tf32: conv2d_winograd(x, weight, bias, padding, tf32))
+
     def kernel(out: Array, x: Array, weight: Array, bias: Any, *args: Any) -> None:
         def run(config: int) -> None:
             _lib.conv2d_igemm(out, x, weight, bias, *args, config)
 
         run(autotune.conv_config("forward", x.shape, weight.shape, x.dtype, args, run))
 
-    params = (stride, padding, dilation, groups)
-    if conv2d_winograd_fits(x.shape, weight.shape, *params):
-        # The faster of the implicit GEMM and the Winograd rung, timed once per shape.
-        by = (lambda: _conv2d_by(kernel, x, weight, bias, *params), lambda: conv2d_winograd(x, weight, bias, padding))
-        if autotune.conv_algo("forward", x.shape, weight.shape, x.dtype, params, lambda i: by[max(i, 0)]()) == 1:
-            return conv2d_winograd(x, weight, bias, padding)
-    return _conv2d_by(kernel, x, weight, bias, stride, padding, dilation, groups)
+    return _igemm_or_winograd("forward", x.shape, weight.shape, x.dtype, params,
+                              lambda: _conv2d_by(kernel, x, weight, bias, *params),
+                              lambda tf32: conv2d_winograd(x, weight, bias, padding, tf32))
+
+
+def _igemm_or_winograd(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, ...], dtype: DType,
+                       params: tuple[Any, ...], igemm: Any, winograd: Any) -> Array:
+    """igemm() or, where the Winograd rung computes this product (conv2d_winograd_fits),
+    winograd(tf32) if the autotuner timed it faster for the shape (autotune.conv_algo: once
+    per shape, then cached). product: "forward", "input_grad" or "weight_grad", with " tf32"
+    under conv.allow_tf32: then igemm() is the TF32 implicit GEMM, and the Winograd rung
+    races with its products in float32 and on the TF32 rung."""
+    if conv2d_winograd_fits(tuple(x_shape), tuple(weight_shape), *params):
+        by = (igemm, lambda: winograd(False), lambda: winograd(True))
+        algo = autotune.conv_algo(product, tuple(x_shape), tuple(weight_shape), dtype, params,
+                                  lambda i: by[max(i, 0)](), 3 if product.endswith(" tf32") else 2)
+        if algo > 0:
+            return by[algo]()
+    return igemm()
 
 
 def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...], stride: tuple[int, int],
@@ -161,11 +178,13 @@ def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, 
     """The gradient of conv2d_igemm's input (of input_shape, (N, C, H, W)) for the
     output's gradient grad (N, C_out, OH, OW): another implicit GEMM, of the
     weights with grad's elements that each input pixel fed (no col2im)."""
+    params = (stride, padding, dilation, groups)
     if conv_tf32.tf32_conv_allowed(grad.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
-        return conv_tf32.conv2d_tf32_input_grad(grad, weight, input_shape, stride, padding, dilation, groups)
+        return _igemm_or_winograd("input_grad tf32", input_shape, weight.shape, grad.dtype, params,
+                                  lambda: conv_tf32.conv2d_tf32_input_grad(grad, weight, input_shape, *params),
+                                  lambda tf32: conv2d_winograd_input_grad(grad, weight, input_shape, padding, tf32))
     out = empty(tuple(input_shape), grad.dtype)
     grad, weight = contiguous(grad), contiguous(weight)
-    params = (stride, padding, dilation, groups)
 
     def run(config: int) -> None:
         _lib.conv2d_igemm_input_grad(out, grad, weight, stride, padding, dilation, groups, config)
@@ -174,12 +193,8 @@ def conv2d_igemm_input_grad(grad: Array, weight: Array, input_shape: tuple[int, 
         run(autotune.conv_config("input_grad", tuple(input_shape), weight.shape, grad.dtype, params, run))
         return out
 
-    if conv2d_winograd_fits(tuple(input_shape), weight.shape, *params):
-        by = (igemm, lambda: conv2d_winograd_input_grad(grad, weight, input_shape, padding))
-        if autotune.conv_algo("input_grad", tuple(input_shape), weight.shape, grad.dtype, params,
-                              lambda i: by[max(i, 0)]()) == 1:
-            return conv2d_winograd_input_grad(grad, weight, input_shape, padding)
-    return igemm()
+    return _igemm_or_winograd("input_grad", input_shape, weight.shape, grad.dtype, params, igemm,
+                              lambda tf32: conv2d_winograd_input_grad(grad, weight, input_shape, padding, tf32))
 
 
 def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...], stride: tuple[int, int],
@@ -187,17 +202,23 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
     """The gradient of conv2d_igemm's weight (of weight_shape, (C_out, C / groups, KH,
     KW)) for the output's gradient grad and the input x, summed over the batch: an
     implicit GEMM over the output pixels of grad with x's windows."""
+    params = (stride, padding, dilation, groups)
     if conv_tf32.tf32_conv_allowed(grad.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
-        return conv_tf32.conv2d_tf32_weight_grad(grad, x, weight_shape, stride, padding, dilation, groups)
+        return _igemm_or_winograd("weight_grad tf32", x.shape, weight_shape, grad.dtype, params,
+                                  lambda: conv_tf32.conv2d_tf32_weight_grad(grad, x, weight_shape, *params),
+                                  lambda tf32: conv2d_winograd_weight_grad(grad, x, weight_shape, padding, tf32))
     out = empty(tuple(weight_shape), grad.dtype)
     grad, x = contiguous(grad), contiguous(x)
 
     def run(config: int) -> None:
         _lib.conv2d_igemm_weight_grad(out, grad, x, stride, padding, dilation, groups, config)
 
-    run(autotune.conv_config("weight_grad", x.shape, tuple(weight_shape), grad.dtype,
-                             (stride, padding, dilation, groups), run))
-    return out
+    def igemm() -> Array:
+        run(autotune.conv_config("weight_grad", x.shape, tuple(weight_shape), grad.dtype, params, run))
+        return out
+
+    return _igemm_or_winograd("weight_grad", x.shape, weight_shape, grad.dtype, params, igemm,
+                              lambda tf32: conv2d_winograd_weight_grad(grad, x, weight_shape, padding, tf32))
 
 
 # ---- the Winograd rung (src/conv_winograd.cu) -------------------------------------------------------
@@ -205,7 +226,7 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
 
 def conv2d_winograd_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, ...], stride: tuple[int, int],
                          padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> bool:
-    """Whether the Winograd rung computes this convolution and its input gradient: 3x3
+    """Whether the Winograd rung computes this convolution and its two gradients: 3x3
     filters at stride 1, no dilation, one group, padding at most 2 (the gradient pads by
     2 - padding), every size non-zero, and its buffers (16 x channels x 2x2 tiles) under
     2^31 elements a transform."""
@@ -221,8 +242,9 @@ def conv2d_winograd_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, 
 
 
 def _winograd(x: Array, weight: Array, bias: Any, padding: tuple[int, int], flip: bool,
-              out_shape: tuple[int, ...]) -> Array:
-    """The three steps around the 16 products (src/conv_winograd.cu says why)."""
+              out_shape: tuple[int, ...], tf32: bool) -> Array:
+    """The three steps around the 16 products (src/conv_winograd.cu says why); tf32: the
+    products on the TF32 rung (the transforms stay float32)."""
     n, c, h, w = x.shape
     k = out_shape[1]
     tiles = n * ((out_shape[2] + 1) // 2) * ((out_shape[3] + 1) // 2)
@@ -231,28 +253,72 @@ def _winograd(x: Array, weight: Array, bias: Any, padding: tuple[int, int], flip
     v = empty((16, c, tiles), x.dtype)
     _lib.conv2d_winograd_input(v, x, padding)
     out = empty(out_shape, x.dtype)
-    _lib.conv2d_winograd_output(out, matmul(u, v), bias)  # the matmul ladder's best rung
+    _lib.conv2d_winograd_output(out, matmul(u, v, tf32=tf32), bias)  # the matmul ladder's best rung
     return out
 
 
-def conv2d_winograd(x: Array, weight: Array, bias: Any, padding: tuple[int, int]) -> Array:
+def conv2d_winograd(x: Array, weight: Array, bias: Any, padding: tuple[int, int], tf32: bool = False) -> Array:
     """The convolution of x (N, C, H, W) by 3x3 filters weight (K, C, 3, 3) at stride 1,
     plus bias (K,) or None, by Winograd's F(2x2, 3x3): each 2x2 block of outputs from its
-    4x4 input tile with 16 products instead of 36 (conv2d_winograd_fits says where)."""
+    4x4 input tile with 16 products instead of 36 (conv2d_winograd_fits says where).
+    tf32: the 16 products on the matmul ladder's TF32 rung (float32 only)."""
     x, weight = contiguous(x), contiguous(weight)
     bias = None if bias is None else contiguous(bias)
     n, _, h, w = x.shape
     out_shape = (n, weight.shape[0], h + 2 * padding[0] - 2, w + 2 * padding[1] - 2)
-    return _winograd(x, weight, bias, padding, False, out_shape)
+    return _winograd(x, weight, bias, padding, False, out_shape, tf32)
 
 
 def conv2d_winograd_input_grad(grad: Array, weight: Array, input_shape: tuple[int, ...],
-                               padding: tuple[int, int]) -> Array:
+                               padding: tuple[int, int], tf32: bool = False) -> Array:
     """The gradient of conv2d_winograd's input for the output's gradient grad: the same
     rung on grad padded by 2 - padding, each filter turned by 180 degrees and the
-    channels swapped (weight (K, C, 3, 3) read as (C, K, 3, 3))."""
+    channels swapped (weight (K, C, 3, 3) read as (C, K, 3, 3)). tf32 as conv2d_winograd."""
     grad, weight = contiguous(grad), contiguous(weight)
-    return _winograd(grad, weight, None, (2 - padding[0], 2 - padding[1]), True, tuple(input_shape))
+    return _winograd(grad, weight, None, (2 - padding[0], 2 - padding[1]), True, tuple(input_shape), tf32)
+
+
+def winograd_slices(n: int, tiles_per_image: int, channels: tuple[int, int], itemsize: int) -> int:
+    """The slices conv2d_winograd_weight_grad cuts its n x tiles_per_image tiles into: the
+    16 products alone, K x C outputs each (channels), are too few blocks to fill a GPU, so
+    each is cut along its long sum into slices of whole images: as many as leave every
+    slice at least 256 tiles (a product's sum long enough to pay for its tile's loads and
+    stores), with at most 64 slices and partial sums (16 x slices x K x C) no larger than
+    the transforms (16 x max(K, C) x tiles), whose size conv2d_winograd_fits bounds. A
+    slice's length stays a multiple of 16 bytes where it can, so that the batched matmul
+    reads the views in place."""
+    width = 16 // itemsize
+    for images in range(1, n + 1):
+        slices = n // images
+        if (n % images == 0 and images * tiles_per_image >= 256 and slices <= 64
+                and slices * min(channels) <= n * tiles_per_image and images * tiles_per_image % width == 0):
+            return slices
+    return 1
+
+
+def conv2d_winograd_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...],
+                                padding: tuple[int, int], tf32: bool = False) -> Array:
+    """The gradient of conv2d_winograd's weight (K, C, 3, 3) for the output's gradient grad
+    (N, K, OH, OW) and the input x: the filter and output steps run backwards. Per tile,
+    dU = (A dY A^T) (*) (B^T d B); summed over the tiles that is 16 products dM @ V^T, each
+    cut into slices of whole images (winograd_slices) to fill the GPU; then G^T dU G, which
+    also adds the slices in order. tf32 as conv2d_winograd."""
+    grad, x = contiguous(grad), contiguous(x)
+    n, c, h, w = x.shape
+    k = weight_shape[0]
+    per_image = ((grad.shape[2] + 1) // 2) * ((grad.shape[3] + 1) // 2)
+    tiles = n * per_image
+    v = empty((16, c, tiles), x.dtype)
+    _lib.conv2d_winograd_input(v, x, padding)
+    dm = empty((16, k, tiles), x.dtype)
+    _lib.conv2d_winograd_output_grad(dm, grad)
+    s = winograd_slices(n, per_image, (k, c), x.dtype.itemsize)
+    # Views, no copies: dm as (16, S, K, P / S) and v as (16, S, P / S, C), a transposed operand.
+    dm_slices = permute(view(dm, (16, k, s, tiles // s)), (0, 2, 1, 3))
+    v_slices = permute(view(v, (16, c, s, tiles // s)), (0, 2, 3, 1))
+    out = empty(tuple(weight_shape), x.dtype)
+    _lib.conv2d_winograd_filter_grad(out, matmul(dm_slices, v_slices, tf32=tf32))  # the ladder's best rung
+    return out
 
 
 # ---- the depthwise gradients (src/conv_depthwise_backward.cu) -------------------------------------

@@ -20,7 +20,8 @@ from .elementwise import activation_backward, relu_backward
 # ---- matmul ----------------------------------------------------------------------------
 
 
-def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any = None) -> Array:
+def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any = None,
+           tf32: Any = None) -> Array:
     """a @ b as in torch.matmul: 2-D, batched N-D with broadcast batch dims, 1-D operands.
 
     A 1-D a is a row vector (1, K) and a 1-D b a column (K, 1); the added dim
@@ -35,6 +36,9 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
     _lib.matmul_config_count()); -1 lets "default" ask the autotuner and the
     rungs choose from the shape.
     out, if given, is an Array of the result's shape and dtype to write into.
+    tf32 decides instead of the matmul flag whether "default" takes the TF32
+    rung for float32 (None: the flag decides): a caller with a flag of its own
+    passes it, as the Winograd convolution does with conv.allow_tf32.
     """
     # The checks below skip, without a call, whatever the common product (two
     # float tensors of one dtype, no batch to broadcast) does not need: each
@@ -96,7 +100,8 @@ def matmul(a: Array, b: Array, algo: str = "default", config: int = -1, out: Any
         if k == 0:
             fill_(target, 0.0)
         else:
-            if algo == "default" and config == -1 and dtype is float32 and backends.cuda.matmul.allow_tf32:
+            if algo == "default" and config == -1 and dtype is float32 and (
+                    backends.cuda.matmul.allow_tf32 if tf32 is None else tf32):
                 algo = "tf32"
             if algo in _lib.TF32_RUNGS:
                 _lib.matmul_tf32(target, a2, b2, algo)

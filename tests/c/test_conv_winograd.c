@@ -105,6 +105,69 @@ static void wino_case(int dtype, wino_args a)
     tt_free(&in), tt_free(&weight), tt_free(&bias), tt_free(&out), tt_free(&u), tt_free(&v), tt_free(&m);
 }
 
+/* The weight gradient of the convolution of in by 3x3 filters with padding a.pad, for a random
+ * grad_out, through the three backward steps, the 16 products cut into `slices` runs of tiles
+ * (ragged: the last run is the rest) and computed on the host in double. */
+static void weight_grad_case(int dtype, wino_args a, int64_t slices)
+{
+    const int64_t oh = a.h + 2 * a.pad - 2, ow = a.w + 2 * a.pad - 2;
+    const int64_t tiles = a.n * ((oh + 1) / 2) * ((ow + 1) / 2), per = slices > 0 ? (tiles + slices - 1) / slices : 0;
+    int64_t is[4] = {a.n, a.c, a.h, a.w}, gs[4] = {a.n, a.k, oh, ow}, ws[4] = {a.k, a.c, 3, 3};
+    int64_t vs[3] = {16, a.c, tiles}, ms[3] = {16, a.k, tiles}, us[4] = {16, slices, a.k, a.c};
+    tt_tensor in = tt_new(dtype, 4, is, TT_CONTIGUOUS), grad = tt_new(dtype, 4, gs, TT_CONTIGUOUS);
+    tt_tensor dw = tt_new(dtype, 4, ws, TT_CONTIGUOUS), v = tt_new(dtype, 3, vs, TT_CONTIGUOUS);
+    tt_tensor dm = tt_new(dtype, 3, ms, TT_CONTIGUOUS), du = tt_new(dtype, 4, us, TT_CONTIGUOUS);
+    tt_fill(&in, -2, 2, TT_SOME_ZEROS);
+    tt_fill(&grad, -1, 1, 0);
+
+    tt_case("%s weight gradient: in %s, %lld out channels, padding %d, %lld slices",
+            dtype == MT_FLOAT32 ? "float32" : "float64", tt_str(&in), (long long)a.k, a.pad, (long long)slices);
+    if (tt_expect_ok(mt_conv2d_winograd_input(v.t, in.t, a.pad, a.pad), "mt_conv2d_winograd_input") &&
+        tt_expect_ok(mt_conv2d_winograd_output_grad(dm.t, grad.t), "mt_conv2d_winograd_output_grad")) {
+        double *hv = calloc(v.cap + 1, 8), *hm = calloc(dm.cap + 1, 8);
+        tt_download(&v, hv), tt_download(&dm, hm);
+        for (int64_t xi = 0; xi < 16; ++xi)
+            for (int64_t sl = 0; sl < slices; ++sl)
+                for (int64_t k = 0; k < a.k; ++k)
+                    for (int64_t c = 0; c < a.c; ++c) {
+                        double sum = 0.0;
+                        for (int64_t p = sl * per; p < tiles && p < (sl + 1) * per; ++p)
+                            sum += hm[(xi * a.k + k) * tiles + p] * hv[(xi * a.c + c) * tiles + p];
+                        du.host[((xi * slices + sl) * a.k + k) * a.c + c] = sum;
+                    }
+        tt_upload(&du);
+        if (tt_expect_ok(mt_conv2d_winograd_filter_grad(dw.t, du.t), "mt_conv2d_winograd_filter_grad")) {
+            tt_expect *expect = tt_expect_alloc(&dw);
+            for (int64_t k = 0; k < a.k; ++k)
+                for (int64_t c = 0; c < a.c; ++c)
+                    for (int i = 0; i < 3; ++i)
+                        for (int j = 0; j < 3; ++j) {
+                            double sum = 0.0, sum_abs = 0.0;
+                            for (int64_t n = 0; n < a.n; ++n)
+                                for (int64_t y = 0; y < oh; ++y)
+                                    for (int64_t x = 0; x < ow; ++x) {
+                                        const int64_t yy = y - a.pad + i, xx = x - a.pad + j;
+                                        if (yy < 0 || yy >= a.h || xx < 0 || xx >= a.w)
+                                            continue;
+                                        int64_t g_i[4] = {n, k, y, x}, in_i[4] = {n, c, yy, xx};
+                                        const double t = tt_at(&grad, g_i) * tt_at(&in, in_i);
+                                        sum += t, sum_abs += fabs(t);
+                                    }
+                            tt_expect *e = &expect[((k * a.c + c) * 3 + i) * 3 + j];
+                            *e = tt_value(sum);
+                            e->mag = 16 * sum_abs;
+                            e->n = 16 * (tiles > 0 ? tiles : 1);
+                        }
+            tt_check_output(&dw, expect);
+            free(expect);
+        }
+        tt_expect_unchanged(&in, "in");
+        tt_expect_unchanged(&grad, "grad");
+        free(hv), free(hm);
+    }
+    tt_free(&in), tt_free(&grad), tt_free(&dw), tt_free(&v), tt_free(&dm), tt_free(&du);
+}
+
 static wino_args args(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int pad, int bias, int flip)
 {
     return (wino_args){n, c, h, w, k, pad, bias, flip};
@@ -139,6 +202,19 @@ int main(void)
             for (int r = 0; r < (tt_all_cases() ? 12 : 3); ++r)
                 wino_case(dt, random_args());
         }
+    for (int d = 0; d < 2; ++d)
+        TT_GROUP("%s weight gradient", dtypes[d] == MT_FLOAT32 ? "float32" : "float64") {
+            const int dt = dtypes[d];
+            weight_grad_case(dt, args(2, 5, 8, 8, 7, 1, 0, 0), 1);  /* even sides, padding 1 */
+            weight_grad_case(dt, args(2, 3, 7, 9, 4, 1, 0, 0), 3);  /* odd sides, ragged slices */
+            weight_grad_case(dt, args(1, 4, 6, 5, 3, 0, 0, 0), 2);  /* no padding */
+            weight_grad_case(dt, args(2, 2, 5, 6, 3, 2, 0, 0), 4);  /* padding 2 */
+            weight_grad_case(dt, args(1, 1, 1, 1, 1, 1, 0, 0), 1);  /* one pixel, one channel */
+            weight_grad_case(dt, args(0, 3, 5, 5, 2, 1, 0, 0), 1);  /* an empty batch: zeros */
+            weight_grad_case(dt, args(0, 3, 5, 5, 2, 1, 0, 0), 0);  /* and no slices at all */
+            for (int r = 0; r < (tt_all_cases() ? 12 : 3); ++r)
+                weight_grad_case(dt, random_args(), tt_rand_int(1, 3));
+        }
 
     TT_GROUP("refusals") {
         int64_t ws[4] = {4, 3, 5, 5}, us[3] = {16, 4, 3}, is[4] = {1, 3, 6, 6}, vs[3] = {16, 3, 9};
@@ -165,6 +241,17 @@ int main(void)
                         &out5);
         tt_free(&w5), tt_free(&u), tt_free(&in), tt_free(&v), tt_free(&v64), tt_free(&out), tt_free(&m);
         tt_free(&out5);
+        tt_case("dm of the wrong tile count for grad");
+        int64_t gs[4] = {1, 4, 6, 6}, dms[3] = {16, 4, 8}, dws[4] = {4, 3, 3, 3}, dus[4] = {16, 2, 3, 4};
+        tt_tensor g = tt_new(MT_FLOAT32, 4, gs, TT_CONTIGUOUS), dm = tt_new(MT_FLOAT32, 3, dms, TT_CONTIGUOUS);
+        tt_tensor dw = tt_new(MT_FLOAT32, 4, dws, TT_CONTIGUOUS), du = tt_new(MT_FLOAT32, 4, dus, TT_CONTIGUOUS);
+        tt_fill(&g, -1, 1, 0), tt_fill(&du, -1, 1, 0);
+        tt_expect_error(mt_conv2d_winograd_output_grad(dm.t, g.t), MT_ERR_SHAPE, "mt_conv2d_winograd_output_grad",
+                        &dm);
+        tt_case("du with K and C swapped");
+        tt_expect_error(mt_conv2d_winograd_filter_grad(dw.t, du.t), MT_ERR_SHAPE, "mt_conv2d_winograd_filter_grad",
+                        &dw);
+        tt_free(&g), tt_free(&dm), tt_free(&dw), tt_free(&du);
     }
     return tt_summary();
 }
