@@ -288,6 +288,62 @@ print("input gradients, largest difference:", float(np.abs(grads[0] - x.grad.num
 print("weight gradients, largest difference:", float(np.abs(grads[1] - weight.grad.numpy()).max()))
 
 # %% [markdown]
+# ## The Winograd rung: fewer multiplies for a 3x3 filter
+# A 3x3 filter at stride 1 makes each 2x2 block of outputs from the 4x4
+# input tile under it: 36 multiplies done directly. Winograd's minimal
+# filtering F(2x2, 3x3) needs 16: transform the filter (`G g G^T`) and the
+# tile (`B^T d B`) into 4x4 arrays, multiply them element by element, and
+# transform the product back (`A^T . A`). B, G and A hold only 0, 1, -1 and
+# 1/2, so the transforms are additions. Summed over the input channels, each
+# of the 16 element-wise products is a matrix product, which is how
+# `src/conv_winograd.cu` runs it: three small transform kernels around one
+# batched matmul (docs/kernels.md, "The Winograd rung").
+
+# %%
+BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=float)
+G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=float)
+rng = np.random.default_rng(0)
+d, g = rng.standard_normal((4, 4)), rng.standard_normal((3, 3))
+direct = np.array([[np.sum(d[i:i + 3, j:j + 3] * g) for j in range(2)] for i in range(2)])
+winograd = AT @ ((G @ g @ G.T) * (BT @ d @ BT.T)) @ AT.T
+print("direct (36 multiplies):\n", direct.round(4))
+print("Winograd (16 multiplies):\n", winograd.round(4))
+print("largest difference:", float(np.abs(direct - winograd).max()))
+
+# %% [markdown]
+# Its gradients run the same steps backwards. The input's is a Winograd
+# convolution of the output's gradient with each filter turned by 180
+# degrees. The filter's follows from the chain rule through the three steps:
+# a change `dY` of the outputs came from `dM = A dY A^T`, the product's
+# gradient in the tile's transform is `dM * (B^T d B)`, and the filter's is
+# `G^T (that) G`, summed over every tile the filter met:
+
+# %%
+dy = rng.standard_normal((2, 2))
+direct_dg = np.array([[np.sum(d[i:i + 2, j:j + 2] * dy) for j in range(3)] for i in range(3)])
+winograd_dg = G.T @ ((AT.T @ dy @ AT) * (BT @ d @ BT.T)) @ G
+print("filter gradient, largest difference:", float(np.abs(direct_dg - winograd_dg).max()))
+
+# %% [markdown]
+# On a GPU `F.conv2d` times the Winograd rung against the implicit GEMM on
+# the first call of each 3x3 stride-1 shape, for the forward and both
+# gradients, and keeps the faster (`python3 bench/conv_winograd.py` prints
+# both with cuDNN). On an H200 (docs/performance.md, "The runs of 2026-11-28
+# late evening"), milliseconds a product:
+#
+# | layer | product | implicit GEMM | Winograd | cuDNN |
+# | --- | --- | ---: | ---: | ---: |
+# | 128 ch 28x28, N32 | forward | 0.283 | 0.192 | 0.144 |
+# | | input gradient | 0.344 | 0.192 | 0.162 |
+# | | weight gradient | 0.296 | 0.198 | 0.155 |
+# | 256 ch 14x14, N32 | forward | 0.293 | 0.180 | 0.267 |
+#
+# The price is memory: the transformed tiles are four times the input and
+# the output, so the rung pays where channels are many and images small. The
+# emulator and the teaching policy never pick it by themselves.
+
+# %% [markdown]
 # ## Backward: overlapping windows add up
 # Each input element feeds every window it lies in, so its gradient is the
 # sum over those windows. `Im2Col`'s backward adds each tap's slice of the
