@@ -14,7 +14,8 @@ torch, so that results stay float32-exact. float64 products never use it.
 With ``mt.backends.cuda.conv.allow_tf32`` set, float32 convolutions that take
 the implicit-GEMM rung (F.conv2d, nn.Conv2d, their gradients) run its TF32
 twin instead (src/conv_igemm_tf32.cu, minitensor/ops/conv_tf32.py), with the
-same rounding. Off by default: torch's own switch of that name
+same rounding, or, for a 3x3 stride-1 product, the Winograd rung with its
+products in TF32 or float32, whichever the autotuner timed faster. Off by default: torch's own switch of that name
 (torch.backends.cudnn.allow_tf32) defaults to True, minitensor's does not, so
 that no result changes unless asked; it has its own name (``cuda.conv``, not
 ``cudnn``) because the default differs. set_float32_matmul_precision leaves it

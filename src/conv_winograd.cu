@@ -1,7 +1,8 @@
 /*
  * conv_winograd.cu: the Winograd rung of the convolution ladder, F(2x2, 3x3),
- * for dense 3x3 convolutions at stride 1 (mt_conv2d_winograd_filter,
- * _input, _output; minitensor/ops/conv.py strings them together).
+ * for dense 3x3 convolutions at stride 1 and their gradients
+ * (mt_conv2d_winograd_filter, _input, _output, and the weight gradient's
+ * _output_grad, _filter_grad; minitensor/ops/conv.py strings them together).
  *
  * The implicit GEMM spends 9 multiply-adds on each output pixel and input
  * channel. Winograd's minimal filtering computes a 2x2 block of outputs

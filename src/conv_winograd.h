@@ -1,6 +1,6 @@
 /*
  * conv_winograd.h: the Winograd rung's C API (src/conv_winograd.cu), plain C
- * like minitensor.h, which it extends. Three steps of a dense 3x3, stride-1
+ * like minitensor.h, which it extends. The steps of a dense 3x3, stride-1
  * convolution F(2x2, 3x3), with the 16 matrix products between them left to
  * the caller (minitensor/ops/conv.py runs them as one batched matmul):
  *

@@ -398,12 +398,13 @@ CONV_ALGOS = ("implicit_gemm", "winograd", "winograd_tf32")
 
 
 def conv_algo(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, ...], dtype: Any,
-              params: tuple[Any, ...], run: Callable[[int], Any], count: int = 2) -> int:
-    """The index in CONV_ALGOS of the fastest of its first count rungs for a forward,
-    input gradient or weight gradient (product, with " tf32" under conv.allow_tf32) that
-    they all compute (ops.conv2d_winograd_fits), by timing run(i) on the first call of each
-    exact shape (run(-1) warms up: the implicit GEMM, which tunes its own tiles then); 0
-    wherever nothing is tuned (the teaching policy, the emulator, a small product)."""
+              params: tuple[Any, ...], run: Callable[[int], Any]) -> int:
+    """The index in CONV_ALGOS of the fastest rung for a forward, input gradient or weight
+    gradient (product) that they all compute (ops.conv2d_winograd_fits): the first two
+    rungs race, all three where product ends in " tf32" (under conv.allow_tf32). Timed by
+    run(i) on the first call of each exact shape (run(-1) warms up: the implicit GEMM, which
+    tunes its own tiles then); 0 wherever nothing is tuned (the teaching policy, the
+    emulator, a small product)."""
     n, c, h, w = x_shape
     c_out, c_group, kh, kw = weight_shape
     if not _tunable(n * h * w * c_out * c_group * kh * kw):
@@ -411,4 +412,5 @@ def conv_algo(product: str, x_shape: tuple[int, ...], weight_shape: tuple[int, .
     stride, padding, dilation, groups = params
     key = (f"conv2d_algo {product} {dtype.name} x{n}x{c}x{h}x{w} w{c_out}x{c_group}x{kh}x{kw} "
            f"s{stride[0]}x{stride[1]} p{padding[0]}x{padding[1]} d{dilation[0]}x{dilation[1]} g{groups}")
+    count = len(CONV_ALGOS) if product.endswith(" tf32") else 2
     return max(0, _choose(key, count, run, lambda i: CONV_ALGOS[i]))

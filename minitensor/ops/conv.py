@@ -13,6 +13,7 @@ from . import autotune
 from .._array import Array, empty
 from .._views import as_strided, index, narrow, permute, view
 from .._dtype import DType
+from .._errors import ShapeError
 from .core import fill_, copy_, clone, contiguous
 from .elementwise import inplace_
 from .matmul import matmul  # the Winograd rung's 16 products, as one batch
@@ -167,7 +168,7 @@ def _igemm_or_winograd(product: str, x_shape: tuple[int, ...], weight_shape: tup
     if conv2d_winograd_fits(tuple(x_shape), tuple(weight_shape), *params):
         by = (igemm, lambda: winograd(False), lambda: winograd(True))
         algo = autotune.conv_algo(product, tuple(x_shape), tuple(weight_shape), dtype, params,
-                                  lambda i: by[max(i, 0)](), 3 if product.endswith(" tf32") else 2)
+                                  lambda i: by[max(i, 0)]())
         if algo > 0:
             return by[algo]()
     return igemm()
@@ -201,7 +202,8 @@ def conv2d_igemm_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, ...
                              padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Array:
     """The gradient of conv2d_igemm's weight (of weight_shape, (C_out, C / groups, KH,
     KW)) for the output's gradient grad and the input x, summed over the batch: an
-    implicit GEMM over the output pixels of grad with x's windows."""
+    implicit GEMM over the output pixels of grad with x's windows, or for 3x3 filters
+    at stride 1 the Winograd rung where the autotuner timed it faster."""
     params = (stride, padding, dilation, groups)
     if conv_tf32.tf32_conv_allowed(grad.dtype):  # tf32conv's hook: mt.backends.cuda.conv.allow_tf32
         return _igemm_or_winograd("weight_grad tf32", x.shape, weight_shape, grad.dtype, params,
@@ -284,9 +286,9 @@ def winograd_slices(n: int, tiles_per_image: int, channels: tuple[int, int], ite
     each is cut along its long sum into slices of whole images: as many as leave every
     slice at least 256 tiles (a product's sum long enough to pay for its tile's loads and
     stores), with at most 64 slices and partial sums (16 x slices x K x C) no larger than
-    the transforms (16 x max(K, C) x tiles), whose size conv2d_winograd_fits bounds. A
-    slice's length stays a multiple of 16 bytes where it can, so that the batched matmul
-    reads the views in place."""
+    the transforms (16 x max(K, C) x tiles), whose size conv2d_winograd_fits bounds, and a
+    slice's length a multiple of 16 bytes, so that the batched matmul reads the views in
+    place. 1 (no cut) where no count of images meets all of that."""
     width = 16 // itemsize
     for images in range(1, n + 1):
         slices = n // images
@@ -306,6 +308,10 @@ def conv2d_winograd_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, 
     grad, x = contiguous(grad), contiguous(x)
     n, c, h, w = x.shape
     k = weight_shape[0]
+    want = (n, k, h + 2 * padding[0] - 2, w + 2 * padding[1] - 2)
+    if tuple(grad.shape) != want:  # an odd side one short would give the same tiles
+        raise ShapeError(f"conv2d_winograd_weight_grad(): grad has shape {tuple(grad.shape)}; the output of input "
+                         f"{tuple(x.shape)} by filters {tuple(weight_shape)} with padding {tuple(padding)} is {want}")
     per_image = ((grad.shape[2] + 1) // 2) * ((grad.shape[3] + 1) // 2)
     tiles = n * per_image
     v = empty((16, c, tiles), x.dtype)
@@ -367,8 +373,9 @@ def conv2d_grad_rungs(input_shape: tuple[int, ...], weight_shape: tuple[int, ...
       and at stride 2 three taps in four are gathered as zeros): the lead
       measured the stem's forward + backward at 33 ms against im2col's 5.9 on
       an H200 (bench/conv.py). im2col's backward is a dense batched matmul
-      (K = C_out) and col2im; the weight gradient stays an implicit GEMM
-      (M = C_out, its K split over blocks);
+      (K = C_out) and col2im; the weight gradient stays "implicit_gemm"
+      (M = C_out, its K split over blocks; for 3x3 filters at stride 1 that
+      name also covers the Winograd rung, conv2d_igemm_weight_grad's race);
     - the direct forward's (few products per output): "direct" for both;
     - else the forward's own: the tiled rung's backward is im2col's."""
     c, c_out, c_group = input_shape[1], weight_shape[0], weight_shape[1]

@@ -4,7 +4,9 @@ tensor cores (mma.sync), operands rounded to TF32.
 
 Opt-in: ops.conv2d_igemm and its gradients (ops/conv.py) come here for float32
 operands while ``mt.backends.cuda.conv.allow_tf32`` is set (default False), so
-F.conv2d, nn.Conv2d and their backward run it without other changes. The error
+F.conv2d, nn.Conv2d and their backward run it without other changes; a 3x3
+stride-1 product first races it against the Winograd rung, with its products in
+float32 and in TF32 (ops/conv.py, _igemm_or_winograd). The error
 is TF32's, about 1e-3 relative (tests/helpers.py's "tf32" tolerance), as with
 torch's cuDNN under torch.backends.cudnn.allow_tf32.
 """
