@@ -213,7 +213,7 @@ test-py-teaching: $(LIBS) $(VENV)/.ok
 #                   for the tensor-core programs (TEST_C_HEAVY, tests.mk),
 #                   the Python suite with the default checks; the course
 #                   kit grades under the full checks, as `make grade` does.
-#                   About 14 minutes on 2 cores (docs/testing.md).
+#                   14 to 16 minutes on 2 cores (docs/testing.md).
 #   make test-full  the C tests and the Python suite all under the full
 #                   checks: about an hour on 2 cores. Before a change to a
 #                   kernel lands (docs/testing.md says which), beside its
