@@ -243,13 +243,19 @@ def conv2d_winograd_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, 
     return oh >= 1 and ow >= 1 and 16 * max(c, c_out) * tiles <= _INT32_LIMIT
 
 
+def _tiles_per_image(out_h: int, out_w: int) -> int:
+    """The 2x2 output tiles of one image, an odd side's last one half outside: P / N in
+    src/conv_winograd.h."""
+    return ((out_h + 1) // 2) * ((out_w + 1) // 2)
+
+
 def _winograd(x: Array, weight: Array, bias: Any, padding: tuple[int, int], flip: bool,
               out_shape: tuple[int, ...], tf32: bool) -> Array:
     """The three steps around the 16 products (src/conv_winograd.cu says why); tf32: the
     products on the TF32 rung (the transforms stay float32)."""
     n, c, h, w = x.shape
     k = out_shape[1]
-    tiles = n * ((out_shape[2] + 1) // 2) * ((out_shape[3] + 1) // 2)
+    tiles = n * _tiles_per_image(out_shape[2], out_shape[3])
     u = empty((16, k, c), x.dtype)
     _lib.conv2d_winograd_filter(u, weight, flip)
     v = empty((16, c, tiles), x.dtype)
@@ -312,7 +318,7 @@ def conv2d_winograd_weight_grad(grad: Array, x: Array, weight_shape: tuple[int, 
     if tuple(grad.shape) != want:  # an odd side one short would give the same tiles
         raise ShapeError(f"conv2d_winograd_weight_grad(): grad has shape {tuple(grad.shape)}; the output of input "
                          f"{tuple(x.shape)} by filters {tuple(weight_shape)} with padding {tuple(padding)} is {want}")
-    per_image = ((grad.shape[2] + 1) // 2) * ((grad.shape[3] + 1) // 2)
+    per_image = _tiles_per_image(grad.shape[2], grad.shape[3])
     tiles = n * per_image
     v = empty((16, c, tiles), x.dtype)
     _lib.conv2d_winograd_input(v, x, padding)
