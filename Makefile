@@ -63,7 +63,7 @@ ifeq ($(shell uname -m),x86_64)
 EMU_CXXFLAGS += -mtls-dialect=gnu2
 endif
 EMU_LIBS     := -lboost_context -pthread
-EMU_RT_NAMES := emu_runtime emu_memory emu_launch_count emu_launch emu_block emu_fibers emu_switch emu_shared emu_faults emu_async emu_errors emu_devices emu_group
+EMU_RT_NAMES := emu_runtime emu_memory emu_launch_count emu_launch emu_block emu_fibers emu_switch emu_shared emu_faults emu_async emu_tma emu_errors emu_devices emu_group
 EMU_RT_OBJS  := $(EMU_RT_NAMES:%=$(BUILD)/emu/%.o)
 EMU_OBJS     := $(NAMES:%=$(BUILD)/emu/%.o) $(EMU_RT_OBJS)
 EMU_LIB      := $(BUILD)/libminitensor_emu.so
@@ -134,7 +134,7 @@ comma := ,
 WGMMA_GENCODE = $(foreach a,$(filter-out 90,$(CUDA_ARCHS)),-gencode=arch=compute_$(a),code=sm_$(a)) \
                 $(if $(filter 90,$(CUDA_ARCHS)),-gencode=arch=compute_90a$(comma)code=sm_90a -DMT_WGMMA_SM90A) \
                 -gencode=arch=compute_$(LAST_ARCH),code=compute_$(LAST_ARCH)
-WGMMA_NAMES := matmul_tf32_wgmma matmul_tf32_wgmma_mn
+WGMMA_NAMES := matmul_tf32_wgmma matmul_tf32_wgmma_mn matmul_tf32_tma
 $(WGMMA_NAMES:%=$(BUILD)/cuda/%.o): $(BUILD)/cuda/%.o: src/%.cu $(BUILD)/cuda/.archs
 	$(NVCC) $(NVCC_BASE) $(WGMMA_GENCODE) $(DEPFLAGS) -c $< -o $@
 

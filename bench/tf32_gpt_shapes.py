@@ -18,8 +18,8 @@ torch / minitensor (> 1: minitensor faster). Then the fused Linear + GELU
 (F.linear_act under allow_tf32) against torch's F.gelu(F.linear(...)), the
 4096^3 product with each library's largest error against float64 (relative
 to the sum of |terms|), the same product in the layouts x @ W.T, a @ b and
-a.T @ b on the library's choice (the wgmma rung on an H100), the wgmma rung
-and the mma rung, each with its error, the time of the transposing copy the
+a.T @ b on the library's choice (the TMA rung on an H100), the TMA rung, the
+wgmma rung and the mma rung, each with its error, the time of the transposing copy the
 wgmma rung makes of a non-K-major operand, and the mma rung's tile variants (mt_matmul_tf32_tile) on
 row-major copies of each product's operands, without split-K, beside the
 library's choice on the step's own layouts.
@@ -164,7 +164,7 @@ def main() -> int:
                    ("A@B", ma, mb),
                    ("A.T@B", mt.tensor(np.ascontiguousarray(a.T)).t(), mb))
         for label, la, lb in layouts:
-            for rung in ("tf32", "tf32_wgmma", "tf32_mma"):
+            for rung in ("tf32", "tf32_tma", "tf32_wgmma", "tf32_mma"):
                 try:
                     ms = mt_ms(lambda r=rung: mt.kernels.matmul(la, lb, r), args.repeats)
                 except mt.MinitensorError as error:  # the wgmma rung off Hopper

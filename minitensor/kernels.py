@@ -252,7 +252,7 @@ def matmul(
             a 1-D operand is a vector, float32 with float64 gives float64.
         algo: one of ``algorithms("matmul")``, or a TF32 rung (float32 only,
             about 1e-3 relative error): ``"tf32"`` (the library's choice of
-            ``"tf32_wgmma"`` and ``"tf32_mma"``) or a rung of ``TF32_RUNGS``.
+            ``"tf32_tma"``, ``"tf32_wgmma"``, ``"tf32_mma"``) or a ``TF32_RUNGS``.
         config: a tile configuration, an index into ``matmul_configs()``
             or its name; only with algo ``"default"`` or the configuration's
             own rung (``matmul_config_rung``). None: the autotuner's choice

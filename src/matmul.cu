@@ -326,9 +326,10 @@ mt_status check_tf32_device(const char *func)
 static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor a, mt_tensor b, int rung, int tile,
                                      bool choose = false)
 {
-    if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED && rung != MT_TF32_MMA && rung != MT_TF32_WGMMA)
+    if (rung != MT_TF32_SIMPLE && rung != MT_TF32_PIPELINED && rung != MT_TF32_MMA && rung != MT_TF32_WGMMA &&
+        rung != MT_TF32_TMA)
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "unknown TF32 rung %d (0: simple, 1: pipelined, 2: mma, 3: wgmma)", rung);
+                       "unknown TF32 rung %d (0: simple, 1: pipelined, 2: mma, 3: wgmma, 4: tma)", rung);
     if (tile < -1 || tile >= tf32_mma_tile_count())
         return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "unknown TF32 tile variant %d (-1 .. %d)", tile,
                        tf32_mma_tile_count() - 1);
@@ -342,9 +343,9 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
     MT_TRY(mt_check_extent(func, "b", &b));
     MT_TRY(check_product(func, out, a, b));
     MT_TRY(check_tf32_device(func));
-    if (rung == MT_TF32_WGMMA && !tf32_wgmma_available())
-        return mt_fail(MT_ERR_INVALID_ARGUMENT, func,
-                       "the wgmma rung runs on compute capability 9.0 (sm_90a) with a library built for it");
+    if ((rung == MT_TF32_WGMMA || rung == MT_TF32_TMA) && !tf32_wgmma_available())
+        return mt_fail(MT_ERR_INVALID_ARGUMENT, func, "the %s rung runs on compute capability 9.0 (sm_90a) with a "
+                       "library built for it", rung == MT_TF32_TMA ? "tma" : "wgmma");
     if (tensor_numel(out) == 0)
         return MT_OK;
     if (rung == MT_TF32_SIMPLE)
@@ -360,9 +361,13 @@ static mt_status matmul_tf32_checked(const char *func, mt_tensor out, mt_tensor 
     if ((rung == MT_TF32_WGMMA && tf32_wgmma_mn_layout(a, b)) ||
         (choose && !wgmma_copies && tf32_wgmma_mn_chosen(out, a, b)))
         return launch_tf32_wgmma_mn(out, a, b);
-    if (rung == MT_TF32_WGMMA || wgmma_copies)
+    if (rung == MT_TF32_WGMMA)
         return with_k_major_operands(a, b, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
             return launch_tf32_wgmma(out, a_view, b_view, -1);
+        });
+    if (rung == MT_TF32_TMA || wgmma_copies)
+        return with_k_major_operands(a, b, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+            return launch_tf32_wgmma_best(out, a_view, b_view);
         });
     /* The pipelined and mma rungs copy 16 bytes at a time: row-major
      * operands, or column-major ones (a transposed view) for the mma

@@ -147,6 +147,8 @@ mt_status mt_matmul_tf32_epilogue(mt_tensor out, mt_tensor a, mt_tensor b, mt_te
      * row-major or column-major operands in place and copies any other. */
     if (tf32_wgmma_chosen(out, a, b))
         return with_k_major_operands(a, b, [&](const mt_tensor &a_view, const mt_tensor &b_view) {
+            if (tf32_tma_operands_ok(a_view, b_view))
+                return launch_tf32_tma_epilogue(out, a_view, b_view, epi);
             return launch_tf32_wgmma_epilogue(out, a_view, b_view, epi);
         });
     return with_prepared_operands(a, b, true, [&](const mt_tensor &a_view, const mt_tensor &b_view) {

@@ -157,6 +157,20 @@ const char *tf32_wgmma_tile_name(int tile);
 mt_status launch_tf32_wgmma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile);
 mt_status launch_tf32_wgmma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
                                      const BiasActResidual<float> &epi);
+/* The TMA rung (src/matmul_tf32_tma.cu): the wgmma rung's kernel fed by a
+ * producer warpgroup's TMA copies; its operands as the wgmma rung's, each
+ * batch's matrix 16-byte aligned with rows a multiple of 16 bytes apart
+ * (tf32_tma_operands_ok). tile: 0 (128 x 128), 1 (128 x 256) or -1, its
+ * choice. launch_tf32_wgmma_best: the TMA kernel where it reads the
+ * operands, else the wgmma rung's (what mt_matmul_tf32 runs). */
+bool tf32_tma_operands_ok(const mt_tensor &a, const mt_tensor &b);
+mt_status launch_tf32_tma(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b, int tile);
+mt_status launch_tf32_tma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
+                                   const BiasActResidual<float> &epi);
+inline mt_status launch_tf32_wgmma_best(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b)
+{
+    return tf32_tma_operands_ok(a, b) ? launch_tf32_tma(out, a, b, -1) : launch_tf32_wgmma(out, a, b, -1);
+}
 /* The wgmma rung's transposing stages (src/matmul_tf32_wgmma_mn.cu): a
  * column-major and b row-major (M and N contiguous, as a weight gradient's
  * dz.T @ x), read in place, K split across blocks where the product has few
@@ -222,6 +236,15 @@ mt_status with_k_major_operands(const mt_tensor &a, const mt_tensor &b, Launch l
 inline int64_t out_tiles(int64_t M, int64_t N, int64_t batches, int64_t bm, int64_t bn)
 {
     return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * batches;
+}
+
+/* Does out have a 128 x 256 tile for every SM? The wgmma and TMA rungs take
+ * their wide tile there, else 128 x 128: fewer, wider tiles would leave SMs
+ * idle. */
+inline bool wide_tiles_fill_gpu(const mt_tensor &out)
+{
+    return out_tiles(out.shape[out.ndim - 2], out.shape[out.ndim - 1], shape_numel(out.shape, out.ndim - 2), 128,
+                     256) >= mt_sm_count();
 }
 
 /* The warptile tile configurations: how many there are, each one's name, and

@@ -130,13 +130,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         const float *a_stage = stages + (int)(kt % S) * C::kStageFloats;
         const float *a_rows = a_stage + group * 64 * C::BK;
         const float *b_rows = a_stage + C::BM * C::BK;
-        wgmma_fence_operand(acc);
-        wgmma_fence();
-        MT_UNROLL for (int kk = 0; kk < C::BK; kk += 8)
-            wgmma_step<C::BN>(acc, a_rows, b_rows, kk);
-        wgmma_commit();
-        wgmma_wait<1>();
-        wgmma_fence_operand(acc);
+        wgmma_stage<C::BN, C::BK>(acc, a_rows, b_rows);
     }
     wgmma_wait<0>();
     wgmma_fence_operand(acc);
@@ -256,10 +250,7 @@ template <typename Epi>
 static mt_status launch_tf32_wgmma_chosen(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
                                           const Epi &epi)
 {
-    const int64_t M = out.shape[out.ndim - 2];
-    const int64_t N = out.shape[out.ndim - 1];
-    const int64_t batches = shape_numel(out.shape, out.ndim - 2);
-    if (out_tiles(M, N, batches, 128, 256) >= mt_sm_count())
+    if (wide_tiles_fill_gpu(out))
         return launch_tf32_wgmma_typed<Tf32Wgmma128x256S4>(out, a, b, epi);
     return launch_tf32_wgmma_typed<Tf32Wgmma128x128S6>(out, a, b, epi);
 }

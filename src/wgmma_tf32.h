@@ -200,6 +200,11 @@ MT_DEVICE float *wgmma_stages(unsigned char *shared_bytes)
     return reinterpret_cast<float *>((base + kWgmmaAtomBytes - 1) / kWgmmaAtomBytes * kWgmmaAtomBytes);
 }
 
+/* Two adjacent floats, stored as one 8-byte store (both builds). */
+struct alignas(8) FloatPair {
+    float x, y;
+};
+
 /* Stores a warpgroup's accumulators d (its 64 x BN tile at rows row0 ..,
  * columns col0 .., in the layout above) into Out through the epilogue's
  * batch `finish`, skipping what lies outside M x N. warp: this thread's warp
@@ -215,10 +220,20 @@ MT_DEVICE void wgmma_store_tile(float (&d)[BN / 2], const OutView &Out, const Fi
             const int64_t row = row0 + warp * 16 + g + 8 * h;
             const int64_t col = col0 + j * 8 + 2 * t;
             finish.apply(v, row, col);
-            if (row < M && col < N)
-                Out.at(row, col) = v[0];
-            if (row < M && col + 1 < N)
-                Out.at(row, col + 1) = v[1];
+            if (row >= M)
+                continue;
+            float *at = &Out.at(row, col);
+            /* the pair as one 8-byte store where it can be: a warp then
+             * writes whole 32-byte sectors (8 rows x 4 pairs), half the
+             * store instructions of two 4-byte stores */
+            if (col + 1 < N && Out.col_stride == 1 && (uintptr_t)at % 8 == 0) {
+                *reinterpret_cast<FloatPair *>(at) = FloatPair{v[0], v[1]};
+            } else {
+                if (col < N)
+                    *at = v[0];
+                if (col + 1 < N)
+                    Out.at(row, col + 1) = v[1];
+            }
         }
 }
 
@@ -234,6 +249,22 @@ MT_DEVICE void wgmma_step(float (&d)[BN / 2], const float *a_rows, const float *
         wgmma_tf32_m64n128k8(d, a_desc, b_desc, 1);
     else
         wgmma_tf32_m64n256k8(d, a_desc, b_desc, 1);
+}
+
+/* One stage's products for a warpgroup (BK a multiple of 8): the wgmmas
+ * of its K steps, committed as one group; then a wait until only that group
+ * runs, so that when it returns the previous stage's products are done and
+ * that stage may be refilled, while this one's still run. */
+template <int BN, int BK>
+MT_DEVICE void wgmma_stage(float (&d)[BN / 2], const float *a_rows, const float *b_rows)
+{
+    wgmma_fence_operand(d);
+    wgmma_fence();
+    MT_UNROLL for (int kk = 0; kk < BK; kk += 8)
+        wgmma_step<BN>(d, a_rows, b_rows, kk);
+    wgmma_commit();
+    wgmma_wait<1>();
+    wgmma_fence_operand(d);
 }
 
 #endif /* MT_WGMMA_TF32_H */

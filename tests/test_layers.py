@@ -183,8 +183,9 @@ FAMILY_SOURCES: dict[str, list[str]] = {
 }
 NO_GRADIENT = {"optim"}  # the optimizers' updates are not differentiated
 # The .cu files of src/ that are no op family: the C API's checks, memory,
-# streams and graphs, the op tables and the kernel policy.
-NOT_A_FAMILY = {"errors.cu", "graph.cu", "library.cu", "memory.cu", "policy.cu", "stream.cu", "validate.cu"}
+# streams and graphs, the op tables, the kernel policy and TMA's tensor maps.
+NOT_A_FAMILY = {"errors.cu", "graph.cu", "library.cu", "memory.cu", "policy.cu", "stream.cu", "tma.cu",
+                "validate.cu"}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILY_SOURCES))

@@ -42,7 +42,7 @@ SHAPES = [((1, 1), (1, 1)), ((65, 33), (33, 70)), ((7, 129), (129, 3)), ((3, 64,
           ((2, 1, 9, 8), (3, 8, 5)), ((5, 0), (0, 4)), ((0, 3), (3, 2))]
 
 
-RUNGS = ["tf32", "tf32_simple", "tf32_pipelined", "tf32_wgmma"]
+RUNGS = ["tf32", "tf32_simple", "tf32_pipelined", "tf32_wgmma", "tf32_tma"]
 
 
 @pytest.mark.parametrize("rung", RUNGS)
@@ -63,8 +63,8 @@ def test_random_inputs_are_within_tf32_rounding(a_shape: Any, b_shape: Any, rung
     got = mt.kernels.matmul(mt.tensor(a), mt.tensor(b), rung).numpy()
     exact = a.astype(np.float64) @ b.astype(np.float64)
     # Each input off by at most 2^-11 relative: a product by 2^-10, plus float sums. The
-    # wgmma rung truncates (each input off by less than 2^-10): twice that.
-    terms = 2.0**-9 if rung == "tf32_wgmma" else 2.0**-10
+    # wgmma and TMA rungs truncate (each input off by less than 2^-10): twice that.
+    terms = 2.0**-9 if rung in ("tf32_wgmma", "tf32_tma") else 2.0**-10
     bound = terms * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-5 * (1 + np.abs(exact))
     assert np.all(np.abs(got - exact) <= bound)
 

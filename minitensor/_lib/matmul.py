@@ -44,10 +44,11 @@ def matmul(out: Any, a: Any, b: Any, algo: str = "default", config: int = -1) ->
 
 
 # The TF32 rungs by name (src/matmul_tf32.h's MT_TF32_SIMPLE, MT_TF32_PIPELINED,
-# MT_TF32_MMA, MT_TF32_WGMMA): "tf32" is the library's TF32 product
-# (mt_matmul_tf32: wgmma where the GPU, the layout and the size suit, else
-# mma.sync; -1 here), the others each rung by its own name, for comparison.
-TF32_RUNGS = {"tf32": -1, "tf32_simple": 0, "tf32_pipelined": 1, "tf32_mma": 2, "tf32_wgmma": 3}
+# MT_TF32_MMA, MT_TF32_WGMMA, MT_TF32_TMA): "tf32" is the library's TF32 product
+# (mt_matmul_tf32: wgmma, fed by TMA where it reads the operands, where the
+# GPU, the layout and the size suit, else mma.sync; -1 here), the others each
+# rung by its own name, for comparison.
+TF32_RUNGS = {"tf32": -1, "tf32_simple": 0, "tf32_pipelined": 1, "tf32_mma": 2, "tf32_wgmma": 3, "tf32_tma": 4}
 
 
 def matmul_tf32(out: Any, a: Any, b: Any, rung: str = "tf32") -> None:

@@ -63,6 +63,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define __align__(n) alignas(n)
 /* __restrict__ is understood by g++ and clang++ as it is. */
 

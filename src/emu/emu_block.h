@@ -234,6 +234,10 @@ public:
     void async_commit();
     void async_wait(int prior);
 
+    /* ---- for the mbarriers and TMA copies (emu_tma.cpp) ------------------ */
+    uint64_t block_serial() const { return block_serial_; }
+    std::string where_running() const { return where(*current_); }
+
 private:
     void mark_pending(const void *p, size_t bytes, int tid, int line);
     /* emu_fibers.cpp */

@@ -163,6 +163,17 @@ inline void async_copy_to(void *dst, const void *src, size_t bytes, size_t src_b
     async_copy(nullptr, from_raw(dst), src, bytes, src_bytes, 0);
 }
 
+/* ---- mbarriers and TMA copies (src/tma.h; emu_tma.cpp) ---------------------
+ * A barrier's state is kept beside the block (its 8 bytes are not used); a
+ * TMA copy is queued on the barrier it signals and lands when a thread first
+ * waits on that barrier. tma_describe writes the emulator's tensor map. */
+void mbarrier_init(void *bar, unsigned count);
+void mbarrier_arrive(void *bar, unsigned tx_bytes);
+void mbarrier_wait(void *bar, unsigned parity);
+void tma_describe(uint64_t *words, const float *data, int64_t rows, int64_t cols, int64_t ld, int64_t batches,
+                  int64_t batch_ld, int box_rows, int box_cols);
+void tma_load(float *dst, const uint64_t *words, int col, int row, int z, void *bar);
+
 template <typename T>
 struct SharedRef {
     T *p;

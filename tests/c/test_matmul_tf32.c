@@ -19,7 +19,9 @@
  * The "wgmma" group runs the wgmma rung (src/matmul_tf32_wgmma.cu), whose
  * truncation to TF32 doubles the bound's 2^-10 (tf32_terms), forced and as
  * mt_matmul_tf32 chooses it, on every layout (the ones it copies K-major
- * first too), checking on the emulator which kernel ran.
+ * first too), checking on the emulator which kernel ran. The "tma" group
+ * runs the TMA rung (src/matmul_tf32_tma.cu), the same products fed by TMA
+ * copies on a persistent grid.
  * tests/c/test_matmul.c's "tf32" group checks every TF32 rung on TF32
  * inputs, where the product must be float-exact.
  *
@@ -78,10 +80,10 @@ static double tf32_mag(double terms, double sum_abs, double ref)
     return (terms * sum_abs + 1e-5 * (1.0 + fabs(ref))) / 1e-5;
 }
 
-/* tf32_case's `tile` for the wgmma rung (mt_matmul_tf32_rung, MT_TF32_WGMMA)
- * and for mt_matmul_tf32, the library's choice between the wgmma and mma.sync
+/* tf32_case's `tile` for the wgmma rung (mt_matmul_tf32_rung, MT_TF32_WGMMA),
+ * the TMA rung (MT_TF32_TMA) and for mt_matmul_tf32, the library's choice between the wgmma and mma.sync
  * rungs (-1 is the mma.sync rung's own tile choice, mt_matmul_tf32_tile). */
-enum { WGMMA = -2, CHOICE = -3 };
+enum { WGMMA = -2, CHOICE = -3, TMA = -4 };
 
 /* The bound's factor for a case: 2^-9 where the wgmma rung may run (it, or
  * mt_matmul_tf32 and mt_matmul_tf32_epilogue on any layout: as many
@@ -89,7 +91,7 @@ enum { WGMMA = -2, CHOICE = -3 };
  * few), else 2^-10. */
 static double tf32_terms(int tile)
 {
-    return tile == WGMMA || tile == CHOICE ? 0x1p-9 : 0x1p-10;
+    return tile == WGMMA || tile == CHOICE || tile == TMA ? 0x1p-9 : 0x1p-10;
 }
 
 /* One case: out (batch..., M, N) = a (a_batch..., M, K) @ b (b_batch..., K, N)
@@ -117,6 +119,7 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
             tile,
             tile >= 0         ? mt_matmul_tf32_tile_name(tile)
             : tile == WGMMA ? "the wgmma rung"
+            : tile == TMA     ? "the tma rung"
             : tile == CHOICE  ? "mt_matmul_tf32"
                               : "the mma rung's choice",
             M, N, K, tt_str(&out), tt_str(&a), LAYOUT_NAMES[a_layout], tt_str(&b), LAYOUT_NAMES[b_layout]);
@@ -144,9 +147,10 @@ static void tf32_case(int tile, int batch_ndim, const int64_t *batch, int a_bn, 
     }
 
     mt_status status = tile == WGMMA    ? mt_matmul_tf32_rung(out.t, a.t, b.t, MT_TF32_WGMMA)
+                       : tile == TMA    ? mt_matmul_tf32_rung(out.t, a.t, b.t, MT_TF32_TMA)
                        : tile == CHOICE ? mt_matmul_tf32(out.t, a.t, b.t)
                                         : mt_matmul_tf32_tile(out.t, a.t, b.t, tile);
-    if (tt_expect_ok(status, tile == WGMMA    ? "mt_matmul_tf32_rung"
+    if (tt_expect_ok(status, tile == WGMMA || tile == TMA ? "mt_matmul_tf32_rung"
                              : tile == CHOICE ? "mt_matmul_tf32"
                                               : "mt_matmul_tf32_tile")) {
         tt_check_output(&out, expect);
@@ -176,14 +180,27 @@ static int64_t sm_count(void)
     return bar && sscanf(bar + 1, "%lldsm", &n) == 1 ? (int64_t)n : 0;
 }
 
-/* The last case ran the wgmma kernel iff `want` (checked where launches are
+/* The last case ran a wgmma kernel (the wgmma rung's or, where TMA reads
+ * the operands, the TMA rung's) iff `want` (checked where launches are
  * counted: the emulator). */
 static void expect_wgmma_launched(int want)
 {
     const int64_t n = mt_launch_count("matmul_tf32_wgmma", NULL);
+    const int64_t tma = mt_launch_count("matmul_tf32_tma", NULL);
     if (n >= 0)
-        TT_CHECK((n > 0) == want, "matmul_tf32_wgmma launched %" PRId64 " times; expected %s", n,
-                 want ? "the wgmma rung" : "the mma.sync rung");
+        TT_CHECK((n + tma > 0) == want, "matmul_tf32_wgmma and matmul_tf32_tma launched %" PRId64 " times; expected %s",
+                 n + tma, want ? "a wgmma kernel" : "the mma.sync rung");
+}
+
+/* The last cases ran the TMA rung's kernel (checked where launches are
+ * counted), and not the wgmma rung's. */
+static void expect_tma_launched(void)
+{
+    const int64_t n = mt_launch_count("matmul_tf32_tma", NULL);
+    const int64_t wgmma = mt_launch_count("matmul_tf32_wgmma", NULL);
+    if (n >= 0)
+        TT_CHECK(n > 0 && wgmma == 0, "matmul_tf32_tma launched %" PRId64 " times, matmul_tf32_wgmma %" PRId64
+                 " times; expected the TMA kernel only", n, wgmma);
 }
 
 /* mt_matmul_tf32 on an M x N x K product whose copies into K-major
@@ -219,6 +236,23 @@ static void mn_case(int tile, int64_t M, int64_t N, int64_t K, int a_layout, int
     mt_reset_launch_counts();
     plain(tile, M, N, K, a_layout, b_layout);
     expect_mn_launched(want, split);
+}
+
+/* The products the wgmma and TMA rungs (tile WGMMA or TMA) share: one
+ * element; 129 x 131 one past the 128 tile on both sides, K = 68 two whole
+ * K-steps and a partial one; K = 200, more K-steps than stages (the ring
+ * wraps); K = 0 (zeros); b row-major with K = 37 (rows of 37 floats: both
+ * operands copied K-major, rows padded to 16 bytes); a batch of 2 with a
+ * broadcast b. */
+static void k_major_products(int tile)
+{
+    plain(tile, 1, 1, 1, ROW_MAJOR, TRANSPOSED);
+    plain(tile, 129, 131, 68, ROW_MAJOR, TRANSPOSED);
+    plain(tile, 40, 24, 200, ROW_MAJOR, TRANSPOSED);
+    plain(tile, 7, 33, 0, ROW_MAJOR, TRANSPOSED);
+    plain(tile, 33, 65, 37, ROW_MAJOR, ROW_MAJOR);
+    static const int64_t b2[] = {2}, b1[] = {1};
+    tf32_case(tile, 1, b2, 1, b2, 1, b1, 36, 72, 100, ROW_MAJOR, TRANSPOSED);
 }
 
 /* act(z) in double, as torch defines it (test_matmul_epilogue.c's). */
@@ -357,14 +391,9 @@ int main(void)
      * are copied into those (b transposed): row-major b, K = 37 (rows of 37
      * floats), strided views. Batched, with a broadcast b. */
     TT_GROUP("wgmma") {
-        plain(WGMMA, 1, 1, 1, ROW_MAJOR, TRANSPOSED);
-        plain(WGMMA, 129, 131, 68, ROW_MAJOR, TRANSPOSED);
-        plain(WGMMA, 40, 24, 200, ROW_MAJOR, TRANSPOSED);
-        plain(WGMMA, 7, 33, 0, ROW_MAJOR, TRANSPOSED);
-        plain(WGMMA, 33, 65, 37, ROW_MAJOR, ROW_MAJOR);
+        k_major_products(WGMMA);
         plain(WGMMA, 20, 9, 16, TRANSPOSED, ANY);
         static const int64_t b2[] = {2}, b1[] = {1};
-        tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 100, ROW_MAJOR, TRANSPOSED);
         /* batched and both copied: a (2, 36, 40) transposed, the broadcast b row-major (copied once) */
         tf32_case(WGMMA, 1, b2, 1, b2, 1, b1, 36, 72, 40, TRANSPOSED, ROW_MAJOR);
         /* mt_matmul_tf32 (and the epilogue) on the layouts whose operand the
@@ -394,6 +423,34 @@ int main(void)
             epilogue_case(MT_EPILOGUE_GELU, MT_EPILOGUE_BIAS | MT_EPILOGUE_RESIDUAL | MT_EPILOGUE_PRE, 0, 16900, 130,
                           40, ROW_MAJOR, TRANSPOSED);
         }
+    }
+
+    /* The TMA rung (MT_TF32_TMA, src/matmul_tf32_tma.cu): the same products,
+     * fed by a producer warpgroup's TMA copies. One element; 129 x 131 off
+     * the tile on both sides with K = 68 a partial 32-step (TMA zero-fills
+     * every edge); K = 200, more steps than stages (the ring wraps, the
+     * barriers' parity turns); K = 520, more than twice the stages (a stage
+     * handed back before the products that read it ran is refilled while
+     * they wait: NaN on the emulator); 300 x 520 x 300, more tiles than the
+     * emulator's SMs, so that each block of the persistent grid walks
+     * several tiles and its steps' stages and parities run on across them;
+     * K = 0 (no copy, zeros). Copied operands (b row-major, K = 37 rows
+     * padded to 16 bytes); a batch of 2 with a broadcast b, and batches
+     * (2, 3) with b's (3) broadcast over the first (3-D maps: b's matrix of
+     * each batch by its ordinal). The emulator lands each copy at the consumers' wait on its
+     * barrier, so a read before that wait gets the previous tile's values. */
+    TT_GROUP("tma") {
+        mt_reset_launch_counts();
+        k_major_products(TMA);
+        plain(TMA, 40, 24, 520, ROW_MAJOR, TRANSPOSED);
+        plain(TMA, 300, 520, 300, ROW_MAJOR, TRANSPOSED);
+        static const int64_t b23[] = {2, 3}, b3[] = {3};
+        tf32_case(TMA, 2, b23, 2, b23, 1, b3, 70, 40, 100, ROW_MAJOR, TRANSPOSED);
+        expect_tma_launched();
+        if (all)
+            for (int c = 0; c < 4; ++c)
+                plain(TMA, TT_PICK(SIZES), TT_PICK(SIZES), TT_PICK(SIZES), (int)tt_rand_int(0, 2),
+                      (int)tt_rand_int(0, 2));
     }
 
     /* The wgmma rung's transposing stages (src/matmul_tf32_wgmma_mn.cu): a
