@@ -122,6 +122,75 @@ struct BiasActResidual {
                 v[j] = y;
             }
         }
+
+        /* The same over a block of out that already holds the plain sums
+         * (rows row0 .., columns col0 .. col0 + cols - 1, cols a multiple
+         * of 4, clipped to out), read back and rewritten by the 32 lanes of
+         * one warp that wrote it (after a __syncwarp): a lane takes 4
+         * columns at a time, a warp a 128-column run of one row, so that
+         * out, pre and residual move in 16-byte accesses where their rows
+         * allow. A kernel whose sums are spread over many registers (the
+         * TMA rung's 64 or 128 a thread) calls this instead of apply: its
+         * loop is not unrolled, so the activation's code exists once, and
+         * no register of the sums is live while it runs. */
+        MT_DEVICE void apply_block(const MatrixView<T> &out, int64_t row0, int rows, int64_t col0, int cols,
+                                   int lane) const
+        {
+            const int chunks = cols / 4;
+            for (int i = lane; i < rows * chunks; i += 32) {
+                const int64_t row = row0 + i / chunks, col = col0 + 4 * (i % chunks);
+                if (row >= out.rows || col >= out.cols)
+                    continue;
+                T *at = &out.at(row, col);
+                T *pre_at = pre.data != nullptr ? &pre.at(row, col) : nullptr;
+                const T *res_at = residual.data != nullptr ? &residual.at(row, col) : nullptr;
+                /* 16-byte accesses: the 4 columns inside out, contiguous
+                 * and aligned in every tensor that is there */
+                const bool vec = col + 4 <= out.cols && out.col_stride == 1 && (uintptr_t)at % 16 == 0 &&
+                                 (pre_at == nullptr || (pre.col_stride == 1 && (uintptr_t)pre_at % 16 == 0)) &&
+                                 (res_at == nullptr || (residual.col_stride == 1 && (uintptr_t)res_at % 16 == 0));
+                T v[4], z[4];
+                if (vec) {
+                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(at);
+                    for (int j = 0; j < 4; ++j)
+                        v[j] = p.v[j];
+                } else {
+                    for (int j = 0; j < 4; ++j)
+                        v[j] = col + j < out.cols ? out.at(row, col + j) : T(0);
+                }
+                for (int j = 0; j < 4; ++j)
+                    z[j] = bias != nullptr && col + j < out.cols ? v[j] + bias[(col + j) * bias_stride] : v[j];
+                if (pre_at != nullptr && vec) {
+                    Pack<T> p;
+                    for (int j = 0; j < 4; ++j)
+                        p.v[j] = z[j];
+                    *reinterpret_cast<Pack<T> *>(pre_at) = p;
+                } else if (pre_at != nullptr) {
+                    for (int j = 0; j < 4 && col + j < out.cols; ++j)
+                        pre.at(row, col + j) = z[j];
+                }
+                T r[4] = {T(0), T(0), T(0), T(0)};
+                if (res_at != nullptr && vec) {
+                    const Pack<T> p = *reinterpret_cast<const Pack<T> *>(res_at);
+                    for (int j = 0; j < 4; ++j)
+                        r[j] = p.v[j];
+                } else if (res_at != nullptr) {
+                    for (int j = 0; j < 4 && col + j < out.cols; ++j)
+                        r[j] = residual.at(row, col + j);
+                }
+                for (int j = 0; j < 4; ++j)
+                    v[j] = epilogue_act(act, z[j]) + r[j];
+                if (vec) {
+                    Pack<T> p;
+                    for (int j = 0; j < 4; ++j)
+                        p.v[j] = v[j];
+                    *reinterpret_cast<Pack<T> *>(at) = p;
+                } else {
+                    for (int j = 0; j < 4 && col + j < out.cols; ++j)
+                        out.at(row, col + j) = v[j];
+                }
+            }
+        }
     };
 
     MT_DEVICE Batch at_batch(int64_t z) const

@@ -46,10 +46,11 @@ mt_status mt_matmul_tf32(mt_tensor out, mt_tensor a, mt_tensor b);
 /* MT_TF32_TMA: the wgmma rung's products fed by TMA copies from a producer
  * warpgroup, stages handed over by mbarriers, on a persistent grid
  * (src/matmul_tf32_tma.cu); where MT_TF32_WGMMA runs, with its layouts and
- * its truncation. Operands TMA cannot describe (a batch or an offset off 16
- * bytes) take the MT_TF32_WGMMA kernel. mt_matmul_tf32 and
- * mt_matmul_tf32_epilogue take this kernel wherever they take the wgmma
- * rung and TMA can read the operands. */
+ * its truncation. Operands TMA cannot describe take the MT_TF32_WGMMA
+ * kernel: batch dims that are not one stride between matrices (an
+ * expanded, stride-0 batch dim among them), or a driver without TMA.
+ * mt_matmul_tf32 and mt_matmul_tf32_epilogue take this kernel wherever they
+ * take the wgmma rung and TMA can read the operands. */
 #define MT_TF32_TMA 4
 mt_status mt_matmul_tf32_rung(mt_tensor out, mt_tensor a, mt_tensor b, int rung);
 /* MT_TF32_MMA with a chosen tile variant (0..count-1, named by

@@ -43,6 +43,7 @@
  * block's tiles run over every batch's.
  */
 #include <algorithm>
+#include <type_traits>
 
 #include "indexing.h"
 #include "matmul_epilogue.h"
@@ -170,7 +171,19 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (k_tiles > 0)
             mbar_arrive(&empty[(step - 1) % S]);
         const MatrixView<float> Out = matrix_view<float>(out, out_start);
-        wgmma_store_tile<C::BN>(acc, Out, epi.at_batch(z), row0 + consumer * 64, col0, M, N, warp, lane);
+        const int64_t rows0 = row0 + consumer * 64;
+        if constexpr (std::is_same<Epi, PlainStore>::value) {
+            wgmma_store_tile<C::BN>(acc, Out, PlainStore::Batch{}, rows0, col0, M, N, warp, lane);
+        } else {
+            /* the plain sums first, then the epilogue over the warp's own 16
+             * rows, read back from L2 in 16-byte accesses: applied on the
+             * registers, each of the 64 or 128 values a thread holds would
+             * have its own copy of the activation's code and scattered
+             * 4-byte stores of pre (apply_block) */
+            wgmma_store_tile<C::BN>(acc, Out, PlainStore::Batch{}, rows0, col0, M, N, warp, lane);
+            __syncwarp();
+            epi.at_batch(z).apply_block(Out, rows0 + warp * 16, 16, col0, C::BN, lane);
+        }
     }
 #elif defined(__CUDA_ARCH__)
     /* compiled for another GPU: tf32_wgmma_available keeps the library off */
@@ -279,6 +292,7 @@ mt_status launch_tf32_tma(const mt_tensor &out, const mt_tensor &a, const mt_ten
 mt_status launch_tf32_tma_epilogue(const mt_tensor &out, const mt_tensor &a, const mt_tensor &b,
                                    const BiasActResidual<float> &epi)
 {
-    /* the 128 x 128 tile, as the wgmma rung's epilogue takes (its note) */
+    if (wide_tiles_fill_gpu(out))
+        return launch_tf32_tma_typed<Tf32Tma128x256S4>(out, a, b, epi);
     return launch_tf32_tma_typed<Tf32Tma128x128S6>(out, a, b, epi);
 }

@@ -16,17 +16,6 @@
 
 static_assert(sizeof(TmaMap) == 128, "a tensor map is 128 bytes");
 
-/* The limits of a tiled map with 4-byte elements: the address and the
- * strides 16-byte multiples, every size under 2^31 elements (the
- * coordinates are 32-bit), the strides under 2^40 bytes. */
-bool tma_map_ok(const float *data, int64_t rows, int64_t cols, int64_t ld, int64_t batches, int64_t batch_ld)
-{
-    const int64_t limit = (int64_t)1 << 31, stride_limit = (int64_t)1 << 38; /* floats: 2^40 bytes */
-    return (uintptr_t)data % 16 == 0 && ld % 4 == 0 && batch_ld % 4 == 0 && ld >= cols && rows > 0 && cols > 0 &&
-           batches > 0 && rows < limit && cols < limit && batches < limit && ld < stride_limit && batch_ld > 0 &&
-           batch_ld < stride_limit;
-}
-
 static mt_status refuse(const char *func, int64_t rows, int64_t cols, int64_t ld, int64_t batches, int64_t batch_ld,
                         int box_rows)
 {
@@ -39,6 +28,8 @@ static mt_status refuse(const char *func, int64_t rows, int64_t cols, int64_t ld
 }
 
 #ifdef MT_EMULATOR
+
+static bool encoder_available(void) { return true; }
 
 mt_status tma_map_3d(const char *func, TmaMap *map, const float *data, int64_t rows, int64_t cols, int64_t ld,
                      int64_t batches, int64_t batch_ld, int box_rows)
@@ -73,6 +64,8 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_function(void)
     return encode;
 }
 
+static bool encoder_available(void) { return encode_function() != nullptr; }
+
 mt_status tma_map_3d(const char *func, TmaMap *map, const float *data, int64_t rows, int64_t cols, int64_t ld,
                      int64_t batches, int64_t batch_ld, int box_rows)
 {
@@ -99,3 +92,17 @@ mt_status tma_map_3d(const char *func, TmaMap *map, const float *data, int64_t r
 }
 
 #endif /* MT_EMULATOR */
+
+/* The limits of a tiled map with 4-byte elements (and a driver that
+ * encodes one): the address and the strides 16-byte multiples, every size under 2^31 elements (the
+ * coordinates are 32-bit), the strides under 2^40 bytes. */
+bool tma_map_ok(const float *data, int64_t rows, int64_t cols, int64_t ld, int64_t batches, int64_t batch_ld)
+{
+    if (!encoder_available())
+        return false;
+    const int64_t limit = (int64_t)1 << 31, stride_limit = (int64_t)1 << 38; /* floats: 2^40 bytes */
+    return (uintptr_t)data % 16 == 0 && ld % 4 == 0 && batch_ld % 4 == 0 && ld >= cols && rows > 0 && cols > 0 &&
+           batches > 0 && rows < limit && cols < limit && batches < limit && ld < stride_limit && batch_ld > 0 &&
+           batch_ld < stride_limit;
+}
+

@@ -7,7 +7,7 @@
  * TMA copies a whole box of a matrix (here 32 floats x up to 256 rows) from
  * global into shared memory with one instruction issued by one thread. The
  * matrix is described once, on the host, by a 128-byte tensor map (its
- * address, sizes, row stride, the box and the swizzle: tma_map_2d); the
+ * address, sizes, row stride, the box and the swizzle: tma_map_3d); the
  * copy zero-fills what lies outside the matrix, so no thread tests edges.
  * It writes the box in the 128-byte swizzle, the layout wgmma's
  * descriptors read (src/wgmma_tf32.h: chunk c of row r at c ^ (r % 8)).
@@ -34,9 +34,10 @@
  *                             (1024-byte aligned), counted on bar.
  *
  * The emulator build has twins (src/emu/emu_tma.cpp): the barrier's state
- * is kept beside the block, and a copy lands when a thread first waits on
- * the barrier that counts it (the latest moment a GPU allows), so a
- * consumer that reads a stage without waiting reads the previous tile.
+ * is kept beside the block, a copy's box holds NaN from its issue, and the
+ * copy lands when a thread first waits on the barrier that counts it (the
+ * latest moment a GPU allows), so a consumer that reads a stage without
+ * waiting reads NaN or the previous tile.
  */
 #ifndef MT_TMA_H
 #define MT_TMA_H
@@ -65,7 +66,8 @@ struct alignas(64) TmaMap {
  * cannot describe). */
 mt_status tma_map_3d(const char *func, TmaMap *map, const float *data, int64_t rows, int64_t cols, int64_t ld,
                      int64_t batches, int64_t batch_ld, int box_rows);
-/* Can tma_map_3d describe these matrices? (alignment, sizes under 2^31) */
+/* Can tma_map_3d describe these matrices? (alignment, sizes under 2^31, a
+ * driver that encodes tensor maps) */
 bool tma_map_ok(const float *data, int64_t rows, int64_t cols, int64_t ld, int64_t batches, int64_t batch_ld);
 
 #ifdef MT_EMULATOR

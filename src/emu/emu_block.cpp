@@ -158,6 +158,8 @@ bool BlockRunner::release_barrier()
     size_t n = threads_.size();
     if (at_block_ == 0)
         return true; /* everybody has returned: the block is finished */
+    if (!next_round_.empty())
+        return true; /* threads that spin on an mbarrier run on; they may still reach the barrier */
     if (at_block_ < n || sync_mismatch_)
         return report_divergence();
     next_epoch();

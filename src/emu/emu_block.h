@@ -235,6 +235,11 @@ public:
     void async_wait(int prior);
 
     /* ---- for the mbarriers and TMA copies (emu_tma.cpp) ------------------ */
+    /* The current thread waits for the next round and the others run: a
+     * thread that spins on an mbarrier. (Into this round, as
+     * yield_after_read does, the round would never end while it spins, and
+     * the warp meetings released between rounds would wait forever.) */
+    void yield_to_next_round();
     uint64_t block_serial() const { return block_serial_; }
     std::string where_running() const { return where(*current_); }
 

@@ -237,6 +237,14 @@ void BlockRunner::yield_after_read()
         throw KernelAbort{};
 }
 
+void BlockRunner::yield_to_next_round()
+{
+    if (aborting_ || !error_.empty())
+        throw KernelAbort{};
+    next_round_.push_back(current_->linear);
+    wait();
+}
+
 void BlockRunner::wait()
 {
     EmuThread &me = *current_;

@@ -11,16 +11,16 @@
  *
  * A TMA copy is queued on the barrier it signals and lands (its box copied
  * into shared memory in the 128-byte swizzle, its bytes counted off) when a
- * thread first waits on that barrier: the latest moment a GPU allows. So a
- * consumer that reads a stage without waiting for its barrier reads the
- * previous tile there, and gets a wrong product. From its issue to its
- * landing the box holds NaN: a stage refilled while products still read it
- * gives NaN products.
+ * thread first waits on that barrier: the latest moment a GPU allows. From
+ * its issue to its landing the box holds NaN. So a consumer that reads a
+ * stage without waiting for its barrier reads NaN (or, before the copy was
+ * issued, the previous tile), and a stage refilled while products still
+ * read it gives NaN products.
  *
  * A wait yields to the block's other threads between looks (a producer
- * must run for a consumer's barrier to complete) and fails after
- * MINITENSOR_EMU_WAIT seconds (default 30) instead of hanging: a barrier
- * whose arrivals never come is a deadlock on a GPU.
+ * must run for a consumer's barrier to complete) and fails once no barrier
+ * of the block changed for MINITENSOR_EMU_WAIT seconds (default 30) instead
+ * of hanging: a barrier whose arrivals never come is a deadlock on a GPU.
  */
 #include "emu_block.h"
 
@@ -60,6 +60,11 @@ struct Mbarrier {
 };
 
 thread_local std::unordered_map<const void *, Mbarrier> t_barriers;
+/* Counts every change of a barrier of this OS thread's blocks (an init, an
+ * arrival, a landed copy): a wait fails only after the limit passed with
+ * no change, which on a GPU would be a deadlock. A long wait for slow
+ * threads (the full checks' emulated reads) is not one. */
+thread_local uint64_t t_progress = 0;
 
 double wait_limit_s()
 {
@@ -87,6 +92,7 @@ Mbarrier &barrier_at(const void *bar, const char *what)
 
 void complete_if_done(Mbarrier &m)
 {
+    ++t_progress;
     if (m.missing == 0 && m.bytes == 0) {
         ++m.phase;
         m.missing = m.count;
@@ -137,6 +143,7 @@ void mbarrier_init(void *bar, unsigned count)
     m = Mbarrier{};
     m.block = r.block_serial();
     m.count = m.missing = count;
+    ++t_progress;
 }
 
 void mbarrier_arrive(void *bar, unsigned tx_bytes)
@@ -189,8 +196,10 @@ void mbarrier_wait(void *bar, unsigned parity)
 {
     using Clock = std::chrono::steady_clock;
     BlockRunner &r = running();
-    const Clock::time_point deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_limit_s()));
+    const Clock::duration limit =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_limit_s()));
+    Clock::time_point deadline = Clock::now() + limit;
+    uint64_t seen = t_progress;
     for (unsigned spins = 0;; ++spins) {
         Mbarrier &m = barrier_at(bar, "wait");
         if (!m.copies.empty()) {
@@ -205,14 +214,17 @@ void mbarrier_wait(void *bar, unsigned parity)
         }
         if ((m.phase & 1u) != (parity & 1u))
             return;
-        if (spins % 1024 == 1023 && Clock::now() > deadline)
+        if (spins % 1024 == 1023 && seen != t_progress) {
+            seen = t_progress;
+            deadline = Clock::now() + limit;
+        } else if (spins % 1024 == 1023 && Clock::now() > deadline)
             throw KernelError(format("%s: waited %.0f s on an mbarrier for the phase of parity %u (it completed %u "
-                                     "phases; %u arrivals and %lld bytes missing): a deadlock on a GPU "
-                                     "(MINITENSOR_EMU_WAIT sets the limit)",
+                                     "phases; %u arrivals and %lld bytes missing) while no barrier of the block changed: a "
+                                     "deadlock on a GPU (MINITENSOR_EMU_WAIT sets the limit)",
                                      r.where_running().c_str(), wait_limit_s(), parity & 1u, m.phase, m.missing,
                                      m.bytes));
         /* let the threads that will arrive run */
-        r.yield_after_read();
+        r.yield_to_next_round();
     }
 }
 

@@ -437,8 +437,9 @@ int main(void)
      * K = 0 (no copy, zeros). Copied operands (b row-major, K = 37 rows
      * padded to 16 bytes); a batch of 2 with a broadcast b, and batches
      * (2, 3) with b's (3) broadcast over the first (3-D maps: b's matrix of
-     * each batch by its ordinal). The emulator lands each copy at the consumers' wait on its
-     * barrier, so a read before that wait gets the previous tile's values. */
+     * each batch by its ordinal). The emulator lands each copy at the
+     * consumers' wait on its barrier and fills its box with NaN until then,
+     * so a read before that wait gets NaN or the previous tile's values. */
     TT_GROUP("tma") {
         mt_reset_launch_counts();
         k_major_products(TMA);
