@@ -419,3 +419,69 @@ plt.show()
 # kernel and 8.5 TFLOP/s for the tiled one (at n = 1024: 4.6 and 7.4). cuBLAS
 # reaches about 50 TFLOP/s on the same GPU: the rest of the ladder
 # (`docs/kernels.md`) closes that gap by giving each thread several outputs.
+
+# %% [markdown]
+# ## Where the ladder ends: tensor cores fed by a copy engine
+#
+# With TF32 allowed (`mt.backends.cuda.matmul.allow_tf32 = True`), products
+# run on tensor cores. The TF32 ladder (`docs/kernels.md`) climbs the same
+# way as the float one, and its last rung, `"tf32_tma"`
+# (`src/matmul_tf32_tma.cu`), is the shape of cuBLAS's own Hopper kernel.
+# Two ideas carry it:
+#
+# 1. **A copy engine.** TMA copies a whole 32 x 128 box of a matrix into
+#    shared memory on one instruction of one thread, already in the layout
+#    the tensor cores read, zeros past the matrix's edge. The warps that
+#    multiply issue no load at all.
+# 2. **Barriers that count, in place of `__syncthreads()`.** One producer
+#    warpgroup fills a ring of stages; two consumer warpgroups multiply.
+#    Each stage has two *mbarriers* in shared memory: `full` completes when
+#    the stage's bytes have landed, `empty` when every consumer is done with
+#    it. A barrier completes *phases* 0, 1, 2, ..., and a thread waits for
+#    the phase of a *parity* (0 or 1). Nobody meets anybody else at a block
+#    barrier in the main loop.
+#
+# The bookkeeping is the part a kernel gets wrong, so here it is in plain
+# Python: which stage a K step uses and which parity each side waits for.
+# A fresh barrier is in phase 0, and a wait for parity 1 returns at once
+# (the phase "before" counts as complete): that is how the producer's first
+# pass over the empty ring goes through.
+
+# %%
+stages = 4
+print("step  stage  producer waits empty[stage] for parity  consumers wait full[stage] for parity")
+for step in range(10):
+    s, lap = step % stages, step // stages
+    print(f"{step:4d}  {s:5d}  {(lap & 1) ^ 1:38d}  {lap & 1:37d}")
+
+# %% [markdown]
+# On its first lap (steps 0-3) the producer waits for parity 1 on fresh
+# barriers and fills all four stages at once. From step 4 on it waits for
+# the consumers' first release of the stage (parity 0), then for the second
+# (parity 1), and so on; the consumers' waits are the same sequence shifted
+# by one lap. The emulator keeps each barrier's arrivals, bytes and phases,
+# lands a copy only when someone waits on its barrier, and fills its box with
+# NaN until then, so a kernel that reads a stage too early, or hands it back
+# before its products ran, gets NaN here instead of a right answer by luck.
+# The rung runs on the emulator like any other (its error bound is TF32's:
+# the tensor cores drop each operand's low 13 mantissa bits):
+
+# %%
+rng = np.random.default_rng(0)
+a_np = rng.standard_normal((96, 200)).astype(np.float32)
+w_np = rng.standard_normal((130, 200)).astype(np.float32)
+exact = a_np.astype(np.float64) @ w_np.T.astype(np.float64)
+terms = np.abs(a_np).astype(np.float64) @ np.abs(w_np.T).astype(np.float64)
+try:
+    got = mt.kernels.matmul(mt.tensor(a_np), mt.tensor(w_np).t(), algo="tf32_tma").numpy()
+    print(f"max |error| / sum |terms| = {np.max(np.abs(got - exact) / terms):.2e}  (bound 2^-9 = {2.0 ** -9:.2e})")
+except mt.MinitensorError as error:  # a GPU other than an H100/H200 has no TMA
+    print(error)
+
+# %% [markdown]
+# Measured on an H200 at 4096^3 (`bench/tf32_gpt_shapes.py`, `x @ W.T`,
+# docs/performance.md): the wgmma rung that loads its own stages with
+# `cp.async` and meets at a block barrier every K step takes 0.631 ms; the
+# TMA rung 0.378 ms (363 TFLOP/s), against cuBLAS's 0.360-0.369 ms. The
+# multiply instructions are the same in both; what changed is who waits for
+# whom.

@@ -41,7 +41,9 @@
  *                              read-modify-write loses updates
  *   MINITENSOR_EMU_DEVICES=n   emulated devices (default 1; emu_devices.cpp)
  *   MINITENSOR_EMU_WAIT=s      how long a kernel of a launch group waits at a
- *                              flag before it fails (default 30; emu_group.cpp)
+ *                              flag, or a thread on an mbarrier while no
+ *                              barrier of its block changes, before it fails
+ *                              (default 30; emu_group.cpp, emu_tma.cpp)
  */
 #ifndef MT_EMU_H
 #define MT_EMU_H

@@ -18,6 +18,7 @@ int mt_test_kernel_error_reported_by(int how, char *msg, size_t msgsize, int *th
 int mt_test_cuda_launch_failure(void);
 int mt_test_cuda_illegal_address(void);
 int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *line0, int *line1);
+int mt_test_launch_mbarrier_bug(int which, char *msg, size_t msgsize);
 float mt_test_rmw_sum(char *msg, size_t msgsize);
 int mt_test_cuda_stack_error(void);
 
@@ -184,6 +185,31 @@ static void test_bug_corpus(void)
     expect_bug(6, NULL, 0, 0);
 }
 
+/* The mbarrier twins' checks (src/emu/emu_tma.cpp): each misuse fails its
+ * launch with a message that says what went wrong (MINITENSOR_EMU_WAIT is 2
+ * seconds here, so the deadlock is reported soon). */
+static void test_mbarriers(void)
+{
+    static const struct {
+        const char *what, *needle;
+    } cases[] = {
+        {"a wait on an mbarrier whose arrivals never come: a deadlock", "while no barrier of the block changed: a "
+                                                                         "deadlock on a GPU"},
+        {"an arrival on an mbarrier whose phase has all its arrivals and waits for bytes",
+         "more arrivals on an mbarrier than its count (1)"},
+        {"a wait on an mbarrier that the block never initialised", "that this block never initialised"},
+    };
+    for (int which = 0; which < 3; ++which) {
+        tt_case("%s", cases[which].what);
+        char msg[1024];
+        const int err = mt_test_launch_mbarrier_bug(which, msg, sizeof msg);
+        if (TT_CHECK(err == mt_test_cuda_launch_failure(), "error %d (%s), expected a launch failure", err, msg))
+            TT_CHECK(strstr(msg, cases[which].needle) != NULL && strstr(msg, "mbarrier_bug_kernel") != NULL,
+                     "no \"%s\" naming the kernel in \"%s\"", cases[which].needle, msg);
+    }
+    expect_library_works("the mbarrier errors");
+}
+
 /* Runs this program again with `env` set and one argument, and reads what
  * it printed; false if it could not. */
 static bool child_output(const char *env, const char *arg, char *out, size_t size)
@@ -304,11 +330,13 @@ int main(int argc, char **argv)
         perror("test_emu_checks: execv /proc/self/exe");
         return 1;
     }
+    setenv("MINITENSOR_EMU_WAIT", "2", 0); /* test_mbarriers' deadlock, read at the first wait */
     tt_init("test_emu_checks");
     TT_GROUP("interrupt") test_interrupt();
     TT_GROUP("pending kernel error") test_pending_kernel_error();
     TT_GROUP("bug corpus") test_bug_corpus();
     TT_GROUP("global memory") test_global_memory();
     TT_GROUP("interleave") test_interleave();
+    TT_GROUP("mbarriers") test_mbarriers();
     return tt_summary();
 }
