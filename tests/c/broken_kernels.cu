@@ -12,7 +12,6 @@
 #include "async_copy.h"
 #include "block_reduce.h"
 #include "check.h"
-#include "tma.h"
 
 /* Half of every block returns before the barrier that the other half waits
  * at. On a GPU this is undefined behaviour (it may hang or seem to work), so
@@ -222,41 +221,6 @@ extern "C" float mt_test_rmw_sum(char *msg, size_t msgsize)
     copy_message(err, msg, msgsize);
     cudaFree(buf);
     return err == cudaSuccess ? sum : -1.0f;
-}
-
-/* mbarriers (src/tma.h) used wrongly; on a GPU the first would hang, so
- * only the emulator runs them. which 0: thread 0 arrives on a barrier that
- * counts 2 arrivals, and every thread waits for the phase (a deadlock);
- * 1: thread 0 arrives on a barrier that counts 1 and announces 64 bytes of
- * copies, then thread 1 arrives in the same phase, which still waits for
- * the bytes (more arrivals than its count); 2: a wait on a barrier nobody
- * initialised. */
-__global__ void mbarrier_bug_kernel(float *out, int which)
-{
-    extern __shared__ __align__(16) unsigned char bytes[];
-    uint64_t *bar = reinterpret_cast<uint64_t *>(&bytes[0]);
-    if (threadIdx.x == 0 && which != 2)
-        mbar_init(bar, which == 0 ? 2 : 1);
-    __syncthreads();
-    if (threadIdx.x == 0 && which == 1)
-        mbar_arrive_expect(bar, 64);
-    else if (threadIdx.x == 0 || (which == 1 && threadIdx.x == 1))
-        mbar_arrive(bar);
-    mbar_wait(bar, 0);
-    out[threadIdx.x] = 1.0f;
-}
-
-extern "C" int mt_test_launch_mbarrier_bug(int which, char *msg, size_t msgsize)
-{
-    float *buf = NULL;
-    cudaError_t err = cudaMalloc((void **)&buf, 64 * sizeof(float));
-    if (err == cudaSuccess) {
-        mbarrier_bug_kernel<<<1, 64, 16>>>(buf, which);
-        err = launch_result();
-    }
-    copy_message(err, msg, msgsize);
-    cudaFree(buf);
-    return (int)err;
 }
 
 extern "C" int mt_test_cuda_launch_failure(void) { return (int)cudaErrorLaunchFailure; }
@@ -605,3 +569,48 @@ extern "C" int mt_test_launch_bug(int which, char *msg, size_t msgsize, int *lin
 #endif
     return (int)err;
 }
+
+/* ======================================================================== */
+/* The mbarrier twins' own checks (tests/c/test_emu_checks.c, "mbarriers")   */
+/* ======================================================================== */
+/* At the end of the file, so that the lines of the kernels above, which
+ * docs/emulator.md quotes, stay where they are. */
+#ifdef MT_EMULATOR
+#include "tma.h"
+
+/* mbarriers (src/tma.h) used wrongly; on a GPU the first would hang, so
+ * only the emulator runs them. which 0: thread 0 arrives on a barrier that
+ * counts 2 arrivals, and every thread waits for the phase (a deadlock);
+ * 1: thread 0 arrives on a barrier that counts 1 and announces 64 bytes of
+ * copies, then thread 1 arrives in the same phase, which still waits for
+ * the bytes (more arrivals than its count); 2: a wait on a barrier nobody
+ * initialised. */
+__global__ void mbarrier_bug_kernel(float *out, int which)
+{
+    extern __shared__ __align__(16) unsigned char bytes[];
+    uint64_t *bar = reinterpret_cast<uint64_t *>(&bytes[0]);
+    if (threadIdx.x == 0 && which != 2)
+        mbar_init(bar, which == 0 ? 2 : 1);
+    __syncthreads();
+    if (threadIdx.x == 0 && which == 1)
+        mbar_arrive_expect(bar, 64);
+    else if (threadIdx.x == 0 || (which == 1 && threadIdx.x == 1))
+        mbar_arrive(bar);
+    mbar_wait(bar, 0);
+    out[threadIdx.x] = 1.0f;
+}
+
+extern "C" int mt_test_launch_mbarrier_bug(int which, char *msg, size_t msgsize)
+{
+    float *buf = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, 64 * sizeof(float));
+    if (err == cudaSuccess) {
+        mbarrier_bug_kernel<<<1, 64, 16>>>(buf, which);
+        err = launch_result();
+    }
+    copy_message(err, msg, msgsize);
+    cudaFree(buf);
+    return (int)err;
+}
+
+#endif /* MT_EMULATOR */

@@ -281,9 +281,10 @@ int main(void)
         tt_tensor x = tt_new(MT_FLOAT32, 2, s22, TT_INPUT);
         tt_tensor y = tt_new(MT_FLOAT32, 2, s22, TT_OUTPUT);
         tt_fill(&x, -1, 1, 0);
-        tt_case("mt_matmul_tf32_rung: rung 4, which does not exist");
-        if (tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, 4), MT_ERR_INVALID_ARGUMENT, "mt_matmul_tf32_rung", &y))
-            TT_CHECK(strstr(mt_last_error(), "unknown TF32 rung 4") != NULL, "%s", mt_last_error());
+        tt_case("mt_matmul_tf32_rung: rung MT_TF32_TMA + 1, which does not exist");
+        if (tt_expect_error(mt_matmul_tf32_rung(y.t, x.t, x.t, MT_TF32_TMA + 1), MT_ERR_INVALID_ARGUMENT,
+                            "mt_matmul_tf32_rung", &y))
+            TT_CHECK(strstr(mt_last_error(), "unknown TF32 rung 5") != NULL, "%s", mt_last_error());
         tt_free(&x);
         tt_free(&y);
     }
