@@ -172,15 +172,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             mbar_arrive(&empty[(step - 1) % S]);
         const MatrixView<float> Out = matrix_view<float>(out, out_start);
         const int64_t rows0 = row0 + consumer * 64;
-        if constexpr (std::is_same<Epi, PlainStore>::value) {
-            wgmma_store_tile<C::BN>(acc, Out, PlainStore::Batch{}, rows0, col0, M, N, warp, lane);
-        } else {
+        wgmma_store_tile<C::BN>(acc, Out, PlainStore::Batch{}, rows0, col0, M, N, warp, lane);
+        if constexpr (!std::is_same<Epi, PlainStore>::value) {
             /* the plain sums first, then the epilogue over the warp's own 16
              * rows, read back from L2 in 16-byte accesses: applied on the
              * registers, each of the 64 or 128 values a thread holds would
              * have its own copy of the activation's code and scattered
              * 4-byte stores of pre (apply_block) */
-            wgmma_store_tile<C::BN>(acc, Out, PlainStore::Batch{}, rows0, col0, M, N, warp, lane);
             __syncwarp();
             epi.at_batch(z).apply_block(Out, rows0 + warp * 16, 16, col0, C::BN, lane);
         }
